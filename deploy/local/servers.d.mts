@@ -1,0 +1,25 @@
+import type { ChildProcess, SpawnOptions } from 'node:child_process';
+
+/** A server process we started; stopped by its pid, never by name. */
+export interface LocalServer {
+  url: string;
+  pid: number;
+  /** The port it listens on, so a restart can come back on the same address. */
+  port: number;
+  /** Resolves when the process has exited, whatever stopped it. */
+  exited: Promise<void>;
+  stop(signal?: NodeJS.Signals): Promise<void>;
+}
+
+export interface ServerOptions {
+  binary: string;
+  /** Data lives here; reuse it to restart on the same store. */
+  dir: string;
+  port?: number;
+  onLine?: (line: string) => void;
+}
+
+export declare function startNatsServer(opts: ServerOptions): Promise<LocalServer>;
+export declare function startFerretDb(opts: ServerOptions): Promise<LocalServer>;
+
+export declare function spawnGuarded(command: string, args: readonly string[], options: SpawnOptions): ChildProcess;

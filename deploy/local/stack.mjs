@@ -1,0 +1,188 @@
+#!/usr/bin/env node
+// The whole local stack in the foreground: NATS and FerretDB (data under THREADWORK_DATA_DIR,
+// default ./.data) unless NATS_URL and MONGO_URL point elsewhere, then every service, with their
+// JSON logs printed as readable lines. Ctrl-C or SIGTERM stops everything it started, by pid.
+// Run through `npm start`, which builds first.
+import { mkdirSync, rmSync, writeFileSync } from 'node:fs';
+import { dirname, join, resolve } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { spawnGuarded, startFerretDb, startNatsServer } from './servers.mjs';
+import { toolPath } from './tools.mjs';
+
+const root = resolve(dirname(fileURLToPath(import.meta.url)), '..', '..');
+const dataDir = resolve(process.env.THREADWORK_DATA_DIR ?? join(root, '.data'));
+const port = Number(process.env.PORT ?? 8080);
+const stackFile = join(dataDir, 'stack.json');
+// Order matters: services that others call come up first; they stop in reverse.
+const SERVICES = ['runs', 'repohost', 'review', 'threads', 'runner', 'gateway'];
+
+const color = process.stdout.isTTY ? (code, text) => `\x1b[${code}m${text}\x1b[0m` : (_code, text) => text;
+const LEVEL_COLORS = { trace: 90, debug: 90, info: 32, warn: 33, error: 31, fatal: 31 };
+
+function say(line) {
+  process.stdout.write(`${color(1, 'threadwork')} ${line}\n`);
+}
+
+/** One readable line for a pino JSON line; anything else is printed as it came. */
+function pretty(name, line) {
+  let entry;
+  try {
+    entry = JSON.parse(line);
+  } catch {
+    return `${color(36, name.padEnd(9))} ${line}`;
+  }
+  const { time, level, msg, service: _service, pid: _pid, hostname: _hostname, ...rest } = entry;
+  const when = typeof time === 'string' ? time.slice(11, 19) : '';
+  const extra = Object.keys(rest).length ? ` ${color(90, JSON.stringify(rest))}` : '';
+  return `${color(90, when)} ${color(36, name.padEnd(9))} ${color(LEVEL_COLORS[level] ?? 0, String(level ?? '').padEnd(5))} ${msg ?? ''}${extra}`;
+}
+
+function pipeLines(stream, name) {
+  let buffered = '';
+  stream.on('data', (chunk) => {
+    buffered += chunk.toString();
+    const lines = buffered.split('\n');
+    buffered = lines.pop() ?? '';
+    for (const line of lines) if (line.trim()) process.stdout.write(pretty(name, line) + '\n');
+  });
+}
+
+const started = [];
+let stopping = false;
+
+async function stopAll(code) {
+  if (stopping) return;
+  stopping = true;
+  say('stopping…');
+  for (const proc of [...started].reverse()) {
+    try {
+      await proc.stop();
+    } catch (err) {
+      say(`could not stop ${proc.name} (pid ${proc.pid}): ${err.message}`);
+    }
+  }
+  rmSync(stackFile, { force: true });
+  say('stopped');
+  process.exit(code);
+}
+
+process.on('SIGINT', () => void stopAll(0));
+process.on('SIGTERM', () => void stopAll(0));
+
+function startService(name, env) {
+  const child = spawnGuarded(process.execPath, [join(root, 'services', name, 'dist', 'main.js')], {
+    cwd: root,
+    env,
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  pipeLines(child.stdout, name);
+  pipeLines(child.stderr, name);
+  const exited = new Promise((resolveExit) => child.once('exit', (code, signal) => resolveExit({ code, signal })));
+  exited.then(({ code, signal }) => {
+    if (!stopping) {
+      say(`${name} exited unexpectedly (${signal ?? `exit ${code}`}); stopping the stack`);
+      void stopAll(1);
+    }
+  });
+  return {
+    name,
+    pid: child.pid,
+    async stop() {
+      if (child.exitCode !== null || child.signalCode !== null) return;
+      child.kill('SIGTERM');
+      const killer = setTimeout(() => child.kill('SIGKILL'), 15_000);
+      await exited;
+      clearTimeout(killer);
+    },
+  };
+}
+
+async function waitReady(url, timeoutMs) {
+  const deadline = Date.now() + timeoutMs;
+  while (Date.now() < deadline && !stopping) {
+    try {
+      const res = await fetch(url);
+      if (res.ok) return true;
+    } catch {
+      // not listening yet
+    }
+    await sleep(100);
+  }
+  return false;
+}
+
+async function main() {
+  mkdirSync(dataDir, { recursive: true });
+  let natsUrl = process.env.NATS_URL;
+  let mongoUrl = process.env.MONGO_URL;
+
+  if (!natsUrl) {
+    const nats = await startNatsServer({
+      binary: toolPath('nats-server'),
+      dir: join(dataDir, 'nats'),
+      onLine: (line) => /\[(ERR|WRN|FTL)\]/.test(line) && process.stdout.write(pretty('nats', line) + '\n'),
+    });
+    started.push({ name: 'nats-server', pid: nats.pid, stop: () => nats.stop() });
+    natsUrl = nats.url;
+    say(`NATS with JetStream at ${natsUrl} (data in ${join(dataDir, 'nats')})`);
+  }
+  if (!mongoUrl) {
+    const ferret = await startFerretDb({
+      binary: toolPath('ferretdb'),
+      dir: join(dataDir, 'ferretdb'),
+      onLine: (line) => /level=ERROR|panic/.test(line) && process.stdout.write(pretty('ferretdb', line) + '\n'),
+    });
+    started.push({ name: 'ferretdb', pid: ferret.pid, stop: () => ferret.stop() });
+    mongoUrl = ferret.url;
+    say(`FerretDB (MongoDB wire protocol on SQLite) at ${mongoUrl} (data in ${join(dataDir, 'ferretdb')})`);
+  }
+
+  const dbPrefix = process.env.MONGO_DB_PREFIX ?? 'threadwork';
+  const env = {
+    ...process.env,
+    NATS_URL: natsUrl,
+    MONGO_URL: mongoUrl,
+    MONGO_DB_PREFIX: dbPrefix,
+    THREADWORK_DATA_DIR: dataDir,
+    REPOHOST_LOCAL_DIR: process.env.REPOHOST_LOCAL_DIR ?? join(dataDir, 'repos'),
+    SANDBOX_ROOT: process.env.SANDBOX_ROOT ?? join(dataDir, 'sandboxes'),
+    PORT: String(port),
+    HOST: process.env.HOST ?? '127.0.0.1',
+  };
+  mkdirSync(env.REPOHOST_LOCAL_DIR, { recursive: true });
+
+  for (const name of SERVICES) {
+    if (stopping) return;
+    started.push(startService(name, env));
+  }
+
+  const gatewayUrl = `http://localhost:${port}`;
+  writeFileSync(
+    stackFile,
+    JSON.stringify(
+      {
+        natsUrl,
+        mongoUrl,
+        dbPrefix,
+        gatewayUrl,
+        pid: process.pid,
+        processes: started.map(({ name, pid }) => ({ name, pid })),
+      },
+      null,
+      2,
+    ) + '\n',
+  );
+
+  if (await waitReady(`http://127.0.0.1:${port}/readyz`, 60_000)) {
+    say(`ready: ${color(1, gatewayUrl)}  (create an API key: npm run admin -- keys create --user <login>)`);
+  } else if (!stopping) {
+    say(`the gateway did not become ready on port ${port} within 60 s; stopping`);
+    await stopAll(1);
+  }
+}
+
+main().catch(async (err) => {
+  say(`failed to start: ${err.message}`);
+  await stopAll(1);
+});

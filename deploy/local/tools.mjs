@@ -1,0 +1,142 @@
+// Pinned local infrastructure: nats-server, FerretDB (through our launcher) and helm, built with
+// the Go toolchain and cached outside the repository, so a second run is instant and a fresh
+// machine builds each one once. Dependency-free on purpose: it runs before `pnpm install`.
+import { spawnSync } from 'node:child_process';
+import { existsSync, mkdirSync, renameSync, rmSync, statSync } from 'node:fs';
+import { homedir } from 'node:os';
+import { dirname, join, resolve } from 'node:path';
+import { fileURLToPath } from 'node:url';
+
+const here = dirname(fileURLToPath(import.meta.url));
+
+export const TOOLS = {
+  'nats-server': {
+    version: 'v2.12.15',
+    module: 'github.com/nats-io/nats-server/v2',
+    about: 'NATS server with JetStream',
+    minutes: '1-2',
+  },
+  ferretdb: {
+    version: 'v1.24.2',
+    // Built from our own launcher module (deploy/local/ferretdb-launcher), which pins FerretDB in
+    // its go.mod: `go install .../cmd/ferretdb` builds a binary that panics at start.
+    launcher: join(here, 'ferretdb-launcher'),
+    binary: 'ferretdb-launcher',
+    about: 'FerretDB (MongoDB wire protocol on SQLite)',
+    minutes: '2-4',
+  },
+  helm: {
+    version: 'v3.21.4',
+    module: 'helm.sh/helm/v3/cmd/helm',
+    about: 'helm',
+    minutes: '2-3',
+    // What helm's release build stamps in: without it `helm version` says "v3.21" and the default
+    // Kubernetes version is 1.20. 1.36 is the client-go minor this helm is built against.
+    ldflags: [
+      '-X helm.sh/helm/v3/internal/version.version=v3.21.4',
+      '-X helm.sh/helm/v3/pkg/chartutil.k8sVersionMajor=1',
+      '-X helm.sh/helm/v3/pkg/chartutil.k8sVersionMinor=36',
+      '-X helm.sh/helm/v3/pkg/lint/rules.k8sVersionMajor=1',
+      '-X helm.sh/helm/v3/pkg/lint/rules.k8sVersionMinor=36',
+    ],
+    // Bumped when the build itself changes, so caches of an older build are not reused.
+    revision: 1,
+  },
+};
+
+export function toolsDir() {
+  const base =
+    process.env.THREADWORK_TOOLS_DIR ??
+    join(process.env.XDG_CACHE_HOME ?? join(homedir(), '.cache'), 'threadwork', 'tools');
+  return resolve(base);
+}
+
+/** Absolute path of a tool's binary in the cache (it may not be built yet). */
+export function toolPath(name) {
+  const tool = TOOLS[name];
+  if (!tool) throw new Error(`unknown tool ${name}`);
+  const dir = tool.revision ? `${name}-${tool.version}-r${tool.revision}` : `${name}-${tool.version}`;
+  return join(toolsDir(), dir, tool.binary ?? name);
+}
+
+function findGo() {
+  const candidates = [process.env.GO, 'go', '/usr/local/go/bin/go'].filter(Boolean);
+  for (const candidate of candidates) {
+    const probe = spawnSync(candidate, ['version'], { encoding: 'utf8' });
+    if (probe.status === 0) return candidate;
+  }
+  return null;
+}
+
+class MissingGoError extends Error {}
+
+/**
+ * Builds `name` unless its pinned binary is already cached; returns the binary's path.
+ * Builds into a temporary directory and renames, so an interrupted build never leaves a
+ * half-written binary behind that a later run would trust.
+ */
+export function ensureTool(name, { log = (line) => process.stderr.write(line + '\n') } = {}) {
+  const tool = TOOLS[name];
+  const target = toolPath(name);
+  if (existsSync(target) && statSync(target).size > 0) return target;
+
+  const go = findGo();
+  if (!go) {
+    throw new MissingGoError(
+      `threadwork: ${name} ${tool.version} is not built and no Go toolchain was found. ` +
+        `Install Go 1.24+ (https://go.dev/dl/, or 'apt-get install golang'), or point at running servers with NATS_URL and MONGO_URL.`,
+    );
+  }
+
+  const finalDir = dirname(target);
+  const tmpDir = `${finalDir}.tmp-${process.pid}`;
+  rmSync(tmpDir, { recursive: true, force: true });
+  mkdirSync(tmpDir, { recursive: true });
+
+  log(`threadwork: building ${tool.about} ${tool.version} with Go (first time only, about ${tool.minutes} min)…`);
+  const started = Date.now();
+  const env = { ...process.env, GOBIN: tmpDir, CGO_ENABLED: '0', GOFLAGS: '-mod=mod' };
+  const ldflags = tool.ldflags ? ['-ldflags', tool.ldflags.join(' ')] : [];
+  const result = tool.launcher
+    ? spawnSync(go, ['build', '-trimpath', '-o', join(tmpDir, tool.binary), '.'], {
+        cwd: tool.launcher,
+        env,
+        stdio: ['ignore', 'inherit', 'inherit'],
+      })
+    : spawnSync(go, ['install', '-trimpath', ...ldflags, `${tool.module}@${tool.version}`], {
+        env,
+        stdio: ['ignore', 'inherit', 'inherit'],
+      });
+  if (result.status !== 0) {
+    rmSync(tmpDir, { recursive: true, force: true });
+    throw new Error(`threadwork: building ${name} ${tool.version} failed (exit ${result.status ?? result.signal})`);
+  }
+
+  // Another process (a parallel test run, say) may have finished the same build meanwhile.
+  if (existsSync(target)) {
+    rmSync(tmpDir, { recursive: true, force: true });
+    return target;
+  }
+  rmSync(finalDir, { recursive: true, force: true });
+  try {
+    renameSync(tmpDir, finalDir);
+  } catch (err) {
+    rmSync(tmpDir, { recursive: true, force: true });
+    if (!existsSync(target)) throw err;
+  }
+  log(`threadwork: built ${name} ${tool.version} in ${Math.round((Date.now() - started) / 1000)} s → ${target}`);
+  return target;
+}
+
+/** Ensures every named tool; prints one clear line and exits when Go is missing. */
+export function ensureTools(names) {
+  try {
+    return Object.fromEntries(names.map((name) => [name, ensureTool(name)]));
+  } catch (err) {
+    if (err instanceof MissingGoError) {
+      process.stderr.write(err.message + '\n');
+      process.exit(1);
+    }
+    throw err;
+  }
+}

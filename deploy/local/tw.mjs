@@ -1,0 +1,119 @@
+#!/usr/bin/env node
+// The one entry behind `npm start`, `npm test` and friends. On a fresh machine with Node 20 and
+// Go it installs everything else: a pinned pnpm (cached outside the repo), the workspace's node
+// modules, and the pinned servers (see tools.mjs). Dependency-free on purpose.
+import { spawn, spawnSync } from 'node:child_process';
+import { existsSync, mkdirSync, readFileSync, rmSync } from 'node:fs';
+import { dirname, join, resolve } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { ensureTools, toolsDir } from './tools.mjs';
+
+const root = resolve(dirname(fileURLToPath(import.meta.url)), '..', '..');
+const pkg = JSON.parse(readFileSync(join(root, 'package.json'), 'utf8'));
+const PNPM_VERSION = pkg.packageManager.replace(/^pnpm@/, '');
+
+function log(line) {
+  process.stderr.write(`threadwork: ${line}\n`);
+}
+
+function run(cmd, args, opts = {}) {
+  const result = spawnSync(cmd, args, { cwd: root, stdio: 'inherit', ...opts });
+  if (result.error) throw result.error;
+  if (result.status !== 0) process.exit(result.status ?? 1);
+}
+
+/** A pnpm of the pinned version: the one on PATH if it matches, else one cached by npm. */
+function ensurePnpm() {
+  const onPath = spawnSync('pnpm', ['--version'], { encoding: 'utf8' });
+  if (onPath.status === 0 && onPath.stdout.trim() === PNPM_VERSION) return 'pnpm';
+
+  const prefix = join(toolsDir(), `pnpm-${PNPM_VERSION}`);
+  const bin = join(prefix, 'node_modules', '.bin', 'pnpm');
+  if (existsSync(bin)) return bin;
+
+  log(`installing pnpm ${PNPM_VERSION} into ${prefix}`);
+  const tmp = `${prefix}.tmp-${process.pid}`;
+  rmSync(tmp, { recursive: true, force: true });
+  mkdirSync(tmp, { recursive: true });
+  run('npm', [
+    'install',
+    '--prefix',
+    tmp,
+    '--no-save',
+    '--no-package-lock',
+    '--loglevel=error',
+    `pnpm@${PNPM_VERSION}`,
+  ]);
+  rmSync(prefix, { recursive: true, force: true });
+  spawnSync('mv', [tmp, prefix]);
+  return bin;
+}
+
+function pnpmInstall(pnpm) {
+  const args = ['install', '--reporter=append-only'];
+  if (process.env.CI) args.push('--frozen-lockfile');
+  else args.push('--prefer-offline');
+  run(pnpm, args, { env: { ...process.env, npm_config_update_notifier: 'false' } });
+}
+
+function withPnpmOnPath(pnpm) {
+  const env = { ...process.env };
+  if (pnpm !== 'pnpm') env.PATH = `${dirname(pnpm)}:${env.PATH}`;
+  return env;
+}
+
+/** Runs a long-lived child in the foreground, forwarding Ctrl-C and SIGTERM, and exits with it. */
+function foreground(cmd, args, env) {
+  const child = spawn(cmd, args, { cwd: root, stdio: 'inherit', env });
+  const forward = (signal) => child.kill(signal);
+  process.on('SIGINT', () => forward('SIGINT'));
+  process.on('SIGTERM', () => forward('SIGTERM'));
+  child.on('exit', (code, signal) => process.exit(code ?? (signal === 'SIGINT' || signal === 'SIGTERM' ? 0 : 1)));
+}
+
+const [command = 'help', ...rest] = process.argv.slice(2);
+const needServers = !(process.env.NATS_URL && process.env.MONGO_URL);
+
+switch (command) {
+  case 'pnpm': {
+    const pnpm = ensurePnpm();
+    if (!existsSync(join(root, 'node_modules', '.modules.yaml'))) pnpmInstall(pnpm);
+    run(pnpm, rest, { env: withPnpmOnPath(pnpm) });
+    break;
+  }
+  case 'tools': {
+    const paths = ensureTools(rest.length ? rest : ['nats-server', 'ferretdb', 'helm']);
+    for (const [name, path] of Object.entries(paths)) process.stdout.write(`${name}\t${path}\n`);
+    break;
+  }
+  case 'test': {
+    const pnpm = ensurePnpm();
+    pnpmInstall(pnpm);
+    ensureTools(needServers ? ['nats-server', 'ferretdb', 'helm'] : ['helm']);
+    const env = withPnpmOnPath(pnpm);
+    run(pnpm, ['-r', '--workspace-concurrency=2', 'build'], { env });
+    foreground(pnpm, ['exec', 'vitest', 'run', ...rest], env);
+    break;
+  }
+  case 'start': {
+    const pnpm = ensurePnpm();
+    pnpmInstall(pnpm);
+    if (needServers) ensureTools(['nats-server', 'ferretdb']);
+    const env = withPnpmOnPath(pnpm);
+    run(pnpm, ['-r', '--workspace-concurrency=2', 'build'], { env });
+    foreground(process.execPath, [join(root, 'deploy', 'local', 'stack.mjs'), ...rest], env);
+    break;
+  }
+  case 'admin': {
+    const pnpm = ensurePnpm();
+    if (!existsSync(join(root, 'services', 'gateway', 'dist', 'admin.js'))) {
+      pnpmInstall(pnpm);
+      run(pnpm, ['-r', '--workspace-concurrency=2', 'build'], { env: withPnpmOnPath(pnpm) });
+    }
+    foreground(process.execPath, [join(root, 'services', 'gateway', 'dist', 'admin.js'), ...rest], process.env);
+    break;
+  }
+  default:
+    process.stderr.write('usage: node deploy/local/tw.mjs start|test|admin|tools|pnpm …\n');
+    process.exit(command === 'help' ? 0 : 2);
+}

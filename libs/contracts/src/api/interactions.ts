@@ -1,0 +1,111 @@
+import { z } from 'zod';
+import { Id, PROMPT_MAX_LENGTH, Timestamp, optionalQueryParam } from '../common.js';
+import { CancelledBy, InteractionKind, InteractionStatus } from '../values.js';
+
+export const QuestionOption = z.object({
+  label: z.string(),
+  description: z.string(),
+});
+export type QuestionOption = z.infer<typeof QuestionOption>;
+
+/**
+ * Mirrors the agent harness's question (Codex `request_user_input`) so adapters map it 1:1.
+ * `options` is empty for a free-text question; `isSecret` answers are redacted on the way out.
+ */
+export const Question = z.object({
+  id: Id,
+  header: z.string(),
+  question: z.string(),
+  isOther: z.boolean(),
+  isSecret: z.boolean(),
+  options: z.array(QuestionOption),
+});
+export type Question = z.infer<typeof Question>;
+
+/** Harnesses identify an option by its label, so option ids are option labels. */
+export const OptionsAnswer = z.object({
+  kind: z.literal('options'),
+  optionIds: z.array(Id).min(1),
+});
+export type OptionsAnswer = z.infer<typeof OptionsAnswer>;
+
+/** Free text or a secret; bounded like a prompt because it lands in the same model context. */
+export const TextAnswer = z.object({
+  kind: z.literal('text'),
+  text: z.string().min(1).max(PROMPT_MAX_LENGTH),
+});
+export type TextAnswer = z.infer<typeof TextAnswer>;
+
+export const AnswerEntry = z.discriminatedUnion('kind', [OptionsAnswer, TextAnswer]);
+export type AnswerEntry = z.infer<typeof AnswerEntry>;
+
+/** Stands in for the answer to an `isSecret` question in every response. */
+export const RedactedAnswer = z.object({
+  kind: z.literal('redacted'),
+});
+export type RedactedAnswer = z.infer<typeof RedactedAnswer>;
+
+/** An answer as responses show it: as given, or redacted. */
+export const PublicAnswerEntry = z.discriminatedUnion('kind', [OptionsAnswer, TextAnswer, RedactedAnswer]);
+export type PublicAnswerEntry = z.infer<typeof PublicAnswerEntry>;
+
+/** Keyed by question id. */
+export const AnswerMap = z.record(Id, AnswerEntry);
+export type AnswerMap = z.infer<typeof AnswerMap>;
+
+export const PublicAnswerMap = z.record(Id, PublicAnswerEntry);
+export type PublicAnswerMap = z.infer<typeof PublicAnswerMap>;
+
+/**
+ * POST /v1/interactions/{id}/answer, discriminated by `action`. `answer` needs at least one entry;
+ * `cancel` takes no answers (absent or `{}`): answers sent with a cancel would be contradictory, and
+ * rejecting them beats silently dropping them.
+ */
+export const AnswerRequest = z.discriminatedUnion('action', [
+  z.strictObject({
+    action: z.literal('answer'),
+    answers: AnswerMap.refine((answers) => Object.keys(answers).length > 0, {
+      message: 'at least one answer is required',
+    }),
+  }),
+  z.strictObject({
+    action: z.literal('cancel'),
+    answers: z.strictObject({}).optional(),
+  }),
+]);
+export type AnswerRequest = z.infer<typeof AnswerRequest>;
+
+export const AnswerResult = z.object({
+  interactionId: Id,
+  status: InteractionStatus,
+  cancelledBy: CancelledBy.nullable(),
+  answers: PublicAnswerMap,
+  resolvedAt: Timestamp,
+});
+export type AnswerResult = z.infer<typeof AnswerResult>;
+
+/** `answers` is `{}` until settled; `resolvedAt` and `cancelledBy` are null until then. */
+export const Interaction = z.object({
+  id: Id,
+  run_id: Id,
+  thread_id: Id,
+  kind: InteractionKind,
+  status: InteractionStatus,
+  questions: z.array(Question),
+  answers: PublicAnswerMap,
+  created_at: Timestamp,
+  resolvedAt: Timestamp.nullable(),
+  cancelledBy: CancelledBy.nullable(),
+});
+export type Interaction = z.infer<typeof Interaction>;
+
+/** GET /v1/threads/{id}/interactions */
+export const InteractionList = z.object({
+  interactions: z.array(Interaction),
+});
+export type InteractionList = z.infer<typeof InteractionList>;
+
+export const InteractionListQuery = z.object({
+  status: optionalQueryParam(InteractionStatus.optional()),
+});
+export type InteractionListQuery = z.infer<typeof InteractionListQuery>;

@@ -1,0 +1,101 @@
+import { z } from 'zod';
+import { Id, Prompt, Timestamp } from '../common.js';
+import { CollaborationMode, SandboxStatus, TaskStatus, ThreadStatus } from '../values.js';
+import { Message } from './messages.js';
+import { RunRef } from './runs.js';
+
+/** The contract leaves required-ness open; we always send every field, null where it has no value. */
+export const Thread = z.object({
+  id: Id,
+  project_id: Id,
+  name: z.string().nullable(),
+  status: ThreadStatus,
+  sandbox_status: SandboxStatus.nullable(),
+  repohost_url: z.string().nullable(),
+  branch: z.string().nullable(),
+  harness: Id,
+  model: Id,
+  reasoning_effort: Id,
+  collaboration_mode: CollaborationMode,
+  created_at: Timestamp,
+  updated_at: Timestamp,
+});
+export type Thread = z.infer<typeof Thread>;
+
+/** POST /v1/threads */
+export const ThreadWithRun = z.object({
+  ...Thread.shape,
+  ...RunRef.shape,
+});
+export type ThreadWithRun = z.infer<typeof ThreadWithRun>;
+
+/**
+ * The task vocabulary's view of a thread. Optional fields follow the contract's "Required" column;
+ * the task record has no harness, model, reasoning effort or collaboration mode.
+ */
+export const Task = z.object({
+  id: Id,
+  project_id: Id,
+  name: z.string().nullable().optional(),
+  status: TaskStatus,
+  sandbox_status: SandboxStatus.nullable().optional(),
+  repohost_url: z.string().nullable().optional(),
+  branch: z.string().nullable().optional(),
+  // The first page of the thread's messages.
+  messages: z.array(Message).optional(),
+  created_at: Timestamp,
+  updated_at: Timestamp.optional(),
+});
+export type Task = z.infer<typeof Task>;
+
+/** POST /v1/tasks */
+export const TaskWithRun = z.object({
+  ...Task.shape,
+  ...RunRef.shape,
+});
+export type TaskWithRun = z.infer<typeof TaskWithRun>;
+
+/** GET /v1/tasks */
+export const TaskList = z.object({
+  tasks: z.array(Task),
+});
+export type TaskList = z.infer<typeof TaskList>;
+
+/** GET /v1/tasks/{id}/runs/resumable when an active run exists (204 with no body otherwise). */
+export const ResumableRun = z.object({
+  run_id: Id,
+});
+export type ResumableRun = z.infer<typeof ResumableRun>;
+
+/** POST /v1/tasks — the contract allows no other properties. */
+export const CreateTaskBody = z.strictObject({
+  repository_id: z.int().positive(),
+  prompt: Prompt,
+  model: Id.optional(),
+  harness: Id.optional(),
+  reasoning_effort: Id.optional(),
+  client_request_id: Id.optional(),
+  message_id: Id.optional(),
+});
+export type CreateTaskBody = z.infer<typeof CreateTaskBody>;
+
+export const REPOSITORY_IDS_MAX = 10;
+
+/** POST /v1/threads — DESIGN.md section 4; no other properties. */
+export const CreateThreadBody = z.strictObject({
+  // The primary repository.
+  repository_id: z.int().positive(),
+  prompt: Prompt,
+  // Further workspace repositories; bounded because each one is cloned into the sandbox.
+  repository_ids: z.array(z.int().positive()).max(REPOSITORY_IDS_MAX).optional(),
+  model: Id.optional(),
+  harness: Id.optional(),
+  reasoning_effort: Id.optional(),
+  collaboration_mode: CollaborationMode.optional(),
+  name: Id.optional(),
+  // Base branch; the repository's default branch when absent.
+  branch: Id.optional(),
+  client_request_id: Id.optional(),
+  message_id: Id.optional(),
+});
+export type CreateThreadBody = z.infer<typeof CreateThreadBody>;

@@ -1,0 +1,100 @@
+// NATS subjects are built here and nowhere else, so publisher and subscriber cannot drift apart.
+
+/** Thrown when a value cannot be one token of a subject. */
+export class SubjectTokenError extends Error {
+  constructor(
+    readonly token: string,
+    readonly role: string,
+  ) {
+    super(`invalid NATS subject token for ${role}: ${JSON.stringify(token)}`);
+    this.name = 'SubjectTokenError';
+  }
+}
+
+// `.` would split the value into several tokens, `*` and `>` would turn a publish subject into a
+// wildcard, and whitespace or control characters are not allowed in subjects at all.
+const FORBIDDEN_IN_TOKEN = /[.*>\s\p{Cc}]/u;
+
+/**
+ * Returns `value` if it is usable as exactly one subject token, else throws. Ids end up in
+ * subjects, so a crafted id must not be able to address (or subscribe to) other runs.
+ */
+export function subjectToken(value: string, role = 'token'): string {
+  if (value.length === 0 || FORBIDDEN_IN_TOKEN.test(value)) {
+    throw new SubjectTokenError(value, role);
+  }
+  return value;
+}
+
+export const subjects = {
+  /** RUN_EVENTS: the ordered event log of one run. */
+  runEvents: (runId: string) => `run.events.${subjectToken(runId, 'runId')}`,
+  runEventsAll: 'run.events.>',
+  /** RUN_JOBS: admitted runs waiting for a runner of that harness. */
+  runJobs: (harness: string) => `run.jobs.${subjectToken(harness, 'harness')}`,
+  runJobsAll: 'run.jobs.>',
+  /** Core NATS (not a stream): cancel, steer, interaction answered — published after the durable write. */
+  runSignal: (runId: string) => `run.signal.${subjectToken(runId, 'runId')}`,
+  /** DOMAIN: state changes other services react to. */
+  domain: (service: string, entity: string, verb: string) =>
+    `evt.${subjectToken(service, 'service')}.${subjectToken(entity, 'entity')}.${subjectToken(verb, 'verb')}`,
+  domainAll: 'evt.>',
+} as const;
+
+/**
+ * Request/reply endpoints, one NATS service per owning service (`@nats-io/services`): `name` is
+ * the service name (and queue group), each subject one endpoint. Services add endpoints here.
+ */
+export const SERVICES = {
+  threads: {
+    name: 'threads',
+    subjects: {
+      create: 'threads.create',
+      get: 'threads.get',
+      list: 'threads.list',
+      work: 'threads.work',
+      message: 'threads.message',
+      queue: 'threads.queue',
+      steer: 'threads.steer',
+      messages: 'threads.messages',
+      controls: 'threads.controls',
+      resumable: 'threads.resumable',
+    },
+  },
+  runs: {
+    name: 'runs',
+    subjects: {
+      admit: 'runs.admit',
+      get: 'runs.get',
+      cancel: 'runs.cancel',
+      eventsPage: 'runs.events.page',
+      transition: 'runs.transition',
+      append: 'runs.append',
+      interactionCreate: 'runs.interaction.create',
+      interactionGet: 'runs.interaction.get',
+      interactionList: 'runs.interaction.list',
+      interactionAnswer: 'runs.interaction.answer',
+    },
+  },
+  repohost: {
+    name: 'repohost',
+    subjects: {
+      connection: 'repohost.connection',
+      repositories: 'repohost.repositories',
+      access: 'repohost.access',
+      installSession: 'repohost.install_session',
+      setup: 'repohost.setup',
+      webhook: 'repohost.webhook',
+      token: 'repohost.token',
+    },
+  },
+  review: {
+    name: 'review',
+    subjects: {
+      get: 'review.get',
+      snapshot: 'review.snapshot',
+    },
+  },
+} as const;
+
+export type ServiceName = keyof typeof SERVICES;

@@ -1,0 +1,60 @@
+import { z } from 'zod';
+
+export class ConfigError extends Error {
+  override name = 'ConfigError';
+}
+
+/**
+ * Parses environment variables with a zod schema. A bad or missing value becomes one line that
+ * names the variable, e.g. `invalid configuration: PORT: expected number, received "abc"`.
+ */
+export function loadConfig<S extends z.ZodType>(
+  schema: S,
+  env: Record<string, string | undefined> = process.env,
+): z.output<S> {
+  const result = schema.safeParse(env);
+  if (result.success) return result.data;
+  const problems = result.error.issues.map((issue) => {
+    const name = issue.path.join('.') || '(root)';
+    const value = issue.path.length === 1 ? env[String(issue.path[0])] : undefined;
+    return value === undefined
+      ? `${name}: ${issue.message}`
+      : `${name}: ${issue.message} (got ${JSON.stringify(value)})`;
+  });
+  throw new ConfigError(`invalid configuration: ${problems.join('; ')}`);
+}
+
+/** Common building blocks for service config schemas. */
+export const env = {
+  port: (fallback: number) => z.coerce.number().int().min(0).max(65535).default(fallback),
+  url: () => z.string().url(),
+  bool: (fallback: boolean) =>
+    z
+      .enum(['1', '0', 'true', 'false', 'yes', 'no', ''])
+      .default(fallback ? '1' : '0')
+      .transform((v) => v === '1' || v === 'true' || v === 'yes'),
+  duration: (fallbackMs: number) => z.coerce.number().int().min(0).default(fallbackMs),
+  logLevel: () => z.enum(['trace', 'debug', 'info', 'warn', 'error', 'fatal', 'silent']).default('info'),
+};
+
+/** Settings every service shares. Spread into a service's own schema. */
+export const baseConfigShape = {
+  /** NATS server URL(s), comma-separated. */
+  NATS_URL: z.string().min(1).default('nats://127.0.0.1:4222'),
+  /** MongoDB connection string (FerretDB works for development and tests). */
+  MONGO_URL: z.string().min(1).default('mongodb://127.0.0.1:27017/'),
+  /** Prefix of every database name this deployment uses; tests set a unique one per run. */
+  MONGO_DB_PREFIX: z
+    .string()
+    .regex(/^[A-Za-z0-9_-]{1,32}$/)
+    .default('threadwork'),
+  /** pino level. */
+  LOG_LEVEL: env.logLevel(),
+  /** Port of the /healthz and /readyz endpoints; 0 disables them (tests, local stack). */
+  HEALTH_PORT: env.port(0),
+  /** How long SIGTERM waits for in-flight work before the process exits. */
+  SHUTDOWN_TIMEOUT_MS: env.duration(10_000),
+};
+
+export const BaseConfig = z.object(baseConfigShape);
+export type BaseConfig = z.output<typeof BaseConfig>;

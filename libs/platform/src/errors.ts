@@ -1,0 +1,66 @@
+import type { ErrorCode } from '@threadwork/contracts';
+
+/**
+ * The one error type that crosses service boundaries. `code` is stable and part of the public
+ * contract; `retryable` tells a caller (or a JetStream consumer) whether trying again can help.
+ */
+export class AppError extends Error {
+  readonly code: ErrorCode;
+  readonly retryable: boolean;
+  readonly details: Record<string, unknown> | undefined;
+
+  constructor(
+    code: ErrorCode,
+    message: string,
+    opts: { cause?: unknown; retryable?: boolean; details?: Record<string, unknown> } = {},
+  ) {
+    super(message, opts.cause === undefined ? undefined : { cause: opts.cause });
+    this.name = 'AppError';
+    this.code = code;
+    this.retryable = opts.retryable ?? (code === 'unavailable' || code === 'rate_limited');
+    this.details = opts.details;
+  }
+
+  toJSON(): SerializedAppError {
+    return {
+      code: this.code,
+      message: this.message,
+      retryable: this.retryable,
+      ...(this.details ? { details: this.details } : {}),
+    };
+  }
+
+  static fromJSON(e: SerializedAppError): AppError {
+    return new AppError(e.code, e.message, { retryable: e.retryable, details: e.details });
+  }
+}
+
+export interface SerializedAppError {
+  code: ErrorCode;
+  message: string;
+  retryable: boolean;
+  details?: Record<string, unknown> | undefined;
+}
+
+export const notFound = (what: string) => new AppError('not_found', `${what} not found`);
+export const invalidRequest = (message: string, details?: Record<string, unknown>) =>
+  new AppError('invalid_request', message, { details });
+export const conflict = (
+  code: Extract<ErrorCode, 'thread_busy' | 'no_active_run' | 'already_settled' | 'idempotency_conflict'>,
+  message: string,
+) => new AppError(code, message);
+export const unavailable = (message: string, cause?: unknown) => new AppError('unavailable', message, { cause });
+
+export function isAppError(err: unknown): err is AppError {
+  return err instanceof AppError;
+}
+
+/** Anything thrown that is not an AppError is an internal failure; its message is not for clients. */
+export function toAppError(err: unknown): AppError {
+  if (err instanceof AppError) return err;
+  return new AppError('internal', 'internal error', { cause: err, retryable: false });
+}
+
+export function assertNever(value: never, what = 'value'): never {
+  throw new Error(`unexpected ${what}: ${JSON.stringify(value)}`);
+}

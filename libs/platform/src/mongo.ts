@@ -1,0 +1,92 @@
+import {
+  MongoClient,
+  MongoServerError,
+  type Collection,
+  type CreateIndexesOptions,
+  type Document,
+  type IndexSpecification,
+} from 'mongodb';
+import { unavailable } from './errors.js';
+
+export type { Collection, Db, Document } from 'mongodb';
+
+export interface MongoOptions {
+  url: string;
+  appName: string;
+  /** How long an operation waits for a server before failing (and the API answers 503). */
+  serverSelectionTimeoutMs?: number;
+}
+
+/** Connects and verifies the server answers, so a bad URL fails at start, not at first request. */
+export async function connectMongo({
+  url,
+  appName,
+  serverSelectionTimeoutMs = 5_000,
+}: MongoOptions): Promise<MongoClient> {
+  const client = new MongoClient(url, {
+    appName,
+    serverSelectionTimeoutMS: serverSelectionTimeoutMs,
+    connectTimeoutMS: serverSelectionTimeoutMs,
+    // Retries are ours to decide (idempotency keys); a silent driver retry of a write can race them.
+    retryWrites: false,
+  });
+  await client.connect();
+  await client.db('admin').command({ ping: 1 });
+  return client;
+}
+
+/** Name of a service's database: one per service keeps "a service reads only its own" honest. */
+export function serviceDbName(prefix: string, service: string): string {
+  return `${prefix}_${service}`;
+}
+
+export interface IndexDefinition {
+  key: IndexSpecification;
+  options: CreateIndexesOptions & { name: string };
+  /** The query this index serves (every index states it). */
+  serves: string;
+}
+
+/**
+ * Creates indexes that do not exist yet. Idempotent: creating an index that already exists with
+ * the same definition is a no-op on MongoDB and FerretDB alike; a changed definition under the same
+ * name is an error worth stopping for. One index per command: FerretDB 1.24 panics (and drops the
+ * connection) on a multi-index createIndexes when some of them already exist.
+ */
+export async function ensureIndexes<T extends Document>(
+  collection: Collection<T>,
+  indexes: IndexDefinition[],
+): Promise<void> {
+  for (const { key, options } of indexes) {
+    await collection.createIndexes([{ key: key as Document, ...options }]);
+  }
+}
+
+/** Did this write lose a unique-index race (E11000)? That is how "exactly one wins" is decided. */
+export function isDuplicateKeyError(err: unknown): boolean {
+  return err instanceof MongoServerError && err.code === 11000;
+}
+
+/** Maps driver failures to connect to a server into `unavailable`, so the API answers 503. */
+export function isMongoUnavailable(err: unknown): boolean {
+  if (!(err instanceof Error)) return false;
+  return [
+    'MongoServerSelectionError',
+    'MongoNetworkError',
+    'MongoNetworkTimeoutError',
+    'MongoTopologyClosedError',
+    'MongoNotConnectedError',
+    'MongoPoolClearedError',
+  ].includes(err.name);
+}
+
+export async function mongoCall<T>(fn: () => Promise<T>): Promise<T> {
+  try {
+    return await fn();
+  } catch (err) {
+    if (isMongoUnavailable(err)) throw unavailable('database unavailable', err);
+    throw err;
+  }
+}
+
+export type { MongoClient };

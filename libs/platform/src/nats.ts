@@ -1,0 +1,399 @@
+import {
+  jetstream,
+  jetstreamManager,
+  AckPolicy,
+  DeliverPolicy,
+  JetStreamApiError,
+  RetentionPolicy,
+  StorageType,
+  type ConsumerConfig,
+  type JetStreamClient,
+  type JetStreamManager,
+  type JsMsg,
+  type PubAck,
+  type StreamConfig,
+} from '@nats-io/jetstream';
+import {
+  headers as natsHeaders,
+  NoRespondersError,
+  TimeoutError,
+  RequestError,
+  type MsgHdrs,
+  type NatsConnection,
+} from '@nats-io/nats-core';
+import { Svcm, type Service, type ServiceMsg } from '@nats-io/services';
+import { connect } from '@nats-io/transport-node';
+import { RpcEnvelope, type RpcEndpoint, type StreamDefinition } from '@threadwork/contracts';
+import type { z } from 'zod';
+import { AppError, invalidRequest, toAppError, unavailable } from './errors.js';
+import type { Logger } from './logger.js';
+import { extractTraceContext, injectTraceContext, SpanKind, withSpan } from './telemetry.js';
+
+export type { NatsConnection, MsgHdrs } from '@nats-io/nats-core';
+export type { JetStreamClient, JetStreamManager, JsMsg } from '@nats-io/jetstream';
+
+const encoder = new TextEncoder();
+const decoder = new TextDecoder();
+
+export const encodeJson = (value: unknown): Uint8Array => encoder.encode(JSON.stringify(value));
+export const decodeJson = (data: Uint8Array): unknown => JSON.parse(decoder.decode(data));
+
+export interface NatsOptions {
+  servers: string;
+  name: string;
+  logger: Logger;
+}
+
+/**
+ * Connects with unlimited reconnects: a NATS restart is an outage to ride out, not a reason to
+ * exit. Status changes are logged so an operator sees the gap.
+ */
+export async function connectNats({ servers, name, logger }: NatsOptions): Promise<NatsConnection> {
+  const nc = await connect({
+    servers: servers.split(',').map((s) => s.trim()),
+    name,
+    maxReconnectAttempts: -1,
+    reconnectTimeWait: 250,
+    waitOnFirstConnect: true,
+  });
+  void (async () => {
+    for await (const status of nc.status()) {
+      if (status.type === 'disconnect' || status.type === 'reconnect' || status.type === 'error') {
+        logger.warn(
+          { nats: status.type, server: 'server' in status ? status.server : undefined },
+          `nats ${status.type}`,
+        );
+      }
+    }
+  })();
+  return nc;
+}
+
+const RETENTION = {
+  limits: RetentionPolicy.Limits,
+  workqueue: RetentionPolicy.Workqueue,
+  interest: RetentionPolicy.Interest,
+} as const;
+
+/** Creates the stream or brings its mutable settings up to date; safe to run from every replica. */
+export async function ensureStream(
+  jsm: JetStreamManager,
+  def: StreamDefinition,
+  overrides: Partial<StreamConfig> = {},
+): Promise<void> {
+  const config: Partial<StreamConfig> & { name: string } = {
+    name: def.name,
+    subjects: [...def.subjects],
+    retention: RETENTION[def.retention],
+    storage: StorageType.File,
+    allow_direct: def.allow_direct ?? false,
+    max_age: (def.max_age_ms ?? 0) * 1_000_000,
+    ...overrides,
+  };
+  try {
+    await jsm.streams.add(config);
+  } catch (err) {
+    // "stream name already in use" with different settings: update what may be updated.
+    if (err instanceof JetStreamApiError && err.code === 10058) {
+      await jsm.streams.update(def.name, config);
+      return;
+    }
+    throw err;
+  }
+}
+
+/** Creates or updates a durable pull consumer. */
+export async function ensureConsumer(
+  jsm: JetStreamManager,
+  stream: string,
+  config: Partial<ConsumerConfig> & { durable_name: string },
+): Promise<void> {
+  const full: Partial<ConsumerConfig> = {
+    ack_policy: AckPolicy.Explicit,
+    deliver_policy: DeliverPolicy.All,
+    ...config,
+  };
+  try {
+    await jsm.consumers.add(stream, full);
+  } catch (err) {
+    if (err instanceof JetStreamApiError && err.code === 10148) {
+      await jsm.consumers.update(stream, config.durable_name, full);
+      return;
+    }
+    throw err;
+  }
+}
+
+export interface JetStreamHandles {
+  js: JetStreamClient;
+  jsm: JetStreamManager;
+}
+
+export async function jetStreamOf(nc: NatsConnection): Promise<JetStreamHandles> {
+  return { js: jetstream(nc), jsm: await jetstreamManager(nc) };
+}
+
+export interface PublishOptions {
+  /** Dedupe key within the stream's duplicate window: a retry with the same id is stored once. */
+  msgId?: string;
+  /** Optimistic concurrency on the subject: fails unless the subject's last sequence is this. */
+  expectedLastSubjectSequence?: number;
+  headers?: Record<string, string>;
+}
+
+/** Publishes JSON to a stream with trace context, dedupe id and optional expectations. */
+export async function publishJson(
+  js: JetStreamClient,
+  subject: string,
+  payload: unknown,
+  opts: PublishOptions = {},
+): Promise<PubAck> {
+  const h = natsHeaders();
+  injectTraceContext(h);
+  for (const [k, v] of Object.entries(opts.headers ?? {})) h.set(k, v);
+  return js.publish(subject, encodeJson(payload), {
+    headers: h,
+    ...(opts.msgId ? { msgID: opts.msgId } : {}),
+    ...(opts.expectedLastSubjectSequence !== undefined
+      ? { expect: { lastSubjectSequence: opts.expectedLastSubjectSequence } }
+      : {}),
+  });
+}
+
+/** Core-NATS publish (signals to live runs); carries the trace context like everything else. */
+export function publishSignal(nc: NatsConnection, subject: string, payload: unknown): void {
+  const h = natsHeaders();
+  injectTraceContext(h);
+  nc.publish(subject, encodeJson(payload), { headers: h });
+}
+
+// ---------------------------------------------------------------------------------------------
+// Typed request/reply over @nats-io/services
+
+export interface HandlerContext {
+  headers: MsgHdrs | undefined;
+  logger: Logger;
+}
+
+export type RpcHandler<E extends RpcEndpoint> = (
+  request: z.output<E['request']>,
+  ctx: HandlerContext,
+) => Promise<z.input<E['response']>>;
+
+export interface RpcRoute<E extends RpcEndpoint = RpcEndpoint> {
+  endpoint: E;
+  handler: RpcHandler<E>;
+}
+
+/** Pairs an endpoint with its handler, keeping the handler's types tied to the endpoint's schemas. */
+export function route<E extends RpcEndpoint>(endpoint: E, handler: RpcHandler<E>): RpcRoute {
+  return { endpoint, handler } as unknown as RpcRoute;
+}
+
+export interface RpcServer {
+  service: Service;
+  /** Stops taking requests and waits (up to `timeoutMs`) for those in flight to be answered. */
+  stop(timeoutMs: number): Promise<void>;
+}
+
+/**
+ * Serves endpoints as one NATS service (discovery, stats and PING for free). Replicas share a
+ * queue group named after the service, so each request is handled once. Each request is parsed
+ * with the endpoint's schema (a bad one is answered `invalid_request`), handled inside a span
+ * that continues the caller's trace, and answered with an RpcEnvelope.
+ */
+export async function serveRpc(
+  nc: NatsConnection,
+  info: { name: string; version: string; description?: string },
+  routes: RpcRoute[],
+  logger: Logger,
+): Promise<RpcServer> {
+  const service = await new Svcm(nc).add({
+    name: info.name,
+    version: info.version,
+    description: info.description ?? info.name,
+    queue: info.name,
+  });
+  const inflight = new Set<Promise<void>>();
+
+  for (const { endpoint, handler } of routes) {
+    const name = endpoint.subject.replace(/[.*>]/g, '_');
+    service.addEndpoint(name, {
+      subject: endpoint.subject,
+      handler: (err, msg) => {
+        if (err) {
+          logger.error({ err, subject: endpoint.subject }, 'endpoint subscription failed');
+          return;
+        }
+        const work = answer(endpoint, handler, msg, logger).finally(() => inflight.delete(work));
+        inflight.add(work);
+      },
+    });
+  }
+
+  return {
+    service,
+    async stop(timeoutMs) {
+      await service.stop();
+      await waitAll([...inflight], timeoutMs);
+    },
+  };
+}
+
+async function answer(
+  endpoint: RpcEndpoint,
+  handler: RpcHandler<RpcEndpoint>,
+  msg: ServiceMsg,
+  logger: Logger,
+): Promise<void> {
+  const parent = extractTraceContext(msg.headers);
+  let envelope: RpcEnvelope;
+  try {
+    envelope = await withSpan(
+      `handle ${endpoint.subject}`,
+      { kind: SpanKind.SERVER, parent, attributes: { 'messaging.destination.name': endpoint.subject } },
+      async () => {
+        let raw: unknown;
+        try {
+          raw = decodeJson(msg.data);
+        } catch {
+          throw invalidRequest('request is not JSON');
+        }
+        const parsed = endpoint.request.safeParse(raw);
+        if (!parsed.success) throw invalidRequest(describeZodError(parsed.error), { issues: parsed.error.issues });
+        const result = await handler(parsed.data, { headers: msg.headers, logger });
+        return { ok: true as const, result };
+      },
+    );
+  } catch (err) {
+    const appErr = toAppError(err);
+    if (appErr.code === 'internal') logger.error({ err, subject: endpoint.subject }, 'request failed');
+    envelope = { ok: false, error: appErr.toJSON() };
+  }
+  msg.respond(encodeJson(envelope));
+}
+
+export interface RequestOptions {
+  timeoutMs?: number;
+}
+
+/**
+ * Calls an endpoint and returns its typed result, or throws the AppError it answered with.
+ * No responder or no answer in time becomes `unavailable` (retryable): the caller maps it to 503.
+ */
+export async function request<E extends RpcEndpoint>(
+  nc: NatsConnection,
+  endpoint: E,
+  payload: z.input<E['request']>,
+  opts: RequestOptions = {},
+): Promise<z.output<E['response']>> {
+  return withSpan(
+    `request ${endpoint.subject}`,
+    { kind: SpanKind.CLIENT, attributes: { 'messaging.destination.name': endpoint.subject } },
+    async () => {
+      const h = natsHeaders();
+      injectTraceContext(h);
+      let reply;
+      try {
+        reply = await nc.request(endpoint.subject, encodeJson(payload), {
+          timeout: opts.timeoutMs ?? 5_000,
+          headers: h,
+        });
+      } catch (err) {
+        if (isUnavailableError(err)) throw unavailable(`${endpoint.subject} did not answer`, err);
+        throw err;
+      }
+      const envelope = RpcEnvelope.parse(decodeJson(reply.data));
+      if (!envelope.ok) throw AppError.fromJSON(envelope.error);
+      return endpoint.response.parse(envelope.result) as z.output<E['response']>;
+    },
+  );
+}
+
+function isUnavailableError(err: unknown): boolean {
+  if (err instanceof NoRespondersError || err instanceof TimeoutError) return true;
+  if (err instanceof RequestError) return isUnavailableError(err.cause);
+  if (err instanceof Error && /no responders|timeout|closed|draining|disconnect/i.test(err.message)) return true;
+  return false;
+}
+
+export function describeZodError(error: z.ZodError): string {
+  const issue = error.issues[0];
+  if (!issue) return 'invalid request';
+  const path = issue.path.length ? issue.path.join('.') : 'body';
+  return `${path}: ${issue.message}`;
+}
+
+// ---------------------------------------------------------------------------------------------
+// JetStream consumers
+
+export interface ConsumeOptions {
+  stream: string;
+  durable: string;
+  logger: Logger;
+  /** Heartbeat for long handlers: extends the ack wait while work is still going. */
+  progressEveryMs?: number;
+}
+
+export interface Consumer {
+  stop(timeoutMs: number): Promise<void>;
+}
+
+/**
+ * Consumes a durable pull consumer one message at a time per call of `handler`. A handler that
+ * returns acks; one that throws a retryable AppError naks with a delay; anything else is
+ * terminated (`term`), since redelivering a message that cannot succeed only repeats the failure.
+ */
+export async function consumeJson(
+  js: JetStreamClient,
+  opts: ConsumeOptions,
+  handler: (payload: unknown, msg: JsMsg) => Promise<void>,
+): Promise<Consumer> {
+  const consumer = await js.consumers.get(opts.stream, opts.durable);
+  const messages = await consumer.consume({ max_messages: 16 });
+  const inflight = new Set<Promise<void>>();
+
+  const loop = (async () => {
+    for await (const msg of messages) {
+      const parent = extractTraceContext(msg.headers);
+      const work = withSpan(`consume ${msg.subject}`, { kind: SpanKind.CONSUMER, parent }, async () => {
+        const heartbeat = opts.progressEveryMs ? setInterval(() => msg.working(), opts.progressEveryMs) : undefined;
+        try {
+          await handler(decodeJson(msg.data), msg);
+          msg.ack();
+        } catch (err) {
+          const appErr = toAppError(err);
+          if (appErr.retryable) {
+            opts.logger.warn({ err, subject: msg.subject, redelivery: msg.info.deliveryCount }, 'retrying message');
+            msg.nak(Math.min(30_000, 500 * 2 ** Math.min(msg.info.deliveryCount, 6)));
+          } else {
+            opts.logger.error({ err, subject: msg.subject }, 'message failed for good');
+            msg.term(appErr.message);
+          }
+        } finally {
+          if (heartbeat) clearInterval(heartbeat);
+        }
+      }).catch(() => {});
+      inflight.add(work);
+      void work.finally(() => inflight.delete(work));
+    }
+  })();
+
+  return {
+    async stop(timeoutMs) {
+      await messages.close();
+      await waitAll([...inflight, loop], timeoutMs);
+    },
+  };
+}
+
+async function waitAll(promises: Promise<unknown>[], timeoutMs: number): Promise<void> {
+  let timer: NodeJS.Timeout | undefined;
+  await Promise.race([
+    Promise.allSettled(promises),
+    new Promise<void>((resolve) => {
+      timer = setTimeout(resolve, timeoutMs);
+    }),
+  ]);
+  clearTimeout(timer);
+}

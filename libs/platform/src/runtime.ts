@@ -1,0 +1,123 @@
+import type { JetStreamClient, JetStreamManager } from '@nats-io/jetstream';
+import type { NatsConnection } from '@nats-io/nats-core';
+import type { Db, MongoClient } from 'mongodb';
+import type { BaseConfig } from './config.js';
+import { Lifecycle, startHealthServer } from './lifecycle.js';
+import { createLogger, type Logger } from './logger.js';
+import { connectMongo, serviceDbName } from './mongo.js';
+import { connectNats, jetStreamOf, serveRpc, type RpcRoute } from './nats.js';
+import { startTelemetry } from './telemetry.js';
+
+export interface Runtime {
+  name: string;
+  logger: Logger;
+  nc: NatsConnection;
+  js: JetStreamClient;
+  jsm: JetStreamManager;
+  /** Present when the service owns collections. */
+  mongo: MongoClient | undefined;
+  /** This service's own database. */
+  db: Db | undefined;
+  lifecycle: Lifecycle;
+}
+
+export interface RuntimeOptions<M extends boolean> {
+  name: string;
+  config: BaseConfig;
+  /** Does this service own collections? The runner, for one, does not. */
+  mongo: M;
+  logger?: Logger;
+}
+
+/** A runtime of a service that owns collections: its database is always there. */
+export type RuntimeWithDb = Runtime & { mongo: MongoClient; db: Db };
+
+/**
+ * What every service starts with: telemetry, a logger, NATS with JetStream, its own database and
+ * (when HEALTH_PORT is set) health endpoints. Everything started is registered on the lifecycle,
+ * so `lifecycle.stop()` undoes it in reverse order.
+ */
+export async function startRuntime(opts: RuntimeOptions<true>): Promise<RuntimeWithDb>;
+export async function startRuntime(opts: RuntimeOptions<false>): Promise<Runtime>;
+export async function startRuntime({
+  name,
+  config,
+  mongo: wantMongo,
+  logger: given,
+}: RuntimeOptions<boolean>): Promise<Runtime> {
+  const telemetry = startTelemetry(`threadwork-${name}`);
+  const logger = given ?? createLogger({ service: name, level: config.LOG_LEVEL });
+  const lifecycle = new Lifecycle(logger);
+  lifecycle.add('telemetry', () => telemetry.shutdown());
+
+  try {
+    const nc = await connectNats({ servers: config.NATS_URL, name: `threadwork-${name}`, logger });
+    lifecycle.add('nats', async () => {
+      if (!nc.isClosed()) await nc.drain();
+    });
+    const { js, jsm } = await jetStreamOf(nc);
+
+    let mongo: MongoClient | undefined;
+    let db: Db | undefined;
+    if (wantMongo) {
+      mongo = await connectMongo({ url: config.MONGO_URL, appName: `threadwork-${name}` });
+      const client = mongo;
+      lifecycle.add('mongo', () => client.close());
+      db = mongo.db(serviceDbName(config.MONGO_DB_PREFIX, name));
+    }
+
+    if (config.HEALTH_PORT > 0) {
+      const health = await startHealthServer(config.HEALTH_PORT, async () => {
+        if (nc.isClosed()) return false;
+        await nc.flush();
+        if (db) await db.command({ ping: 1 });
+        return true;
+      });
+      lifecycle.add('health', () => health.close());
+    }
+
+    return { name, logger, nc, js, jsm, mongo, db, lifecycle };
+  } catch (err) {
+    await lifecycle.stop();
+    throw err;
+  }
+}
+
+export interface StartedService {
+  logger: Logger;
+  stop(): Promise<void>;
+}
+
+/**
+ * Runs a service's own setup on a started runtime; if the setup fails, everything the runtime
+ * started is stopped again before the error propagates, so a failed start leaves nothing behind.
+ */
+export async function bootService<R extends Runtime>(
+  runtime: R,
+  setup: (runtime: R) => Promise<void>,
+): Promise<StartedService> {
+  try {
+    await setup(runtime);
+  } catch (err) {
+    await runtime.lifecycle.stop();
+    throw err;
+  }
+  runtime.logger.info('started');
+  return { logger: runtime.logger, stop: () => runtime.lifecycle.stop() };
+}
+
+/** Serves the routes as this runtime's NATS service; stopped (and drained) with the lifecycle. */
+export async function serveRoutes(
+  runtime: Runtime,
+  info: { name: string; version?: string },
+  routes: RpcRoute[],
+  drainMs: number,
+): Promise<void> {
+  const server = await serveRpc(
+    runtime.nc,
+    { name: info.name, version: info.version ?? '0.1.0' },
+    routes,
+    runtime.logger,
+  );
+  runtime.lifecycle.add(`rpc:${info.name}`, () => server.stop(drainMs));
+}

@@ -1,0 +1,124 @@
+import { context, propagation, trace } from '@opentelemetry/api';
+import { InMemorySpanExporter, SimpleSpanProcessor } from '@opentelemetry/sdk-trace-base';
+import { NodeTracerProvider } from '@opentelemetry/sdk-trace-node';
+import { defineEndpoint } from '@threadwork/contracts';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { inject } from 'vitest';
+import { z } from 'zod';
+import {
+  AppError,
+  connectNats,
+  createLogger,
+  notFound,
+  request,
+  route,
+  serveRpc,
+  type NatsConnection,
+  type RpcServer,
+} from '../src/index.js';
+
+const logger = createLogger({ service: 'test', level: 'silent' });
+const suffix = `${Date.now().toString(36)}${Math.random().toString(36).slice(2, 8)}`;
+
+const double = defineEndpoint(
+  `test.${suffix}.double`,
+  z.object({ n: z.number().int() }),
+  z.object({ doubled: z.number() }),
+);
+const lookup = defineEndpoint(`test.${suffix}.lookup`, z.object({ id: z.string() }), z.object({ id: z.string() }));
+const explode = defineEndpoint(`test.${suffix}.explode`, z.object({}), z.object({}));
+const slow = defineEndpoint(`test.${suffix}.slow`, z.object({ ms: z.number() }), z.object({ slept: z.number() }));
+const traced = defineEndpoint(`test.${suffix}.traced`, z.object({}), z.object({ traceId: z.string() }));
+const nobody = defineEndpoint(`test.${suffix}.nobody`, z.object({}), z.object({}));
+
+describe('typed request/reply over NATS services', () => {
+  let nc: NatsConnection;
+  let server: RpcServer;
+  const exporter = new InMemorySpanExporter();
+
+  beforeAll(async () => {
+    const provider = new NodeTracerProvider({ spanProcessors: [new SimpleSpanProcessor(exporter)] });
+    provider.register();
+    nc = await connectNats({ servers: inject('natsUrl'), name: 'rpc-test', logger });
+    server = await serveRpc(
+      nc,
+      { name: `test-${suffix}`, version: '0.0.1' },
+      [
+        route(double, async ({ n }) => ({ doubled: n * 2 })),
+        route(lookup, async ({ id }) => {
+          if (id !== 'known') throw notFound('thing');
+          return { id };
+        }),
+        route(explode, async () => {
+          throw new Error('password=hunter2 leaked in a driver message');
+        }),
+        route(slow, async ({ ms }) => {
+          await new Promise((resolve) => setTimeout(resolve, ms));
+          return { slept: ms };
+        }),
+        route(traced, async () => ({ traceId: trace.getActiveSpan()?.spanContext().traceId ?? '' })),
+      ],
+      logger,
+    );
+  });
+
+  afterAll(async () => {
+    await nc?.drain();
+    trace.disable();
+    propagation.disable();
+    context.disable();
+  });
+
+  it('returns the typed result', async () => {
+    await expect(request(nc, double, { n: 21 })).resolves.toEqual({ doubled: 42 });
+  });
+
+  it('carries typed errors back to the caller', async () => {
+    const err = await request(nc, lookup, { id: 'other' }).catch((e: unknown) => e);
+    expect(err).toBeInstanceOf(AppError);
+    expect((err as AppError).code).toBe('not_found');
+    expect((err as AppError).message).toBe('thing not found');
+  });
+
+  it('answers a request that breaks the schema with invalid_request naming the field', async () => {
+    const err = await request(nc, double, { n: 1.5 }).catch((e: unknown) => e);
+    expect((err as AppError).code).toBe('invalid_request');
+    expect((err as AppError).message).toMatch(/^n: /);
+  });
+
+  it('turns an unexpected failure into internal without leaking its message', async () => {
+    const err = await request(nc, explode, {}).catch((e: unknown) => e);
+    expect((err as AppError).code).toBe('internal');
+    expect((err as AppError).message).not.toContain('hunter2');
+  });
+
+  it('reports a missing service as unavailable (retryable)', async () => {
+    const err = await request(nc, nobody, {}, { timeoutMs: 500 }).catch((e: unknown) => e);
+    expect((err as AppError).code).toBe('unavailable');
+    expect((err as AppError).retryable).toBe(true);
+  });
+
+  it("continues the caller's trace in the handler through NATS headers", async () => {
+    const tracer = trace.getTracer('test');
+    const { clientTrace, serverTrace } = await tracer.startActiveSpan('caller', async (span) => {
+      const result = await request(nc, traced, {});
+      span.end();
+      return { clientTrace: span.spanContext().traceId, serverTrace: result.traceId };
+    });
+    expect(serverTrace).toBe(clientTrace);
+    const names = exporter
+      .getFinishedSpans()
+      .filter((s) => s.spanContext().traceId === clientTrace)
+      .map((s) => s.name);
+    expect(names).toEqual(expect.arrayContaining(['caller', `request ${traced.subject}`, `handle ${traced.subject}`]));
+  });
+
+  it('finishes requests in flight when stopped, then takes no more', async () => {
+    const pending = request(nc, slow, { ms: 300 });
+    await new Promise((resolve) => setTimeout(resolve, 50));
+    await server.stop(5_000);
+    await expect(pending).resolves.toEqual({ slept: 300 });
+    const err = await request(nc, double, { n: 1 }, { timeoutMs: 300 }).catch((e: unknown) => e);
+    expect((err as AppError).code).toBe('unavailable');
+  });
+});

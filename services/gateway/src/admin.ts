@@ -1,0 +1,104 @@
+// Admin CLI: `npm run admin -- keys create --user <login>` and friends. Talks to the gateway's own
+// collections directly: it works against the running local stack (found through the stack file
+// that `npm start` writes into THREADWORK_DATA_DIR) or against the MONGO_URL it is given.
+import { existsSync, readFileSync } from 'node:fs';
+import { join, resolve } from 'node:path';
+import { parseArgs } from 'node:util';
+import { connectMongo, serviceDbName } from '@threadwork/platform';
+import { createIdentityStore } from './store/identity.js';
+
+const USAGE = `usage: npm run admin -- <command>
+  keys create --user <login>   create the user if needed and print a new API key (last line)
+  keys revoke <key id|prefix>  revoke a key
+  keys list [--user <login>]   list keys (ids and prefixes, never the keys)
+  users list                   list users
+environment: MONGO_URL and MONGO_DB_PREFIX, or THREADWORK_DATA_DIR of a running \`npm start\` (default ./.data)`;
+
+interface Target {
+  mongoUrl: string;
+  dbPrefix: string;
+  source: string;
+}
+
+function findTarget(): Target | null {
+  const dbPrefix = process.env.MONGO_DB_PREFIX ?? 'threadwork';
+  if (process.env.MONGO_URL) return { mongoUrl: process.env.MONGO_URL, dbPrefix, source: 'MONGO_URL' };
+  const dataDir = resolve(process.env.THREADWORK_DATA_DIR ?? '.data');
+  const stackFile = join(dataDir, 'stack.json');
+  if (!existsSync(stackFile)) return null;
+  const stack = JSON.parse(readFileSync(stackFile, 'utf8')) as { mongoUrl: string; dbPrefix?: string };
+  return { mongoUrl: stack.mongoUrl, dbPrefix: stack.dbPrefix ?? dbPrefix, source: stackFile };
+}
+
+function fail(message: string): never {
+  process.stderr.write(`${message}\n`);
+  process.exit(1);
+}
+
+async function main(): Promise<void> {
+  const { positionals, values } = parseArgs({
+    args: process.argv.slice(2),
+    allowPositionals: true,
+    options: { user: { type: 'string' }, help: { type: 'boolean', short: 'h' } },
+  });
+  const [group, action, arg] = positionals;
+  if (values.help || !group) {
+    process.stdout.write(`${USAGE}\n`);
+    return;
+  }
+
+  const target = findTarget();
+  if (!target) {
+    fail(
+      'admin: no database to talk to: start the local stack with `npm start` (same THREADWORK_DATA_DIR), or set MONGO_URL.',
+    );
+  }
+  const client = await connectMongo({
+    url: target.mongoUrl,
+    appName: 'threadwork-admin',
+    serverSelectionTimeoutMs: 3_000,
+  }).catch((err: Error) =>
+    fail(
+      `admin: cannot reach the database at ${target.mongoUrl} (from ${target.source}): ${err.message}. Is \`npm start\` running?`,
+    ),
+  );
+  try {
+    const identity = createIdentityStore(client.db(serviceDbName(target.dbPrefix, 'gateway')));
+    await identity.ensureIndexes();
+    const out = (line: string) => process.stdout.write(`${line}\n`);
+
+    if (group === 'keys' && action === 'create') {
+      if (!values.user) fail('admin: keys create needs --user <login>');
+      const user = await identity.ensureUser(values.user);
+      const created = await identity.createKey(user._id);
+      out(
+        `created key ${created.id} (prefix ${created.prefix}) for ${user.login} (${user._id}); it is shown only once:`,
+      );
+      out(created.key);
+    } else if (group === 'keys' && action === 'revoke') {
+      if (!arg) fail('admin: keys revoke needs a key id or prefix');
+      const count = await identity.revokeKey(arg);
+      if (count === 0) fail(`admin: no active key matches ${arg}`);
+      out(`revoked ${count} key${count === 1 ? '' : 's'}`);
+    } else if (group === 'keys' && action === 'list') {
+      const users = await identity.listUsers();
+      const user = values.user ? users.find((u) => u.login === values.user) : undefined;
+      if (values.user && !user) fail(`admin: no user ${values.user}`);
+      const logins = new Map(users.map((u) => [u._id, u.login]));
+      for (const key of await identity.listKeys(user?._id)) {
+        out(
+          `${key._id}\t${key.prefix}…\t${logins.get(key.user_id) ?? key.user_id}\t${key.created_at.toISOString()}\t${key.revoked_at ? `revoked ${key.revoked_at.toISOString()}` : 'active'}`,
+        );
+      }
+    } else if (group === 'users' && action === 'list') {
+      for (const user of await identity.listUsers())
+        out(`${user._id}\t${user.login}\t${user.created_at.toISOString()}`);
+    } else {
+      fail(`admin: unknown command "${positionals.join(' ')}"\n${USAGE}`);
+    }
+  } finally {
+    await client.close();
+  }
+}
+
+main().catch((err: unknown) => fail(`admin: ${err instanceof Error ? err.message : String(err)}`));

@@ -1,0 +1,102 @@
+import { randomUUID } from 'node:crypto';
+import { ensureIndexes, isDuplicateKeyError, type Collection, type Db } from '@threadwork/platform';
+import { generateKey, isWellFormedKey, keyMatches, keyPrefix } from '../domain/keys.js';
+
+export interface UserDoc {
+  _id: string;
+  login: string;
+  created_at: Date;
+}
+
+export interface ApiKeyDoc {
+  _id: string;
+  user_id: string;
+  prefix: string;
+  hash: string;
+  created_at: Date;
+  revoked_at: Date | null;
+}
+
+export interface IdentityStore {
+  ensureIndexes(): Promise<void>;
+  /** Finds the user by login, creating it if needed; concurrent calls converge on one user. */
+  ensureUser(login: string): Promise<UserDoc>;
+  listUsers(): Promise<UserDoc[]>;
+  createKey(userId: string): Promise<{ id: string; key: string; prefix: string }>;
+  /** Revokes by key id or prefix; returns how many keys it revoked. */
+  revokeKey(idOrPrefix: string): Promise<number>;
+  listKeys(userId?: string): Promise<ApiKeyDoc[]>;
+  /** The user a presented key belongs to, or null when it is malformed, unknown or revoked. */
+  authenticate(key: string): Promise<UserDoc | null>;
+}
+
+export function createIdentityStore(db: Db): IdentityStore {
+  const users: Collection<UserDoc> = db.collection<UserDoc>('users');
+  const keys: Collection<ApiKeyDoc> = db.collection<ApiKeyDoc>('api_keys');
+
+  return {
+    async ensureIndexes() {
+      await ensureIndexes(users, [
+        {
+          key: { login: 1 },
+          options: { name: 'login_unique', unique: true },
+          serves: 'find a user by login; one user per login',
+        },
+      ]);
+      await ensureIndexes(keys, [
+        {
+          key: { prefix: 1 },
+          options: { name: 'prefix' },
+          serves: 'authenticate: find candidate keys by their clear prefix',
+        },
+        { key: { user_id: 1, created_at: 1 }, options: { name: 'user_created' }, serves: "list a user's keys" },
+      ]);
+    },
+
+    async ensureUser(login) {
+      const existing = await users.findOne({ login });
+      if (existing) return existing;
+      const user: UserDoc = { _id: `usr_${randomUUID().replace(/-/g, '')}`, login, created_at: new Date() };
+      try {
+        await users.insertOne(user);
+        return user;
+      } catch (err) {
+        if (!isDuplicateKeyError(err)) throw err;
+        const winner = await users.findOne({ login });
+        if (!winner) throw err;
+        return winner;
+      }
+    },
+
+    listUsers: () => users.find({}).sort({ login: 1 }).toArray(),
+
+    async createKey(userId) {
+      const { key, prefix, hash } = generateKey();
+      const id = `key_${randomUUID().replace(/-/g, '')}`;
+      await keys.insertOne({ _id: id, user_id: userId, prefix, hash, created_at: new Date(), revoked_at: null });
+      return { id, key, prefix };
+    },
+
+    async revokeKey(idOrPrefix) {
+      const result = await keys.updateMany(
+        { $or: [{ _id: idOrPrefix }, { prefix: idOrPrefix }], revoked_at: null },
+        { $set: { revoked_at: new Date() } },
+      );
+      return result.modifiedCount;
+    },
+
+    listKeys: (userId) =>
+      keys
+        .find(userId ? { user_id: userId } : {})
+        .sort({ created_at: 1 })
+        .toArray(),
+
+    async authenticate(key) {
+      if (!isWellFormedKey(key)) return null;
+      const candidates = await keys.find({ prefix: keyPrefix(key), revoked_at: null }).toArray();
+      const match = candidates.find((candidate) => keyMatches(key, candidate.hash));
+      if (!match) return null;
+      return users.findOne({ _id: match.user_id });
+    },
+  };
+}
