@@ -13,3 +13,4 @@ export * from './events.js';
 export * from './subjects.js';
 export * from './streams.js';
 export * from './rpc.js';
+export * from './internal.js';

@@ -15,6 +15,8 @@ export interface StreamDefinition {
   readonly max_age_ms?: number;
   /** Lets any replica answer direct gets, the cheap way to read one message by sequence. */
   readonly allow_direct?: boolean;
+  /** Republish every stored message to core NATS (with its stream sequence in headers). */
+  readonly republish?: { readonly src: string; readonly dest: string };
 }
 
 export const STREAM_NAMES = {
@@ -40,6 +42,7 @@ export function runEventsStream({ maxAgeMs }: { maxAgeMs: number }): StreamDefin
     storage: 'file',
     max_age_ms: maxAgeMs,
     allow_direct: true,
+    republish: { src: subjects.runEventsAll, dest: subjects.runLiveAll },
   };
 }
 

@@ -30,6 +30,13 @@ export const subjects = {
   /** RUN_EVENTS: the ordered event log of one run. */
   runEvents: (runId: string) => `run.events.${subjectToken(runId, 'runId')}`,
   runEventsAll: 'run.events.>',
+  /**
+   * Core NATS: RUN_EVENTS republishes every stored event here with its stream sequence
+   * (`Nats-Sequence`) and the subject's previous one (`Nats-Last-Sequence`), so live followers
+   * get each event once it is durable and can tell when they missed one.
+   */
+  runLive: (runId: string) => `run.live.${subjectToken(runId, 'runId')}`,
+  runLiveAll: 'run.live.>',
   /** RUN_JOBS: admitted runs waiting for a runner of that harness. */
   runJobs: (harness: string) => `run.jobs.${subjectToken(harness, 'harness')}`,
   runJobsAll: 'run.jobs.>',
@@ -66,6 +73,9 @@ export const SERVICES = {
     subjects: {
       admit: 'runs.admit',
       get: 'runs.get',
+      getMany: 'runs.get_many',
+      live: 'runs.live',
+      claim: 'runs.claim',
       cancel: 'runs.cancel',
       eventsPage: 'runs.events.page',
       transition: 'runs.transition',
@@ -74,6 +84,7 @@ export const SERVICES = {
       interactionGet: 'runs.interaction.get',
       interactionList: 'runs.interaction.list',
       interactionAnswer: 'runs.interaction.answer',
+      interactionSettlement: 'runs.interaction.settlement',
     },
   },
   repohost: {

@@ -88,6 +88,7 @@ export async function ensureStream(
     storage: StorageType.File,
     allow_direct: def.allow_direct ?? false,
     max_age: (def.max_age_ms ?? 0) * 1_000_000,
+    ...(def.republish ? { republish: { src: def.republish.src, dest: def.republish.dest } } : {}),
     ...overrides,
   };
   try {

@@ -1,2 +1,3 @@
-export * from './servers.js';
 export * from './env.js';
+export * from './nats.js';
+export * from './servers.js';

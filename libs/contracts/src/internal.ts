@@ -1,0 +1,294 @@
+import { z } from 'zod';
+import { Cursor, Id, JsonValue, Prompt, Timestamp } from './common.js';
+import { ControlList, ControlSubmission, TaskControlList } from './api/controls.js';
+import { AnswerRequest, AnswerResult, Interaction, InteractionList, Question } from './api/interactions.js';
+import { MessageAccepted, MessagePage, SendMessageBody } from './api/messages.js';
+import { QueueBody, SteerBody } from './api/controls.js';
+import { Repository, RepositoryList, ProviderConnection } from './api/repohost.js';
+import { Run, RunError, RunEventPage, RunUsage } from './api/runs.js';
+import { CreateThreadBody, ResumableRun, Task, TaskList, TaskWithRun, Thread, ThreadWithRun } from './api/threads.js';
+import { WorkList } from './api/work.js';
+import { defineEndpoint } from './rpc.js';
+import { SERVICES } from './subjects.js';
+import {
+  CollaborationMode,
+  ControlStatus,
+  InteractionKind,
+  InteractionStatus,
+  RunStatus,
+  SandboxStatus,
+} from './values.js';
+
+// Messages between services: request/reply endpoints (gateway → services, service → service,
+// runner → runs), the job on RUN_JOBS, signals to live runs and DOMAIN events. Every request that
+// acts for a user carries `owner_id`; a resource of another owner is `not_found`, never forbidden.
+
+const OwnerId = Id;
+/** Which vocabulary a response is shaped for: `/v1/threads…` or `/v1/tasks…`. */
+export const View = z.enum(['thread', 'task']);
+export type View = z.infer<typeof View>;
+
+// ---------------------------------------------------------------------------------------------
+// Repositories a run works on
+
+/** One repository of a thread's project, as the runner needs it to prepare the sandbox. */
+export const RunRepository = z.object({
+  /** The project_repository_id review takes. */
+  project_repository_id: Id,
+  repository_id: z.int().positive(),
+  full_name: z.string().min(1),
+  /** Base branch the thread branch starts from. */
+  branch: z.string().min(1),
+  /** Where to clone from (repohost hands out credentials separately, never in here). */
+  clone_url: z.string().min(1),
+});
+export type RunRepository = z.infer<typeof RunRepository>;
+
+// ---------------------------------------------------------------------------------------------
+// RUN_JOBS: one message per admitted run, on `run.jobs.<harness>`, Nats-Msg-Id = run id.
+
+export const RunJob = z.object({
+  run_id: Id,
+  thread_id: Id,
+  project_id: Id,
+  owner_id: OwnerId,
+  message_id: Id,
+  prompt: Prompt,
+  harness: Id,
+  model: Id,
+  reasoning_effort: Id,
+  collaboration_mode: CollaborationMode,
+  repositories: z.array(RunRepository).min(1),
+});
+export type RunJob = z.infer<typeof RunJob>;
+
+// ---------------------------------------------------------------------------------------------
+// runs
+
+export const AdmitRequest = z.object({
+  owner_id: OwnerId,
+  thread_id: Id,
+  project_id: Id,
+  message_id: Id,
+  /**
+   * Idempotency of admission: admitting twice with the same key returns the first run. Callers
+   * use the id of the message (send/create) or of the queue control that asks for the run.
+   */
+  admission_key: Id,
+  /** Pre-chosen run id, so a retried create returns the same ids. */
+  run_id: Id.optional(),
+  prompt: Prompt,
+  harness: Id.optional(),
+  model: Id.optional(),
+  reasoning_effort: Id.optional(),
+  collaboration_mode: CollaborationMode.optional(),
+  repositories: z.array(RunRepository).min(1),
+});
+export type AdmitRequest = z.infer<typeof AdmitRequest>;
+export const AdmitResponse = z.object({ run: Run, created: z.boolean() });
+
+export const RunGetRequest = z.object({ owner_id: OwnerId.optional(), run_id: Id });
+export const RunGetManyRequest = z.object({ owner_id: OwnerId, run_ids: z.array(Id).max(1000) });
+export const RunList = z.object({ runs: z.array(Run) });
+/** The live run of a thread (queued … cancelling), if any. */
+export const LiveRunRequest = z.object({ owner_id: OwnerId, thread_id: Id });
+export const LiveRunResponse = z.object({ run: Run.nullable() });
+export const CancelRequest = z.object({ owner_id: OwnerId, run_id: Id });
+/** `requested` is false when the run was already terminal (the API answers 200 instead of 202). */
+export const CancelResponse = z.object({ run: Run, requested: z.boolean() });
+
+export const EventsPageRequest = z.object({
+  owner_id: OwnerId.optional(),
+  run_id: Id,
+  from: z.int().min(1),
+  limit: z.int().min(1).max(1000),
+});
+
+/** The runner claims the next attempt of a run it took from RUN_JOBS; a lost race is `already_settled`. */
+export const ClaimRequest = z.object({ run_id: Id, runner_id: Id });
+export const ClaimResponse = z.object({ run: Run, attempt: z.int().min(0), job: RunJob });
+
+/** Moves a run; rejected unless `attempt` is the run's current attempt (a stale runner is fenced out). */
+export const TransitionRequest = z.object({
+  run_id: Id,
+  attempt: z.int().min(0),
+  to: RunStatus,
+  error: RunError.optional(),
+  usage: RunUsage.optional(),
+  sandbox_id: Id.optional(),
+});
+
+/** Appends events to a run's log; `key`s make a retried append store each chunk once. */
+export const AppendRequest = z.object({
+  run_id: Id,
+  attempt: z.int().min(0),
+  events: z
+    .array(z.object({ key: Id, chunk: z.record(z.string(), JsonValue) }))
+    .min(1)
+    .max(500),
+});
+export const AppendResponse = z.object({ sequences: z.array(z.int().min(1)) });
+
+export const InteractionCreateRequest = z.object({
+  run_id: Id,
+  attempt: z.int().min(0),
+  /** Harness-side id, so a retried create returns the same interaction. */
+  key: Id,
+  kind: InteractionKind,
+  questions: z.array(Question).min(1),
+});
+export const InteractionGetRequest = z.object({ owner_id: OwnerId.optional(), interaction_id: Id });
+export const InteractionListRequest = z.object({
+  owner_id: OwnerId,
+  thread_id: Id,
+  status: InteractionStatus.optional(),
+});
+export const InteractionAnswerRequest = z.object({ owner_id: OwnerId, interaction_id: Id, request: AnswerRequest });
+/** What the runner reads back after an `interaction` signal: the answers in clear, secrets included. */
+export const InteractionSettlement = z.object({
+  interaction: Interaction,
+  answers: z.record(Id, z.unknown()),
+});
+
+// ---------------------------------------------------------------------------------------------
+// threads
+
+export const CreateRequest = z.object({ owner_id: OwnerId, view: View, body: CreateThreadBody });
+export const ThreadGetRequest = z.object({ owner_id: OwnerId, thread_id: Id, view: View });
+export const ThreadListRequest = z.object({ owner_id: OwnerId });
+export const OwnerRequest = z.object({ owner_id: OwnerId });
+export const ThreadMessageRequest = z.object({ owner_id: OwnerId, thread_id: Id, body: SendMessageBody });
+export const ThreadQueueRequest = z.object({ owner_id: OwnerId, thread_id: Id, body: QueueBody });
+export const ThreadSteerRequest = z.object({ owner_id: OwnerId, thread_id: Id, body: SteerBody });
+export const ThreadMessagesRequest = z.object({
+  owner_id: OwnerId,
+  thread_id: Id,
+  cursor: Cursor.optional(),
+  limit: z.int().min(1).max(200),
+});
+export const ThreadControlsRequest = z.object({
+  owner_id: OwnerId,
+  thread_id: Id,
+  view: View,
+  status: ControlStatus.optional(),
+});
+export const ResumableResponse = z.object({ run: ResumableRun.nullable() });
+
+// ---------------------------------------------------------------------------------------------
+// repohost
+
+export const RepositoriesRequest = z.object({ owner_id: OwnerId, q: z.string().max(256).optional() });
+/** Resolves repositories the owner can see, in the order asked; any other is `not_found`. */
+export const AccessRequest = z.object({
+  owner_id: OwnerId,
+  repository_ids: z.array(z.int().positive()).min(1).max(11),
+});
+export const AccessResponse = z.object({ repositories: z.array(Repository) });
+
+export const rpc = {
+  runs: {
+    admit: defineEndpoint(SERVICES.runs.subjects.admit, AdmitRequest, AdmitResponse),
+    get: defineEndpoint(SERVICES.runs.subjects.get, RunGetRequest, Run),
+    getMany: defineEndpoint(SERVICES.runs.subjects.getMany, RunGetManyRequest, RunList),
+    live: defineEndpoint(SERVICES.runs.subjects.live, LiveRunRequest, LiveRunResponse),
+    cancel: defineEndpoint(SERVICES.runs.subjects.cancel, CancelRequest, CancelResponse),
+    eventsPage: defineEndpoint(SERVICES.runs.subjects.eventsPage, EventsPageRequest, RunEventPage),
+    claim: defineEndpoint(SERVICES.runs.subjects.claim, ClaimRequest, ClaimResponse),
+    transition: defineEndpoint(SERVICES.runs.subjects.transition, TransitionRequest, Run),
+    append: defineEndpoint(SERVICES.runs.subjects.append, AppendRequest, AppendResponse),
+    interactionCreate: defineEndpoint(SERVICES.runs.subjects.interactionCreate, InteractionCreateRequest, Interaction),
+    interactionGet: defineEndpoint(SERVICES.runs.subjects.interactionGet, InteractionGetRequest, Interaction),
+    interactionList: defineEndpoint(SERVICES.runs.subjects.interactionList, InteractionListRequest, InteractionList),
+    interactionAnswer: defineEndpoint(SERVICES.runs.subjects.interactionAnswer, InteractionAnswerRequest, AnswerResult),
+    interactionSettlement: defineEndpoint(
+      SERVICES.runs.subjects.interactionSettlement,
+      z.object({ interaction_id: Id }),
+      InteractionSettlement,
+    ),
+  },
+  threads: {
+    create: defineEndpoint(SERVICES.threads.subjects.create, CreateRequest, z.union([ThreadWithRun, TaskWithRun])),
+    get: defineEndpoint(SERVICES.threads.subjects.get, ThreadGetRequest, z.union([Thread, Task])),
+    list: defineEndpoint(SERVICES.threads.subjects.list, ThreadListRequest, TaskList),
+    work: defineEndpoint(SERVICES.threads.subjects.work, OwnerRequest, WorkList),
+    resumable: defineEndpoint(
+      SERVICES.threads.subjects.resumable,
+      z.object({ owner_id: OwnerId, thread_id: Id }),
+      ResumableResponse,
+    ),
+    message: defineEndpoint(SERVICES.threads.subjects.message, ThreadMessageRequest, MessageAccepted),
+    queue: defineEndpoint(SERVICES.threads.subjects.queue, ThreadQueueRequest, ControlSubmission),
+    steer: defineEndpoint(SERVICES.threads.subjects.steer, ThreadSteerRequest, ControlSubmission),
+    messages: defineEndpoint(SERVICES.threads.subjects.messages, ThreadMessagesRequest, MessagePage),
+    controls: defineEndpoint(
+      SERVICES.threads.subjects.controls,
+      ThreadControlsRequest,
+      z.union([ControlList, TaskControlList]),
+    ),
+  },
+  repohost: {
+    connection: defineEndpoint(SERVICES.repohost.subjects.connection, OwnerRequest, ProviderConnection),
+    repositories: defineEndpoint(SERVICES.repohost.subjects.repositories, RepositoriesRequest, RepositoryList),
+    access: defineEndpoint(SERVICES.repohost.subjects.access, AccessRequest, AccessResponse),
+  },
+} as const;
+
+// ---------------------------------------------------------------------------------------------
+// Signals to a live run, on core NATS `run.signal.<runId>`, sent after the durable state is
+// written: a runner that missed one finds the same state in the runs service.
+
+export const RunSignal = z.discriminatedUnion('type', [
+  z.object({ type: z.literal('cancel') }),
+  z.object({ type: z.literal('steer'), control_id: Id, prompt: Prompt }),
+  z.object({ type: z.literal('interaction'), interaction_id: Id }),
+]);
+export type RunSignal = z.infer<typeof RunSignal>;
+
+// ---------------------------------------------------------------------------------------------
+// DOMAIN events (`evt.<service>.<entity>.<verb>`), Nats-Msg-Id given per event.
+
+export const domainEvents = {
+  /** Every run transition; `terminal` ones free the thread for its next run. */
+  runStatus: { service: 'runs', entity: 'run', verb: 'status' },
+  /** The runner's view of a thread's workspace. */
+  sandboxStatus: { service: 'runner', entity: 'sandbox', verb: 'status' },
+  /** A steer the harness accepted. */
+  controlApplied: { service: 'runner', entity: 'control', verb: 'applied' },
+  /** The agent's reply at the end of a turn, stored as an assistant message. */
+  messageCompleted: { service: 'runner', entity: 'message', verb: 'completed' },
+} as const;
+
+export const RunStatusEvent = z.object({
+  run_id: Id,
+  thread_id: Id,
+  owner_id: OwnerId,
+  status: RunStatus,
+  previous: RunStatus.nullable(),
+  terminal: z.boolean(),
+  attempt: z.int().min(0),
+  error: RunError.nullable(),
+  at: Timestamp,
+});
+export type RunStatusEvent = z.infer<typeof RunStatusEvent>;
+
+export const SandboxStatusEvent = z.object({
+  thread_id: Id,
+  status: SandboxStatus,
+  sandbox_id: Id.nullable(),
+  reason: z.string().nullable(),
+  at: Timestamp,
+});
+export type SandboxStatusEvent = z.infer<typeof SandboxStatusEvent>;
+
+export const ControlAppliedEvent = z.object({ control_id: Id, run_id: Id, thread_id: Id, at: Timestamp });
+export type ControlAppliedEvent = z.infer<typeof ControlAppliedEvent>;
+
+export const MessageCompletedEvent = z.object({
+  thread_id: Id,
+  run_id: Id,
+  /** Stable per reply, so a redelivered event stores one message. */
+  message_key: Id,
+  text: z.string(),
+  at: Timestamp,
+});
+export type MessageCompletedEvent = z.infer<typeof MessageCompletedEvent>;
