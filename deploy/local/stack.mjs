@@ -3,7 +3,8 @@
 // default ./.data) unless NATS_URL and MONGO_URL point elsewhere, then every service, with their
 // JSON logs printed as readable lines. Ctrl-C or SIGTERM stops everything it started, by pid.
 // Run through `npm start`, which builds first.
-import { mkdirSync, rmSync, writeFileSync } from 'node:fs';
+import { randomBytes } from 'node:crypto';
+import { existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { setTimeout as sleep } from 'node:timers/promises';
@@ -139,12 +140,20 @@ async function main() {
   }
 
   const dbPrefix = process.env.MONGO_DB_PREFIX ?? 'threadwork';
+  // Session cookies outlive a restart of the local stack: the secret is kept with its data, readable
+  // only by its owner (the admin CLI signs cookies with it too).
+  const secretFile = join(dataDir, 'session.secret');
+  if (!process.env.SESSION_SECRET && !existsSync(secretFile)) {
+    writeFileSync(secretFile, randomBytes(32).toString('base64url') + '\n', { mode: 0o600 });
+  }
+  const sessionSecret = process.env.SESSION_SECRET ?? readFileSync(secretFile, 'utf8').trim();
   const env = {
     ...process.env,
     NATS_URL: natsUrl,
     MONGO_URL: mongoUrl,
     MONGO_DB_PREFIX: dbPrefix,
     THREADWORK_DATA_DIR: dataDir,
+    SESSION_SECRET: sessionSecret,
     REPOHOST_LOCAL_DIR: process.env.REPOHOST_LOCAL_DIR ?? join(dataDir, 'repos'),
     SANDBOX_ROOT: process.env.SANDBOX_ROOT ?? join(dataDir, 'sandboxes'),
     PORT: String(port),

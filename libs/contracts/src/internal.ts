@@ -5,6 +5,7 @@ import { AnswerRequest, AnswerResult, Interaction, InteractionList, Question } f
 import { MessageAccepted, MessagePage, SendMessageBody } from './api/messages.js';
 import { QueueBody, SteerBody } from './api/controls.js';
 import { Repository, RepositoryList, ProviderConnection } from './api/repohost.js';
+import { DiffFile, ReviewStats } from './api/review.js';
 import { Run, RunError, RunEventPage, RunUsage } from './api/runs.js';
 import { CreateThreadBody, ResumableRun, Task, TaskList, TaskWithRun, Thread, ThreadWithRun } from './api/threads.js';
 import { WorkList } from './api/work.js';
@@ -256,6 +257,8 @@ export const domainEvents = {
   controlApplied: { service: 'runner', entity: 'control', verb: 'applied' },
   /** The agent's reply at the end of a turn, stored as an assistant message. */
   messageCompleted: { service: 'runner', entity: 'message', verb: 'completed' },
+  /** A run's work committed on the thread branch: the candidate revision with its bounded diff. */
+  candidateProduced: { service: 'runner', entity: 'candidate', verb: 'produced' },
 } as const;
 
 export const RunStatusEvent = z.object({
@@ -292,3 +295,24 @@ export const MessageCompletedEvent = z.object({
   at: Timestamp,
 });
 export type MessageCompletedEvent = z.infer<typeof MessageCompletedEvent>;
+
+/** One event per project repository after each run (Nats-Msg-Id `${run_id}:${project_repository_id}`). */
+export const CandidateProducedEvent = z.object({
+  thread_id: Id,
+  run_id: Id,
+  owner_id: OwnerId,
+  project_repository_id: Id,
+  repository_id: z.int().positive(),
+  /** The thread branch (`threadwork/<thread id>`) the revision is on. */
+  branch: z.string().min(1),
+  base_branch: z.string().min(1),
+  base_revision: z.string().min(1),
+  candidate_revision: z.string().min(1),
+  /** Unified diff of base..candidate, cut at the runner's byte bound. */
+  diff: z.string(),
+  truncated: z.boolean(),
+  files: z.array(DiffFile),
+  stats: ReviewStats,
+  at: Timestamp,
+});
+export type CandidateProducedEvent = z.infer<typeof CandidateProducedEvent>;

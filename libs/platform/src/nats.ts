@@ -31,6 +31,8 @@ import { extractTraceContext, injectTraceContext, SpanKind, withSpan } from './t
 
 export type { NatsConnection, MsgHdrs } from '@nats-io/nats-core';
 export type { JetStreamClient, JetStreamManager, JsMsg } from '@nats-io/jetstream';
+/** Builds NATS message headers, for callers that publish with headers of their own. */
+export { natsHeaders };
 
 const encoder = new TextEncoder();
 const decoder = new TextDecoder();

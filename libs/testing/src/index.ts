@@ -1,3 +1,4 @@
 export * from './env.js';
 export * from './nats.js';
 export * from './servers.js';
+export * from './git.js';

@@ -5,6 +5,7 @@ import { existsSync, readFileSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import { parseArgs } from 'node:util';
 import { connectMongo, serviceDbName } from '@threadwork/platform';
+import { SESSION_COOKIE, signSession } from './domain/session.js';
 import { createIdentityStore } from './store/identity.js';
 
 const USAGE = `usage: npm run admin -- <command>
@@ -12,7 +13,14 @@ const USAGE = `usage: npm run admin -- <command>
   keys revoke <key id|prefix>  revoke a key
   keys list [--user <login>]   list keys (ids and prefixes, never the keys)
   users list                   list users
-environment: MONGO_URL and MONGO_DB_PREFIX, or THREADWORK_DATA_DIR of a running \`npm start\` (default ./.data)`;
+  sessions create --user <login> [--ttl-hours 24]
+                               print a signed browser session cookie for the user (last line)
+environment: MONGO_URL and MONGO_DB_PREFIX, or THREADWORK_DATA_DIR of a running \`npm start\` (default ./.data);
+  sessions need SESSION_SECRET, the same value the gateway runs with`;
+
+/** Sessions longer than this are refused: a signed cookie cannot be revoked before it expires. */
+const MAX_SESSION_HOURS = 24 * 30;
+const MIN_SECRET_LENGTH = 32;
 
 interface Target {
   mongoUrl: string;
@@ -39,12 +47,34 @@ async function main(): Promise<void> {
   const { positionals, values } = parseArgs({
     args: process.argv.slice(2),
     allowPositionals: true,
-    options: { user: { type: 'string' }, help: { type: 'boolean', short: 'h' } },
+    options: {
+      user: { type: 'string' },
+      'ttl-hours': { type: 'string' },
+      help: { type: 'boolean', short: 'h' },
+    },
   });
   const [group, action, arg] = positionals;
   if (values.help || !group) {
     process.stdout.write(`${USAGE}\n`);
     return;
+  }
+
+  // Checked before touching the database: without the gateway's secret the cookie is useless.
+  let sessionSecret = '';
+  let ttlHours = 24;
+  if (group === 'sessions') {
+    sessionSecret = process.env.SESSION_SECRET ?? '';
+    if (sessionSecret.length < MIN_SECRET_LENGTH) {
+      fail(
+        `admin: sessions need SESSION_SECRET (at least ${MIN_SECRET_LENGTH} characters), set to the value the gateway runs with`,
+      );
+    }
+    if (values['ttl-hours'] !== undefined) {
+      ttlHours = Number(values['ttl-hours']);
+      if (!Number.isFinite(ttlHours) || ttlHours <= 0 || ttlHours > MAX_SESSION_HOURS) {
+        fail(`admin: --ttl-hours must be a number of hours between 0 and ${MAX_SESSION_HOURS}`);
+      }
+    }
   }
 
   const target = findTarget();
@@ -90,6 +120,15 @@ async function main(): Promise<void> {
           `${key._id}\t${key.prefix}…\t${logins.get(key.user_id) ?? key.user_id}\t${key.created_at.toISOString()}\t${key.revoked_at ? `revoked ${key.revoked_at.toISOString()}` : 'active'}`,
         );
       }
+    } else if (group === 'sessions' && action === 'create') {
+      if (!values.user) fail('admin: sessions create needs --user <login>');
+      const user = await identity.ensureUser(values.user);
+      const expiresAt = Math.floor(Date.now() / 1000 + ttlHours * 3600);
+      const value = signSession(user._id, expiresAt, sessionSecret);
+      out(
+        `session for ${user.login} (${user._id}) until ${new Date(expiresAt * 1000).toISOString()}; send it as this header:`,
+      );
+      out(`Cookie: ${SESSION_COOKIE}=${value}`);
     } else if (group === 'users' && action === 'list') {
       for (const user of await identity.listUsers())
         out(`${user._id}\t${user.login}\t${user.created_at.toISOString()}`);

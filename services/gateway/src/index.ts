@@ -1,14 +1,29 @@
-import { startRuntime, type StartedService } from '@threadwork/platform';
+import { startRuntime, type Logger, type StartedService } from '@threadwork/platform';
 import type { GatewayConfig } from './config.js';
+import { generateSessionSecret } from './domain/session.js';
 import { buildServer } from './server.js';
 import { createIdentityStore } from './store/identity.js';
 
 export { GatewayConfig } from './config.js';
+export { buildServer, type GatewayDeps } from './server.js';
 export { createIdentityStore } from './store/identity.js';
 export * from './domain/keys.js';
+export * from './domain/session.js';
 
 export interface Gateway extends StartedService {
   url: string;
+}
+
+/**
+ * The configured session secret, or (outside production, where config demands one) a random one
+ * for this process: cookies then work until the gateway restarts, and the admin CLI cannot issue any.
+ */
+export function sessionSecretOf(config: GatewayConfig, logger: Logger): string {
+  if (config.SESSION_SECRET) return config.SESSION_SECRET;
+  logger.warn(
+    'SESSION_SECRET is not set: using a random one, so session cookies stop working when the gateway restarts and `admin sessions create` cannot issue any',
+  );
+  return generateSessionSecret();
 }
 
 export async function startGateway(config: GatewayConfig): Promise<Gateway> {
@@ -20,6 +35,10 @@ export async function startGateway(config: GatewayConfig): Promise<Gateway> {
       identity,
       logger: runtime.logger,
       bodyLimit: config.BODY_LIMIT_BYTES,
+      nc: runtime.nc,
+      requestTimeoutMs: config.REQUEST_TIMEOUT_MS,
+      rateLimit: { perSecond: config.RATE_LIMIT_PER_SECOND, burst: config.RATE_LIMIT_BURST },
+      sessionSecret: sessionSecretOf(config, runtime.logger),
       ready: async () => {
         if (runtime.nc.isClosed()) return false;
         await runtime.db.command({ ping: 1 });

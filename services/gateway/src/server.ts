@@ -1,7 +1,7 @@
 import swagger from '@fastify/swagger';
-import type { ErrorCode } from '@threadwork/contracts';
-import { toAppError, type Logger } from '@threadwork/platform';
-import Fastify from 'fastify';
+import { HTTP_STATUS_BY_CODE, SubjectTokenError } from '@threadwork/contracts';
+import { AppError, mongoCall, toAppError, type Logger, type NatsConnection } from '@threadwork/platform';
+import Fastify, { type FastifyError, type FastifyReply, type FastifyRequest } from 'fastify';
 import {
   hasZodFastifySchemaValidationErrors,
   jsonSchemaTransform,
@@ -9,6 +9,15 @@ import {
   validatorCompiler,
   type ZodTypeProvider,
 } from 'fastify-type-provider-zod';
+import { TokenBuckets, type RateLimit } from './domain/rate-limit.js';
+import { readCookie, SESSION_COOKIE, verifySession } from './domain/session.js';
+import type { HandlerDeps, RouteModule } from './handlers/common.js';
+import { conversationRoutes } from './handlers/conversation.js';
+import { eventRoutes, STREAM_DESCRIPTION } from './handlers/events.js';
+import { interactionRoutes } from './handlers/interactions.js';
+import { repohostRoutes } from './handlers/repohost.js';
+import { runRoutes } from './handlers/runs.js';
+import { threadRoutes } from './handlers/threads.js';
 import type { IdentityStore, UserDoc } from './store/identity.js';
 
 declare module 'fastify' {
@@ -23,24 +32,50 @@ export interface GatewayDeps {
   bodyLimit: number;
   /** Do the backing servers answer? Drives /readyz. */
   ready: () => Promise<boolean>;
+  /** The way to the backing services (request/reply) and to run events (core subscriptions). */
+  nc: NatsConnection;
+  /** How long a backing service may take before the answer is 503. */
+  requestTimeoutMs: number;
+  /** Per caller, per replica. */
+  rateLimit: RateLimit;
+  /** Key that signs `tw_session` cookies. */
+  sessionSecret: string;
+  /** Comment frames keep idle event streams alive through proxies that cut silent connections. */
+  heartbeatMs?: number;
 }
 
-const STATUS_BY_CODE: Record<ErrorCode, number> = {
-  invalid_request: 400,
-  unauthorized: 401,
-  not_found: 404,
-  thread_busy: 409,
-  no_active_run: 409,
-  already_settled: 409,
-  idempotency_conflict: 409,
-  payload_too_large: 413,
-  rate_limited: 429,
-  unavailable: 503,
-  internal: 500,
-};
+const HEARTBEAT_MS = 15_000;
 
 /** Paths under /v1 that prove themselves another way (or are public documents). */
 const PUBLIC_PATHS = new Set(['/v1/openapi.json', '/v1/repohost/setup', '/v1/repohost/webhooks']);
+
+const ROUTES: RouteModule[] = [
+  threadRoutes,
+  conversationRoutes,
+  runRoutes,
+  eventRoutes,
+  interactionRoutes,
+  repohostRoutes,
+];
+
+/** Longer path segments are not routed at all (414); anything up to it is validated by schema. */
+const MAX_PARAM_LENGTH = 1024;
+
+/** Methods a cross-site page can trigger with the browser's cookies but must not. */
+const SAFE_METHODS = new Set(['GET', 'HEAD', 'OPTIONS']);
+
+const API_DESCRIPTION = [
+  'Runs coding agents against repositories.',
+  '',
+  'Authentication: `Authorization: Bearer <API key>`, or a `tw_session` cookie',
+  '(`<user id>.<expires epoch s>.<HMAC-SHA256>`, issued by `npm run admin -- sessions create`).',
+  'Cookie-authenticated writes from another site (`Sec-Fetch-Site: cross-site`) are refused.',
+  '',
+  'Rate limit: a token bucket per caller and per gateway replica (RATE_LIMIT_PER_SECOND, RATE_LIMIT_BURST);',
+  'above it 429 `rate_limited` with `Retry-After` in seconds.',
+  '',
+  `Run event stream: ${STREAM_DESCRIPTION}`,
+].join('\n');
 
 function bearerKey(header: string | undefined): string | null {
   if (!header) return null;
@@ -49,62 +84,130 @@ function bearerKey(header: string | undefined): string | null {
 }
 
 /**
- * The one HTTP edge: authentication before any other work, zod validation of every request and
- * response, and one error handler that maps the closed set of error codes to status codes.
+ * Which user a request acts for: a bearer key when an Authorization header is sent (a bad one is
+ * not rescued by a cookie), else a valid session cookie. Null means 401.
+ */
+async function authenticate(request: FastifyRequest, deps: GatewayDeps): Promise<UserDoc | null> {
+  const authorization = request.headers.authorization;
+  if (authorization !== undefined) {
+    const key = bearerKey(authorization);
+    return key ? mongoCall(() => deps.identity.authenticate(key)) : null;
+  }
+  const session = readCookie(request.headers.cookie, SESSION_COOKIE);
+  if (session === null) return null;
+  const userId = verifySession(session, deps.sessionSecret, Math.floor(Date.now() / 1000));
+  if (userId === null) return null;
+  // A browser session must not be usable by another site's page (CSRF): browsers say where a
+  // request comes from in Sec-Fetch-Site; the cookie's SameSite=Strict covers older ones.
+  if (!SAFE_METHODS.has(request.method) && request.headers['sec-fetch-site'] === 'cross-site') return null;
+  return mongoCall(() => deps.identity.findUser(userId));
+}
+
+function sendError(reply: FastifyReply, status: number, code: string, message: string) {
+  return reply.code(status).send({ error: { code, message } });
+}
+
+/** `/prompt` of a zod issue in `body` → `body.prompt`; the root → `body`. */
+function fieldName(context: string, instancePath: string): string {
+  const path = instancePath.split('/').filter(Boolean).join('.');
+  return path ? `${context}.${path}` : context;
+}
+
+/** Fastify's own request errors, named after the part of the request at fault. */
+const FASTIFY_REQUEST_ERRORS: Record<string, string> = {
+  FST_ERR_CTP_INVALID_JSON_BODY: 'body: not valid JSON',
+  FST_ERR_CTP_INVALID_MEDIA_TYPE: 'headers.content-type: unsupported media type (send application/json)',
+  FST_ERR_CTP_INVALID_CONTENT_LENGTH: 'headers.content-length: does not match the body',
+};
+
+/**
+ * The one HTTP edge: authentication before any other work, a rate limit per caller, zod
+ * validation of every request and response, and one error handler that maps the closed set of
+ * error codes to status codes.
  */
 export async function buildServer(deps: GatewayDeps) {
   const app = Fastify({
     loggerInstance: deps.logger,
     bodyLimit: deps.bodyLimit,
-    disableRequestLogging: false,
+    // Above the contract's 256 so an overlong id reaches validation and is a 400 naming
+    // `params.id`, not the router's bare 414.
+    routerOptions: { maxParamLength: MAX_PARAM_LENGTH },
   }).withTypeProvider<ZodTypeProvider>();
   app.setValidatorCompiler(validatorCompiler);
   app.setSerializerCompiler(serializerCompiler);
 
+  // An empty body with `content-type: application/json` is "no body" (a bodiless POST from a
+  // client that always sets the header); routes that need one then say `body: …` is missing.
+  const parseJson = app.getDefaultJsonParser('error', 'error');
+  app.removeContentTypeParser('application/json');
+  app.addContentTypeParser('application/json', { parseAs: 'string' }, (request, body, done) => {
+    const text = typeof body === 'string' ? body : body.toString('utf8');
+    if (text === '') return done(null, undefined);
+    parseJson(request, text, done);
+  });
+
   await app.register(swagger, {
     openapi: {
       openapi: '3.1.0',
-      info: { title: 'Threadwork API', version: '1.0.0', description: 'Runs coding agents against repositories.' },
-      components: { securitySchemes: { bearer: { type: 'http', scheme: 'bearer' } } },
-      security: [{ bearer: [] }],
+      info: { title: 'Threadwork API', version: '1.0.0', description: API_DESCRIPTION },
+      components: {
+        securitySchemes: {
+          bearer: { type: 'http', scheme: 'bearer' },
+          session: { type: 'apiKey', in: 'cookie', name: SESSION_COOKIE },
+        },
+      },
+      security: [{ bearer: [] }, { session: [] }],
     },
     transform: jsonSchemaTransform,
   });
 
+  const buckets = new TokenBuckets(deps.rateLimit);
   app.decorateRequest('user', null);
   app.addHook('onRequest', async (request, reply) => {
     const path = request.url.split('?')[0] ?? '';
     if (!path.startsWith('/v1/') || PUBLIC_PATHS.has(path)) return;
-    const key = bearerKey(request.headers.authorization);
-    const user = key ? await deps.identity.authenticate(key) : null;
+    const user = await authenticate(request, deps);
     if (!user) return reply.code(401).send({ error: 'Unauthorized' });
     request.user = user;
+    const decision = buckets.take(user._id, Date.now());
+    if (!decision.allowed) {
+      reply.header('retry-after', String(decision.retryAfterSeconds));
+      return sendError(reply, 429, 'rate_limited', `too many requests; retry in ${decision.retryAfterSeconds} s`);
+    }
   });
 
-  app.setErrorHandler((err: Error & { statusCode?: number }, request, reply) => {
+  app.setErrorHandler((err: FastifyError, request, reply) => {
     if (hasZodFastifySchemaValidationErrors(err)) {
       const issue = err.validation[0];
-      const where = issue ? `${err.validationContext ?? 'body'}${issue.instancePath.replace(/\//g, '.')}` : 'request';
-      return reply
-        .code(400)
-        .send({ error: { code: 'invalid_request', message: `${where}: ${issue?.message ?? 'invalid'}` } });
+      const context = err.validationContext ?? 'body';
+      if (!issue) return sendError(reply, 400, 'invalid_request', `${context}: invalid`);
+      // A strict object reports unknown properties at its own path; name the property instead.
+      const unknownKey =
+        issue.keyword === 'unrecognized_keys' ? (issue.params.keys as string[] | undefined)?.[0] : undefined;
+      const where = fieldName(
+        context,
+        unknownKey === undefined ? issue.instancePath : `${issue.instancePath}/${unknownKey}`,
+      );
+      const message = unknownKey === undefined ? (issue.message ?? 'invalid') : 'unknown property';
+      return sendError(reply, 400, 'invalid_request', `${where}: ${message}`);
     }
-    const status = err.statusCode;
-    if (status === 413)
-      return reply
-        .code(413)
-        .send({ error: { code: 'payload_too_large', message: 'request body is larger than the limit' } });
-    if (status !== undefined && status >= 400 && status < 500) {
-      return reply.code(400).send({ error: { code: 'invalid_request', message: err.message } });
+    if (err instanceof SubjectTokenError) return sendError(reply, 404, 'not_found', 'resource not found');
+    if (err.code === 'FST_ERR_CTP_BODY_TOO_LARGE' || err.statusCode === 413) {
+      return sendError(reply, 413, 'payload_too_large', `request body is larger than ${deps.bodyLimit} bytes`);
+    }
+    if (!(err instanceof AppError) && err.statusCode !== undefined && err.statusCode >= 400 && err.statusCode < 500) {
+      // Fastify's own complaints about the request (JSON syntax, media type, lengths).
+      return sendError(reply, 400, 'invalid_request', FASTIFY_REQUEST_ERRORS[err.code] ?? `request: ${err.message}`);
     }
     const appErr = toAppError(err);
     if (appErr.code === 'internal') request.log.error({ err }, 'request failed');
-    return reply.code(STATUS_BY_CODE[appErr.code]).send({ error: { code: appErr.code, message: appErr.message } });
+    if (appErr.code === 'unauthorized') return reply.code(401).send({ error: 'Unauthorized' });
+    // Both are worth retrying soon; say when, as for the rate limit.
+    if (appErr.code === 'unavailable' || appErr.code === 'rate_limited') reply.header('retry-after', '1');
+    return sendError(reply, HTTP_STATUS_BY_CODE[appErr.code], appErr.code, appErr.message);
   });
 
-  app.setNotFoundHandler((_request, reply) =>
-    reply.code(404).send({ error: { code: 'not_found', message: 'no such route' } }),
-  );
+  app.setNotFoundHandler((_request, reply) => sendError(reply, 404, 'not_found', 'no such route'));
 
   app.get('/healthz', { schema: { hide: true }, logLevel: 'silent' }, async () => ({ status: 'ok' }));
   app.get('/readyz', { schema: { hide: true }, logLevel: 'silent' }, async (_request, reply) => {
@@ -112,6 +215,17 @@ export async function buildServer(deps: GatewayDeps) {
     return reply.code(ok ? 200 : 503).send({ status: ok ? 'ready' : 'not_ready' });
   });
   app.get('/v1/openapi.json', { schema: { hide: true } }, async () => app.swagger());
+
+  // Long-polls and event streams would hold `close` up until they end on their own.
+  const closing = new AbortController();
+  app.addHook('preClose', async () => closing.abort());
+  const handlerDeps: HandlerDeps = {
+    nc: deps.nc,
+    requestTimeoutMs: deps.requestTimeoutMs,
+    closing: closing.signal,
+    heartbeatMs: deps.heartbeatMs ?? HEARTBEAT_MS,
+  };
+  for (const routes of ROUTES) routes(app, handlerDeps);
 
   return app;
 }

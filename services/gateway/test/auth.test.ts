@@ -1,29 +1,19 @@
-import { connectMongo, createLogger, type MongoClient } from '@threadwork/platform';
-import { testInfra, uniqueId } from '@threadwork/testing';
+import { uniqueId } from '@threadwork/testing';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { buildServer } from '../src/server.js';
-import { createIdentityStore, type IdentityStore } from '../src/store/identity.js';
 import { isWellFormedKey, keyPrefix } from '../src/domain/keys.js';
+import { SESSION_COOKIE, signSession } from '../src/domain/session.js';
+import { SESSION_SECRET, startHarness, type App, type Harness } from './harness.js';
 
 describe('gateway authentication', () => {
-  let mongo: MongoClient;
-  let identity: IdentityStore;
-  let app: Awaited<ReturnType<typeof buildServer>>;
+  let harness: Harness;
+  let app: App;
 
   beforeAll(async () => {
-    mongo = await connectMongo({ url: testInfra().mongoUrl, appName: 'gateway-test' });
-    identity = createIdentityStore(mongo.db(uniqueId('gw')));
-    await identity.ensureIndexes();
-    app = await buildServer({
-      identity,
-      logger: createLogger({ service: 'gateway', level: 'silent' }),
-      bodyLimit: 1024 * 1024,
-      ready: async () => true,
-    });
+    harness = await startHarness();
+    app = harness.app;
   });
   afterAll(async () => {
-    await app?.close();
-    await mongo?.close();
+    await harness?.close();
   });
 
   it('answers health and readiness without credentials', async () => {
@@ -48,9 +38,17 @@ describe('gateway authentication', () => {
     expect(res.json()).toEqual({ error: 'Unauthorized' });
   });
 
+  it('rejects before validating or calling anything', async () => {
+    // An invalid body and a path id that could not exist: still 401, not 400 or 404.
+    const res = await app.inject({ method: 'POST', url: '/v1/tasks', payload: { nope: true } });
+    expect(res.statusCode).toBe(401);
+    const dotted = await app.inject({ url: '/v1/runs/a.b' });
+    expect(dotted.statusCode).toBe(401);
+  });
+
   it('accepts a key it issued until the key is revoked', async () => {
-    const user = await identity.ensureUser(uniqueId('alice'));
-    const { id, key } = await identity.createKey(user._id);
+    const user = await harness.identity.ensureUser(uniqueId('alice'));
+    const { id, key } = await harness.identity.createKey(user._id);
     expect(isWellFormedKey(key)).toBe(true);
 
     const authed = await app.inject({ url: '/v1/no-such-route', headers: { authorization: `Bearer ${key}` } });
@@ -58,31 +56,115 @@ describe('gateway authentication', () => {
     expect(authed.statusCode).toBe(404);
     expect(authed.json()).toMatchObject({ error: { code: 'not_found' } });
 
-    expect(await identity.revokeKey(id)).toBe(1);
+    expect(await harness.identity.revokeKey(id)).toBe(1);
     const revoked = await app.inject({ url: '/v1/no-such-route', headers: { authorization: `Bearer ${key}` } });
     expect(revoked.statusCode).toBe(401);
   });
 
   it('stores only a hash of the key', async () => {
-    const user = await identity.ensureUser(uniqueId('bob'));
-    const { key } = await identity.createKey(user._id);
-    const [stored] = await identity.listKeys(user._id);
+    const user = await harness.identity.ensureUser(uniqueId('bob'));
+    const { key } = await harness.identity.createKey(user._id);
+    const [stored] = await harness.identity.listKeys(user._id);
     expect(JSON.stringify(stored)).not.toContain(key);
     expect(stored?.prefix).toBe(keyPrefix(key));
     expect(stored?.hash).toMatch(/^[0-9a-f]{64}$/);
   });
 
   it('does not confuse two keys sharing a prefix', async () => {
-    const user = await identity.ensureUser(uniqueId('carol'));
-    const { key } = await identity.createKey(user._id);
+    const user = await harness.identity.ensureUser(uniqueId('carol'));
+    const { key } = await harness.identity.createKey(user._id);
     const forged = key.slice(0, -1) + (key.endsWith('A') ? 'B' : 'A');
-    expect(await identity.authenticate(forged)).toBeNull();
-    expect((await identity.authenticate(key))?._id).toBe(user._id);
+    expect(await harness.identity.authenticate(forged)).toBeNull();
+    expect((await harness.identity.authenticate(key))?._id).toBe(user._id);
   });
 
   it('converges concurrent creations of one user on one record', async () => {
     const login = uniqueId('dave');
-    const users = await Promise.all(Array.from({ length: 8 }, () => identity.ensureUser(login)));
+    const users = await Promise.all(Array.from({ length: 8 }, () => harness.identity.ensureUser(login)));
     expect(new Set(users.map((u) => u._id)).size).toBe(1);
+  });
+});
+
+describe('gateway session cookies', () => {
+  let harness: Harness;
+  let app: App;
+  const inAnHour = () => Math.floor(Date.now() / 1000) + 3600;
+
+  beforeAll(async () => {
+    harness = await startHarness();
+    app = harness.app;
+  });
+  afterAll(async () => {
+    await harness?.close();
+  });
+
+  const cookie = (value: string) => ({ cookie: `theme=dark; ${SESSION_COOKIE}=${value}` });
+
+  it('accepts a signed, unexpired session cookie as the user', async () => {
+    const user = await harness.identity.ensureUser(uniqueId('erin'));
+    const threadId = harness.world.addThread(user._id);
+    const res = await app.inject({
+      url: `/v1/threads/${threadId}`,
+      headers: cookie(signSession(user._id, inAnHour(), SESSION_SECRET)),
+    });
+    expect(res.statusCode).toBe(200);
+    expect(res.json()).toMatchObject({ id: threadId });
+  });
+
+  it.each([
+    ['a tampered user id', (v: string) => v.replace(/^usr_(.)/, (_m, c: string) => `usr_${c === '0' ? '1' : '0'}`)],
+    ['a tampered expiry', (v: string) => v.replace(/\.(\d+)\./, (_m, e: string) => `.${Number(e) + 1}.`)],
+    ['a tampered signature', (v: string) => v.slice(0, -3) + (v.at(-3) === 'A' ? 'B' : 'A') + v.slice(-2)],
+    ['no signature', (v: string) => v.split('.').slice(0, 2).join('.')],
+    ['garbage', () => 'not-a-session'],
+  ])('rejects %s with 401', async (_what, tamper) => {
+    const user = await harness.identity.ensureUser(uniqueId('frank'));
+    const value = tamper(signSession(user._id, inAnHour(), SESSION_SECRET));
+    const res = await app.inject({ url: '/v1/work', headers: cookie(value) });
+    expect(res.statusCode).toBe(401);
+    expect(res.json()).toEqual({ error: 'Unauthorized' });
+  });
+
+  it('rejects an expired cookie and one signed with another secret', async () => {
+    const user = await harness.identity.ensureUser(uniqueId('grace'));
+    const expired = signSession(user._id, Math.floor(Date.now() / 1000) - 1, SESSION_SECRET);
+    expect((await app.inject({ url: '/v1/work', headers: cookie(expired) })).statusCode).toBe(401);
+    const foreign = signSession(user._id, inAnHour(), 'another-secret-another-secret-another');
+    expect((await app.inject({ url: '/v1/work', headers: cookie(foreign) })).statusCode).toBe(401);
+  });
+
+  it('rejects a valid cookie of a user that does not exist', async () => {
+    const res = await app.inject({
+      url: '/v1/work',
+      headers: cookie(signSession('usr_gone', inAnHour(), SESSION_SECRET)),
+    });
+    expect(res.statusCode).toBe(401);
+  });
+
+  it('does not let a cookie rescue a bad bearer key', async () => {
+    const user = await harness.identity.ensureUser(uniqueId('heidi'));
+    const res = await app.inject({
+      url: '/v1/work',
+      headers: { ...cookie(signSession(user._id, inAnHour(), SESSION_SECRET)), authorization: 'Bearer nope' },
+    });
+    expect(res.statusCode).toBe(401);
+  });
+
+  it('refuses cookie-authenticated writes from another site', async () => {
+    const user = await harness.identity.ensureUser(uniqueId('ivan'));
+    const run = harness.world.addRun(user._id, harness.world.addThread(user._id));
+    const headers = cookie(signSession(user._id, inAnHour(), SESSION_SECRET));
+    const crossSite = await app.inject({
+      method: 'POST',
+      url: `/v1/runs/${run.id}/cancel`,
+      headers: { ...headers, 'sec-fetch-site': 'cross-site' },
+    });
+    expect(crossSite.statusCode).toBe(401);
+    const sameOrigin = await app.inject({
+      method: 'POST',
+      url: `/v1/runs/${run.id}/cancel`,
+      headers: { ...headers, 'sec-fetch-site': 'same-origin' },
+    });
+    expect(sameOrigin.statusCode).toBe(202);
   });
 });

@@ -1,6 +1,11 @@
 import { allStreams, SERVICES } from '@threadwork/contracts';
 import { bootService, ensureStream, serveRoutes, startRuntime, type StartedService } from '@threadwork/platform';
 import type { RunsConfig } from './config.js';
+import type { RunsContext } from './flows/context.js';
+import { runsRoutes } from './handlers/routes.js';
+import { createEventLog } from './store/event-log.js';
+import { createInteractionStore } from './store/interactions.js';
+import { createRunStore } from './store/runs.js';
 
 export { RunsConfig } from './config.js';
 
@@ -8,10 +13,25 @@ export async function startRuns(config: RunsConfig): Promise<StartedService> {
   const runtime = await startRuntime({ name: 'runs', config, mongo: true });
   return bootService(runtime, async () => {
     // The runs service owns the event log and the job queue; creating the streams here (idempotently,
-    // from every replica) means no separate set-up step is needed for a local stack.
+    // from every replica) means no separate set-up step is needed for a local stack. DOMAIN is in
+    // the list too: run status changes are published there from the first admission on.
     for (const stream of allStreams({ runEventsMaxAgeMs: config.RUN_EVENTS_MAX_AGE_MS })) {
       await ensureStream(runtime.jsm, stream);
     }
-    await serveRoutes(runtime, SERVICES.runs, [], config.SHUTDOWN_TIMEOUT_MS);
+    const store = createRunStore(runtime.db);
+    const interactions = createInteractionStore(runtime.db);
+    await store.ensureIndexes();
+    await interactions.ensureIndexes();
+    const log = createEventLog(runtime);
+    const ctx: RunsContext = {
+      store,
+      interactions,
+      log,
+      nc: runtime.nc,
+      js: runtime.js,
+      config,
+      logger: runtime.logger,
+    };
+    await serveRoutes(runtime, SERVICES.runs, runsRoutes(ctx), config.SHUTDOWN_TIMEOUT_MS);
   });
 }

@@ -22,6 +22,8 @@ export interface IdentityStore {
   /** Finds the user by login, creating it if needed; concurrent calls converge on one user. */
   ensureUser(login: string): Promise<UserDoc>;
   listUsers(): Promise<UserDoc[]>;
+  /** The user with this id, or null: a signed session names its user by id. */
+  findUser(id: string): Promise<UserDoc | null>;
   createKey(userId: string): Promise<{ id: string; key: string; prefix: string }>;
   /** Revokes by key id or prefix; returns how many keys it revoked. */
   revokeKey(idOrPrefix: string): Promise<number>;
@@ -69,6 +71,8 @@ export function createIdentityStore(db: Db): IdentityStore {
     },
 
     listUsers: () => users.find({}).sort({ login: 1 }).toArray(),
+
+    findUser: (id) => users.findOne({ _id: id }),
 
     async createKey(userId) {
       const { key, prefix, hash } = generateKey();

@@ -1,0 +1,93 @@
+import type { RunEventPage } from '@threadwork/contracts';
+import { describe, expect, it } from 'vitest';
+import {
+  eventName,
+  isTerminalStatusChunk,
+  liveAction,
+  parseSequenceHeader,
+  sseErrorFrame,
+  sseEventFrame,
+  streamFinished,
+  streamStart,
+} from './events.js';
+
+const page = (overrides: Partial<RunEventPage>): RunEventPage => ({
+  events: [],
+  next_sequence: 1,
+  status: 'running',
+  terminal: false,
+  error: null,
+  ...overrides,
+});
+
+describe('run event streaming decisions', () => {
+  it('starts at ?from, else after Last-Event-ID, else at 1', () => {
+    expect(streamStart(7, 3)).toBe(7);
+    expect(streamStart(undefined, 3)).toBe(4);
+    expect(streamStart(undefined, 0)).toBe(1);
+    expect(streamStart(undefined, undefined)).toBe(1);
+  });
+
+  it('frames an event with its sequence, chunk type and the page element as data', () => {
+    const event = {
+      sequence: 12,
+      chunk: { type: 'message.delta', delta: 'a\nb' },
+      created_at: '2025-01-01T00:00:00.000Z',
+    };
+    const frame = sseEventFrame(event);
+    expect(frame).toBe(`id: 12\nevent: message.delta\ndata: ${JSON.stringify(event)}\n\n`);
+    // Exactly one data line: newlines inside the chunk are escaped by JSON.
+    expect(frame.split('\n').filter((l) => l.startsWith('data: '))).toHaveLength(1);
+  });
+
+  it('never lets a chunk type break the frame', () => {
+    expect(eventName({ type: 'run.status' })).toBe('run.status');
+    expect(eventName({ type: 'evil\ndata: x' })).toBe('event');
+    expect(eventName({ type: 42 })).toBe('event');
+    expect(eventName('text')).toBe('event');
+    expect(eventName(null)).toBe('event');
+  });
+
+  it('frames errors as JSON', () => {
+    expect(sseErrorFrame('unavailable', 'down')).toBe(
+      'event: error\ndata: {"error":{"code":"unavailable","message":"down"}}\n\n',
+    );
+  });
+
+  it('skips what was sent, forwards what follows it, pages over a gap', () => {
+    expect(liveAction(10, 9, 5)).toBe('skip');
+    expect(liveAction(10, 10, 9)).toBe('skip');
+    expect(liveAction(10, 14, 10)).toBe('forward');
+    // Its predecessor predates where the stream started.
+    expect(liveAction(10, 14, 3)).toBe('forward');
+    expect(liveAction(10, 14, 0)).toBe('forward');
+    expect(liveAction(10, 14, 12)).toBe('repage');
+    expect(liveAction(10, 14, undefined)).toBe('repage');
+  });
+
+  it('recognises the final status of a run', () => {
+    for (const status of ['completed', 'failed', 'cancelled']) {
+      expect(isTerminalStatusChunk({ type: 'run.status', status })).toBe(true);
+    }
+    expect(isTerminalStatusChunk({ type: 'run.status', status: 'cancelling' })).toBe(false);
+    expect(isTerminalStatusChunk({ type: 'message.delta', status: 'completed' })).toBe(false);
+    expect(isTerminalStatusChunk(null)).toBe(false);
+  });
+
+  it('finishes when the page says so, or on an empty page past a final status', () => {
+    const event = { sequence: 1, chunk: {}, created_at: '2025-01-01T00:00:00.000Z' };
+    expect(streamFinished(page({ terminal: true, events: [event], status: 'completed' }), false)).toBe(true);
+    expect(streamFinished(page({ status: 'running' }), true)).toBe(true);
+    expect(streamFinished(page({ status: 'completed' }), false)).toBe(true);
+    expect(streamFinished(page({ status: 'completed', events: [event] }), true)).toBe(false);
+    expect(streamFinished(page({ status: 'running' }), false)).toBe(false);
+  });
+
+  it('parses sequence headers strictly', () => {
+    expect(parseSequenceHeader('42')).toBe(42);
+    expect(parseSequenceHeader('0')).toBe(0);
+    for (const bad of [undefined, '', '-1', '1.5', '12abc', '99999999999999999']) {
+      expect(parseSequenceHeader(bad)).toBeUndefined();
+    }
+  });
+});

@@ -1,0 +1,248 @@
+import { once } from 'node:events';
+import {
+  IdParam,
+  RUN_EVENTS_LIMIT_MAX,
+  RunEventPage,
+  RunEventsQuery,
+  RunEventsStreamQuery,
+  isTerminalRunStatus,
+  optionalQueryParam,
+  rpc,
+  type RunEvent,
+} from '@threadwork/contracts';
+import { toAppError } from '@threadwork/platform';
+import type { FastifyReply, FastifyRequest } from 'fastify';
+import { z } from 'zod';
+import {
+  SSE_END_FRAME,
+  SSE_PING_FRAME,
+  isTerminalStatusChunk,
+  liveAction,
+  sseErrorFrame,
+  sseEventFrame,
+  streamFinished,
+  streamStart,
+} from '../domain/events.js';
+import { call, ownerOf, pathId, readErrors, type HandlerDeps, type RouteModule } from './common.js';
+import { firstLiveMessage, followRun, type LiveMessage } from './live.js';
+
+/** Tells EventSource how long to wait before reconnecting (it then sends Last-Event-ID). */
+const RECONNECT_MS = 3_000;
+
+const StreamHeaders = z.looseObject({
+  'last-event-id': optionalQueryParam(z.coerce.number().int().min(0).max(Number.MAX_SAFE_INTEGER).optional()),
+});
+
+export const STREAM_DESCRIPTION = [
+  'Server-Sent Events of the run log. Starts at `?from=`, else after `Last-Event-ID`, else at 1.',
+  'Each event: `id: <sequence>`, `event: <chunk.type>` (`event` when the chunk has no usable type),',
+  '`data: {"sequence", "chunk", "created_at"}` — the same object as an element of a Run event page.',
+  'Stored events are sent first, then new ones as they are stored. When the run is terminal and every',
+  'event has been sent: `event: end` with `data: {}`, and the stream closes. `: ping` comments come every',
+  '15 s. If the stream cannot go on (a backing service stops answering, the gateway shuts down) it',
+  'sends `event: error` with `data: {"error": {"code", "message"}}` and closes: reconnect with',
+  '`Last-Event-ID` to resume without gaps or repeats.',
+].join(' ');
+
+/** The run event log: pages (with long-polling) and a Server-Sent Events stream. */
+export const eventRoutes: RouteModule = (app, deps) => {
+  app.get(
+    '/v1/runs/:id/events',
+    {
+      schema: {
+        summary: "Read a page of a run's events by sequence, optionally long-polling",
+        description:
+          'Events with `sequence >= from`, in order. With `wait` (seconds, up to 30) and nothing to return yet, the request waits for the next stored event before answering (an empty page when none comes). `terminal` is true when the run is terminal and the page reaches the end of its log.',
+        tags: ['runs'],
+        params: IdParam,
+        querystring: RunEventsQuery,
+        response: { 200: RunEventPage, ...readErrors },
+      },
+    },
+    async (request) => {
+      const owner_id = ownerOf(request);
+      const run_id = pathId(request.params.id);
+      const { from, limit, wait } = request.query;
+      const page = () => call(deps, rpc.runs.eventsPage, { owner_id, run_id, from, limit });
+      if (wait <= 0) return page();
+
+      // Subscribe before reading, so an event stored between the read and the wait still wakes us.
+      const live = firstLiveMessage(deps.nc, run_id);
+      const gone = new AbortController();
+      const onGone = () => gone.abort();
+      request.raw.socket.once('close', onGone);
+      deps.closing.addEventListener('abort', onGone, { once: true });
+      try {
+        const first = await page();
+        if (first.events.length > 0 || first.terminal || isTerminalRunStatus(first.status)) return first;
+        await live.wait(wait * 1000, gone.signal);
+        return gone.signal.aborted && !deps.closing.aborted ? first : await page();
+      } finally {
+        live.close();
+        request.raw.socket.off('close', onGone);
+        deps.closing.removeEventListener('abort', onGone);
+      }
+    },
+  );
+
+  app.get(
+    '/v1/runs/:id/events/stream',
+    {
+      schema: {
+        summary: "Follow a run's events as Server-Sent Events",
+        description: STREAM_DESCRIPTION,
+        tags: ['runs'],
+        params: IdParam,
+        querystring: RunEventsStreamQuery,
+        headers: StreamHeaders,
+        response: {
+          200: {
+            description: 'The event stream (see the operation description for the frames)',
+            content: { 'text/event-stream': { schema: z.string() } },
+          },
+          ...readErrors,
+        },
+      },
+    },
+    async (request, reply) => {
+      await streamRunEvents(request, reply, deps, {
+        runId: pathId(request.params.id),
+        ownerId: ownerOf(request),
+        start: streamStart(request.query.from, request.headers['last-event-id']),
+      });
+      return reply;
+    },
+  );
+};
+
+/**
+ * Writes stored events from `start`, then live ones, until the run is terminal and drained.
+ * Order of work: subscribe to the live subject first, then read pages, so nothing stored in
+ * between is lost; a live message already sent from a page is skipped by sequence, and one whose
+ * predecessor was never sent makes us read pages again from the last sequence sent. All work runs
+ * one step at a time on a chain, so pages and live events never interleave on the wire.
+ */
+async function streamRunEvents(
+  request: FastifyRequest,
+  reply: FastifyReply,
+  deps: HandlerDeps,
+  { runId, ownerId, start }: { runId: string; ownerId: string; start: number },
+): Promise<void> {
+  const page = (from: number) =>
+    call(deps, rpc.runs.eventsPage, { owner_id: ownerId, run_id: runId, from, limit: RUN_EVENTS_LIMIT_MAX });
+
+  let lastSent = start - 1;
+  let sawTerminalChunk = false;
+  let closed = false;
+  // Live messages that arrive while the first page is read queue up behind it: the chain starts
+  // with writing that page, once the response has begun.
+  let begin: (first: RunEventPage) => void = () => {};
+  const started = new Promise<RunEventPage>((resolve) => {
+    begin = resolve;
+  });
+  let chain: Promise<void> = started.then(writeFirst).catch(fail);
+  const enqueue = (step: () => Promise<void>) => {
+    chain = chain.then(() => (closed ? undefined : step())).catch(fail);
+  };
+
+  const subscription = followRun(deps.nc, runId, (message) => enqueue(() => onLive(message)));
+  // The first read happens before the response starts, so a run that is not the caller's (or a
+  // service that is down) is still answered with a JSON error and the right status.
+  let first: RunEventPage;
+  try {
+    first = await page(start);
+  } catch (err) {
+    closed = true;
+    subscription.close();
+    throw err;
+  }
+
+  reply.hijack();
+  const raw = reply.raw;
+  raw.writeHead(200, {
+    'content-type': 'text/event-stream; charset=utf-8',
+    'cache-control': 'no-cache, no-transform',
+    connection: 'keep-alive',
+    // Tells nginx-style proxies not to buffer the stream.
+    'x-accel-buffering': 'no',
+  });
+  raw.write(`retry: ${RECONNECT_MS}\n\n`);
+  const heartbeat = setInterval(() => {
+    if (!closed) raw.write(SSE_PING_FRAME);
+  }, deps.heartbeatMs);
+  const aborted = new AbortController();
+
+  const cleanup = () => {
+    if (closed) return;
+    closed = true;
+    clearInterval(heartbeat);
+    subscription.close();
+    aborted.abort();
+    deps.closing.removeEventListener('abort', onClosing);
+  };
+  const finish = (frame: string) => {
+    if (closed) return;
+    raw.write(frame);
+    cleanup();
+    raw.end();
+  };
+  function onClosing() {
+    finish(sseErrorFrame('unavailable', 'the server is shutting down; reconnect to resume'));
+  }
+  function fail(err: unknown) {
+    const appErr = toAppError(err);
+    if (appErr.code === 'internal') request.log.error({ err, runId }, 'event stream failed');
+    finish(sseErrorFrame(appErr.code, appErr.message));
+  }
+  raw.once('close', cleanup);
+  deps.closing.addEventListener('abort', onClosing, { once: true });
+
+  async function write(event: RunEvent): Promise<void> {
+    if (closed || event.sequence <= lastSent) return;
+    lastSent = event.sequence;
+    if (isTerminalStatusChunk(event.chunk)) sawTerminalChunk = true;
+    if (!raw.write(sseEventFrame(event))) {
+      // A slow reader: wait until the socket takes more (or goes away) before writing on.
+      await once(raw, 'drain', { signal: aborted.signal }).catch(() => undefined);
+    }
+  }
+
+  /** Writes a page; true when the stream is complete. */
+  async function writePage(result: RunEventPage): Promise<boolean> {
+    for (const event of result.events) await write(event);
+    if (streamFinished(result, sawTerminalChunk)) {
+      finish(SSE_END_FRAME);
+      return true;
+    }
+    return false;
+  }
+
+  /** Reads pages from past the last sequence sent until one comes back empty (or the run is done). */
+  async function readPages(): Promise<void> {
+    while (!closed) {
+      const before = lastSent;
+      if (await writePage(await page(lastSent + 1))) return;
+      if (lastSent === before) return;
+    }
+  }
+
+  async function onLive(message: LiveMessage): Promise<void> {
+    const action = message.sequence === undefined ? 'repage' : liveAction(lastSent, message.sequence, message.previous);
+    if (action === 'skip') return;
+    if (action === 'forward' && message.event) {
+      await write(message.event);
+      // After the run's final status only stragglers can follow; read them and end.
+      if (sawTerminalChunk) await readPages();
+      return;
+    }
+    await readPages();
+  }
+
+  async function writeFirst(firstPage: RunEventPage): Promise<void> {
+    const before = lastSent;
+    if (await writePage(firstPage)) return;
+    if (lastSent !== before) await readPages();
+  }
+
+  begin(first);
+}

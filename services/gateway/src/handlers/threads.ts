@@ -1,0 +1,146 @@
+import {
+  CreateTaskBody,
+  CreateThreadBody,
+  IdParam,
+  ResumableRun,
+  Task,
+  TaskList,
+  TaskWithRun,
+  Thread,
+  ThreadWithRun,
+  WorkList,
+  rpc,
+} from '@threadwork/contracts';
+import { z } from 'zod';
+import { asShape, call, conflictingWriteErrors, ownerOf, pathId, readErrors, type RouteModule } from './common.js';
+
+/** Threads and tasks themselves: the work list, creation, reads and the resumable run. */
+export const threadRoutes: RouteModule = (app, deps) => {
+  app.get(
+    '/v1/work',
+    {
+      schema: {
+        summary: 'List projects with their repositories, threads and latest runs',
+        tags: ['work'],
+        response: { 200: WorkList, ...readErrors },
+      },
+    },
+    async (request) => call(deps, rpc.threads.work, { owner_id: ownerOf(request) }),
+  );
+
+  app.post(
+    '/v1/tasks',
+    {
+      schema: {
+        summary: 'Create a task (a thread in the task vocabulary) and admit its first run',
+        description:
+          'Retrying with the same `client_request_id` and body returns the original answer; a different body is 409 `idempotency_conflict`.',
+        tags: ['tasks'],
+        body: CreateTaskBody,
+        response: { 202: TaskWithRun.describe('Task created, first run admitted'), ...conflictingWriteErrors },
+      },
+    },
+    async (request, reply) => {
+      const created = await call(deps, rpc.threads.create, {
+        owner_id: ownerOf(request),
+        view: 'task',
+        body: request.body,
+      });
+      return reply.code(202).send(asShape(TaskWithRun, created));
+    },
+  );
+
+  app.get(
+    '/v1/tasks',
+    {
+      schema: { summary: "List the caller's tasks", tags: ['tasks'], response: { 200: TaskList, ...readErrors } },
+    },
+    async (request) => call(deps, rpc.threads.list, { owner_id: ownerOf(request) }),
+  );
+
+  app.get(
+    '/v1/tasks/:id',
+    {
+      schema: {
+        summary: 'Read a task',
+        tags: ['tasks'],
+        params: IdParam,
+        response: { 200: Task, ...readErrors },
+      },
+    },
+    async (request) => {
+      const task = await call(deps, rpc.threads.get, {
+        owner_id: ownerOf(request),
+        thread_id: pathId(request.params.id),
+        view: 'task',
+      });
+      return asShape(Task, task);
+    },
+  );
+
+  app.get(
+    '/v1/tasks/:id/runs/resumable',
+    {
+      schema: {
+        summary: "The task's active run to resume, if any",
+        tags: ['tasks'],
+        params: IdParam,
+        response: {
+          200: ResumableRun.describe('The active run'),
+          204: z.null().describe('No active run'),
+          ...readErrors,
+        },
+      },
+    },
+    async (request, reply) => {
+      const { run } = await call(deps, rpc.threads.resumable, {
+        owner_id: ownerOf(request),
+        thread_id: pathId(request.params.id),
+      });
+      if (!run) return reply.code(204).send(null);
+      return reply.code(200).send(run);
+    },
+  );
+
+  app.post(
+    '/v1/threads',
+    {
+      schema: {
+        summary: 'Create a thread and admit its first run',
+        description:
+          'Retrying with the same `client_request_id` and body returns the original answer; a different body is 409 `idempotency_conflict`.',
+        tags: ['threads'],
+        body: CreateThreadBody,
+        response: { 202: ThreadWithRun.describe('Thread created, first run admitted'), ...conflictingWriteErrors },
+      },
+    },
+    async (request, reply) => {
+      const created = await call(deps, rpc.threads.create, {
+        owner_id: ownerOf(request),
+        view: 'thread',
+        body: request.body,
+      });
+      return reply.code(202).send(asShape(ThreadWithRun, created));
+    },
+  );
+
+  app.get(
+    '/v1/threads/:id',
+    {
+      schema: {
+        summary: 'Read a thread',
+        tags: ['threads'],
+        params: IdParam,
+        response: { 200: Thread, ...readErrors },
+      },
+    },
+    async (request) => {
+      const thread = await call(deps, rpc.threads.get, {
+        owner_id: ownerOf(request),
+        thread_id: pathId(request.params.id),
+        view: 'thread',
+      });
+      return asShape(Thread, thread);
+    },
+  );
+};

@@ -1,0 +1,92 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { startHarness, type Harness } from './harness.js';
+
+// Every operation of the public contract (spec section 4) and of DESIGN.md section 4, except the
+// ones another change adds (install-session, setup, webhooks, review).
+const CONTRACT_OPERATIONS = [
+  ['get', '/v1/work'],
+  ['get', '/v1/repohost/connection'],
+  ['get', '/v1/repohost/repositories'],
+  ['post', '/v1/tasks'],
+  ['get', '/v1/tasks'],
+  ['get', '/v1/tasks/{id}'],
+  ['get', '/v1/tasks/{id}/runs/resumable'],
+  ['post', '/v1/threads'],
+  ['get', '/v1/threads/{id}'],
+  ['post', '/v1/threads/{id}/messages'],
+  ['post', '/v1/threads/{id}/queue'],
+  ['post', '/v1/threads/{id}/steer'],
+  ['post', '/v1/interactions/{id}/answer'],
+  ['get', '/v1/runs/{id}'],
+  ['post', '/v1/runs/{id}/cancel'],
+  ['get', '/v1/runs/{id}/events'],
+  ['get', '/v1/runs/{id}/events/stream'],
+  ['get', '/v1/threads/{id}/messages'],
+  ['get', '/v1/tasks/{id}/messages'],
+  ['get', '/v1/threads/{id}/controls'],
+  ['get', '/v1/tasks/{id}/controls'],
+  ['get', '/v1/interactions/{id}'],
+  ['get', '/v1/threads/{id}/interactions'],
+] as const;
+
+interface Operation {
+  summary?: string;
+  tags?: string[];
+  parameters?: { in: string; name: string }[];
+  requestBody?: { content: Record<string, { schema: unknown }> };
+  responses: Record<string, { description: string; content?: Record<string, { schema: unknown }> }>;
+}
+
+describe('OpenAPI document', () => {
+  let harness: Harness;
+  let paths: Record<string, Record<string, Operation>>;
+
+  beforeAll(async () => {
+    harness = await startHarness({ doubles: false });
+    const res = await harness.app.inject({ url: '/v1/openapi.json' });
+    expect(res.statusCode).toBe(200);
+    paths = res.json<{ paths: Record<string, Record<string, Operation>> }>().paths;
+  });
+  afterAll(async () => {
+    await harness?.close();
+  });
+
+  it.each(CONTRACT_OPERATIONS)('has %s %s with a summary, a tag and error responses', (method, path) => {
+    const operation = paths[path]?.[method];
+    expect(operation, `${method} ${path}`).toBeDefined();
+    expect(operation!.summary).toBeTruthy();
+    expect(operation!.tags?.length).toBeGreaterThan(0);
+    for (const status of ['400', '401', '404', '429', '500', '503']) {
+      expect(operation!.responses[status], `${method} ${path} ${status}`).toBeDefined();
+    }
+    const success = Object.keys(operation!.responses).filter((s) => s.startsWith('2'));
+    expect(success.length).toBeGreaterThan(0);
+    if (method === 'post') expect(operation!.responses['413']).toBeDefined();
+    if (path.includes('{id}'))
+      expect(operation!.parameters?.some((p) => p.in === 'path' && p.name === 'id')).toBe(true);
+  });
+
+  it('describes bodies, the 401 shape, the empty 204 and the event stream', () => {
+    const createTask = paths['/v1/tasks']!.post!;
+    expect(createTask.requestBody?.content['application/json']?.schema).toMatchObject({
+      additionalProperties: false,
+      required: expect.arrayContaining(['repository_id', 'prompt']),
+    });
+    expect(createTask.responses['202']).toBeDefined();
+    expect(JSON.stringify(createTask.responses['401'])).toContain('Unauthorized');
+    expect(paths['/v1/threads/{id}/steer']!.post!.responses['409']).toBeDefined();
+
+    const resumable = paths['/v1/tasks/{id}/runs/resumable']!.get!;
+    expect(resumable.responses['204']?.content).toBeUndefined();
+    expect(resumable.responses['200']?.content).toBeDefined();
+
+    const cancel = paths['/v1/runs/{id}/cancel']!.post!;
+    expect(Object.keys(cancel.responses)).toEqual(expect.arrayContaining(['200', '202']));
+
+    const stream = paths['/v1/runs/{id}/events/stream']!.get!;
+    expect(Object.keys(stream.responses['200']?.content ?? {})).toEqual(['text/event-stream']);
+    expect(stream.parameters?.map((p) => `${p.in}:${p.name}`)).toEqual(
+      expect.arrayContaining(['query:from', 'header:last-event-id', 'path:id']),
+    );
+  });
+});

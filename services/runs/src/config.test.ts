@@ -1,0 +1,20 @@
+import { ConfigError, loadConfig } from '@threadwork/platform';
+import { describe, expect, it } from 'vitest';
+import { RunsConfig } from './config.js';
+
+describe('runs config', () => {
+  it('has server defaults for what an admission leaves out', () => {
+    expect(loadConfig(RunsConfig, {})).toMatchObject({
+      DEFAULT_HARNESS: 'codex',
+      DEFAULT_MODEL: 'gpt-5-codex',
+      DEFAULT_REASONING_EFFORT: 'medium',
+      RUN_MAX_ATTEMPTS: 3,
+      ORPHAN_SLOT_AFTER_MS: 60_000,
+    });
+  });
+
+  it('stops on a harness that cannot name a RUN_JOBS subject or a nonsensical attempt count', () => {
+    expect(() => loadConfig(RunsConfig, { DEFAULT_HARNESS: 'claude.code' })).toThrow(ConfigError);
+    expect(() => loadConfig(RunsConfig, { RUN_MAX_ATTEMPTS: '0' })).toThrow(/RUN_MAX_ATTEMPTS/);
+  });
+});

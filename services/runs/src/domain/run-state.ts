@@ -1,0 +1,80 @@
+import { isTerminalRunStatus, type RunStatus, type TerminalRunStatus } from '@threadwork/contracts';
+
+// The run lifecycle of DESIGN.md section 5 as pure decisions: which moves are allowed, and what a
+// runner's claim on a run means. Storage and publishing live elsewhere; nothing here does I/O.
+
+/**
+ * Every allowed move. `cancelling → completed` is allowed on purpose: the harness can finish its
+ * turn before it sees the cancel, and then the work is done and pushed — reporting it as
+ * cancelled would hide a result the user has. A redelivered job re-claiming a run is not a move
+ * (see `decideClaim`); `starting → queued` is deliberately absent, since a run never goes back
+ * to the queue: a redelivered job claims it again where it stands.
+ */
+const ALLOWED: { readonly [S in RunStatus]: readonly RunStatus[] } = {
+  queued: ['starting', 'cancelled', 'failed'],
+  starting: ['running', 'failed', 'cancelling'],
+  running: ['waiting_for_input', 'completed', 'failed', 'cancelling'],
+  waiting_for_input: ['running', 'cancelling', 'failed'],
+  cancelling: ['cancelled', 'failed', 'completed'],
+  completed: [],
+  failed: [],
+  cancelled: [],
+};
+
+export type TransitionResult =
+  | { ok: true; from: RunStatus; to: RunStatus; terminal: boolean }
+  | { ok: false; reason: 'terminal' | 'unchanged' | 'not_allowed'; message: string };
+
+/** Decides whether a run in `current` may move to `to`. */
+export function transition(current: RunStatus, to: RunStatus): TransitionResult {
+  if (isTerminal(current)) {
+    return { ok: false, reason: 'terminal', message: `run is ${current} and never moves again` };
+  }
+  if (current === to) return { ok: false, reason: 'unchanged', message: `run is already ${current}` };
+  if (!ALLOWED[current].includes(to)) {
+    return { ok: false, reason: 'not_allowed', message: `a run cannot move from ${current} to ${to}` };
+  }
+  return { ok: true, from: current, to, terminal: isTerminal(to) };
+}
+
+/** Terminal runs never change again. */
+export function isTerminal(status: RunStatus): status is TerminalRunStatus {
+  return isTerminalRunStatus(status);
+}
+
+/** A live run holds its thread's one live-run slot (queued … cancelling). */
+export function isLive(status: RunStatus): boolean {
+  return !isTerminal(status);
+}
+
+/** States in which a runner holds the run and may report on it (append events, move it). */
+export function isHeldByRunner(status: RunStatus): boolean {
+  return status === 'starting' || status === 'running' || status === 'waiting_for_input' || status === 'cancelling';
+}
+
+export type ClaimDecision =
+  /** Take `attempt`; `first` when the run is still queued (it then moves to `starting`). */
+  | { kind: 'claim'; attempt: number; first: boolean }
+  /** Every attempt is spent: fail the run with `runner_lost` instead of running it again. */
+  | { kind: 'exhausted'; attempts: number }
+  /**
+   * The run was being cancelled when its runner went away (its job came back): nobody is left to
+   * stop the harness, so the cancellation is finished here.
+   */
+  | { kind: 'finish_cancel' }
+  /** Terminal: the job is stale, the runner drops it. */
+  | { kind: 'refuse'; message: string };
+
+/**
+ * What a runner's claim on a run means. Attempts count from 0. `lastClaimed` is the highest
+ * attempt ever claimed (null when none): the next claim takes the one after it, so a job
+ * redelivered after a runner died fences that runner out by moving to a new attempt, and two
+ * runners racing for the same job race for the same attempt number (decided by a unique insert).
+ */
+export function decideClaim(status: RunStatus, lastClaimed: number | null, maxAttempts: number): ClaimDecision {
+  if (isTerminal(status)) return { kind: 'refuse', message: `run is ${status}` };
+  if (status === 'cancelling') return { kind: 'finish_cancel' };
+  const attempt = lastClaimed === null ? 0 : lastClaimed + 1;
+  if (attempt >= maxAttempts) return { kind: 'exhausted', attempts: attempt };
+  return { kind: 'claim', attempt, first: status === 'queued' };
+}

@@ -1,0 +1,135 @@
+import type { z } from 'zod';
+import { AppError, invalidRequest, isDuplicateKeyError, unavailable } from '@threadwork/platform';
+import type { AppendRequest, ClaimRequest, RunJob, TransitionRequest } from '@threadwork/contracts';
+import { decideClaim, isHeldByRunner, isTerminal, transition } from '../domain/run-state.js';
+import { toJob, type RunDoc } from '../store/runs.js';
+import { loadRun, staleAttempt, type RunsContext } from './context.js';
+import { announceMove, finishRun, moveRun, settleIfTerminal } from './lifecycle.js';
+
+// What a runner asks of the runs service while it works a job: claim an attempt, move the run,
+// append events. Everything but the claim is fenced by the attempt the claim gave it.
+
+const MOVE_TRIES = 3;
+
+const settled = (message: string) => new AppError('already_settled', message);
+
+/**
+ * Claims the next attempt of a run for a runner that took its job. Racing runners race for the
+ * same attempt number, and the unique insert into run_attempts picks one; the others get
+ * `already_settled` and must not run the job. A redelivered job (its runner died) claims the
+ * attempt after the last one, which fences the old runner out; past RUN_MAX_ATTEMPTS the run
+ * fails with `runner_lost` instead.
+ */
+export async function claimRun(
+  ctx: RunsContext,
+  req: z.output<typeof ClaimRequest>,
+): Promise<{ run: RunDoc; attempt: number; job: RunJob }> {
+  let run = await loadRun(ctx, req.run_id);
+  if (!run.terminal) run = (await settleIfTerminal(ctx, run)) ?? run;
+  const last = await ctx.store.attempts.find({ run_id: run._id }).sort({ attempt: -1 }).limit(1).next();
+  const decision = decideClaim(run.status, last?.attempt ?? null, ctx.config.RUN_MAX_ATTEMPTS);
+
+  switch (decision.kind) {
+    case 'refuse':
+      throw settled(decision.message);
+    case 'finish_cancel': {
+      const done = await finishRun(ctx, run, 'cancelled');
+      throw settled(`run was cancelling when its runner went away; it is now ${done.status}`);
+    }
+    case 'exhausted': {
+      const done = await finishRun(ctx, run, 'failed', {
+        error: { code: 'runner_lost', message: `no runner finished the run in ${decision.attempts} attempts` },
+      });
+      throw settled(`run is ${done.status}: every attempt is spent`);
+    }
+    case 'claim':
+      break;
+  }
+
+  const { attempt } = decision;
+  try {
+    await ctx.store.attempts.insertOne({
+      _id: `${run._id}:${attempt}`,
+      run_id: run._id,
+      attempt,
+      runner_id: req.runner_id,
+      at: new Date(),
+    });
+  } catch (err) {
+    if (isDuplicateKeyError(err)) throw settled(`attempt ${attempt} of run ${run._id} was claimed by another runner`);
+    throw err;
+  }
+
+  const claimed = decision.first
+    ? await moveRun(ctx, run, 'starting', { attempt, runner_id: req.runner_id, cause: 'claim' })
+    : await takeOver(ctx, run, attempt, req.runner_id);
+  if (!claimed || claimed.terminal || claimed.attempt !== attempt) {
+    const now = claimed ?? (await loadRun(ctx, run._id));
+    throw settled(
+      `run ${run._id} moved on while attempt ${attempt} was claimed (now ${now.status}, attempt ${now.attempt})`,
+    );
+  }
+  return { run: claimed, attempt, job: toJob(claimed) };
+}
+
+/** A redelivered job's runner takes the run over where it stands; the status does not change. */
+async function takeOver(ctx: RunsContext, run: RunDoc, attempt: number, runnerId: string): Promise<RunDoc | null> {
+  const after = await ctx.store.runs.findOneAndUpdate(
+    { _id: run._id, attempt: { $lt: attempt }, terminal: false },
+    { $set: { attempt, runner_id: runnerId, updated_at: new Date() } },
+    { returnDocument: 'after' },
+  );
+  if (!after) return null;
+  return (await settleIfTerminal(ctx, after)) ?? after;
+}
+
+/**
+ * Moves a run for its runner. A stale attempt is refused (`already_settled`); an illegal move is
+ * `invalid_request`; a run that already ended is returned as it stands (the runner lost a race,
+ * e.g. its completion against a cancel, and learns the outcome from the run). Repeating the move
+ * the run already made returns the run (and re-announces that move, deduplicated).
+ */
+export async function transitionRun(ctx: RunsContext, req: z.output<typeof TransitionRequest>): Promise<RunDoc> {
+  for (let i = 0; i < MOVE_TRIES; i++) {
+    let run = await loadRun(ctx, req.run_id);
+    if (run.attempt !== req.attempt) throw staleAttempt(run, req.attempt);
+    if (!run.terminal) run = (await settleIfTerminal(ctx, run)) ?? run;
+    if (run.terminal) return run;
+    if (run.status === 'queued') throw invalidRequest(`run ${run._id} is not claimed yet`);
+
+    const decision = transition(run.status, req.to);
+    if (!decision.ok) {
+      if (decision.reason !== 'unchanged') throw invalidRequest(decision.message);
+      await announceMove(ctx, run);
+      return run;
+    }
+    if (isTerminal(req.to)) {
+      return finishRun(ctx, run, req.to, {
+        error: req.to === 'failed' ? (req.error ?? { code: 'failed', message: 'the run failed' }) : req.error,
+        usage: req.usage,
+      });
+    }
+    const after = await moveRun(ctx, run, req.to, { sandbox_id: req.sandbox_id, usage: req.usage });
+    if (after) return after;
+  }
+  throw unavailable(`run ${req.run_id} kept moving; try again`);
+}
+
+/**
+ * Appends a runner's events to the run's log. Only the current attempt of a run a runner holds
+ * may append; the run is read on every call (an index lookup) rather than cached, so a fenced
+ * runner is refused at once. Runner keys live under `r:` so they can never collide with the
+ * keys of the events the runs service writes itself.
+ */
+export async function appendEvents(ctx: RunsContext, req: z.output<typeof AppendRequest>): Promise<number[]> {
+  const run = await loadRun(ctx, req.run_id);
+  if (run.attempt !== req.attempt) throw staleAttempt(run, req.attempt);
+  if (run.terminal || (await ctx.store.terminals.findOne({ _id: run._id }))) {
+    throw settled(`run ${run._id} has ended`);
+  }
+  if (!isHeldByRunner(run.status)) throw invalidRequest(`run ${run._id} is not claimed yet`);
+  return ctx.log.append(
+    run._id,
+    req.events.map((e) => ({ key: `r:${e.key}`, chunk: e.chunk })),
+  );
+}

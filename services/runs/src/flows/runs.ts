@@ -1,0 +1,70 @@
+import type { RunEventPage } from '@threadwork/contracts';
+import { isDuplicateKeyError, unavailable } from '@threadwork/platform';
+import { assemblePage } from '../domain/event-page.js';
+import { latestSlot, type RunDoc } from '../store/runs.js';
+import { loadOwnedRun, type RunsContext } from './context.js';
+import { enterCancelling, finishRun, settleIfTerminal, signalCancel } from './lifecycle.js';
+
+// What callers acting for a user ask about runs: read them, page their events, cancel them.
+
+const CANCEL_TRIES = 5;
+
+/**
+ * Cancels a run. A queued run (no runner has it) is cancelled at once; a run a runner holds moves
+ * to `cancelling` and its runner is signalled, and the runner ends it; a run already cancelling
+ * is signalled again (a runner that missed the signal also finds the state on its next look); a
+ * terminal run is returned unchanged with `requested: false`.
+ */
+export async function cancelRun(
+  ctx: RunsContext,
+  ownerId: string,
+  runId: string,
+): Promise<{ run: RunDoc; requested: boolean }> {
+  for (let i = 0; i < CANCEL_TRIES; i++) {
+    let run = await loadOwnedRun(ctx, runId, ownerId);
+    if (!run.terminal) run = (await settleIfTerminal(ctx, run)) ?? run;
+    if (run.terminal) return { run, requested: false };
+    // Decided on a queued view: a runner that claimed the run meanwhile finds it cancelled on its
+    // next move and stops.
+    if (run.status === 'queued') return { run: await finishRun(ctx, run, 'cancelled'), requested: true };
+
+    try {
+      await ctx.store.cancels.insertOne({ _id: run._id, at: new Date() });
+    } catch (err) {
+      if (!isDuplicateKeyError(err)) throw err;
+    }
+    if (run.status === 'cancelling') {
+      signalCancel(ctx, run._id);
+      return { run, requested: true };
+    }
+    const after = await enterCancelling(ctx, run);
+    if (after) return { run: after, requested: true };
+  }
+  throw unavailable(`run ${runId} kept moving; try again`);
+}
+
+/** Reads the run before its events: with the terminal event appended before the run says terminal, a run seen terminal has its terminal event in the log. */
+export async function eventsPage(
+  ctx: RunsContext,
+  req: { owner_id?: string | undefined; run_id: string; from: number; limit: number },
+): Promise<RunEventPage> {
+  const run = await loadOwnedRun(ctx, req.run_id, req.owner_id);
+  const events = await ctx.log.read(run._id, req.from, req.limit);
+  return assemblePage(run, req.from, req.limit, events);
+}
+
+/** The runs asked for that the owner has, in the order asked; others are left out. */
+export async function getRuns(ctx: RunsContext, ownerId: string, runIds: readonly string[]): Promise<RunDoc[]> {
+  const found = await ctx.store.runs.find({ _id: { $in: [...new Set(runIds)] }, owner_id: ownerId }).toArray();
+  const byId = new Map(found.map((r) => [r._id, r]));
+  return runIds.flatMap((id) => byId.get(id) ?? []);
+}
+
+/** The live run of a thread: the run of its latest slot, unless that run has ended. */
+export async function liveRun(ctx: RunsContext, ownerId: string, threadId: string): Promise<RunDoc | null> {
+  const slot = await latestSlot(ctx.store.slots, threadId);
+  if (!slot) return null;
+  const run = await ctx.store.runs.findOne({ _id: slot.run_id });
+  if (!run || run.owner_id !== ownerId || run.terminal) return null;
+  return run;
+}

@@ -1,0 +1,73 @@
+import { rpc } from '@threadwork/contracts';
+import { mongoCall, route, type RpcRoute } from '@threadwork/platform';
+import { admitRun } from '../flows/admission.js';
+import { loadOwnedRun, type RunsContext } from '../flows/context.js';
+import {
+  answerInteraction,
+  createInteraction,
+  getInteraction,
+  listInteractions,
+  readSettlement,
+} from '../flows/interactions.js';
+import { appendEvents, claimRun, transitionRun } from '../flows/runner.js';
+import { cancelRun, eventsPage, getRuns, liveRun } from '../flows/runs.js';
+import { toInteraction } from '../store/interactions.js';
+import { toRun } from '../store/runs.js';
+
+// The rpc.runs.* endpoints: the request is parsed by serveRpc against the contract, each handler
+// calls one flow and maps its result onto the contract. mongoCall turns a database outage into
+// `unavailable` (retryable) instead of `internal`.
+
+export function runsRoutes(ctx: RunsContext): RpcRoute[] {
+  return [
+    route(rpc.runs.admit, (req) =>
+      mongoCall(async () => {
+        const { run, created } = await admitRun(ctx, req);
+        return { run: toRun(run), created };
+      }),
+    ),
+    route(rpc.runs.get, (req) => mongoCall(async () => toRun(await loadOwnedRun(ctx, req.run_id, req.owner_id)))),
+    route(rpc.runs.getMany, (req) =>
+      mongoCall(async () => ({ runs: (await getRuns(ctx, req.owner_id, req.run_ids)).map(toRun) })),
+    ),
+    route(rpc.runs.live, (req) =>
+      mongoCall(async () => {
+        const run = await liveRun(ctx, req.owner_id, req.thread_id);
+        return { run: run ? toRun(run) : null };
+      }),
+    ),
+    route(rpc.runs.cancel, (req) =>
+      mongoCall(async () => {
+        const { run, requested } = await cancelRun(ctx, req.owner_id, req.run_id);
+        return { run: toRun(run), requested };
+      }),
+    ),
+    route(rpc.runs.eventsPage, (req) => mongoCall(() => eventsPage(ctx, req))),
+    route(rpc.runs.claim, (req) =>
+      mongoCall(async () => {
+        const { run, attempt, job } = await claimRun(ctx, req);
+        return { run: toRun(run), attempt, job };
+      }),
+    ),
+    route(rpc.runs.transition, (req) => mongoCall(async () => toRun(await transitionRun(ctx, req)))),
+    route(rpc.runs.append, (req) => mongoCall(async () => ({ sequences: await appendEvents(ctx, req) }))),
+    route(rpc.runs.interactionCreate, (req) => mongoCall(async () => toInteraction(await createInteraction(ctx, req)))),
+    route(rpc.runs.interactionGet, (req) =>
+      mongoCall(async () => toInteraction(await getInteraction(ctx, req.interaction_id, req.owner_id))),
+    ),
+    route(rpc.runs.interactionList, (req) =>
+      mongoCall(async () => ({
+        interactions: (await listInteractions(ctx, req.owner_id, req.thread_id, req.status)).map(toInteraction),
+      })),
+    ),
+    route(rpc.runs.interactionAnswer, (req) =>
+      mongoCall(() => answerInteraction(ctx, req.owner_id, req.interaction_id, req.request)),
+    ),
+    route(rpc.runs.interactionSettlement, (req) =>
+      mongoCall(async () => {
+        const { doc, answers } = await readSettlement(ctx, req.interaction_id);
+        return { interaction: toInteraction(doc), answers };
+      }),
+    ),
+  ];
+}

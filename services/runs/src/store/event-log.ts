@@ -1,0 +1,128 @@
+import { JetStreamError } from '@nats-io/jetstream';
+import { STREAM_NAMES, subjects } from '@threadwork/contracts';
+import {
+  AppError,
+  encodeJson,
+  publishJson,
+  unavailable,
+  type JetStreamClient,
+  type JetStreamManager,
+  type NatsConnection,
+} from '@threadwork/platform';
+import type { LoggedEvent } from '../domain/event-page.js';
+
+// The log of run R is the subject `run.events.R` of RUN_EVENTS; one message per event, stored
+// as `{chunk, created_at}`. An event's sequence is its stream sequence (see domain/event-page.ts).
+
+export interface LogEntry {
+  /** Unique within the run: the message is published with Nats-Msg-Id `${run_id}:${key}`, so a retry is stored once. */
+  key: string;
+  chunk: unknown;
+}
+
+export interface EventLog {
+  /** Appends in order and returns each entry's sequence (the original one for a deduplicated retry). */
+  append(runId: string, entries: readonly LogEntry[], at?: Date): Promise<number[]>;
+  /**
+   * Events of the run with sequence ≥ from, at most `limit` (fewer when they would not fit one
+   * reply), in O(limit) whatever the log's length.
+   */
+  read(runId: string, from: number, limit: number): Promise<LoggedEvent[]>;
+}
+
+interface StoredEvent {
+  chunk: unknown;
+  created_at: string;
+}
+
+// A page of events travels back to the caller as one NATS reply, which must fit the server's
+// max_payload. Direct gets stop a batch once it has passed `max_bytes`, so a page holds at most
+// that plus one event: events are kept to a quarter of max_payload and pages to a half, which
+// leaves room for the reply's own JSON around them.
+const EVENT_SHARE = 4;
+const PAGE_SHARE = 2;
+const DEFAULT_MAX_PAYLOAD = 1024 * 1024;
+
+export function createEventLog({
+  nc,
+  js,
+  jsm,
+}: {
+  nc: NatsConnection;
+  js: JetStreamClient;
+  jsm: JetStreamManager;
+}): EventLog {
+  return {
+    async append(runId, entries, at = new Date()) {
+      const subject = subjects.runEvents(runId);
+      const maxEvent = Math.floor(maxPayload(nc) / EVENT_SHARE);
+      const payloads = entries.map(({ key, chunk }) => {
+        const stored: StoredEvent = { chunk, created_at: at.toISOString() };
+        const size = encodeJson(stored).length;
+        if (size > maxEvent) {
+          throw new AppError('payload_too_large', `event ${key} is ${size} bytes; at most ${maxEvent} fit`);
+        }
+        return { key, stored };
+      });
+      try {
+        // Published without waiting for each ack: one connection's publishes reach the stream in
+        // the order they were sent, so the events keep their order and the batch costs one round trip.
+        const acks = await Promise.all(
+          payloads.map(({ key, stored }) => publishJson(js, subject, stored, { msgId: `${runId}:${key}` })),
+        );
+        return acks.map((ack) => ack.seq);
+      } catch (err) {
+        throw unavailable('run event log unavailable', err);
+      }
+    },
+
+    async read(runId, from, limit) {
+      const events: LoggedEvent[] = [];
+      try {
+        const batch = await jsm.direct.getBatch(STREAM_NAMES.runEvents, {
+          seq: from,
+          next_by_subj: subjects.runEvents(runId),
+          batch: limit,
+          max_bytes: Math.floor(maxPayload(nc) / PAGE_SHARE),
+        });
+        for await (const m of batch) {
+          const stored = m.json<Partial<StoredEvent>>();
+          events.push({
+            sequence: m.seq,
+            pending: m.pending,
+            chunk: stored.chunk ?? null,
+            created_at: typeof stored.created_at === 'string' ? stored.created_at : m.time.toISOString(),
+          });
+        }
+      } catch (err) {
+        // Nothing at or after `from` is answered with a 404 status (surfacing while iterating),
+        // which is an ordinary empty page.
+        if (isNotFoundStatus(err)) return events;
+        throw unavailable('run event log unavailable', err);
+      }
+      return events;
+    },
+  };
+}
+
+function maxPayload(nc: NatsConnection): number {
+  return nc.info?.max_payload ?? DEFAULT_MAX_PAYLOAD;
+}
+
+function isNotFoundStatus(err: unknown): boolean {
+  return err instanceof JetStreamError && 'code' in err && err.code === 404;
+}
+
+/** Publishes a DOMAIN event; a failure is `unavailable`, so the caller's retry publishes it again (deduplicated). */
+export async function publishDomain(
+  js: JetStreamClient,
+  subject: string,
+  event: unknown,
+  msgId: string,
+): Promise<void> {
+  try {
+    await publishJson(js, subject, event, { msgId });
+  } catch (err) {
+    throw unavailable('DOMAIN stream unavailable', err);
+  }
+}

@@ -1,0 +1,202 @@
+import type {
+  CollaborationMode,
+  Run,
+  RunError,
+  RunJob,
+  RunRepository,
+  RunStatus,
+  RunUsage,
+  TerminalRunStatus,
+} from '@threadwork/contracts';
+import { ensureIndexes, type Collection, type Db } from '@threadwork/platform';
+
+/**
+ * A run, with what its job needs so a claim can rebuild the job. `transitions` counts the moves
+ * made on it (it keys the status events of moves that can repeat within one attempt);
+ * `previous_status` and `status_key` say what the last move's `run.status` event is, so a retry
+ * that finds the move already made can append that event again (deduplicated by its key).
+ */
+export interface RunDoc {
+  _id: string;
+  owner_id: string;
+  thread_id: string;
+  project_id: string;
+  message_id: string;
+  admission_key: string;
+  prompt: string;
+  repositories: RunRepository[];
+  status: RunStatus;
+  previous_status: RunStatus | null;
+  status_key: string;
+  attempt: number;
+  transitions: number;
+  harness: string;
+  model: string;
+  reasoning_effort: string;
+  collaboration_mode: CollaborationMode;
+  runner_id: string | null;
+  sandbox_id: string | null;
+  error: RunError | null;
+  usage: RunUsage | null;
+  created_at: Date;
+  updated_at: Date;
+  started_at: Date | null;
+  completed_at: Date | null;
+  terminal: boolean;
+}
+
+/**
+ * The thread's runs in admission order: generation n + 1 may be taken only once the run of
+ * generation n has ended, and whoever inserts `_id: <thread>:<n + 1>` first holds the thread.
+ * Slots are never deleted or updated: on FerretDB a conditional delete (or update) is a read
+ * followed by a write by `_id`, so "release the slot if it still holds run X" could delete the
+ * slot another admission had just taken. An insert is the only decision that holds there.
+ */
+export interface SlotDoc {
+  _id: string;
+  thread_id: string;
+  generation: number;
+  run_id: string;
+  /** So a retried admission recognises the slot it took before it crashed. */
+  admission_key: string;
+  created_at: Date;
+}
+
+/**
+ * The terminal outcome of a run, decided by inserting `_id: run_id` (first insert wins). It holds
+ * everything the follow-up writes need, so anyone who finds it can finish them.
+ */
+export interface TerminalDoc {
+  _id: string;
+  status: TerminalRunStatus;
+  previous: RunStatus;
+  error: RunError | null;
+  usage: RunUsage | null;
+  attempt: number;
+  at: Date;
+  /** Set once the terminal event is in the log, so a late completer does not append it again. */
+  event_sequence: number | null;
+}
+
+/** A runner's claim on one attempt of a run: `_id` is `${run_id}:${attempt}`, first insert wins. */
+export interface AttemptDoc {
+  _id: string;
+  run_id: string;
+  attempt: number;
+  runner_id: string;
+  at: Date;
+}
+
+/**
+ * A cancellation request, kept apart from the run: FerretDB writes whole documents, so a flag on
+ * the run could be lost to a concurrent move; an insert cannot.
+ */
+export interface CancelDoc {
+  _id: string;
+  at: Date;
+}
+
+/** Written last by an admission: its queued event, job and DOMAIN event are all published. */
+export interface AdmissionDoc {
+  _id: string;
+  at: Date;
+}
+
+export interface RunStore {
+  runs: Collection<RunDoc>;
+  slots: Collection<SlotDoc>;
+  terminals: Collection<TerminalDoc>;
+  attempts: Collection<AttemptDoc>;
+  cancels: Collection<CancelDoc>;
+  admissions: Collection<AdmissionDoc>;
+  ensureIndexes(): Promise<void>;
+}
+
+export function createRunStore(db: Db): RunStore {
+  const runs = db.collection<RunDoc>('runs');
+  const slots = db.collection<SlotDoc>('thread_slots');
+  const terminals = db.collection<TerminalDoc>('run_terminals');
+  const attempts = db.collection<AttemptDoc>('run_attempts');
+  const cancels = db.collection<CancelDoc>('run_cancels');
+  const admissions = db.collection<AdmissionDoc>('run_admissions');
+
+  return {
+    runs,
+    slots,
+    terminals,
+    attempts,
+    cancels,
+    admissions,
+    async ensureIndexes() {
+      // run_terminals, run_cancels and run_admissions are read and decided by `_id` only (run id):
+      // the default unique `_id` index is all they need; thread_slots are decided by `_id` too.
+      await ensureIndexes(slots, [
+        {
+          key: { thread_id: 1, generation: -1 },
+          options: { name: 'thread_generation' },
+          serves: 'admit and live run: the latest slot of a thread',
+        },
+      ]);
+      await ensureIndexes(runs, [
+        {
+          key: { admission_key: 1 },
+          options: { name: 'admission_key_unique', unique: true },
+          serves: 'admit: find the run of an admission key; one run per admission key',
+        },
+      ]);
+      await ensureIndexes(attempts, [
+        {
+          key: { run_id: 1, attempt: -1 },
+          options: { name: 'run_attempt' },
+          serves: 'claim: the highest attempt claimed so far of a run',
+        },
+      ]);
+    },
+  };
+}
+
+const iso = (d: Date) => d.toISOString();
+
+/** The latest slot of a thread: who holds it, or held it last. */
+export function latestSlot(slots: Collection<SlotDoc>, threadId: string): Promise<SlotDoc | null> {
+  return slots.find({ thread_id: threadId }).sort({ generation: -1 }).limit(1).next();
+}
+
+export function toRun(doc: RunDoc): Run {
+  return {
+    id: doc._id,
+    thread_id: doc.thread_id,
+    project_id: doc.project_id,
+    message_id: doc.message_id,
+    status: doc.status,
+    attempt: doc.attempt,
+    harness: doc.harness,
+    model: doc.model,
+    reasoning_effort: doc.reasoning_effort,
+    collaboration_mode: doc.collaboration_mode,
+    sandbox_id: doc.sandbox_id,
+    error: doc.error,
+    usage: doc.usage,
+    created_at: iso(doc.created_at),
+    updated_at: iso(doc.updated_at),
+    started_at: doc.started_at ? iso(doc.started_at) : null,
+    completed_at: doc.completed_at ? iso(doc.completed_at) : null,
+    terminal: doc.terminal,
+  };
+}
+
+export function toJob(doc: RunDoc): RunJob {
+  return {
+    run_id: doc._id,
+    thread_id: doc.thread_id,
+    project_id: doc.project_id,
+    owner_id: doc.owner_id,
+    message_id: doc.message_id,
+    prompt: doc.prompt,
+    harness: doc.harness,
+    model: doc.model,
+    reasoning_effort: doc.reasoning_effort,
+    collaboration_mode: doc.collaboration_mode,
+    repositories: doc.repositories,
+  };
+}

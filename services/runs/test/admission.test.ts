@@ -1,0 +1,193 @@
+import { domainEvents, RunJob, RunStatusEvent, rpc, STREAM_NAMES, subjects } from '@threadwork/contracts';
+import { decodeJson, request } from '@threadwork/platform';
+import { uniqueId } from '@threadwork/testing';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { admission, failure, readLog, startHarness, statusLog, type Harness } from './helpers.js';
+
+describe('runs admission', () => {
+  let h: Harness;
+  beforeAll(async () => {
+    h = await startHarness();
+  });
+  afterAll(async () => {
+    await h?.stop();
+  });
+
+  it('admits a queued run with server defaults, its job on RUN_JOBS and a queued event in its log', async () => {
+    const harness = uniqueId('h');
+    const req = admission({ harness });
+    const { run, created } = await request(h.nc, rpc.runs.admit, req);
+    expect(created).toBe(true);
+    expect(run).toMatchObject({
+      status: 'queued',
+      attempt: 0,
+      thread_id: req.thread_id,
+      project_id: req.project_id,
+      message_id: req.message_id,
+      harness,
+      model: 'gpt-5-codex',
+      reasoning_effort: 'medium',
+      collaboration_mode: 'default',
+      sandbox_id: null,
+      error: null,
+      usage: null,
+      started_at: null,
+      completed_at: null,
+      terminal: false,
+    });
+    expect(run.id).toMatch(/^run_[0-9a-f]{32}$/);
+
+    const stored = await h.jsm.streams.getMessage(STREAM_NAMES.runJobs, { last_by_subj: subjects.runJobs(harness) });
+    expect(stored?.header.get('Nats-Msg-Id')).toBe(run.id);
+    const job = RunJob.parse(decodeJson(stored!.data));
+    expect(job).toEqual({
+      run_id: run.id,
+      thread_id: req.thread_id,
+      project_id: req.project_id,
+      owner_id: req.owner_id,
+      message_id: req.message_id,
+      prompt: req.prompt,
+      harness,
+      model: 'gpt-5-codex',
+      reasoning_effort: 'medium',
+      collaboration_mode: 'default',
+      repositories: req.repositories,
+    });
+
+    const log = await readLog(h.nc, run.id);
+    expect(log).toHaveLength(1);
+    expect(log[0]?.chunk).toMatchObject({ type: 'run.status', status: 'queued' });
+
+    const domain = await h.jsm.streams.getMessage(STREAM_NAMES.domain, {
+      last_by_subj: subjects.domain(
+        domainEvents.runStatus.service,
+        domainEvents.runStatus.entity,
+        domainEvents.runStatus.verb,
+      ),
+    });
+    expect(RunStatusEvent.parse(decodeJson(domain!.data))).toMatchObject({
+      run_id: run.id,
+      status: 'queued',
+      previous: null,
+      terminal: false,
+      owner_id: req.owner_id,
+    });
+  });
+
+  it('keeps what the admission asked for and the pre-chosen run id', async () => {
+    const runId = uniqueId('run_');
+    const { run } = await request(
+      h.nc,
+      rpc.runs.admit,
+      admission({ run_id: runId, model: 'o3', reasoning_effort: 'high', collaboration_mode: 'plan' }),
+    );
+    expect(run).toMatchObject({ id: runId, model: 'o3', reasoning_effort: 'high', collaboration_mode: 'plan' });
+  });
+
+  it('returns the same run for the same admission key, even after the run ended', async () => {
+    const req = admission();
+    const first = await request(h.nc, rpc.runs.admit, req);
+    const again = await request(h.nc, rpc.runs.admit, { ...req, run_id: uniqueId('run_') });
+    expect(again).toEqual({ run: first.run, created: false });
+
+    await request(h.nc, rpc.runs.cancel, { owner_id: req.owner_id, run_id: first.run.id });
+    const afterEnd = await request(h.nc, rpc.runs.admit, req);
+    expect(afterEnd.created).toBe(false);
+    expect(afterEnd.run).toMatchObject({ id: first.run.id, status: 'cancelled', terminal: true });
+    expect(await statusLog(h.nc, first.run.id)).toEqual(['queued', 'cancelled']);
+  });
+
+  it('refuses a second live run on a thread with thread_busy naming the live run', async () => {
+    const req = admission();
+    const { run } = await request(h.nc, rpc.runs.admit, req);
+    const err = await failure(
+      request(h.nc, rpc.runs.admit, { ...admission({ owner_id: req.owner_id }), thread_id: req.thread_id }),
+    );
+    expect(err.code).toBe('thread_busy');
+    expect(err.details).toEqual({ active_run_id: run.id });
+    expect((await request(h.nc, rpc.runs.live, { owner_id: req.owner_id, thread_id: req.thread_id })).run?.id).toBe(
+      run.id,
+    );
+  });
+
+  it('lets exactly one of 20 concurrent admissions on one thread through', async () => {
+    const base = admission();
+    const outcomes = await Promise.allSettled(
+      Array.from({ length: 20 }, () =>
+        request(h.nc, rpc.runs.admit, { ...base, admission_key: uniqueId('adm_'), message_id: uniqueId('msg_') }),
+      ),
+    );
+    const admitted = outcomes.filter((o) => o.status === 'fulfilled');
+    expect(admitted).toHaveLength(1);
+    const winner = admitted[0]!.value.run;
+    for (const o of outcomes) {
+      if (o.status === 'rejected') {
+        expect(o.reason).toMatchObject({ code: 'thread_busy', details: { active_run_id: winner.id } });
+      }
+    }
+    const live = await request(h.nc, rpc.runs.live, { owner_id: base.owner_id, thread_id: base.thread_id });
+    expect(live.run?.id).toBe(winner.id);
+  });
+
+  it('converges 10 concurrent retries of one admission on one run', async () => {
+    const req = admission();
+    const results = await Promise.all(Array.from({ length: 10 }, () => request(h.nc, rpc.runs.admit, req)));
+    expect(new Set(results.map((r) => r.run.id)).size).toBe(1);
+    expect(results.filter((r) => r.created)).toHaveLength(1);
+    expect(await statusLog(h.nc, results[0]!.run.id)).toEqual(['queued']);
+  });
+
+  it('cancels a queued run at once and frees its thread for the next run', async () => {
+    const req = admission();
+    const { run } = await request(h.nc, rpc.runs.admit, req);
+    const cancelled = await request(h.nc, rpc.runs.cancel, { owner_id: req.owner_id, run_id: run.id });
+    expect(cancelled.requested).toBe(true);
+    expect(cancelled.run).toMatchObject({ status: 'cancelled', terminal: true });
+    expect(cancelled.run.completed_at).not.toBeNull();
+
+    expect((await request(h.nc, rpc.runs.live, { owner_id: req.owner_id, thread_id: req.thread_id })).run).toBeNull();
+    const next = await request(h.nc, rpc.runs.admit, {
+      ...admission({ owner_id: req.owner_id }),
+      thread_id: req.thread_id,
+    });
+    expect(next.created).toBe(true);
+    expect(next.run.status).toBe('queued');
+
+    const again = await request(h.nc, rpc.runs.cancel, { owner_id: req.owner_id, run_id: run.id });
+    expect(again).toEqual({ run: cancelled.run, requested: false });
+  });
+
+  it('rejects a harness or run id that cannot be a subject token', async () => {
+    expect((await failure(request(h.nc, rpc.runs.admit, admission({ harness: 'co.dex' })))).code).toBe(
+      'invalid_request',
+    );
+    expect((await failure(request(h.nc, rpc.runs.admit, admission({ run_id: 'run_>' })))).code).toBe('invalid_request');
+  });
+
+  it('reads runs for their owner only', async () => {
+    const req = admission();
+    const { run } = await request(h.nc, rpc.runs.admit, req);
+    expect(await request(h.nc, rpc.runs.get, { owner_id: req.owner_id, run_id: run.id })).toEqual(run);
+    expect(await request(h.nc, rpc.runs.get, { run_id: run.id })).toEqual(run);
+    expect((await failure(request(h.nc, rpc.runs.get, { owner_id: 'usr_other', run_id: run.id }))).code).toBe(
+      'not_found',
+    );
+    expect((await failure(request(h.nc, rpc.runs.get, { run_id: 'run_missing' }))).code).toBe('not_found');
+    expect((await failure(request(h.nc, rpc.runs.cancel, { owner_id: 'usr_other', run_id: run.id }))).code).toBe(
+      'not_found',
+    );
+    expect(
+      (await failure(request(h.nc, rpc.runs.eventsPage, { owner_id: 'usr_other', run_id: run.id, from: 1, limit: 10 })))
+        .code,
+    ).toBe('not_found');
+    expect((await request(h.nc, rpc.runs.live, { owner_id: 'usr_other', thread_id: req.thread_id })).run).toBeNull();
+
+    const other = await request(h.nc, rpc.runs.admit, admission({ owner_id: req.owner_id }));
+    const foreign = await request(h.nc, rpc.runs.admit, admission());
+    const many = await request(h.nc, rpc.runs.getMany, {
+      owner_id: req.owner_id,
+      run_ids: [other.run.id, foreign.run.id, 'run_missing', run.id],
+    });
+    expect(many.runs.map((r) => r.id)).toEqual([other.run.id, run.id]);
+  });
+});

@@ -1,0 +1,136 @@
+import { jetstreamManager, type JetStreamManager } from '@nats-io/jetstream';
+import { rpc, type RpcRequest, type Run, type RunEvent } from '@threadwork/contracts';
+import {
+  AppError,
+  connectMongo,
+  connectNats,
+  createLogger,
+  loadConfig,
+  request,
+  serviceDbName,
+  type MongoClient,
+  type NatsConnection,
+  type StartedService,
+} from '@threadwork/platform';
+import {
+  baseServiceEnv,
+  isolatedNats,
+  testInfra,
+  uniqueDbPrefix,
+  uniqueId,
+  type IsolatedNats,
+} from '@threadwork/testing';
+import { expect } from 'vitest';
+import { RunsConfig, startRuns } from '../src/index.js';
+import { createInteractionStore, type InteractionStore } from '../src/store/interactions.js';
+import { createRunStore, type RunStore } from '../src/store/runs.js';
+
+export interface Harness {
+  nats: IsolatedNats;
+  service: StartedService;
+  nc: NatsConnection;
+  jsm: JetStreamManager;
+  /** The service's own collections, to set up the state a crash would leave behind. */
+  store: RunStore;
+  interactions: InteractionStore;
+  stop(): Promise<void>;
+}
+
+/** A runs service of its own (own NATS server, own database) and a client connection to it. */
+export async function startHarness(env: Record<string, string> = {}): Promise<Harness> {
+  const nats = await isolatedNats();
+  const dbPrefix = uniqueDbPrefix();
+  const service = await startRuns(loadConfig(RunsConfig, { ...baseServiceEnv(nats.url, dbPrefix), ...env }));
+  const mongo: MongoClient = await connectMongo({ url: testInfra().mongoUrl, appName: 'runs-test' });
+  const db = mongo.db(serviceDbName(dbPrefix, 'runs'));
+  const nc = await connectNats({
+    servers: nats.url,
+    name: 'runs-test',
+    logger: createLogger({ service: 'runs-test', level: 'silent' }),
+  });
+  const jsm = await jetstreamManager(nc);
+  return {
+    nats,
+    service,
+    nc,
+    jsm,
+    store: createRunStore(db),
+    interactions: createInteractionStore(db),
+    async stop() {
+      await mongo.close();
+      await nc.drain();
+      await service.stop();
+      await nats.stop();
+    },
+  };
+}
+
+export function admission(
+  overrides: Partial<RpcRequest<typeof rpc.runs.admit>> = {},
+): RpcRequest<typeof rpc.runs.admit> {
+  return {
+    owner_id: uniqueId('usr_'),
+    thread_id: uniqueId('thr_'),
+    project_id: uniqueId('prj_'),
+    message_id: uniqueId('msg_'),
+    admission_key: uniqueId('adm_'),
+    prompt: 'Fix the failing test',
+    repositories: [
+      {
+        project_repository_id: uniqueId('prp_'),
+        repository_id: 42,
+        full_name: 'acme/app',
+        branch: 'main',
+        clone_url: 'file:///srv/git/acme/app.git',
+      },
+    ],
+    ...overrides,
+  };
+}
+
+/** The AppError a call failed with (fails the test if it succeeded). */
+export async function failure(promise: Promise<unknown>): Promise<AppError> {
+  const outcome = await promise.then(
+    (value) => ({ ok: true as const, value }),
+    (err: unknown) => ({ ok: false as const, err }),
+  );
+  if (outcome.ok) throw new Error(`expected a failure, got ${JSON.stringify(outcome.value)}`);
+  expect(outcome.err).toBeInstanceOf(AppError);
+  return outcome.err as AppError;
+}
+
+export interface LiveRun {
+  run: Run;
+  owner: string;
+  attempt: number;
+}
+
+/** Admits a run, claims it and moves it to `running`, as a runner would. */
+export async function runningRun(nc: NatsConnection, overrides: Partial<RpcRequest<typeof rpc.runs.admit>> = {}) {
+  const req = admission(overrides);
+  const { run } = await request(nc, rpc.runs.admit, req);
+  const claim = await request(nc, rpc.runs.claim, { run_id: run.id, runner_id: 'runner-a' });
+  const running = await request(nc, rpc.runs.transition, { run_id: run.id, attempt: claim.attempt, to: 'running' });
+  expect(running.status).toBe('running');
+  return { run: running, owner: req.owner_id, attempt: claim.attempt, thread_id: req.thread_id };
+}
+
+/** Every event of a run, page by page. */
+export async function readLog(nc: NatsConnection, runId: string, limit = 1000): Promise<RunEvent[]> {
+  const events: RunEvent[] = [];
+  let from = 1;
+  for (;;) {
+    const page = await request(nc, rpc.runs.eventsPage, { run_id: runId, from, limit });
+    events.push(...page.events);
+    if (page.events.length === 0) return events;
+    from = page.next_sequence;
+  }
+}
+
+/** The `run.status` chunks of a run's log, in order. */
+export async function statusLog(nc: NatsConnection, runId: string): Promise<string[]> {
+  return (await readLog(nc, runId))
+    .map((e) => e.chunk as { type: string; status?: string })
+    .filter((c) => c.type === 'run.status')
+    .map((c) => c.status ?? '');
+}

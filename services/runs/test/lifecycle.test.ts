@@ -1,0 +1,246 @@
+import { rpc, RunSignal, subjects } from '@threadwork/contracts';
+import { decodeJson, request } from '@threadwork/platform';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { admission, failure, readLog, runningRun, startHarness, statusLog, type Harness } from './helpers.js';
+
+describe('run lifecycle', () => {
+  let h: Harness;
+  beforeAll(async () => {
+    h = await startHarness({ RUN_MAX_ATTEMPTS: '3' });
+  });
+  afterAll(async () => {
+    await h?.stop();
+  });
+
+  const admit = async () => {
+    const req = admission();
+    const { run } = await request(h.nc, rpc.runs.admit, req);
+    return { run, owner: req.owner_id, thread_id: req.thread_id };
+  };
+
+  it('moves a run through claim, running and completion, logging each move', async () => {
+    const { run, owner, thread_id } = await admit();
+    const claim = await request(h.nc, rpc.runs.claim, { run_id: run.id, runner_id: 'runner-a' });
+    expect(claim.attempt).toBe(0);
+    expect(claim.run).toMatchObject({ status: 'starting', attempt: 0 });
+    expect(claim.job).toMatchObject({ run_id: run.id, thread_id, owner_id: owner });
+
+    const running = await request(h.nc, rpc.runs.transition, {
+      run_id: run.id,
+      attempt: 0,
+      to: 'running',
+      sandbox_id: 'sbx_1',
+    });
+    expect(running).toMatchObject({ status: 'running', sandbox_id: 'sbx_1' });
+    expect(running.started_at).not.toBeNull();
+
+    const done = await request(h.nc, rpc.runs.transition, {
+      run_id: run.id,
+      attempt: 0,
+      to: 'completed',
+      usage: { inputTokens: 10, outputTokens: 5, totalTokens: 15 },
+    });
+    expect(done).toMatchObject({ status: 'completed', terminal: true, usage: { totalTokens: 15 }, error: null });
+    expect(done.completed_at).not.toBeNull();
+
+    const log = await readLog(h.nc, run.id);
+    expect(log.map((e) => e.chunk)).toEqual([
+      { type: 'run.status', status: 'queued', attempt: 0 },
+      { type: 'run.status', status: 'starting', previous: 'queued', attempt: 0 },
+      { type: 'run.status', status: 'running', previous: 'starting', attempt: 0 },
+      { type: 'run.status', status: 'completed', previous: 'running', attempt: 0 },
+    ]);
+    expect((await request(h.nc, rpc.runs.live, { owner_id: owner, thread_id })).run).toBeNull();
+  });
+
+  it('treats a repeated move as done and refuses an illegal one', async () => {
+    const { run, attempt } = await runningRun(h.nc);
+    const again = await request(h.nc, rpc.runs.transition, { run_id: run.id, attempt, to: 'running' });
+    expect(again.status).toBe('running');
+    expect(await statusLog(h.nc, run.id)).toEqual(['queued', 'starting', 'running']);
+
+    const err = await failure(request(h.nc, rpc.runs.transition, { run_id: run.id, attempt, to: 'queued' }));
+    expect(err.code).toBe('invalid_request');
+    const early = await admit();
+    expect(
+      (await failure(request(h.nc, rpc.runs.transition, { run_id: early.run.id, attempt: 0, to: 'running' }))).code,
+    ).toBe('invalid_request');
+  });
+
+  it('records a failure with its error and frees the thread', async () => {
+    const { run, owner, thread_id, attempt } = await runningRun(h.nc);
+    const failed = await request(h.nc, rpc.runs.transition, {
+      run_id: run.id,
+      attempt,
+      to: 'failed',
+      error: { code: 'harness_crashed', message: 'codex exited with 1', detail: 'stderr tail' },
+    });
+    expect(failed).toMatchObject({ status: 'failed', terminal: true, error: { code: 'harness_crashed' } });
+    const page = await request(h.nc, rpc.runs.eventsPage, { owner_id: owner, run_id: run.id, from: 1, limit: 100 });
+    expect(page).toMatchObject({ status: 'failed', terminal: true, error: { code: 'harness_crashed' } });
+    expect(page.events.at(-1)?.chunk).toMatchObject({ status: 'failed', error: { code: 'harness_crashed' } });
+    expect((await request(h.nc, rpc.runs.live, { owner_id: owner, thread_id })).run).toBeNull();
+  });
+
+  it('claims attempt 0 first, the next attempt on redelivery, and fails the run once attempts run out', async () => {
+    const { run } = await admit();
+    const first = await request(h.nc, rpc.runs.claim, { run_id: run.id, runner_id: 'runner-a' });
+    expect(first.attempt).toBe(0);
+    await request(h.nc, rpc.runs.transition, { run_id: run.id, attempt: 0, to: 'running' });
+
+    const second = await request(h.nc, rpc.runs.claim, { run_id: run.id, runner_id: 'runner-b' });
+    expect(second.attempt).toBe(1);
+    expect(second.run).toMatchObject({ status: 'running', attempt: 1 });
+
+    const third = await request(h.nc, rpc.runs.claim, { run_id: run.id, runner_id: 'runner-c' });
+    expect(third.attempt).toBe(2);
+
+    const err = await failure(request(h.nc, rpc.runs.claim, { run_id: run.id, runner_id: 'runner-d' }));
+    expect(err.code).toBe('already_settled');
+    const failed = await request(h.nc, rpc.runs.get, { run_id: run.id });
+    expect(failed).toMatchObject({ status: 'failed', terminal: true, error: { code: 'runner_lost' } });
+    expect(await statusLog(h.nc, run.id)).toEqual(['queued', 'starting', 'running', 'failed']);
+
+    expect((await failure(request(h.nc, rpc.runs.claim, { run_id: run.id, runner_id: 'runner-e' }))).code).toBe(
+      'already_settled',
+    );
+    expect((await failure(request(h.nc, rpc.runs.claim, { run_id: 'run_missing', runner_id: 'r' }))).code).toBe(
+      'not_found',
+    );
+  });
+
+  it('lets one of several runners racing for the same attempt win it', async () => {
+    for (let i = 0; i < 5; i++) {
+      const { run } = await admit();
+      const outcomes = await Promise.allSettled(
+        ['runner-a', 'runner-b'].map((runner_id) => request(h.nc, rpc.runs.claim, { run_id: run.id, runner_id })),
+      );
+      const won = outcomes.flatMap((o) => (o.status === 'fulfilled' ? [o.value] : []));
+      expect(won.length).toBeGreaterThanOrEqual(1);
+      // A runner that read the run after the winner's claim takes the next attempt (a redelivery);
+      // two runners never hold the same attempt.
+      expect(new Set(won.map((c) => c.attempt)).size).toBe(won.length);
+      for (const o of outcomes) {
+        if (o.status === 'rejected') expect(o.reason).toMatchObject({ code: 'already_settled' });
+      }
+      const current = await request(h.nc, rpc.runs.get, { run_id: run.id });
+      expect(current.attempt).toBe(Math.max(...won.map((c) => c.attempt)));
+    }
+  });
+
+  it('fences a runner whose attempt was taken over out of moves and appends', async () => {
+    const { run } = await runningRun(h.nc);
+    const takeover = await request(h.nc, rpc.runs.claim, { run_id: run.id, runner_id: 'runner-b' });
+    expect(takeover.attempt).toBe(1);
+
+    const move = await failure(request(h.nc, rpc.runs.transition, { run_id: run.id, attempt: 0, to: 'completed' }));
+    expect(move.code).toBe('already_settled');
+    expect(move.message).toMatch(/stale attempt/);
+    const append = await failure(
+      request(h.nc, rpc.runs.append, {
+        run_id: run.id,
+        attempt: 0,
+        events: [{ key: 'e1', chunk: { type: 'message.delta', item_id: 'i', delta: 'x' } }],
+      }),
+    );
+    expect(append.code).toBe('already_settled');
+
+    const appended = await request(h.nc, rpc.runs.append, {
+      run_id: run.id,
+      attempt: 1,
+      events: [{ key: 'e1', chunk: { type: 'message.delta', item_id: 'i', delta: 'x' } }],
+    });
+    expect(appended.sequences).toHaveLength(1);
+    const done = await request(h.nc, rpc.runs.transition, { run_id: run.id, attempt: 1, to: 'completed' });
+    expect(done.status).toBe('completed');
+    expect(
+      (
+        await failure(
+          request(h.nc, rpc.runs.append, {
+            run_id: run.id,
+            attempt: 1,
+            events: [{ key: 'late', chunk: { type: 'message.delta', item_id: 'i', delta: 'y' } }],
+          }),
+        )
+      ).code,
+    ).toBe('already_settled');
+  });
+
+  it('cancels a running run through cancelling, signalling its runner, until the runner ends it', async () => {
+    const { run, owner, attempt } = await runningRun(h.nc);
+    const signals = h.nc.subscribe(subjects.runSignal(run.id), { max: 1 });
+    const cancel = await request(h.nc, rpc.runs.cancel, { owner_id: owner, run_id: run.id });
+    expect(cancel).toMatchObject({ requested: true, run: { status: 'cancelling', terminal: false } });
+    for await (const msg of signals) expect(RunSignal.parse(decodeJson(msg.data))).toEqual({ type: 'cancel' });
+
+    const again = await request(h.nc, rpc.runs.cancel, { owner_id: owner, run_id: run.id });
+    expect(again).toMatchObject({ requested: true, run: { status: 'cancelling' } });
+
+    const cancelled = await request(h.nc, rpc.runs.transition, { run_id: run.id, attempt, to: 'cancelled' });
+    expect(cancelled).toMatchObject({ status: 'cancelled', terminal: true });
+    expect(await statusLog(h.nc, run.id)).toEqual(['queued', 'starting', 'running', 'cancelling', 'cancelled']);
+    const after = await request(h.nc, rpc.runs.cancel, { owner_id: owner, run_id: run.id });
+    expect(after).toMatchObject({ requested: false, run: { status: 'cancelled' } });
+  });
+
+  it('finishes a cancellation whose runner went away when its job comes back', async () => {
+    const { run, owner } = await runningRun(h.nc);
+    await request(h.nc, rpc.runs.cancel, { owner_id: owner, run_id: run.id });
+    const err = await failure(request(h.nc, rpc.runs.claim, { run_id: run.id, runner_id: 'runner-b' }));
+    expect(err.code).toBe('already_settled');
+    expect(await request(h.nc, rpc.runs.get, { run_id: run.id })).toMatchObject({
+      status: 'cancelled',
+      terminal: true,
+    });
+  });
+
+  it('ends a run exactly once when cancellation races completion', async () => {
+    for (let i = 0; i < 20; i++) {
+      const { run, owner, attempt } = await runningRun(h.nc);
+      const [completion, cancelPath] = await Promise.all([
+        request(h.nc, rpc.runs.transition, { run_id: run.id, attempt, to: 'completed' }),
+        (async () => {
+          const cancel = await request(h.nc, rpc.runs.cancel, { owner_id: owner, run_id: run.id });
+          if (cancel.run.terminal) return cancel.run;
+          // The runner stops the harness on the signal and reports the cancellation.
+          return request(h.nc, rpc.runs.transition, { run_id: run.id, attempt, to: 'cancelled' });
+        })(),
+      ]);
+      const final = await request(h.nc, rpc.runs.get, { run_id: run.id });
+      expect(final.terminal).toBe(true);
+      expect(['completed', 'cancelled']).toContain(final.status);
+      expect(completion.status).toBe(final.status);
+      expect(cancelPath.status).toBe(final.status);
+
+      const statuses = await statusLog(h.nc, run.id);
+      const terminals = statuses.filter((s) => ['completed', 'cancelled', 'failed'].includes(s));
+      expect(terminals).toEqual([final.status]);
+      expect(statuses.at(-1)).toBe(final.status);
+    }
+  });
+
+  it('ends a cancelling run exactly once when completion, cancellation and a redelivered job race', async () => {
+    const outcomes = new Set<string>();
+    for (let i = 0; i < 20; i++) {
+      const { run, owner, attempt } = await runningRun(h.nc);
+      await request(h.nc, rpc.runs.cancel, { owner_id: owner, run_id: run.id });
+      const [completed, cancelled, claim] = await Promise.allSettled([
+        request(h.nc, rpc.runs.transition, { run_id: run.id, attempt, to: 'completed' }),
+        request(h.nc, rpc.runs.transition, { run_id: run.id, attempt, to: 'cancelled' }),
+        request(h.nc, rpc.runs.claim, { run_id: run.id, runner_id: 'runner-b' }),
+      ]);
+      const final = await request(h.nc, rpc.runs.get, { run_id: run.id });
+      outcomes.add(final.status);
+      expect(final.terminal).toBe(true);
+      // Both runner reports get the run as it ended, whichever of them lost.
+      expect(completed).toMatchObject({ status: 'fulfilled', value: { status: final.status } });
+      expect(cancelled).toMatchObject({ status: 'fulfilled', value: { status: final.status } });
+      expect(claim).toMatchObject({ status: 'rejected', reason: { code: 'already_settled' } });
+
+      const statuses = await statusLog(h.nc, run.id);
+      expect(statuses.filter((s) => ['completed', 'cancelled', 'failed'].includes(s))).toEqual([final.status]);
+      expect(statuses.at(-1)).toBe(final.status);
+    }
+    expect([...outcomes].every((s) => s === 'completed' || s === 'cancelled')).toBe(true);
+  });
+});

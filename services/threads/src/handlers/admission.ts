@@ -1,0 +1,146 @@
+import type { CollaborationMode, Run, View } from '@threadwork/contracts';
+import { isAppError, notFound, type Logger } from '@threadwork/platform';
+import { isRecorded, type ControlRecord, type RecordedThread, type ThreadRecord } from '../domain/records.js';
+import type { ThreadsStore } from '../store/store.js';
+import type { Peers } from './peers.js';
+
+export interface Deps {
+  store: ThreadsStore;
+  peers: Peers;
+  logger: Logger;
+}
+
+export function isThreadBusy(err: unknown): boolean {
+  return isAppError(err) && err.code === 'thread_busy';
+}
+
+/** The caller's thread; another owner's, or one whose creation has not finished, does not exist. */
+export async function ownedThread(
+  { store }: Pick<Deps, 'store'>,
+  ownerId: string,
+  threadId: string,
+  view: View,
+): Promise<RecordedThread> {
+  const thread = await store.findOwnedThread(ownerId, threadId);
+  if (!thread || !isRecorded(thread)) throw notFound(view);
+  return thread;
+}
+
+/** The thread's latest run as runs reports it now (a cached status would go stale the moment the run moves). */
+export async function latestRun({ peers }: Pick<Deps, 'peers'>, thread: RecordedThread): Promise<Run | null> {
+  try {
+    return await peers.getRun(thread.owner_id, thread.latest_run_id);
+  } catch (err) {
+    if (isAppError(err) && err.code === 'not_found') return null;
+    throw err;
+  }
+}
+
+export async function recordRun({ store }: Pick<Deps, 'store'>, run: Run): Promise<void> {
+  await store.recordRun(run.thread_id, {
+    id: run.id,
+    created_at: new Date(run.created_at),
+    harness: run.harness,
+    model: run.model,
+    reasoning_effort: run.reasoning_effort,
+    collaboration_mode: run.collaboration_mode,
+  });
+}
+
+export interface MessageAdmission {
+  message_id: string;
+  run_id: string;
+  prompt: string;
+  admission_key: string;
+  collaboration_mode?: CollaborationMode | undefined;
+}
+
+/**
+ * Admits a run for a user message. The message is stored hidden first (so no run ever exists
+ * whose message was never written) and shown once the admission is recorded; if another run holds
+ * the thread (`thread_busy`), the hidden message is removed again, so a losing send leaves nothing
+ * behind. Every step is keyed (message by id, run by admission key), so a retry or a concurrent
+ * twin with the same ids converges on the same message and run.
+ */
+export async function admitWithMessage(
+  deps: Pick<Deps, 'store' | 'peers'>,
+  thread: ThreadRecord,
+  input: MessageAdmission,
+): Promise<Run> {
+  const { store, peers } = deps;
+  const messageRecordId = `${thread._id}/${input.message_id}`;
+  await store.insertMessageIfAbsent({
+    _id: messageRecordId,
+    thread_id: thread._id,
+    message_id: input.message_id,
+    role: 'user',
+    parts: [{ type: 'text', text: input.prompt }],
+    run_id: input.run_id,
+    visible: false,
+    created_at: new Date(),
+  });
+  let run: Run;
+  try {
+    run = await peers.admit({
+      owner_id: thread.owner_id,
+      thread_id: thread._id,
+      project_id: thread.project_id,
+      message_id: input.message_id,
+      admission_key: input.admission_key,
+      run_id: input.run_id,
+      prompt: input.prompt,
+      // Null until the first run is recorded: runs then applies its defaults, and we keep its choice.
+      harness: thread.harness ?? undefined,
+      model: thread.model ?? undefined,
+      reasoning_effort: thread.reasoning_effort ?? undefined,
+      collaboration_mode: input.collaboration_mode ?? thread.collaboration_mode ?? undefined,
+      repositories: thread.repositories,
+    });
+  } catch (err) {
+    if (isThreadBusy(err)) await store.deleteHiddenMessage(messageRecordId);
+    throw err;
+  }
+  await recordRun(deps, run);
+  await store.showMessage(messageRecordId);
+  return run;
+}
+
+/** A control's run: its admission key is the control id, so every applier gets the same run. */
+async function admitControl(deps: Deps, thread: ThreadRecord, control: ControlRecord): Promise<Run | null> {
+  let run: Run;
+  try {
+    run = await admitWithMessage(deps, thread, {
+      message_id: control.message_id,
+      run_id: control.run_id,
+      prompt: control.prompt,
+      admission_key: control._id,
+      collaboration_mode: control.collaboration_mode,
+    });
+  } catch (err) {
+    // Another run got the thread first; this control stays pending until that run ends.
+    if (isThreadBusy(err)) return null;
+    throw err;
+  }
+  await deps.store.markControlApplied(control._id, { createdRunId: run.id, at: new Date() });
+  return run;
+}
+
+/**
+ * When the thread is idle, the oldest pending control (a queue item, or a steer whose run ended
+ * before the harness took it) admits the next run. Safe to call any number of times, from any
+ * replica: a second caller either admits with the same control id (the same run comes back) or
+ * finds the thread busy. Returns the control that admitted a run, and the run.
+ */
+export async function drainQueue(deps: Deps, thread: ThreadRecord): Promise<{ controlId: string; run: Run } | null> {
+  if (await deps.peers.liveRun(thread.owner_id, thread._id)) return null;
+  for (;;) {
+    const control = await deps.store.oldestPendingControl(thread._id);
+    if (!control) return null;
+    const run = await admitControl(deps, thread, control);
+    if (!run) return null;
+    if (!run.terminal) return { controlId: control._id, run };
+    // The control had admitted this run before, but whoever did so stopped before marking it
+    // applied, and the run has ended since: the control is applied now, and the queue moves on.
+    deps.logger.info({ controlId: control._id, runId: run.id }, 'control had admitted an ended run');
+  }
+}

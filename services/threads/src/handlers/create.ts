@@ -1,0 +1,108 @@
+import type { CreateThreadBody, Task, TaskWithRun, Thread, ThreadWithRun, View } from '@threadwork/contracts';
+import { messageAdmissionKey, newId, requestHash, requestKey } from '../domain/ids.js';
+import {
+  baseBranches,
+  inRequestedOrder,
+  orderedRepositoryIds,
+  projectKey,
+  projectName,
+  projectRepositories,
+  runRepositories,
+} from '../domain/project.js';
+import { isRecorded } from '../domain/records.js';
+import { runRef, taskView, threadView } from '../domain/views.js';
+import { admitWithMessage, type Deps } from './admission.js';
+
+interface CreateIds extends Record<string, string> {
+  thread_id: string;
+  message_id: string;
+  run_id: string;
+}
+
+/**
+ * threads.create (POST /v1/threads and POST /v1/tasks). With a client_request_id the ids are
+ * fixed by the first caller's idempotency record, and every caller with the same body then runs
+ * the same keyed steps with them (insert-if-absent, admission by key), so any number of
+ * concurrent or repeated creates converge on one thread, one message and one run — even when the
+ * first one stopped half-way.
+ */
+export async function createThread(
+  deps: Deps,
+  { owner_id: ownerId, view, body }: { owner_id: string; view: View; body: CreateThreadBody },
+): Promise<ThreadWithRun | TaskWithRun> {
+  const { store, peers } = deps;
+  const repositoryIds = orderedRepositoryIds(body);
+  const repositories = inRequestedOrder(repositoryIds, await peers.access(ownerId, repositoryIds));
+
+  const candidate: CreateIds = {
+    thread_id: newId('thr'),
+    message_id: body.message_id ?? newId('msg'),
+    run_id: newId('run'),
+  };
+  const ids = body.client_request_id
+    ? await store.claimRequest(
+        requestKey(ownerId, 'create', body.client_request_id),
+        ownerId,
+        requestHash(body),
+        candidate,
+      )
+    : candidate;
+
+  const branches = baseBranches(repositories, body.branch);
+  const [primary] = repositories;
+  const [primaryBranch] = branches;
+  if (!primary || primaryBranch === undefined) throw new Error('a thread needs a primary repository');
+  const now = new Date();
+  const project = await store.findOrCreateProject({
+    _id: newId('prj'),
+    owner_id: ownerId,
+    key: projectKey(ownerId, repositoryIds),
+    name: projectName(repositories),
+    repositories: projectRepositories(repositories, branches, () => newId('prr')),
+    created_at: now,
+  });
+
+  await store.insertThreadIfAbsent({
+    _id: ids.thread_id,
+    owner_id: ownerId,
+    project_id: project._id,
+    name: body.name ?? null,
+    prompt: body.prompt,
+    harness: body.harness ?? null,
+    model: body.model ?? null,
+    reasoning_effort: body.reasoning_effort ?? null,
+    collaboration_mode: body.collaboration_mode ?? null,
+    branch: primaryBranch,
+    repohost_url: primary.url,
+    repositories: runRepositories(project.repositories, repositories, branches),
+    first_run_id: ids.run_id,
+    latest_run_id: null,
+    latest_run_created_at: null,
+    sandbox_status: null,
+    sandbox_status_at: null,
+    created_at: now,
+    updated_at: now,
+  });
+  // Whoever inserted it, admit with what is stored, so every caller sends runs the same request.
+  const stored = await store.getThread(ids.thread_id);
+  if (!stored) throw new Error(`thread ${ids.thread_id} vanished after insert`);
+
+  const run = await admitWithMessage(deps, stored, {
+    message_id: ids.message_id,
+    run_id: ids.run_id,
+    prompt: stored.prompt,
+    admission_key: messageAdmissionKey(stored._id, ids.message_id),
+  });
+
+  const thread = await store.getThread(ids.thread_id);
+  if (!thread || !isRecorded(thread)) throw new Error(`thread ${ids.thread_id} not recorded after admission`);
+  // A replay long after the fact: the thread may have moved on to later runs.
+  const latest = thread.latest_run_id === run.id ? run : await peers.getRun(ownerId, thread.latest_run_id);
+  const ref = runRef(run);
+  if (view === 'task') {
+    const task: Task = taskView(thread, latest);
+    return { ...task, ...ref };
+  }
+  const shown: Thread = threadView(thread, latest);
+  return { ...shown, ...ref };
+}

@@ -1,0 +1,104 @@
+import {
+  ControlAppliedEvent,
+  MessageCompletedEvent,
+  RunStatusEvent,
+  SandboxStatusEvent,
+  domainEvents,
+  subjects,
+  type Run,
+} from '@threadwork/contracts';
+import { describeZodError, invalidRequest, isAppError } from '@threadwork/platform';
+import type { z } from 'zod';
+import { assistantMessageId } from '../domain/ids.js';
+import { isRecorded } from '../domain/records.js';
+import { drainQueue, recordRun, type Deps } from './admission.js';
+
+const subjectOf = ({ service, entity, verb }: { service: string; entity: string; verb: string }) =>
+  subjects.domain(service, entity, verb);
+
+/** The DOMAIN subjects threads reacts to: the filter of its durable consumer. */
+export const THREADS_DOMAIN_SUBJECTS = {
+  runStatus: subjectOf(domainEvents.runStatus),
+  sandboxStatus: subjectOf(domainEvents.sandboxStatus),
+  controlApplied: subjectOf(domainEvents.controlApplied),
+  messageCompleted: subjectOf(domainEvents.messageCompleted),
+} as const;
+
+function parse<S extends z.ZodType>(schema: S, payload: unknown): z.output<S> {
+  const parsed = schema.safeParse(payload);
+  // Not retryable: the same bytes will never parse, so the consumer terminates the message.
+  if (!parsed.success) throw invalidRequest(describeZodError(parsed.error));
+  return parsed.data;
+}
+
+async function runIfKnown(deps: Deps, ownerId: string, runId: string): Promise<Run | null> {
+  try {
+    return await deps.peers.getRun(ownerId, runId);
+  } catch (err) {
+    if (isAppError(err) && err.code === 'not_found') return null;
+    throw err;
+  }
+}
+
+/**
+ * A run moved. The thread catches up on the run should the admitter have stopped before recording
+ * it (latest run, shown message); a terminal run frees the thread for its oldest pending control.
+ * Idempotent: a second delivery, or a second replica with the same event, records the same run,
+ * and draining admits by control id, so the same run comes back instead of a second one.
+ */
+async function onRunStatus(deps: Deps, event: RunStatusEvent): Promise<void> {
+  const thread = await deps.store.getThread(event.thread_id);
+  if (!thread) return;
+  if (thread.latest_run_id !== event.run_id) {
+    const run = await runIfKnown(deps, thread.owner_id, event.run_id);
+    if (run) await recordRun(deps, run);
+  }
+  await deps.store.showRunMessages(event.run_id);
+  if (!event.terminal) return;
+  const current = await deps.store.getThread(event.thread_id);
+  if (current && isRecorded(current)) await drainQueue(deps, current);
+}
+
+async function onSandboxStatus(deps: Deps, event: SandboxStatusEvent): Promise<void> {
+  await deps.store.setSandboxStatus(event.thread_id, event.status, new Date(event.at));
+}
+
+/** The harness took a steer: pending → applied (a steer that already admitted a run of its own stays as it is). */
+async function onControlApplied(deps: Deps, event: ControlAppliedEvent): Promise<void> {
+  await deps.store.markControlApplied(event.control_id, { createdRunId: null, at: new Date(event.at) });
+}
+
+/** The agent's reply, stored once per `message_key`. */
+async function onMessageCompleted(deps: Deps, event: MessageCompletedEvent): Promise<void> {
+  const thread = await deps.store.getThread(event.thread_id);
+  if (!thread) return;
+  const messageId = assistantMessageId(event.message_key);
+  await deps.store.insertMessageIfAbsent({
+    _id: `${thread._id}/${messageId}`,
+    thread_id: thread._id,
+    message_id: messageId,
+    role: 'assistant',
+    parts: [{ type: 'text', text: event.text }],
+    run_id: event.run_id,
+    visible: true,
+    created_at: new Date(event.at),
+  });
+}
+
+/** Handles one DOMAIN event by subject; anything else on the stream is not for threads. */
+export function createDomainHandler(deps: Deps): (subject: string, payload: unknown) => Promise<void> {
+  return async (subject, payload) => {
+    switch (subject) {
+      case THREADS_DOMAIN_SUBJECTS.runStatus:
+        return onRunStatus(deps, parse(RunStatusEvent, payload));
+      case THREADS_DOMAIN_SUBJECTS.sandboxStatus:
+        return onSandboxStatus(deps, parse(SandboxStatusEvent, payload));
+      case THREADS_DOMAIN_SUBJECTS.controlApplied:
+        return onControlApplied(deps, parse(ControlAppliedEvent, payload));
+      case THREADS_DOMAIN_SUBJECTS.messageCompleted:
+        return onMessageCompleted(deps, parse(MessageCompletedEvent, payload));
+      default:
+        deps.logger.debug({ subject }, 'ignoring DOMAIN event');
+    }
+  };
+}

@@ -1,0 +1,59 @@
+import { rpc, subjects, type AdmitRequest, type Repository, type Run, type RunSignal } from '@threadwork/contracts';
+import { publishSignal, request, type NatsConnection } from '@threadwork/platform';
+
+/** getMany takes at most this many ids per request (RunGetManyRequest). */
+const GET_MANY_MAX = 1000;
+
+/** The other services threads talks to, through the contracts of libs/contracts/src/internal.ts only. */
+export interface Peers {
+  /** The repositories in the order asked; `not_found` when the owner cannot see one of them. */
+  access(ownerId: string, repositoryIds: number[]): Promise<Repository[]>;
+  admit(admission: AdmitRequest): Promise<Run>;
+  getRun(ownerId: string, runId: string): Promise<Run>;
+  /** Runs by id; an id runs does not know is missing from the map. */
+  getRuns(ownerId: string, runIds: string[]): Promise<Map<string, Run>>;
+  liveRun(ownerId: string, threadId: string): Promise<Run | null>;
+  /** Core-NATS signal to a live run; sent only after the state it announces is stored. */
+  signal(runId: string, signal: RunSignal): void;
+}
+
+export function createPeers(nc: NatsConnection): Peers {
+  return {
+    async access(ownerId, repositoryIds) {
+      const { repositories } = await request(nc, rpc.repohost.access, {
+        owner_id: ownerId,
+        repository_ids: repositoryIds,
+      });
+      return repositories;
+    },
+
+    async admit(admission) {
+      const { run } = await request(nc, rpc.runs.admit, admission);
+      return run;
+    },
+
+    getRun: (ownerId, runId) => request(nc, rpc.runs.get, { owner_id: ownerId, run_id: runId }),
+
+    async getRuns(ownerId, runIds) {
+      const unique = [...new Set(runIds)];
+      const found = new Map<string, Run>();
+      for (let start = 0; start < unique.length; start += GET_MANY_MAX) {
+        const { runs } = await request(nc, rpc.runs.getMany, {
+          owner_id: ownerId,
+          run_ids: unique.slice(start, start + GET_MANY_MAX),
+        });
+        for (const run of runs) found.set(run.id, run);
+      }
+      return found;
+    },
+
+    async liveRun(ownerId, threadId) {
+      const { run } = await request(nc, rpc.runs.live, { owner_id: ownerId, thread_id: threadId });
+      return run;
+    },
+
+    signal(runId, signal) {
+      publishSignal(nc, subjects.runSignal(runId), signal);
+    },
+  };
+}

@@ -1,0 +1,261 @@
+import type { CollaborationMode, ControlStatus, SandboxStatus } from '@threadwork/contracts';
+import {
+  conflict,
+  ensureIndexes,
+  isDuplicateKeyError,
+  mongoCall,
+  unavailable,
+  type Collection,
+  type Db,
+  type Document,
+} from '@threadwork/platform';
+import type { MessagePosition } from '../domain/cursor.js';
+import type { ControlRecord, MessageRecord, ProjectRecord, RequestRecord, ThreadRecord } from '../domain/records.js';
+
+/** What recording an admitted run changes on its thread. */
+export interface RecordedRun {
+  id: string;
+  created_at: Date;
+  harness: string;
+  model: string;
+  reasoning_effort: string;
+  collaboration_mode: CollaborationMode;
+}
+
+export type ThreadsStore = ReturnType<typeof createThreadsStore>;
+
+/** Inserts unless a document with the same unique key exists; false when it did (someone else won). */
+async function insertIfAbsent<T extends Document>(collection: Collection<T>, doc: T): Promise<boolean> {
+  try {
+    await mongoCall(() => collection.insertOne(doc as Parameters<Collection<T>['insertOne']>[0]));
+    return true;
+  } catch (err) {
+    if (isDuplicateKeyError(err)) return false;
+    throw err;
+  }
+}
+
+/**
+ * The collections threads owns (DESIGN.md section 1). Every "exactly one wins" decision here is an
+ * insert against a unique index, never a conditional update: FerretDB does not make those atomic.
+ */
+export function createThreadsStore(db: Db) {
+  const projects = db.collection<ProjectRecord>('projects');
+  const threads = db.collection<ThreadRecord>('threads');
+  const messages = db.collection<MessageRecord>('messages');
+  const controls = db.collection<ControlRecord>('controls');
+  const requests = db.collection<RequestRecord>('requests');
+
+  return {
+    async ensureIndexes(): Promise<void> {
+      await ensureIndexes(projects, [
+        {
+          key: { key: 1 },
+          options: { name: 'key_unique', unique: true },
+          serves: "find-or-create the project of an owner's ordered repository set; one project per set",
+        },
+        {
+          key: { owner_id: 1, created_at: -1 },
+          options: { name: 'owner_created' },
+          serves: "work list: an owner's projects, newest first",
+        },
+      ]);
+      await ensureIndexes(threads, [
+        {
+          key: { owner_id: 1, created_at: -1, _id: -1 },
+          options: { name: 'owner_created' },
+          serves: "task list and work list: an owner's threads, newest first",
+        },
+      ]);
+      await ensureIndexes(messages, [
+        {
+          key: { thread_id: 1, visible: 1, created_at: 1, _id: 1 },
+          options: { name: 'thread_page' },
+          serves: "message pages: a thread's shown messages oldest first, after a (created_at, _id) cursor",
+        },
+        {
+          key: { run_id: 1 },
+          options: { name: 'run' },
+          serves: 'show the user message of a run when a status event of that run arrives',
+        },
+      ]);
+      await ensureIndexes(controls, [
+        {
+          key: { thread_id: 1, status: 1, created_at: 1, _id: 1 },
+          options: { name: 'thread_status_created' },
+          serves: "the oldest pending control of a thread; a thread's controls filtered by status",
+        },
+        {
+          key: { thread_id: 1, created_at: 1, _id: 1 },
+          options: { name: 'thread_created' },
+          serves: "a thread's controls, oldest first",
+        },
+      ]);
+      // requests: looked up by _id only (`${owner}:${op}:${client_request_id}`), the default index.
+    },
+
+    /**
+     * Binds a client_request_id to a request: the first caller's insert wins and fixes the ids; any
+     * later caller with the same request gets those ids, with a different one a conflict.
+     */
+    async claimRequest<Ids extends Record<string, string>>(
+      key: string,
+      ownerId: string,
+      bodyHash: string,
+      candidate: Ids,
+    ): Promise<Ids> {
+      const record: RequestRecord<Ids> = {
+        _id: key,
+        owner_id: ownerId,
+        body_hash: bodyHash,
+        ids: candidate,
+        created_at: new Date(),
+      };
+      if (await insertIfAbsent(requests as unknown as Collection<RequestRecord<Ids>>, record)) return candidate;
+      const winner = await mongoCall(() => requests.findOne({ _id: key }));
+      // The duplicate-key error means the winner's document is committed; not finding it is a
+      // transient oddity of the server, worth a retry rather than a second set of ids.
+      if (!winner) throw unavailable('idempotency record not readable yet');
+      if (winner.body_hash !== bodyHash) {
+        throw conflict('idempotency_conflict', 'client_request_id was already used with a different request');
+      }
+      return winner.ids as Ids;
+    },
+
+    async findOrCreateProject(project: ProjectRecord): Promise<ProjectRecord> {
+      const existing = await mongoCall(() => projects.findOne({ key: project.key }));
+      if (existing) return existing;
+      if (await insertIfAbsent(projects, project)) return project;
+      const winner = await mongoCall(() => projects.findOne({ key: project.key }));
+      if (!winner) throw unavailable('project not readable yet');
+      return winner;
+    },
+
+    listProjects: (ownerId: string) =>
+      mongoCall(() => projects.find({ owner_id: ownerId }).sort({ created_at: -1 }).toArray()),
+
+    insertThreadIfAbsent: (thread: ThreadRecord) => insertIfAbsent(threads, thread),
+
+    getThread: (threadId: string) => mongoCall(() => threads.findOne({ _id: threadId })),
+
+    findOwnedThread: (ownerId: string, threadId: string) =>
+      mongoCall(() => threads.findOne({ _id: threadId, owner_id: ownerId })),
+
+    /** Threads whose first run is recorded, newest first. */
+    listThreads: (ownerId: string) =>
+      mongoCall(() =>
+        threads
+          .find({ owner_id: ownerId, latest_run_id: { $ne: null } })
+          .sort({ created_at: -1, _id: -1 })
+          .toArray(),
+      ),
+
+    /**
+     * Makes `run` the thread's latest run unless a newer one is recorded already (a replayed or
+     * late recording must not move it back). Not exclusive, so a conditional update is enough: two
+     * recorders of one run write the same values.
+     */
+    async recordRun(threadId: string, run: RecordedRun): Promise<void> {
+      const now = new Date();
+      await mongoCall(() =>
+        threads.updateOne(
+          {
+            _id: threadId,
+            // Recording the same run again changes nothing, not even updated_at.
+            latest_run_id: { $ne: run.id },
+            $or: [{ latest_run_created_at: null }, { latest_run_created_at: { $lte: run.created_at } }],
+          },
+          {
+            $set: {
+              latest_run_id: run.id,
+              latest_run_created_at: run.created_at,
+              harness: run.harness,
+              model: run.model,
+              reasoning_effort: run.reasoning_effort,
+              collaboration_mode: run.collaboration_mode,
+              updated_at: now,
+            },
+          },
+        ),
+      );
+    },
+
+    async setSandboxStatus(threadId: string, status: SandboxStatus, at: Date): Promise<void> {
+      await mongoCall(() =>
+        threads.updateOne(
+          { _id: threadId, $or: [{ sandbox_status_at: null }, { sandbox_status_at: { $lte: at } }] },
+          { $set: { sandbox_status: status, sandbox_status_at: at, updated_at: new Date() } },
+        ),
+      );
+    },
+
+    insertMessageIfAbsent: (message: MessageRecord) => insertIfAbsent(messages, message),
+
+    async showMessage(id: string): Promise<void> {
+      await mongoCall(() => messages.updateOne({ _id: id, visible: false }, { $set: { visible: true } }));
+    },
+
+    async showRunMessages(runId: string): Promise<void> {
+      await mongoCall(() => messages.updateMany({ run_id: runId, visible: false }, { $set: { visible: true } }));
+    },
+
+    /** Drops a hidden message whose run was not admitted; a shown one is never removed. */
+    async deleteHiddenMessage(id: string): Promise<void> {
+      await mongoCall(() => messages.deleteOne({ _id: id, visible: false }));
+    },
+
+    /** Up to `limit` shown messages after `after`, oldest first. */
+    messagePage: (threadId: string, after: MessagePosition | undefined, limit: number) =>
+      mongoCall(() =>
+        messages
+          .find({
+            thread_id: threadId,
+            visible: true,
+            ...(after
+              ? {
+                  $or: [
+                    { created_at: { $gt: after.createdAt } },
+                    { created_at: after.createdAt, _id: { $gt: after.id } },
+                  ],
+                }
+              : {}),
+          })
+          .sort({ created_at: 1, _id: 1 })
+          .limit(limit)
+          .toArray(),
+      ),
+
+    insertControlIfAbsent: (control: ControlRecord) => insertIfAbsent(controls, control),
+
+    getControl: (controlId: string) => mongoCall(() => controls.findOne({ _id: controlId })),
+
+    oldestPendingControl: (threadId: string) =>
+      mongoCall(() =>
+        controls.find({ thread_id: threadId, status: 'pending' }).sort({ created_at: 1, _id: 1 }).limit(1).next(),
+      ),
+
+    listControls: (threadId: string, status: ControlStatus | undefined) =>
+      mongoCall(() =>
+        controls
+          .find({ thread_id: threadId, ...(status ? { status } : {}) })
+          .sort({ created_at: 1, _id: 1 })
+          .toArray(),
+      ),
+
+    /**
+     * pending → applied. Two appliers of the same control agree on what they write (the run is the
+     * one its admission key names), so the update need not be exclusive.
+     */
+    async markControlApplied(
+      controlId: string,
+      { createdRunId, at }: { createdRunId: string | null; at: Date },
+    ): Promise<void> {
+      await mongoCall(() =>
+        controls.updateOne(
+          { _id: controlId, status: 'pending' },
+          { $set: { status: 'applied', applied_at: at, created_run_id: createdRunId } },
+        ),
+      );
+    },
+  };
+}

@@ -1,0 +1,350 @@
+import {
+  ControlSubmission,
+  MessageAccepted,
+  RunSignal,
+  Task,
+  TaskControlList,
+  domainEvents,
+  rpc,
+  subjects,
+  type Message,
+  type RunStatusEvent,
+} from '@threadwork/contracts';
+import { decodeJson, publishJson } from '@threadwork/platform';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { publishRunStatus } from './support/doubles.js';
+import { eventually, startHarness, type Harness } from './support/harness.js';
+
+describe('messages, queue and steer', () => {
+  let h: Harness;
+
+  beforeAll(async () => {
+    h = await startHarness();
+  });
+  afterAll(async () => {
+    await h?.stop();
+  });
+
+  async function newThread(prompt = 'Start') {
+    const owner = h.newOwner();
+    const thread = await h.call(rpc.threads.create, {
+      owner_id: owner,
+      view: 'thread',
+      body: { repository_id: 101, prompt },
+    });
+    return { owner, thread, target: { owner_id: owner, thread_id: thread.id } };
+  }
+
+  async function messages(target: { owner_id: string; thread_id: string }): Promise<Message[]> {
+    return (await h.call(rpc.threads.messages, { ...target, limit: 200 })).messages;
+  }
+
+  const texts = (list: Message[]) => list.map((m) => `${m.role}:${m.parts.map((p) => p.text).join('')}`);
+
+  async function publishDomain(
+    event: { service: string; entity: string; verb: string },
+    payload: unknown,
+    msgId?: string,
+  ): Promise<number> {
+    const ack = await publishJson(h.js, subjects.domain(event.service, event.entity, event.verb), payload, {
+      ...(msgId ? { msgId } : {}),
+    });
+    return ack.seq;
+  }
+
+  it('admits a run for a message to an idle thread and refuses one while it is active', async () => {
+    const { thread, target } = await newThread();
+    const busy = await h.callError(rpc.threads.message, { ...target, body: { prompt: 'Too early' } });
+    expect(busy.code).toBe('thread_busy');
+    expect(texts(await messages(target))).toEqual(['user:Start']);
+    // The losing send left nothing behind, not even a hidden message.
+    expect(await h.db.collection('messages').countDocuments({ thread_id: thread.id })).toBe(1);
+
+    const { seq } = await h.runs.transition(thread.run_id, 'completed');
+    await h.handledUpTo(seq);
+    const accepted = MessageAccepted.parse(
+      await h.call(rpc.threads.message, { ...target, body: { prompt: 'Next', collaboration_mode: 'plan' } }),
+    );
+    expect(accepted).toMatchObject({ status: 'accepted', run_status: 'queued' });
+    expect(accepted.run_id).not.toBe(thread.run_id);
+    expect(h.runs.run(accepted.run_id)).toMatchObject({ message_id: accepted.message_id, collaboration_mode: 'plan' });
+    expect(texts(await messages(target))).toEqual(['user:Start', 'user:Next']);
+    const shown = await h.call(rpc.threads.get, { ...target, view: 'thread' });
+    expect(shown).toMatchObject({ status: 'active', collaboration_mode: 'plan' });
+  });
+
+  it('replays a message with the same client_request_id and refuses another body under it', async () => {
+    const { thread, target } = await newThread();
+    h.runs.setStatus(thread.run_id, 'completed');
+    const body = { prompt: 'Once', client_request_id: 'send-1' };
+    const first = await h.call(rpc.threads.message, { ...target, body });
+    // Active now, but the same request is the same answer, not thread_busy.
+    expect(await h.call(rpc.threads.message, { ...target, body })).toEqual(first);
+    const err = await h.callError(rpc.threads.message, { ...target, body: { ...body, prompt: 'Other' } });
+    expect(err.code).toBe('idempotency_conflict');
+    expect(h.runs.created(thread.id)).toHaveLength(2);
+  });
+
+  it('applies a queue item at once while the thread is idle', async () => {
+    const { thread, target } = await newThread();
+    h.runs.setStatus(thread.run_id, 'completed');
+    const submitted = ControlSubmission.parse(
+      await h.call(rpc.threads.queue, { ...target, body: { prompt: 'Queued', message_id: 'q-msg' } }),
+    );
+    expect(submitted.control).toMatchObject({
+      kind: 'queue',
+      status: 'applied',
+      thread_id: thread.id,
+      prompt: 'Queued',
+      prompt_parts: [{ type: 'text', text: 'Queued' }],
+      collaboration_mode: 'default',
+      target_run_id: null,
+    });
+    expect(submitted.control.applied_at).not.toBeNull();
+    expect(submitted.run).toMatchObject({ run_status: 'queued', message_id: 'q-msg' });
+    expect(submitted.control.created_run_id).toBe(submitted.run?.run_id);
+    expect(texts(await messages(target))).toEqual(['user:Start', 'user:Queued']);
+  });
+
+  it('keeps a queue item pending while the thread is active and admits it once when the run ends', async () => {
+    const { thread, target } = await newThread();
+    const first = ControlSubmission.parse(await h.call(rpc.threads.queue, { ...target, body: { prompt: 'One' } }));
+    const second = ControlSubmission.parse(await h.call(rpc.threads.queue, { ...target, body: { prompt: 'Two' } }));
+    expect(first.control).toMatchObject({ status: 'pending', target_run_id: thread.run_id, created_run_id: null });
+    expect(first.run).toBeNull();
+
+    // The same terminal event, delivered twice (as a redelivery or a second publisher would).
+    const event = h.runs.setStatus(thread.run_id, 'completed');
+    await publishRunStatus(h.js, event, 'dup-a');
+    const seq = await publishRunStatus(h.js, event, 'dup-b');
+    await h.handledUpTo(seq);
+
+    const controls = await h.call(rpc.threads.controls, { ...target, view: 'thread' });
+    expect(controls.controls.map((c) => [c.id, c.status])).toEqual([
+      [first.control.id, 'applied'],
+      [second.control.id, 'pending'],
+    ]);
+    const runs = h.runs.created(thread.id);
+    expect(runs).toHaveLength(2);
+    expect(controls.controls[0]?.created_run_id).toBe(runs[1]?.id);
+    expect(texts(await messages(target))).toEqual(['user:Start', 'user:One']);
+    expect(await h.call(rpc.threads.resumable, target)).toEqual({ run: { run_id: runs[1]?.id } });
+
+    // That run ends too: the next item goes.
+    const secondRun = runs[1];
+    if (!secondRun) throw new Error('no second run');
+    const next = await h.runs.transition(secondRun.id, 'failed');
+    await h.handledUpTo(next.seq);
+    expect(h.runs.created(thread.id)).toHaveLength(3);
+    const pending = await h.call(rpc.threads.controls, { ...target, view: 'thread', status: 'pending' });
+    expect(pending.controls).toEqual([]);
+  });
+
+  it('answers no_active_run to a steer of an idle thread', async () => {
+    const { thread, target } = await newThread();
+    h.runs.setStatus(thread.run_id, 'cancelled');
+    const err = await h.callError(rpc.threads.steer, { ...target, body: { prompt: 'Left' } });
+    expect(err.code).toBe('no_active_run');
+    expect((await h.call(rpc.threads.controls, { ...target, view: 'thread' })).controls).toEqual([]);
+  });
+
+  it('signals a steer to the live run and marks it applied when the harness takes it', async () => {
+    const { thread, target } = await newThread();
+    const signals = h.nc.subscribe(subjects.runSignal(thread.run_id), { max: 1 });
+    const submitted = ControlSubmission.parse(
+      await h.call(rpc.threads.steer, { ...target, body: { prompt: 'Use tabs' } }),
+    );
+    expect(submitted).toMatchObject({
+      control: { kind: 'steer', status: 'pending', target_run_id: thread.run_id, created_run_id: null },
+      run: null,
+    });
+    for await (const msg of signals) {
+      expect(RunSignal.parse(decodeJson(msg.data))).toEqual({
+        type: 'steer',
+        control_id: submitted.control.id,
+        prompt: 'Use tabs',
+      });
+    }
+
+    const seq = await publishDomain(domainEvents.controlApplied, {
+      control_id: submitted.control.id,
+      run_id: thread.run_id,
+      thread_id: thread.id,
+      at: new Date().toISOString(),
+    });
+    await h.handledUpTo(seq);
+    const list = TaskControlList.parse(await h.call(rpc.threads.controls, { ...target, view: 'task' }));
+    expect(list.controls).toEqual([
+      expect.objectContaining({
+        id: submitted.control.id,
+        task_id: thread.id,
+        status: 'applied',
+        created_run_id: null,
+      }),
+    ]);
+    expect(list.controls[0]?.applied_at).not.toBeNull();
+
+    // The run ends: an applied steer admits nothing.
+    const ended = await h.runs.transition(thread.run_id, 'completed');
+    await h.handledUpTo(ended.seq);
+    expect(h.runs.created(thread.id)).toHaveLength(1);
+  });
+
+  it('admits a steer whose run ended first as the next run', async () => {
+    const { thread, target } = await newThread();
+    const submitted = await h.call(rpc.threads.steer, { ...target, body: { prompt: 'Also update docs' } });
+    await h.handledUpTo(
+      await publishDomain(domainEvents.messageCompleted, {
+        thread_id: thread.id,
+        run_id: thread.run_id,
+        message_key: `${thread.run_id}:reply`,
+        text: 'Done.',
+        at: new Date().toISOString(),
+      }),
+    );
+    const { seq } = await h.runs.transition(thread.run_id, 'completed');
+    await h.handledUpTo(seq);
+
+    const [control] = (await h.call(rpc.threads.controls, { ...target, view: 'thread' })).controls;
+    const runs = h.runs.created(thread.id);
+    expect(runs).toHaveLength(2);
+    expect(control).toMatchObject({ id: submitted.control.id, kind: 'steer', status: 'applied' });
+    expect(control?.created_run_id).toBe(runs[1]?.id);
+    expect(runs[1]?.message_id).toBe((await messages(target)).find((m) => m.parts[0]?.text === 'Also update docs')?.id);
+    expect(texts(await messages(target))).toEqual(['user:Start', 'assistant:Done.', 'user:Also update docs']);
+  });
+
+  it('admits a steer at once when its run ended between the check and the write', async () => {
+    const { thread, target } = await newThread();
+    // runs answers "live", then the run ends before threads stores the steer; threads has not
+    // handled the terminal event yet, so nobody else would admit the steer.
+    let ended: RunStatusEvent | undefined;
+    h.runs.afterNextLive(() => {
+      ended = h.runs.setStatus(thread.run_id, 'completed');
+    });
+    const submitted = ControlSubmission.parse(await h.call(rpc.threads.steer, { ...target, body: { prompt: 'Late' } }));
+    const runs = h.runs.created(thread.id);
+    expect(runs).toHaveLength(2);
+    expect(submitted.control).toMatchObject({ status: 'applied', target_run_id: thread.run_id });
+    expect(submitted.run?.run_id).toBe(runs[1]?.id);
+    // The terminal event arriving afterwards admits nothing more.
+    if (!ended) throw new Error('the run did not end');
+    await h.handledUpTo(await publishRunStatus(h.js, ended));
+    expect(h.runs.created(thread.id)).toHaveLength(2);
+  });
+
+  it('stores an assistant reply once however often its event arrives', async () => {
+    const { thread, target } = await newThread();
+    const reply = {
+      thread_id: thread.id,
+      run_id: thread.run_id,
+      message_key: `${thread.run_id}:final`,
+      text: 'All green.',
+      at: new Date(Date.now() + 1).toISOString(),
+    };
+    await publishDomain(domainEvents.messageCompleted, reply, 'reply-a');
+    await h.handledUpTo(await publishDomain(domainEvents.messageCompleted, reply, 'reply-b'));
+    const list = await messages(target);
+    expect(texts(list)).toEqual(['user:Start', 'assistant:All green.']);
+    expect(list[1]?.id).toMatch(/^msg_[0-9a-f]{32}$/);
+  });
+
+  it('derives statuses from the latest run and the sandbox events', async () => {
+    const { thread, target } = await newThread();
+    const task = async () => Task.parse(await h.call(rpc.threads.get, { ...target, view: 'task' }));
+    const sandbox = (status: string, at: Date) =>
+      publishDomain(domainEvents.sandboxStatus, {
+        thread_id: thread.id,
+        status,
+        sandbox_id: 'sbx_1',
+        reason: null,
+        at: at.toISOString(),
+      });
+    expect((await task()).status).toBe('setup');
+
+    const now = Date.now();
+    await h.handledUpTo(await sandbox('initializing', new Date(now)));
+    h.runs.setStatus(thread.run_id, 'starting');
+    expect(await task()).toMatchObject({ status: 'setup', sandbox_status: 'initializing' });
+
+    await h.handledUpTo(await sandbox('ready', new Date(now + 10)));
+    // A stale event delivered late does not win.
+    await h.handledUpTo(await sandbox('initializing', new Date(now + 5)));
+    h.runs.setStatus(thread.run_id, 'running');
+    expect(await task()).toMatchObject({ status: 'running', sandbox_status: 'ready' });
+
+    h.runs.setStatus(thread.run_id, 'waiting_for_input');
+    expect((await task()).status).toBe('waiting');
+    expect((await h.call(rpc.threads.get, { ...target, view: 'thread' })).status).toBe('active');
+
+    const { seq } = await h.runs.transition(thread.run_id, 'completed');
+    await h.handledUpTo(seq);
+    expect((await task()).status).toBe('ready');
+    expect((await h.call(rpc.threads.get, { ...target, view: 'thread' })).status).toBe('idle');
+    expect(await h.call(rpc.threads.resumable, target)).toEqual({ run: null });
+
+    // A follow-up into a reclaimed sandbox is running, not setup again.
+    await h.handledUpTo(await sandbox('initializing', new Date(now + 20)));
+    const follow = await h.call(rpc.threads.message, { ...target, body: { prompt: 'More' } });
+    expect((await task()).status).toBe('running');
+    h.runs.setStatus(follow.run_id, 'failed');
+    expect((await task()).status).toBe('failed');
+    const list = await h.call(rpc.threads.list, { owner_id: target.owner_id });
+    expect(list.tasks.map((t) => [t.id, t.status])).toEqual([[thread.id, 'failed']]);
+  });
+
+  it('pages messages oldest first with an opaque cursor', async () => {
+    const { thread, target } = await newThread('m0');
+    let runId = thread.run_id;
+    for (let i = 1; i <= 4; i += 1) {
+      h.runs.setStatus(runId, 'completed');
+      runId = (await h.call(rpc.threads.message, { ...target, body: { prompt: `m${i}` } })).run_id;
+    }
+    const seen: string[] = [];
+    let cursor: string | undefined;
+    let pages = 0;
+    do {
+      const page = await h.call(rpc.threads.messages, { ...target, limit: 2, ...(cursor ? { cursor } : {}) });
+      seen.push(...page.messages.map((m) => m.parts[0]?.text ?? ''));
+      cursor = page.next_cursor ?? undefined;
+      pages += 1;
+      expect(page.messages.length).toBeLessThanOrEqual(2);
+    } while (cursor);
+    expect(seen).toEqual(['m0', 'm1', 'm2', 'm3', 'm4']);
+    expect(pages).toBe(3);
+
+    const exact = await h.call(rpc.threads.messages, { ...target, limit: 5 });
+    expect(exact.next_cursor).toBeNull();
+    const bad = await h.callError(rpc.threads.messages, { ...target, limit: 5, cursor: 'garbage' });
+    expect(bad.code).toBe('invalid_request');
+  });
+
+  it('queues and steers idempotently with a client_request_id', async () => {
+    const { thread, target } = await newThread();
+    const queue = { prompt: 'Q', client_request_id: 'q-1' };
+    const steer = { prompt: 'S', client_request_id: 's-1' };
+    const [q1, q2] = await Promise.all([
+      h.call(rpc.threads.queue, { ...target, body: queue }),
+      h.call(rpc.threads.queue, { ...target, body: queue }),
+    ]);
+    expect(q2.control.id).toBe(q1.control.id);
+    const s1 = await h.call(rpc.threads.steer, { ...target, body: steer });
+    const s2 = await h.call(rpc.threads.steer, { ...target, body: steer });
+    expect(s2.control.id).toBe(s1.control.id);
+    expect((await h.callError(rpc.threads.queue, { ...target, body: { ...queue, prompt: 'other' } })).code).toBe(
+      'idempotency_conflict',
+    );
+    expect((await h.call(rpc.threads.controls, { ...target, view: 'thread' })).controls).toHaveLength(2);
+
+    // Oldest first: the queue item goes before the steer once the run ends.
+    const { seq } = await h.runs.transition(thread.run_id, 'completed');
+    await h.handledUpTo(seq);
+    const runs = h.runs.created(thread.id);
+    expect(runs).toHaveLength(2);
+    const after = await h.call(rpc.threads.queue, { ...target, body: queue });
+    expect(after).toMatchObject({ control: { id: q1.control.id, status: 'applied' }, run: { run_id: runs[1]?.id } });
+    await eventually(async () => {
+      expect((await messages(target)).map((m) => m.parts[0]?.text)).toEqual(['Start', 'Q']);
+    });
+  });
+});

@@ -1,0 +1,479 @@
+import {
+  ControlSubmission,
+  Interaction,
+  MessageAccepted,
+  MessagePage,
+  Run,
+  RunEventPage,
+  Task,
+  TaskList,
+  TaskWithRun,
+  Thread,
+  ThreadWithRun,
+  WorkList,
+  RepositoryList,
+} from '@threadwork/contracts';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { RunDriver, question } from './support/driver.js';
+import { startStack, type Stack, type TestUser } from './support/stack.js';
+
+let stack: Stack;
+let alice: TestUser;
+let bob: TestUser;
+let repoId: number;
+
+beforeAll(async () => {
+  stack = await startStack();
+  [alice, bob] = await Promise.all([stack.createUser('alice'), stack.createUser('bob')]);
+  repoId = await stack.addRepo('widgets', { branch: 'trunk' });
+});
+afterAll(async () => {
+  await stack?.stop();
+});
+
+async function json<T>(res: Response, status: number, schema?: { parse(v: unknown): T }): Promise<T> {
+  const text = await res.text();
+  expect(res.status, text).toBe(status);
+  const body = text ? JSON.parse(text) : undefined;
+  return schema ? schema.parse(body) : (body as T);
+}
+
+function post(path: string, user: TestUser, body: unknown) {
+  return stack.fetch(path, { method: 'POST', user, body: JSON.stringify(body) });
+}
+
+async function createThread(user: TestUser, body: Record<string, unknown> = {}) {
+  return json(
+    await post('/v1/threads', user, { repository_id: repoId, prompt: 'Add a changelog', ...body }),
+    202,
+    ThreadWithRun,
+  );
+}
+
+async function waitFor<T>(what: string, fn: () => Promise<T | undefined>, timeoutMs = 10_000): Promise<T> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    const value = await fn();
+    if (value !== undefined) return value;
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
+    await new Promise((r) => setTimeout(r, 50));
+  }
+}
+
+async function runOf(user: TestUser, runId: string) {
+  return json(await stack.fetch(`/v1/runs/${runId}`, { user }), 200, Run);
+}
+
+describe('repositories', () => {
+  it("lists the local provider's bare repositories with every contract field", async () => {
+    const list = await json(await stack.fetch('/v1/repohost/repositories', { user: alice }), 200, RepositoryList);
+    const widgets = list.repositories.find((r) => r.repository_id === repoId);
+    expect(widgets).toMatchObject({
+      name: 'widgets',
+      full_name: 'local/widgets',
+      default_branch: 'trunk',
+      private: true,
+    });
+    const filtered = await json(
+      await stack.fetch('/v1/repohost/repositories?q=WIDG', { user: alice }),
+      200,
+      RepositoryList,
+    );
+    expect(filtered.repositories.map((r) => r.name)).toEqual(['widgets']);
+    const none = await json(
+      await stack.fetch('/v1/repohost/repositories?q=nothing-like-this', { user: alice }),
+      200,
+      RepositoryList,
+    );
+    expect(none.repositories).toEqual([]);
+    expect((await stack.fetch('/v1/repohost/connection', { user: alice })).status).toBe(200);
+  });
+});
+
+describe('a thread from creation to completion', () => {
+  it('creates, reads, runs and finishes', async () => {
+    const created = await createThread(alice, { name: 'changelog' });
+    expect(created).toMatchObject({
+      status: 'active',
+      run_status: 'queued',
+      run_url: `/v1/runs/${created.run_id}`,
+      events_url: `/v1/runs/${created.run_id}/events`,
+      branch: 'trunk',
+    });
+
+    const thread = await json(await stack.fetch(`/v1/threads/${created.id}`, { user: alice }), 200, Thread);
+    expect(thread).toMatchObject({ id: created.id, status: 'active', name: 'changelog' });
+
+    const run = await runOf(alice, created.run_id);
+    expect(run).toMatchObject({
+      id: created.run_id,
+      thread_id: created.id,
+      status: 'queued',
+      attempt: 0,
+      terminal: false,
+      error: null,
+    });
+
+    const task = await json(await stack.fetch(`/v1/tasks/${created.id}`, { user: alice }), 200, Task);
+    expect(task.status).toBe('setup');
+    expect(task.messages?.[0]).toMatchObject({
+      id: created.message_id,
+      role: 'user',
+      parts: [{ type: 'text', text: 'Add a changelog' }],
+    });
+    expect(await json(await stack.fetch(`/v1/tasks/${created.id}/runs/resumable`, { user: alice }), 200)).toEqual({
+      run_id: created.run_id,
+    });
+
+    const tasks = await json(await stack.fetch('/v1/tasks', { user: alice }), 200, TaskList);
+    expect(tasks.tasks.map((t) => t.id)).toContain(created.id);
+    const work = await json(await stack.fetch('/v1/work', { user: alice }), 200, WorkList);
+    const project = work.projects.find((p) => p.id === created.project_id);
+    expect(project).toMatchObject({ repository: 'local/widgets', branch: 'trunk' });
+    expect(project?.repositories?.[0]).toMatchObject({
+      repository_id: repoId,
+      full_name: 'local/widgets',
+      branch: 'trunk',
+    });
+    expect(project?.threads.find((t) => t.id === created.id)?.latest_run).toEqual({
+      id: created.run_id,
+      status: 'queued',
+    });
+
+    const driver = await RunDriver.claim(stack.nc, created.run_id);
+    await driver.start();
+    await driver.say('Added CHANGELOG.md');
+    await driver.to('completed', { usage: { inputTokens: 10, outputTokens: 5, totalTokens: 15 } });
+
+    const done = await runOf(alice, created.run_id);
+    expect(done).toMatchObject({
+      status: 'completed',
+      terminal: true,
+      usage: { inputTokens: 10, outputTokens: 5, totalTokens: 15 },
+    });
+    expect(done.started_at).not.toBeNull();
+    expect(done.completed_at).not.toBeNull();
+
+    const page = await json(
+      await stack.fetch(`/v1/runs/${created.run_id}/events?limit=1000`, { user: alice }),
+      200,
+      RunEventPage,
+    );
+    const types = page.events.map((e) => (e.chunk as { type: string }).type);
+    expect(types).toEqual([
+      'run.status',
+      'run.status',
+      'run.status',
+      'message.delta',
+      'message.completed',
+      'run.status',
+    ]);
+    expect(page.terminal).toBe(true);
+    expect(page.next_sequence).toBe(page.events.at(-1)!.sequence + 1);
+    const sequences = page.events.map((e) => e.sequence);
+    expect([...sequences].sort((a, b) => a - b)).toEqual(sequences);
+
+    const partial = await json(
+      await stack.fetch(`/v1/runs/${created.run_id}/events?limit=2`, { user: alice }),
+      200,
+      RunEventPage,
+    );
+    expect(partial.events).toHaveLength(2);
+    expect(partial.terminal).toBe(false);
+    const empty = await json(
+      await stack.fetch(`/v1/runs/${created.run_id}/events?from=${page.next_sequence}`, { user: alice }),
+      200,
+      RunEventPage,
+    );
+    expect(empty).toMatchObject({ events: [], next_sequence: page.next_sequence, terminal: true, status: 'completed' });
+
+    expect((await stack.fetch(`/v1/tasks/${created.id}/runs/resumable`, { user: alice })).status).toBe(204);
+    expect((await json(await stack.fetch(`/v1/tasks/${created.id}`, { user: alice }), 200, Task)).status).toBe('ready');
+    expect((await json(await stack.fetch(`/v1/threads/${created.id}`, { user: alice }), 200, Thread)).status).toBe(
+      'idle',
+    );
+  });
+
+  it('answers 202 for a task too, in the task vocabulary', async () => {
+    const created = await json(
+      await post('/v1/tasks', alice, { repository_id: repoId, prompt: 'Task vocabulary' }),
+      202,
+      TaskWithRun,
+    );
+    expect(created.status).toBe('setup');
+    expect(created).not.toHaveProperty('harness');
+  });
+});
+
+describe('messages, queue and steer', () => {
+  it('admits a new run on an idle thread and refuses a message while one is live', async () => {
+    const created = await createThread(alice);
+    const busy = await json<{ error: { code: string } }>(
+      await post(`/v1/threads/${created.id}/messages`, alice, { prompt: 'again' }),
+      409,
+    );
+    expect(busy.error.code).toBe('thread_busy');
+
+    const driver = await RunDriver.claim(stack.nc, created.run_id);
+    await driver.start();
+    await driver.to('completed');
+    const accepted = await json(
+      await post(`/v1/threads/${created.id}/messages`, alice, { prompt: 'Now the docs' }),
+      202,
+      MessageAccepted,
+    );
+    expect(accepted).toMatchObject({ status: 'accepted', run_status: 'queued' });
+    expect(accepted.run_id).not.toBe(created.run_id);
+
+    const messages = await json(
+      await stack.fetch(`/v1/threads/${created.id}/messages`, { user: alice }),
+      200,
+      MessagePage,
+    );
+    expect(messages.messages.map((m) => m.parts)).toEqual([
+      [{ type: 'text', text: 'Add a changelog' }],
+      [{ type: 'text', text: 'Now the docs' }],
+    ]);
+    expect(messages.next_cursor).toBeNull();
+    const first = await json(
+      await stack.fetch(`/v1/threads/${created.id}/messages?limit=1`, { user: alice }),
+      200,
+      MessagePage,
+    );
+    expect(first.messages).toHaveLength(1);
+    const second = await json(
+      await stack.fetch(`/v1/threads/${created.id}/messages?limit=1&cursor=${first.next_cursor}`, { user: alice }),
+      200,
+      MessagePage,
+    );
+    expect(second.messages[0]?.id).toBe(accepted.message_id);
+  });
+
+  it('queues behind a live run and admits the queued prompt when the run ends', async () => {
+    const created = await createThread(alice);
+    const queued = await json(
+      await post(`/v1/threads/${created.id}/queue`, alice, { prompt: 'Then this' }),
+      202,
+      ControlSubmission,
+    );
+    expect(queued).toMatchObject({
+      control: { kind: 'queue', status: 'pending', target_run_id: created.run_id, created_run_id: null },
+      run: null,
+    });
+
+    const driver = await RunDriver.claim(stack.nc, created.run_id);
+    await driver.start();
+    await driver.to('completed');
+
+    const applied = await waitFor('queued control applied', async () => {
+      const list = await json<{ controls: { id: string; status: string; created_run_id: string | null }[] }>(
+        await stack.fetch(`/v1/threads/${created.id}/controls`, { user: alice }),
+        200,
+      );
+      const control = list.controls.find((c) => c.id === queued.control.id);
+      return control?.status === 'applied' ? control : undefined;
+    });
+    expect(applied.created_run_id).toBeTruthy();
+    expect((await runOf(alice, applied.created_run_id!)).status).toBe('queued');
+
+    const taskControls = await json<{ controls: { task_id: string }[] }>(
+      await stack.fetch(`/v1/tasks/${created.id}/controls?status=applied`, { user: alice }),
+      200,
+    );
+    expect(taskControls.controls[0]?.task_id).toBe(created.id);
+  });
+
+  it('applies a queue at once on an idle thread', async () => {
+    const created = await createThread(alice);
+    const driver = await RunDriver.claim(stack.nc, created.run_id);
+    await driver.start();
+    await driver.to('failed', { error: { code: 'model_error', message: 'the model answered 500' } });
+    const submission = await json(
+      await post(`/v1/threads/${created.id}/queue`, alice, { prompt: 'Try again' }),
+      202,
+      ControlSubmission,
+    );
+    expect(submission.control.status).toBe('applied');
+    expect(submission.run).toMatchObject({ run_status: 'queued', run_id: submission.control.created_run_id });
+  });
+
+  it('steers only a live run', async () => {
+    const created = await createThread(alice);
+    const driver = await RunDriver.claim(stack.nc, created.run_id);
+    await driver.start();
+    const steer = await json(
+      await post(`/v1/threads/${created.id}/steer`, alice, { prompt: 'Use markdown' }),
+      202,
+      ControlSubmission,
+    );
+    expect(steer).toMatchObject({
+      control: { kind: 'steer', status: 'pending', target_run_id: created.run_id },
+      run: null,
+    });
+    await driver.to('completed');
+    const none = await json<{ error: { code: string } }>(
+      await post(`/v1/threads/${created.id}/steer`, alice, { prompt: 'too late' }),
+      409,
+    );
+    expect(none.error.code).toBe('no_active_run');
+  });
+});
+
+describe('cancel', () => {
+  it('cancels a queued run at once, a running one through cancelling, and leaves a terminal one alone', async () => {
+    const queued = await createThread(alice);
+    const cancelled = await json(await post(`/v1/runs/${queued.run_id}/cancel`, alice, undefined), 202, Run);
+    expect(cancelled).toMatchObject({ status: 'cancelled', terminal: true });
+    const again = await json(await post(`/v1/runs/${queued.run_id}/cancel`, alice, undefined), 200, Run);
+    expect(again.status).toBe('cancelled');
+    expect((await json(await stack.fetch(`/v1/tasks/${queued.id}`, { user: alice }), 200, Task)).status).toBe(
+      'cancelled',
+    );
+
+    const live = await createThread(alice);
+    const driver = await RunDriver.claim(stack.nc, live.run_id);
+    await driver.start();
+    const cancelling = await json(await post(`/v1/runs/${live.run_id}/cancel`, alice, undefined), 202, Run);
+    expect(cancelling.status).toBe('cancelling');
+    await driver.to('cancelled');
+    expect((await runOf(alice, live.run_id)).status).toBe('cancelled');
+  });
+});
+
+describe('interactions', () => {
+  it('waits for an answer, settles once and redacts secrets', async () => {
+    const created = await createThread(alice, { collaboration_mode: 'plan' });
+    const driver = await RunDriver.claim(stack.nc, created.run_id);
+    await driver.start();
+    const interaction = await driver.ask([question('file', ['README.md', 'NOTES.md']), question('token', [], true)]);
+    expect((await runOf(alice, created.run_id)).status).toBe('waiting_for_input');
+    expect((await json(await stack.fetch(`/v1/tasks/${created.id}`, { user: alice }), 200, Task)).status).toBe(
+      'waiting',
+    );
+
+    const pending = await json<{ interactions: Interaction[] }>(
+      await stack.fetch(`/v1/threads/${created.id}/interactions?status=pending`, { user: alice }),
+      200,
+    );
+    expect(pending.interactions.map((i) => i.id)).toEqual([interaction.id]);
+    const one = await json(await stack.fetch(`/v1/interactions/${interaction.id}`, { user: alice }), 200, Interaction);
+    expect(one).toMatchObject({ status: 'pending', kind: 'question', run_id: created.run_id, thread_id: created.id });
+
+    const answers = {
+      file: { kind: 'options', optionIds: ['NOTES.md'] },
+      token: { kind: 'text', text: 's3cr3t-value' },
+    };
+    const settled = await json<Record<string, unknown>>(
+      await post(`/v1/interactions/${interaction.id}/answer`, alice, { action: 'answer', answers }),
+      200,
+    );
+    expect(settled).toMatchObject({
+      interactionId: interaction.id,
+      status: 'answered',
+      answers: { file: answers.file, token: { kind: 'redacted' } },
+    });
+    expect(JSON.stringify(settled)).not.toContain('s3cr3t-value');
+
+    const conflict = await json<{ error: { code: string } }>(
+      await post(`/v1/interactions/${interaction.id}/answer`, alice, { action: 'answer', answers }),
+      409,
+    );
+    expect(conflict.error.code).toBe('already_settled');
+
+    const read = await stack.fetch(`/v1/interactions/${interaction.id}`, { user: alice });
+    expect(await read.text()).not.toContain('s3cr3t-value');
+    expect((await runOf(alice, created.run_id)).status).toBe('running');
+    // The runner reads the answers in clear through the internal API only.
+    expect(JSON.stringify(await driver.settlement(interaction.id))).toContain('s3cr3t-value');
+  });
+});
+
+describe('bad input', () => {
+  async function invalid(res: Response, field: string) {
+    const body = await json<{ error: { code: string; message: string } }>(res, 400);
+    expect(body.error.code).toBe('invalid_request');
+    expect(body.error.message).toContain(field);
+  }
+
+  it('names the offending field', async () => {
+    await invalid(await post('/v1/tasks', alice, { repository_id: repoId, prompt: 'x'.repeat(4097) }), 'prompt');
+    await invalid(await post('/v1/tasks', alice, { repository_id: 0, prompt: 'x' }), 'repository_id');
+    await invalid(
+      await post('/v1/tasks', alice, { repository_id: repoId, prompt: 'x', repository_ids: [2] }),
+      'repository_ids',
+    );
+    await invalid(await post('/v1/threads', alice, { repository_id: repoId, prompt: '' }), 'prompt');
+    await invalid(await stack.fetch(`/v1/threads/${'a'.repeat(257)}`, { user: alice }), 'id');
+    await invalid(await stack.fetch('/v1/runs/r1/events?limit=1001', { user: alice }), 'limit');
+    await invalid(await stack.fetch('/v1/tasks', { method: 'POST', user: alice, body: '{not json' }), 'body');
+  });
+
+  it('refuses a body over 1 MiB with 413', async () => {
+    const res = await post('/v1/threads', alice, { repository_id: repoId, prompt: 'x', name: 'y'.repeat(1_100_000) });
+    expect(res.status).toBe(413);
+    expect(await res.json()).toMatchObject({ error: { code: 'payload_too_large' } });
+  });
+
+  it('answers 404 for a repository the caller cannot see, and creates nothing', async () => {
+    const before = await json(await stack.fetch('/v1/tasks', { user: alice }), 200, TaskList);
+    const res = await post('/v1/threads', alice, { repository_id: 987654321, prompt: 'nope' });
+    expect(await json(res, 404)).toMatchObject({ error: { code: 'not_found' } });
+    const after = await json(await stack.fetch('/v1/tasks', { user: alice }), 200, TaskList);
+    expect(after.tasks).toHaveLength(before.tasks.length);
+  });
+
+  it('answers 401 before anything else', async () => {
+    const res = await stack.fetch('/v1/tasks', { method: 'POST', body: '{not json' });
+    expect(res.status).toBe(401);
+    expect(await res.json()).toEqual({ error: 'Unauthorized' });
+  });
+});
+
+describe('ownership', () => {
+  it('keeps every resource of one user invisible to another (404)', async () => {
+    const created = await createThread(alice);
+    const driver = await RunDriver.claim(stack.nc, created.run_id);
+    await driver.start();
+    const interaction = await driver.ask([question('pick', ['a', 'b'])]);
+
+    const reads = [
+      `/v1/threads/${created.id}`,
+      `/v1/tasks/${created.id}`,
+      `/v1/tasks/${created.id}/runs/resumable`,
+      `/v1/threads/${created.id}/messages`,
+      `/v1/tasks/${created.id}/messages`,
+      `/v1/threads/${created.id}/controls`,
+      `/v1/tasks/${created.id}/controls`,
+      `/v1/threads/${created.id}/interactions`,
+      `/v1/runs/${created.run_id}`,
+      `/v1/runs/${created.run_id}/events`,
+      `/v1/runs/${created.run_id}/events/stream`,
+      `/v1/interactions/${interaction.id}`,
+    ];
+    for (const path of reads) {
+      const res = await stack.fetch(path, { user: bob });
+      expect(res.status, path).toBe(404);
+      expect(await res.json(), path).toMatchObject({ error: { code: 'not_found' } });
+    }
+    const writes: [string, unknown][] = [
+      [`/v1/threads/${created.id}/messages`, { prompt: 'x' }],
+      [`/v1/threads/${created.id}/queue`, { prompt: 'x' }],
+      [`/v1/threads/${created.id}/steer`, { prompt: 'x' }],
+      [`/v1/runs/${created.run_id}/cancel`, undefined],
+      [
+        `/v1/interactions/${interaction.id}/answer`,
+        { action: 'answer', answers: { pick: { kind: 'options', optionIds: ['a'] } } },
+      ],
+    ];
+    for (const [path, body] of writes) {
+      const res = await post(path, bob, body);
+      expect(res.status, path).toBe(404);
+    }
+    const bobsWork = await json(await stack.fetch('/v1/work', { user: bob }), 200, WorkList);
+    expect(JSON.stringify(bobsWork)).not.toContain(created.id);
+    const bobsTasks = await json(await stack.fetch('/v1/tasks', { user: bob }), 200, TaskList);
+    expect(bobsTasks.tasks.map((t) => t.id)).not.toContain(created.id);
+    // Nothing bob tried changed alice's run.
+    expect((await runOf(alice, created.run_id)).status).toBe('waiting_for_input');
+  });
+});

@@ -1,0 +1,138 @@
+import { RunEventPage, ThreadWithRun, type RunEvent } from '@threadwork/contracts';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { RunDriver } from './support/driver.js';
+import { startStack, type Stack, type TestUser } from './support/stack.js';
+
+// A reader that follows next_sequence across a long run receives each event exactly once, in
+// order — by long-poll while the run is being written, and by SSE reconnecting mid-stream.
+
+const TOTAL = 10_000;
+
+let stack: Stack;
+let user: TestUser;
+let runId: string;
+let driver: RunDriver;
+
+beforeAll(async () => {
+  stack = await startStack();
+  user = await stack.createUser('reader');
+  const repoId = await stack.addRepo('long-run');
+  const created = ThreadWithRun.parse(
+    await (
+      await stack.fetch('/v1/threads', {
+        method: 'POST',
+        user,
+        body: JSON.stringify({ repository_id: repoId, prompt: 'Talk a lot' }),
+      })
+    ).json(),
+  );
+  runId = created.run_id;
+  driver = await RunDriver.claim(stack.nc, runId);
+  await driver.start();
+});
+afterAll(async () => {
+  await stack?.stop();
+});
+
+async function writeEvents(): Promise<void> {
+  const batch = 250;
+  for (let i = 0; i < TOTAL; i += batch) {
+    await driver.append(
+      ...Array.from({ length: batch }, (_, j) => ({ type: 'command.output', item_id: 'c1', delta: `line ${i + j}` })),
+    );
+  }
+  await driver.to('completed');
+}
+
+function indexOf(event: RunEvent): number | undefined {
+  const chunk = event.chunk as { type: string; delta?: string };
+  return chunk.type === 'command.output' ? Number(chunk.delta!.slice(5)) : undefined;
+}
+
+async function longPoll(): Promise<RunEvent[]> {
+  const seen: RunEvent[] = [];
+  let from = 1;
+  for (;;) {
+    const res = await stack.fetch(`/v1/runs/${runId}/events?from=${from}&limit=700&wait=5`, { user });
+    const page = RunEventPage.parse(await res.json());
+    seen.push(...page.events);
+    expect(page.next_sequence).toBe(page.events.length ? page.events.at(-1)!.sequence + 1 : from);
+    from = page.next_sequence;
+    if (page.terminal) return seen;
+  }
+}
+
+interface SseEvent {
+  id: number;
+  event: string;
+  data: string;
+}
+
+/** Reads an SSE response until `stopAfter` events (then aborts, as a dropped connection would) or `end`. */
+async function readSse(
+  lastEventId: number | undefined,
+  stopAfter: number,
+): Promise<{ events: SseEvent[]; ended: boolean }> {
+  const controller = new AbortController();
+  const res = await stack.fetch(`/v1/runs/${runId}/events/stream`, {
+    user,
+    signal: controller.signal,
+    headers: lastEventId === undefined ? {} : { 'last-event-id': String(lastEventId) },
+  });
+  expect(res.status).toBe(200);
+  expect(res.headers.get('content-type')).toContain('text/event-stream');
+  const events: SseEvent[] = [];
+  const decoder = new TextDecoder();
+  let buffer = '';
+  const reader = res.body!.getReader();
+  try {
+    for (;;) {
+      const { value, done } = await reader.read();
+      if (done) return { events, ended: false };
+      buffer += decoder.decode(value, { stream: true });
+      let cut: number;
+      while ((cut = buffer.indexOf('\n\n')) >= 0) {
+        const block = buffer.slice(0, cut);
+        buffer = buffer.slice(cut + 2);
+        const fields: Record<string, string> = {};
+        for (const line of block.split('\n')) {
+          if (line.startsWith(':')) continue;
+          const colon = line.indexOf(':');
+          fields[line.slice(0, colon)] = line.slice(colon + 1).trimStart();
+        }
+        if (fields.event === 'end') return { events, ended: true };
+        if (fields.id === undefined) continue;
+        events.push({ id: Number(fields.id), event: fields.event ?? 'message', data: fields.data ?? '' });
+        if (events.length >= stopAfter) return { events, ended: false };
+      }
+    }
+  } finally {
+    controller.abort();
+  }
+}
+
+describe('following a 10,000-event run', () => {
+  it('by long-poll while it is written, and by SSE reconnecting mid-stream', { timeout: 240_000 }, async () => {
+    const [polled] = await Promise.all([longPoll(), writeEvents()]);
+
+    const indices = polled.map(indexOf).filter((i): i is number => i !== undefined);
+    expect(indices).toHaveLength(TOTAL);
+    expect(indices).toEqual(Array.from({ length: TOTAL }, (_, i) => i));
+    const sequences = polled.map((e) => e.sequence);
+    expect(new Set(sequences).size).toBe(sequences.length);
+    expect([...sequences].sort((a, b) => a - b)).toEqual(sequences);
+
+    // SSE: drop the connection three times mid-stream and resume with Last-Event-ID.
+    const received: SseEvent[] = [];
+    let lastId: number | undefined;
+    let ended = false;
+    for (let attempt = 0; attempt < 10 && !ended; attempt++) {
+      const part = await readSse(lastId, attempt < 3 ? 3_000 : Number.MAX_SAFE_INTEGER);
+      received.push(...part.events);
+      ended = part.ended;
+      lastId = received.at(-1)?.id;
+    }
+    expect(ended).toBe(true);
+    expect(received.map((e) => e.id)).toEqual(sequences);
+  });
+});

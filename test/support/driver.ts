@@ -1,0 +1,80 @@
+import { rpc, type Question, type RunStatus } from '@threadwork/contracts';
+import { request, type NatsConnection } from '@threadwork/platform';
+
+/**
+ * Stands in for the runner in end-to-end tests of the API: it moves runs through the runs
+ * service's internal API, the same endpoints the real runner uses (claim, transition, append,
+ * interactions), so everything behind it is the real thing.
+ */
+export class RunDriver {
+  private keys = 0;
+
+  constructor(
+    private readonly nc: NatsConnection,
+    readonly runId: string,
+    public attempt = 0,
+  ) {}
+
+  static async claim(nc: NatsConnection, runId: string, runnerId = 'test-driver'): Promise<RunDriver> {
+    const claimed = await request(nc, rpc.runs.claim, { run_id: runId, runner_id: runnerId });
+    return new RunDriver(nc, runId, claimed.attempt);
+  }
+
+  to(
+    status: RunStatus,
+    extra: {
+      error?: { code: string; message: string };
+      usage?: { inputTokens?: number; outputTokens?: number; totalTokens?: number };
+    } = {},
+  ) {
+    return request(this.nc, rpc.runs.transition, { run_id: this.runId, attempt: this.attempt, to: status, ...extra });
+  }
+
+  /** Appends chunks (each with a fresh key) and returns their sequences. */
+  async append(...chunks: Record<string, unknown>[]): Promise<number[]> {
+    const events = chunks.map((chunk) => ({ key: `e${this.attempt}-${++this.keys}`, chunk }));
+    const { sequences } = await request(this.nc, rpc.runs.append, {
+      run_id: this.runId,
+      attempt: this.attempt,
+      events,
+    });
+    return sequences;
+  }
+
+  say(text: string) {
+    return this.append(
+      { type: 'message.delta', item_id: 'm1', delta: text },
+      { type: 'message.completed', item_id: 'm1', text },
+    );
+  }
+
+  ask(questions: Question[], kind: 'question' | 'plan_approval' = 'question') {
+    return request(this.nc, rpc.runs.interactionCreate, {
+      run_id: this.runId,
+      attempt: this.attempt,
+      key: `q${++this.keys}`,
+      kind,
+      questions,
+    });
+  }
+
+  settlement(interactionId: string) {
+    return request(this.nc, rpc.runs.interactionSettlement, { interaction_id: interactionId });
+  }
+
+  /** claim → starting → running, as a runner does when it picks the job up. */
+  async start(): Promise<this> {
+    await this.to('starting');
+    await this.to('running');
+    return this;
+  }
+}
+
+export const question = (id: string, options: string[], isSecret = false): Question => ({
+  id,
+  header: id,
+  question: `Which ${id}?`,
+  isOther: false,
+  isSecret,
+  options: options.map((label) => ({ label, description: label })),
+});
