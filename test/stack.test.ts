@@ -111,7 +111,27 @@ describe('local stack', () => {
       expect(anonymous.status).toBe(401);
       expect(await anonymous.json()).toEqual({ error: 'Unauthorized' });
       const authed = await fetch(`http://127.0.0.1:${port}/v1/work`, { headers: { authorization: `Bearer ${key}` } });
-      expect(authed.status).not.toBe(401);
+      expect(authed.status).toBe(200);
+      expect(await authed.json()).toEqual({ projects: [] });
+
+      // A session cookie issued by the CLI is signed with the stack's own secret.
+      const session = spawnSync(
+        process.execPath,
+        [join(root, 'services', 'gateway', 'dist', 'admin.js'), 'sessions', 'create', '--user', 'alice'],
+        {
+          cwd: root,
+          env,
+          encoding: 'utf8',
+        },
+      );
+      expect(session.status, session.stderr).toBe(0);
+      const cookie = session.stdout
+        .trim()
+        .split('\n')
+        .at(-1)!
+        .replace(/^Cookie: /, '');
+      const withCookie = await fetch(`http://127.0.0.1:${port}/v1/tasks`, { headers: { cookie } });
+      expect(withCookie.status).toBe(200);
 
       const listed = spawnSync(
         process.execPath,

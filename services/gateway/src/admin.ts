@@ -16,7 +16,7 @@ const USAGE = `usage: npm run admin -- <command>
   sessions create --user <login> [--ttl-hours 24]
                                print a signed browser session cookie for the user (last line)
 environment: MONGO_URL and MONGO_DB_PREFIX, or THREADWORK_DATA_DIR of a running \`npm start\` (default ./.data);
-  sessions need SESSION_SECRET, the same value the gateway runs with`;
+  sessions need SESSION_SECRET, the same value the gateway runs with (the local stack's is read from its data dir)`;
 
 /** Sessions longer than this are refused: a signed cookie cannot be revoked before it expires. */
 const MAX_SESSION_HOURS = 24 * 30;
@@ -63,7 +63,10 @@ async function main(): Promise<void> {
   let sessionSecret = '';
   let ttlHours = 24;
   if (group === 'sessions') {
-    sessionSecret = process.env.SESSION_SECRET ?? '';
+    // The local stack keeps its secret with its data, so cookies issued here work against it.
+    const stackSecret = join(resolve(process.env.THREADWORK_DATA_DIR ?? '.data'), 'session.secret');
+    sessionSecret =
+      process.env.SESSION_SECRET ?? (existsSync(stackSecret) ? readFileSync(stackSecret, 'utf8').trim() : '');
     if (sessionSecret.length < MIN_SECRET_LENGTH) {
       fail(
         `admin: sessions need SESSION_SECRET (at least ${MIN_SECRET_LENGTH} characters), set to the value the gateway runs with`,
