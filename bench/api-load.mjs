@@ -56,7 +56,10 @@ async function main() {
     RATE_LIMIT_BURST: '1000000000',
   };
   for (const name of SERVICES) {
-    const child = spawnGuarded(process.execPath, [join(root, 'services', name, 'dist', 'main.js')], { env, stdio: ['ignore', 'inherit', 'inherit'] });
+    const child = spawnGuarded(process.execPath, [join(root, 'services', name, 'dist', 'main.js')], {
+      env,
+      stdio: ['ignore', 'inherit', 'inherit'],
+    });
     stops.push(
       () =>
         new Promise((done) => {
@@ -68,28 +71,49 @@ async function main() {
   }
   const base = `http://127.0.0.1:${port}`;
   for (let i = 0; ; i++) {
-    const ok = await fetch(`${base}/readyz`).then((r) => r.ok, () => false);
+    const ok = await fetch(`${base}/readyz`).then(
+      (r) => r.ok,
+      () => false,
+    );
     if (ok) break;
     if (i > 300) throw new Error('gateway not ready');
     await new Promise((r) => setTimeout(r, 100));
   }
 
-  const admin = spawnSync(process.execPath, [join(root, 'services', 'gateway', 'dist', 'admin.js'), 'keys', 'create', '--user', 'load'], { env, encoding: 'utf8' });
+  const admin = spawnSync(
+    process.execPath,
+    [join(root, 'services', 'gateway', 'dist', 'admin.js'), 'keys', 'create', '--user', 'load'],
+    { env, encoding: 'utf8' },
+  );
   const key = admin.stdout.trim().split('\n').at(-1);
   const headers = { authorization: `Bearer ${key}`, 'content-type': 'application/json' };
 
   const work = join(dir, 'work');
   mkdirSync(work);
   execFileSync('git', ['init', '-q', '-b', 'main'], { cwd: work });
-  execFileSync('git', ['-c', 'user.name=load', '-c', 'user.email=load@example.invalid', 'commit', '-q', '--allow-empty', '-m', 'init'], { cwd: work });
+  execFileSync(
+    'git',
+    ['-c', 'user.name=load', '-c', 'user.email=load@example.invalid', 'commit', '-q', '--allow-empty', '-m', 'init'],
+    { cwd: work },
+  );
   execFileSync('git', ['clone', '-q', '--bare', work, join(reposDir, 'load.git')]);
   const repos = await (await fetch(`${base}/v1/repohost/repositories`, { headers })).json();
   const repositoryId = repos.repositories[0].repository_id;
-  const created = await (await fetch(`${base}/v1/threads`, { method: 'POST', headers, body: JSON.stringify({ repository_id: repositoryId, prompt: 'load' }) })).json();
+  const created = await (
+    await fetch(`${base}/v1/threads`, {
+      method: 'POST',
+      headers,
+      body: JSON.stringify({ repository_id: repositoryId, prompt: 'load' }),
+    })
+  ).json();
   const runId = created.run_id;
 
   // Stand in for the runner: claim the run and write its log through the runs service's API.
-  const nc = await connectNats({ servers: nats.url, name: 'load-check', logger: createLogger({ service: 'load', level: 'silent' }) });
+  const nc = await connectNats({
+    servers: nats.url,
+    name: 'load-check',
+    logger: createLogger({ service: 'load', level: 'silent' }),
+  });
   const { attempt } = await request(nc, rpc.runs.claim, { run_id: runId, runner_id: 'load-check' });
   await request(nc, rpc.runs.transition, { run_id: runId, attempt, to: 'starting' });
   await request(nc, rpc.runs.transition, { run_id: runId, attempt, to: 'running' });
@@ -97,7 +121,10 @@ async function main() {
   const started = Date.now();
   let sequences = [];
   for (let i = 0; i < EVENTS; i += 500) {
-    const events = Array.from({ length: Math.min(500, EVENTS - i) }, (_, j) => ({ key: `e${i + j}`, chunk: { type: 'command.output', item_id: 'c1', delta: `line ${i + j} of a long build log\n` } }));
+    const events = Array.from({ length: Math.min(500, EVENTS - i) }, (_, j) => ({
+      key: `e${i + j}`,
+      chunk: { type: 'command.output', item_id: 'c1', delta: `line ${i + j} of a long build log\n` },
+    }));
     ({ sequences } = await request(nc, rpc.runs.append, { run_id: runId, attempt, events }, { timeoutMs: 30_000 }));
   }
   const appendSeconds = (Date.now() - started) / 1000;
@@ -115,12 +142,22 @@ async function main() {
     const probe = await fetch(`${base}${path}`, { headers });
     if (!probe.ok) throw new Error(`${name}: ${probe.status} ${await probe.text()}`);
     const result = await autocannon({ url: `${base}${path}`, headers, connections: CONNECTIONS, duration: SECONDS });
-    rows.push({ name, rps: result.requests.average, p50: result.latency.p50, p99: result.latency.p99, errors: result.errors + result.non2xx });
+    rows.push({
+      name,
+      rps: result.requests.average,
+      p50: result.latency.p50,
+      p99: result.latency.p99,
+      errors: result.errors + result.non2xx,
+    });
   }
 
   const out = (line) => process.stdout.write(`${line}\n`);
-  out(`Threadwork API load check — ${new Date().toISOString()} — ${cpus().length} × ${cpus()[0]?.model ?? 'cpu'}, ${Math.round(totalmem() / 2 ** 30)} GiB, Node ${process.version}`);
-  out(`${EVENTS} events appended in ${appendSeconds.toFixed(1)} s (${Math.round(EVENTS / appendSeconds)} events/s, batches of 500); ${CONNECTIONS} connections, ${SECONDS} s each`);
+  out(
+    `Threadwork API load check — ${new Date().toISOString()} — ${cpus().length} × ${cpus()[0]?.model ?? 'cpu'}, ${Math.round(totalmem() / 2 ** 30)} GiB, Node ${process.version}`,
+  );
+  out(
+    `${EVENTS} events appended in ${appendSeconds.toFixed(1)} s (${Math.round(EVENTS / appendSeconds)} events/s, batches of 500); ${CONNECTIONS} connections, ${SECONDS} s each`,
+  );
   out('');
   out(`| path | req/s | p50 ms | p99 ms | errors |`);
   out(`|---|---:|---:|---:|---:|`);

@@ -10,13 +10,16 @@ const SETPRIV = '/usr/bin/setpriv';
 /**
  * spawn(), but on Linux the child gets SIGTERM when this process dies, even by SIGKILL (through
  * util-linux `setpriv --pdeathsig`, which then execs the command: the pid stays the server's). So a
- * crashed test run or stack never leaves servers behind.
+ * crashed test run or stack never leaves servers behind. The child gets a process group of its
+ * own, so a Ctrl-C in the terminal reaches only us, and we stop children in order (services drain
+ * before the servers they use go away) instead of everything at once.
  */
 export function spawnGuarded(command, args, options) {
+  const opts = { ...options, detached: true };
   if (process.platform === 'linux' && existsSync(SETPRIV)) {
-    return spawn(SETPRIV, ['--pdeathsig', 'SIGTERM', '--', command, ...args], options);
+    return spawn(SETPRIV, ['--pdeathsig', 'SIGTERM', '--', command, ...args], opts);
   }
-  return spawn(command, args, options);
+  return spawn(command, args, opts);
 }
 
 function watchExit(child) {
