@@ -4,6 +4,7 @@ import {
   connectMongo,
   connectNats,
   createLogger,
+  ensureConsumer,
   ensureIndexes,
   ensureStream,
   isDuplicateKeyError,
@@ -74,6 +75,16 @@ describe('the real servers of the test run', () => {
     } finally {
       await other.close();
     }
+  });
+
+  it('brings a durable consumer up to date when its filter changes (a new release subscribes to more)', async () => {
+    const { jsm } = await jetStreamOf(nc);
+    const name = uniqueId('C');
+    await ensureStream(jsm, { name, description: 'test', subjects: [`${name}.>`], retention: 'limits', storage: 'file' });
+    await ensureConsumer(jsm, name, { durable_name: 'svc', filter_subjects: [`${name}.a`] });
+    await ensureConsumer(jsm, name, { durable_name: 'svc', filter_subjects: [`${name}.a`, `${name}.b`] });
+    const info = await jsm.consumers.info(name, 'svc');
+    expect(info.config.filter_subjects).toEqual([`${name}.a`, `${name}.b`]);
   });
 
   it('publishes to a JetStream stream and reads it back by sequence', async () => {

@@ -9,6 +9,7 @@ import {
   subjects,
   type Message,
   type RunStatusEvent,
+  WorkList,
 } from '@threadwork/contracts';
 import { decodeJson, publishJson } from '@threadwork/platform';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -247,6 +248,41 @@ describe('messages, queue and steer', () => {
     const list = await messages(target);
     expect(texts(list)).toEqual(['user:Start', 'assistant:All green.']);
     expect(list[1]?.id).toMatch(/^msg_[0-9a-f]{32}$/);
+  });
+
+  it('shows the lines the latest candidates changed in the work list, summed over repositories', async () => {
+    const { owner, thread } = await newThread();
+    const workThread = async () =>
+      WorkList.parse(await h.call(rpc.threads.work, { owner_id: owner }))
+        .projects.flatMap((p) => p.threads)
+        .find((t) => t.id === thread.id);
+    expect(await workThread()).not.toHaveProperty('additions');
+
+    const candidate = (projectRepositoryId: string, additions: number, deletions: number, at: number) =>
+      publishDomain(domainEvents.candidateProduced, {
+        thread_id: thread.id,
+        run_id: thread.run_id,
+        owner_id: owner,
+        project_repository_id: projectRepositoryId,
+        repository_id: 101,
+        branch: `threadwork/${thread.id}`,
+        base_branch: 'main',
+        base_revision: 'a'.repeat(40),
+        candidate_revision: 'b'.repeat(40),
+        diff: '',
+        truncated: false,
+        files: [],
+        stats: { additions, deletions },
+        at: new Date(at).toISOString(),
+      });
+    const now = Date.now();
+    await h.handledUpTo(await candidate('prp_a', 10, 2, now));
+    await h.handledUpTo(await candidate('prp_b', 5, 1, now));
+    expect(await workThread()).toMatchObject({ additions: 15, deletions: 3 });
+    // A later run replaces its repository's figures; an older event delivered late does not.
+    await h.handledUpTo(await candidate('prp_a', 1, 0, now + 10));
+    await h.handledUpTo(await candidate('prp_a', 99, 99, now + 5));
+    expect(await workThread()).toMatchObject({ additions: 6, deletions: 1 });
   });
 
   it('derives statuses from the latest run and the sandbox events', async () => {

@@ -23,6 +23,13 @@ export interface ProjectRecord {
   created_at: Date;
 }
 
+export interface CandidateStats {
+  additions: number;
+  deletions: number;
+  /** When the candidate was produced, so a late, older one does not replace it. */
+  at: Date;
+}
+
 export interface ThreadRecord {
   _id: string;
   owner_id: string;
@@ -56,6 +63,11 @@ export interface ThreadRecord {
   sandbox_status: SandboxStatus | null;
   /** Time of the sandbox event stored, so an older event delivered late does not win. */
   sandbox_status_at: Date | null;
+  /**
+   * Lines added and deleted by the latest candidate revision of each project repository
+   * (`project_repository_id` → stats); absent until a run has produced one.
+   */
+  candidate_stats?: Record<string, CandidateStats>;
   created_at: Date;
   updated_at: Date;
 }

@@ -11,7 +11,7 @@ import type {
   View,
   WorkThread,
 } from '@threadwork/contracts';
-import type { ControlRecord, MessageRecord, ProjectRecord, RecordedThread } from './records.js';
+import type { ControlRecord, MessageRecord, ProjectRecord, RecordedThread, ThreadRecord } from './records.js';
 import { taskStatus, threadStatus } from './status.js';
 
 /** The part of a run the views need, as runs reports it now. */
@@ -66,9 +66,22 @@ export function taskView(thread: RecordedThread, latest: RunState | null, messag
   };
 }
 
-/** `additions`/`deletions` stay out until something reports them; `sandbox_status` until the first report. */
+/** Lines changed across the thread's repositories, or null before any run produced a candidate. */
+export function changedLines(
+  thread: Pick<ThreadRecord, 'candidate_stats'>,
+): { additions: number; deletions: number } | null {
+  const stats = Object.values(thread.candidate_stats ?? {});
+  if (stats.length === 0) return null;
+  return stats.reduce(
+    (sum, s) => ({ additions: sum.additions + s.additions, deletions: sum.deletions + s.deletions }),
+    { additions: 0, deletions: 0 },
+  );
+}
+
+/** `additions`/`deletions` stay out until a candidate reports them; `sandbox_status` until the first report. */
 export function workThreadView(thread: RecordedThread, latest: RunState | null): WorkThread {
   const latestRun: LatestRun | null = latest ? { id: latest.id, status: latest.status } : null;
+  const changed = changedLines(thread);
   return {
     id: thread._id,
     project_id: thread.project_id,
@@ -79,6 +92,7 @@ export function workThreadView(thread: RecordedThread, latest: RunState | null):
     reasoning_effort: thread.reasoning_effort,
     collaboration_mode: thread.collaboration_mode,
     ...(thread.sandbox_status ? { sandbox_status: thread.sandbox_status } : {}),
+    ...(changed ?? {}),
     latest_run: latestRun,
     created_at: thread.created_at.toISOString(),
     updated_at: thread.updated_at.toISOString(),

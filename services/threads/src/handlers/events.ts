@@ -1,4 +1,5 @@
 import {
+  CandidateProducedEvent,
   ControlAppliedEvent,
   MessageCompletedEvent,
   RunStatusEvent,
@@ -22,6 +23,7 @@ export const THREADS_DOMAIN_SUBJECTS = {
   sandboxStatus: subjectOf(domainEvents.sandboxStatus),
   controlApplied: subjectOf(domainEvents.controlApplied),
   messageCompleted: subjectOf(domainEvents.messageCompleted),
+  candidateProduced: subjectOf(domainEvents.candidateProduced),
 } as const;
 
 function parse<S extends z.ZodType>(schema: S, payload: unknown): z.output<S> {
@@ -85,6 +87,15 @@ async function onMessageCompleted(deps: Deps, event: MessageCompletedEvent): Pro
   });
 }
 
+/** A run's work on one repository: the work list shows the lines it changed. */
+async function onCandidateProduced(deps: Deps, event: CandidateProducedEvent): Promise<void> {
+  await deps.store.setCandidateStats(event.thread_id, event.project_repository_id, {
+    additions: event.stats.additions,
+    deletions: event.stats.deletions,
+    at: new Date(event.at),
+  });
+}
+
 /** Handles one DOMAIN event by subject; anything else on the stream is not for threads. */
 export function createDomainHandler(deps: Deps): (subject: string, payload: unknown) => Promise<void> {
   return async (subject, payload) => {
@@ -97,6 +108,8 @@ export function createDomainHandler(deps: Deps): (subject: string, payload: unkn
         return onControlApplied(deps, parse(ControlAppliedEvent, payload));
       case THREADS_DOMAIN_SUBJECTS.messageCompleted:
         return onMessageCompleted(deps, parse(MessageCompletedEvent, payload));
+      case THREADS_DOMAIN_SUBJECTS.candidateProduced:
+        return onCandidateProduced(deps, parse(CandidateProducedEvent, payload));
       default:
         deps.logger.debug({ subject }, 'ignoring DOMAIN event');
     }

@@ -10,7 +10,14 @@ import {
   type Document,
 } from '@threadwork/platform';
 import type { MessagePosition } from '../domain/cursor.js';
-import type { ControlRecord, MessageRecord, ProjectRecord, RequestRecord, ThreadRecord } from '../domain/records.js';
+import type {
+  CandidateStats,
+  ControlRecord,
+  MessageRecord,
+  ProjectRecord,
+  RequestRecord,
+  ThreadRecord,
+} from '../domain/records.js';
 
 /** What recording an admitted run changes on its thread. */
 export interface RecordedRun {
@@ -185,6 +192,16 @@ export function createThreadsStore(db: Db) {
         threads.updateOne(
           { _id: threadId, $or: [{ sandbox_status_at: null }, { sandbox_status_at: { $lte: at } }] },
           { $set: { sandbox_status: status, sandbox_status_at: at, updated_at: new Date() } },
+        ),
+      );
+    },
+
+    async setCandidateStats(threadId: string, projectRepositoryId: string, stats: CandidateStats): Promise<void> {
+      const field = `candidate_stats.${projectRepositoryId}`;
+      await mongoCall(() =>
+        threads.updateOne(
+          { _id: threadId, $or: [{ [field]: { $exists: false } }, { [`${field}.at`]: { $lte: stats.at } }] },
+          { $set: { [field]: stats, updated_at: new Date() } },
         ),
       );
     },
