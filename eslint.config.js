@@ -2,7 +2,15 @@ import js from '@eslint/js';
 import tseslint from 'typescript-eslint';
 
 export default tseslint.config(
-  { ignores: ['**/dist/**', '**/node_modules/**', '.data/**', 'deploy/local/ferretdb-launcher/**', 'services/runner/src/harness/codex/protocol/**'] },
+  {
+    ignores: [
+      '**/dist/**',
+      '**/node_modules/**',
+      '.data/**',
+      'deploy/local/ferretdb-launcher/**',
+      'services/runner/src/harness/codex/protocol/**',
+    ],
+  },
   js.configs.recommended,
   ...tseslint.configs.recommended,
   {

@@ -6,3 +6,4 @@ export * from './mongo.js';
 export * from './nats.js';
 export * from './runtime.js';
 export * from './telemetry.js';
+export * from './http-telemetry.js';

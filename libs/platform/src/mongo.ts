@@ -6,7 +6,9 @@ import {
   type Document,
   type IndexSpecification,
 } from 'mongodb';
+import { SpanKind, SpanStatusCode, type Span } from '@opentelemetry/api';
 import { unavailable } from './errors.js';
+import { telemetryEnabled, tracer } from './telemetry.js';
 
 export type { Collection, Db, Document } from 'mongodb';
 
@@ -23,16 +25,44 @@ export async function connectMongo({
   appName,
   serverSelectionTimeoutMs = 5_000,
 }: MongoOptions): Promise<MongoClient> {
+  const tracing = telemetryEnabled();
   const client = new MongoClient(url, {
     appName,
     serverSelectionTimeoutMS: serverSelectionTimeoutMs,
     connectTimeoutMS: serverSelectionTimeoutMs,
     // Retries are ours to decide (idempotency keys); a silent driver retry of a write can race them.
     retryWrites: false,
+    monitorCommands: tracing,
   });
+  if (tracing) traceCommands(client);
   await client.connect();
   await client.db('admin').command({ ping: 1 });
   return client;
+}
+
+/**
+ * A CLIENT span per database command, from the driver's command monitoring: it needs no module
+ * patching (which ESM makes fragile), and the events fire in the caller's async context, so each
+ * span joins the trace of the request that issued the command.
+ */
+function traceCommands(client: MongoClient): void {
+  const open = new Map<number, Span>();
+  client.on('commandStarted', (event) => {
+    const span = tracer().startSpan(`mongodb ${event.commandName}`, {
+      kind: SpanKind.CLIENT,
+      attributes: { 'db.system': 'mongodb', 'db.namespace': event.databaseName, 'db.operation.name': event.commandName },
+    });
+    open.set(event.requestId, span);
+  });
+  const finish = (requestId: number, failed: boolean) => {
+    const span = open.get(requestId);
+    if (!span) return;
+    open.delete(requestId);
+    if (failed) span.setStatus({ code: SpanStatusCode.ERROR });
+    span.end();
+  };
+  client.on('commandSucceeded', (event) => finish(event.requestId, false));
+  client.on('commandFailed', (event) => finish(event.requestId, true));
 }
 
 /** Name of a service's database: one per service keeps "a service reads only its own" honest. */

@@ -27,7 +27,8 @@ import { RpcEnvelope, type RpcEndpoint, type StreamDefinition } from '@threadwor
 import type { z } from 'zod';
 import { AppError, invalidRequest, toAppError, unavailable } from './errors.js';
 import type { Logger } from './logger.js';
-import { extractTraceContext, injectTraceContext, SpanKind, withSpan } from './telemetry.js';
+import type { Histogram } from '@opentelemetry/api';
+import { extractTraceContext, injectTraceContext, meter, SpanKind, withSpan } from './telemetry.js';
 
 export type { NatsConnection, MsgHdrs } from '@nats-io/nats-core';
 export type { JetStreamClient, JetStreamManager, JsMsg } from '@nats-io/jetstream';
@@ -276,6 +277,13 @@ async function answer(
   msg.respond(encodeJson(envelope));
 }
 
+let requestHistogram: Histogram | undefined;
+const requestDuration = (): Histogram =>
+  (requestHistogram ??= meter().createHistogram('threadwork.nats.request.duration', {
+    description: 'Duration of request/reply calls between services, per subject',
+    unit: 's',
+  }));
+
 export interface RequestOptions {
   timeoutMs?: number;
 }
@@ -297,14 +305,20 @@ export async function request<E extends RpcEndpoint>(
       const h = natsHeaders();
       injectTraceContext(h);
       let reply;
+      const started = performance.now();
+      let outcome = 'ok';
       try {
         reply = await nc.request(endpoint.subject, encodeJson(payload), {
           timeout: opts.timeoutMs ?? 5_000,
           headers: h,
         });
       } catch (err) {
+        outcome = 'unavailable';
         if (isUnavailableError(err)) throw unavailable(`${endpoint.subject} did not answer`, err);
+        outcome = 'error';
         throw err;
+      } finally {
+        requestDuration().record((performance.now() - started) / 1000, { 'messaging.destination.name': endpoint.subject, outcome });
       }
       const envelope = RpcEnvelope.parse(decodeJson(reply.data));
       if (!envelope.ok) throw AppError.fromJSON(envelope.error);

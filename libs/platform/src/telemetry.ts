@@ -1,5 +1,6 @@
 import {
   context,
+  metrics,
   propagation,
   SpanKind,
   SpanStatusCode,
@@ -25,10 +26,15 @@ export interface Telemetry {
  * exporters read the standard OTEL_* variables themselves). Without it everything stays no-op:
  * spans are not recorded and no traceparent is injected.
  */
+let started = false;
+
 export function startTelemetry(serviceName: string, env: Record<string, string | undefined> = process.env): Telemetry {
   if (!env.OTEL_EXPORTER_OTLP_ENDPOINT && !env.OTEL_EXPORTER_OTLP_TRACES_ENDPOINT) {
     return { enabled: false, shutdown: async () => {} };
   }
+  // One SDK per process: several services started in one process (tests) share the first one.
+  if (started) return { enabled: true, shutdown: async () => {} };
+  started = true;
   const sdk = new NodeSDK({
     serviceName: env.OTEL_SERVICE_NAME ?? serviceName,
     traceExporter: new OTLPTraceExporter(),
@@ -40,8 +46,17 @@ export function startTelemetry(serviceName: string, env: Record<string, string |
     ],
   });
   sdk.start();
-  return { enabled: true, shutdown: () => sdk.shutdown() };
+  return {
+    enabled: true,
+    shutdown: async () => {
+      await sdk.shutdown();
+      started = false;
+    },
+  };
 }
+
+/** Is an SDK recording spans in this process? Instrumentation with a cost checks this first. */
+export const telemetryEnabled = () => started;
 
 const natsSetter: TextMapSetter<MsgHdrs> = {
   set: (carrier, key, value) => carrier.set(key, value),
@@ -63,6 +78,7 @@ export function extractTraceContext(headers: MsgHdrs | undefined): Context {
 }
 
 export const tracer = () => trace.getTracer('threadwork');
+export const meter = () => metrics.getMeter('threadwork');
 
 /** Runs `fn` inside a span, recording an exception and error status if it throws. */
 export async function withSpan<T>(

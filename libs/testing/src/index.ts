@@ -2,3 +2,4 @@ export * from './env.js';
 export * from './nats.js';
 export * from './servers.js';
 export * from './git.js';
+export * from './fake-model.js';

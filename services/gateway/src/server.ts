@@ -1,6 +1,6 @@
 import swagger from '@fastify/swagger';
 import { HTTP_STATUS_BY_CODE, SubjectTokenError } from '@threadwork/contracts';
-import { AppError, mongoCall, toAppError, type Logger, type NatsConnection } from '@threadwork/platform';
+import { AppError, httpTelemetry, mongoCall, toAppError, type Logger, type NatsConnection } from '@threadwork/platform';
 import Fastify, { type FastifyError, type FastifyReply, type FastifyRequest } from 'fastify';
 import {
   hasZodFastifySchemaValidationErrors,
@@ -133,6 +133,7 @@ export async function buildServer(deps: GatewayDeps) {
     // `params.id`, not the router's bare 414.
     routerOptions: { maxParamLength: MAX_PARAM_LENGTH },
   }).withTypeProvider<ZodTypeProvider>();
+  await app.register(httpTelemetry);
   app.setValidatorCompiler(validatorCompiler);
   app.setSerializerCompiler(serializerCompiler);
 

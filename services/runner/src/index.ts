@@ -1,10 +1,119 @@
-import { bootService, startRuntime, type StartedService } from '@threadwork/platform';
+import { randomUUID } from 'node:crypto';
+import { mkdir } from 'node:fs/promises';
+import { DOMAIN_STREAM, domainEvents, RUN_JOBS_STREAM, type SandboxStatusEvent } from '@threadwork/contracts';
+import { bootService, ensureStream, startRuntime, type StartedService } from '@threadwork/platform';
 import type { RunnerConfig } from './config.js';
+import { startDemoModel } from './demo/server.js';
+import { publishDomain } from './flows/calls.js';
+import { executeJob, type LiveRun, type RunDeps } from './flows/run.js';
+import { SessionPool } from './flows/sessions.js';
+import { startJobConsumer } from './handlers/jobs.js';
+import { CodexHarness } from './harness/codex/codex.js';
+import { LocalSandboxProvider } from './sandbox/local.js';
 
 export { RunnerConfig } from './config.js';
+export { consumerName } from './handlers/jobs.js';
+
+export interface RunnerService extends StartedService {
+  /** Process ids of the live harness processes, by thread id. */
+  harnessPids(): Map<string, number>;
+}
+
+/** Where a model endpoint is missing, the runner still takes jobs, and fails each with a clear message. */
+const UNCONFIGURED_MODEL_URL = 'http://127.0.0.1:9/v1';
 
 /** The runner owns no collections: run state lives in the runs service, workspaces on disk. */
-export async function startRunner(config: RunnerConfig): Promise<StartedService> {
+export async function startRunner(config: RunnerConfig): Promise<RunnerService> {
   const runtime = await startRuntime({ name: 'runner', config, mongo: false });
-  return bootService(runtime, async () => {});
+  const { logger, lifecycle } = runtime;
+  let sessions: SessionPool | undefined;
+
+  const service = await bootService(runtime, async () => {
+    // Publishing to DOMAIN and consuming RUN_JOBS need the streams, whichever service starts first.
+    await ensureStream(runtime.jsm, RUN_JOBS_STREAM);
+    await ensureStream(runtime.jsm, DOMAIN_STREAM);
+    await mkdir(config.SANDBOX_ROOT, { recursive: true });
+
+    let baseUrl = config.MODEL_BASE_URL;
+    if (config.THREADWORK_DEMO) {
+      const demo = await startDemoModel();
+      lifecycle.add('demo-model', () => demo.close());
+      baseUrl = demo.baseUrl;
+      logger.warn(
+        { model_base_url: demo.baseUrl },
+        'THREADWORK_DEMO=1: agent replies are SCRIPTED by a built-in demo model; no real model is called ' +
+          '(start the runs service with DEFAULT_MODEL=demo-scripted so runs show it)',
+      );
+    } else if (!baseUrl) {
+      logger.warn('no MODEL_BASE_URL: every run fails with model_not_configured (set it, or THREADWORK_DEMO=1)');
+    }
+
+    const sandboxes = new LocalSandboxProvider({
+      root: config.SANDBOX_ROOT,
+      logger,
+      publish: async (threadId, sandboxId, status, reason) => {
+        const event: SandboxStatusEvent = {
+          thread_id: threadId,
+          status,
+          sandbox_id: sandboxId,
+          reason,
+          at: new Date().toISOString(),
+        };
+        await publishDomain(runtime.js, logger, domainEvents.sandboxStatus, event, `${threadId}:${randomUUID()}`);
+      },
+    });
+    const harness = new CodexHarness({
+      baseUrl: baseUrl ?? UNCONFIGURED_MODEL_URL,
+      apiKey: config.THREADWORK_DEMO ? null : (config.MODEL_API_KEY ?? null),
+      sandboxMode: config.CODEX_SANDBOX_MODE,
+      outputCapBytes: config.HARNESS_OUTPUT_CAP_BYTES,
+      includeRaw: config.EVENTS_INCLUDE_RAW,
+      logger,
+    });
+    const pool = new SessionPool(harness, sandboxes, config.SANDBOX_IDLE_MS, logger);
+    sessions = pool;
+    lifecycle.add('harnesses', () => pool.stopAll());
+
+    const deps: RunDeps = {
+      nc: runtime.nc,
+      js: runtime.js,
+      config,
+      logger,
+      runnerId: config.RUNNER_ID,
+      sandboxes,
+      sessions: pool,
+      modelConfigured: Boolean(baseUrl),
+    };
+    const live = new Set<LiveRun>();
+    const consumer = await startJobConsumer(
+      runtime.js,
+      runtime.jsm,
+      {
+        harness: harness.name,
+        concurrency: config.RUNNER_CONCURRENCY,
+        ackWaitMs: config.JOB_ACK_WAIT_MS,
+        maxDeliver: config.JOB_MAX_DELIVER,
+        logger,
+      },
+      (job) => {
+        let mine: LiveRun | null = null;
+        return executeJob(deps, job, (run) => {
+          if (mine) live.delete(mine);
+          mine = run;
+          if (run) live.add(run);
+        });
+      },
+    );
+    // Stopping hands live runs back: their turns are interrupted and their jobs redelivered to a
+    // runner that takes them over (resuming the session where the workspace is shared).
+    lifecycle.add('jobs', async () => {
+      for (const run of live) run.stop('shutdown');
+      await consumer.stop(config.SHUTDOWN_TIMEOUT_MS);
+    });
+  });
+
+  return {
+    ...service,
+    harnessPids: () => sessions?.pids() ?? new Map(),
+  };
 }

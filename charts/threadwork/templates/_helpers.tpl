@@ -1,0 +1,279 @@
+{{/* Chart name, truncated to the 63 characters a label value may have. */}}
+{{- define "threadwork.name" -}}
+{{- default .Chart.Name .Values.nameOverride | trunc 63 | trimSuffix "-" -}}
+{{- end -}}
+
+{{/* Full name: the release name, prefixed to the chart name unless it already contains it. */}}
+{{- define "threadwork.fullname" -}}
+{{- if .Values.fullnameOverride -}}
+{{- .Values.fullnameOverride | trunc 63 | trimSuffix "-" -}}
+{{- else -}}
+{{- $name := default .Chart.Name .Values.nameOverride -}}
+{{- if contains $name .Release.Name -}}
+{{- .Release.Name | trunc 63 | trimSuffix "-" -}}
+{{- else -}}
+{{- printf "%s-%s" .Release.Name $name | trunc 63 | trimSuffix "-" -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
+
+{{/* Name of one service's objects: <fullname>-<service>. Argument: (dict "root" $ "name" "gateway"). */}}
+{{- define "threadwork.componentName" -}}
+{{- printf "%s-%s" (include "threadwork.fullname" .root | trunc 50 | trimSuffix "-") .name -}}
+{{- end -}}
+
+{{- define "threadwork.chart" -}}
+{{- printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" | trunc 63 | trimSuffix "-" -}}
+{{- end -}}
+
+{{/* Labels every object carries. */}}
+{{- define "threadwork.labels" -}}
+helm.sh/chart: {{ include "threadwork.chart" . }}
+{{ include "threadwork.selectorLabels" . }}
+app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
+app.kubernetes.io/managed-by: {{ .Release.Service }}
+app.kubernetes.io/part-of: threadwork
+{{- end -}}
+
+{{/* Labels that select every Threadwork pod of this release. */}}
+{{- define "threadwork.selectorLabels" -}}
+app.kubernetes.io/name: {{ include "threadwork.name" . }}
+app.kubernetes.io/instance: {{ .Release.Name }}
+{{- end -}}
+
+{{/* Labels of one service's objects. Argument: (dict "root" $ "name" "gateway"). */}}
+{{- define "threadwork.componentLabels" -}}
+{{ include "threadwork.labels" .root }}
+app.kubernetes.io/component: {{ .name }}
+{{- end -}}
+
+{{/* Labels that select one service's pods. Argument: (dict "root" $ "name" "gateway"). */}}
+{{- define "threadwork.componentSelectorLabels" -}}
+{{ include "threadwork.selectorLabels" .root }}
+app.kubernetes.io/component: {{ .name }}
+{{- end -}}
+
+{{- define "threadwork.serviceAccountName" -}}
+{{- if .Values.serviceAccount.create -}}
+{{- default (include "threadwork.fullname" .) .Values.serviceAccount.name -}}
+{{- else -}}
+{{- default "default" .Values.serviceAccount.name -}}
+{{- end -}}
+{{- end -}}
+
+{{- define "threadwork.image" -}}
+{{- $image := .Values.image -}}
+{{- if $image.digest -}}
+{{- printf "%s@%s" $image.repository $image.digest -}}
+{{- else -}}
+{{- printf "%s:%s" $image.repository (default .Chart.AppVersion $image.tag) -}}
+{{- end -}}
+{{- end -}}
+
+{{/* The Secret a secret reference points at: its existingSecret, else secrets.name, else the full name. */}}
+{{- define "threadwork.secretName" -}}
+{{- $ref := index .root.Values.secrets .ref -}}
+{{- $ref.existingSecret | default .root.Values.secrets.name | default (include "threadwork.fullname" .root) -}}
+{{- end -}}
+
+{{- define "threadwork.configMapName" -}}
+{{- printf "%s-config" (include "threadwork.fullname" .) -}}
+{{- end -}}
+
+{{/* One env entry read from a Secret. Argument: (dict "root" $ "env" "NAME" "ref" "session" "key" "KEY" "optional" bool). */}}
+{{- define "threadwork.secretEnv" -}}
+- name: {{ .env }}
+  valueFrom:
+    secretKeyRef:
+      name: {{ include "threadwork.secretName" (dict "root" .root "ref" .ref) }}
+      key: {{ .key }}
+      optional: {{ .optional }}
+{{- end -}}
+
+{{/*
+The environment of one service's container, beyond the shared ConfigMap.
+Argument: (dict "root" $ "name" "gateway" "svc" .Values.gateway).
+*/}}
+{{- define "threadwork.env" -}}
+{{- $root := .root -}}
+{{- $v := $root.Values -}}
+- name: OTEL_SERVICE_NAME
+  value: {{ printf "threadwork-%s" .name | quote }}
+{{- if $v.mongodb.existingSecret }}
+- name: MONGO_URL
+  valueFrom:
+    secretKeyRef:
+      name: {{ $v.mongodb.existingSecret }}
+      key: {{ $v.mongodb.existingSecretKey }}
+{{- end }}
+{{- if eq .name "gateway" }}
+- name: PORT
+  value: {{ .svc.port | quote }}
+- name: HOST
+  value: "0.0.0.0"
+{{ include "threadwork.secretEnv" (dict "root" $root "env" "SESSION_SECRET" "ref" "session" "key" $v.secrets.session.key "optional" false) }}
+{{- else }}
+- name: HEALTH_PORT
+  value: {{ $v.healthPort | quote }}
+{{- end }}
+{{- if eq .name "repohost" }}
+- name: REPOHOST_LOCAL_DIR
+  value: /var/lib/threadwork/repos
+{{- with .svc.github.apiUrl }}
+- name: GITHUB_API_URL
+  value: {{ . | quote }}
+{{- end }}
+{{- with .svc.github.appSlug }}
+- name: GITHUB_APP_SLUG
+  value: {{ . | quote }}
+{{- end }}
+{{- $app := $v.secrets.githubApp }}
+{{ include "threadwork.secretEnv" (dict "root" $root "env" "GITHUB_APP_ID" "ref" "githubApp" "key" $app.appIdKey "optional" true) }}
+{{ include "threadwork.secretEnv" (dict "root" $root "env" "GITHUB_APP_PRIVATE_KEY" "ref" "githubApp" "key" $app.privateKeyKey "optional" true) }}
+{{ include "threadwork.secretEnv" (dict "root" $root "env" "GITHUB_CLIENT_ID" "ref" "githubApp" "key" $app.clientIdKey "optional" true) }}
+{{ include "threadwork.secretEnv" (dict "root" $root "env" "GITHUB_CLIENT_SECRET" "ref" "githubApp" "key" $app.clientSecretKey "optional" true) }}
+{{ include "threadwork.secretEnv" (dict "root" $root "env" "GITHUB_WEBHOOK_SECRET" "ref" "githubWebhook" "key" $v.secrets.githubWebhook.key "optional" true) }}
+{{- end }}
+{{- if eq .name "runner" }}
+- name: SANDBOX_ROOT
+  value: /var/lib/threadwork/sandboxes
+# The pod's name: stable across restarts, so a restarted runner is recognised as the same one.
+- name: RUNNER_ID
+  valueFrom:
+    fieldRef:
+      fieldPath: metadata.name
+- name: RUNNER_CONCURRENCY
+  value: {{ .svc.concurrency | quote }}
+{{- with .svc.modelBaseUrl }}
+- name: MODEL_BASE_URL
+  value: {{ . | quote }}
+{{- end }}
+{{ include "threadwork.secretEnv" (dict "root" $root "env" "MODEL_API_KEY" "ref" "model" "key" $v.secrets.model.key "optional" true) }}
+{{- end }}
+{{- range $name, $value := .svc.env }}
+- name: {{ $name }}
+  value: {{ $value | quote }}
+{{- end }}
+{{- end -}}
+
+{{/*
+The pod template shared by every service.
+Argument: (dict "root" $ "name" "gateway" "svc" .Values.gateway "volumes" list-of-extra-mounts).
+*/}}
+{{- define "threadwork.podTemplate" -}}
+{{- $root := .root -}}
+{{- $v := $root.Values -}}
+{{- $isGateway := eq .name "gateway" -}}
+{{- $probePort := ternary "http" "health" $isGateway -}}
+metadata:
+  labels:
+    {{- include "threadwork.componentLabels" (dict "root" $root "name" .name) | nindent 4 }}
+  annotations:
+    checksum/config: {{ include (print $root.Template.BasePath "/configmap.yaml") $root | sha256sum }}
+    {{- with .svc.podAnnotations }}
+    {{- toYaml . | nindent 4 }}
+    {{- end }}
+spec:
+  serviceAccountName: {{ include "threadwork.serviceAccountName" $root }}
+  # No service talks to the Kubernetes API.
+  automountServiceAccountToken: false
+  {{- with $v.imagePullSecrets }}
+  imagePullSecrets:
+    {{- toYaml . | nindent 4 }}
+  {{- end }}
+  securityContext:
+    {{- toYaml $v.podSecurityContext | nindent 4 }}
+  terminationGracePeriodSeconds: {{ .svc.terminationGracePeriodSeconds }}
+  containers:
+    - name: {{ .name }}
+      image: {{ include "threadwork.image" $root | quote }}
+      imagePullPolicy: {{ $v.image.pullPolicy }}
+      args: [{{ printf "services/%s/dist/main.js" .name | quote }}]
+      ports:
+        {{- if $isGateway }}
+        - name: http
+          containerPort: {{ .svc.port }}
+          protocol: TCP
+        {{- else }}
+        - name: health
+          containerPort: {{ $v.healthPort }}
+          protocol: TCP
+        {{- end }}
+      envFrom:
+        - configMapRef:
+            name: {{ include "threadwork.configMapName" $root }}
+      env:
+        # Libraries that write under $HOME get the writable /tmp.
+        - name: HOME
+          value: /tmp
+        {{- include "threadwork.env" . | nindent 8 }}
+      startupProbe:
+        httpGet:
+          path: /healthz
+          port: {{ $probePort }}
+        {{- toYaml $v.probes.startup | nindent 8 }}
+      livenessProbe:
+        httpGet:
+          path: /healthz
+          port: {{ $probePort }}
+        {{- toYaml $v.probes.liveness | nindent 8 }}
+      readinessProbe:
+        httpGet:
+          path: /readyz
+          port: {{ $probePort }}
+        {{- toYaml $v.probes.readiness | nindent 8 }}
+      resources:
+        {{- toYaml .svc.resources | nindent 8 }}
+      securityContext:
+        {{- toYaml $v.containerSecurityContext | nindent 8 }}
+      volumeMounts:
+        - name: tmp
+          mountPath: /tmp
+        {{- if eq .name "repohost" }}
+        - name: repos
+          mountPath: /var/lib/threadwork/repos
+        {{- end }}
+        {{- if eq .name "runner" }}
+        - name: workspaces
+          mountPath: /var/lib/threadwork/sandboxes
+        {{- end }}
+  volumes:
+    - name: tmp
+      emptyDir:
+        sizeLimit: {{ .svc.tmpSizeLimit | default $v.tmpSizeLimit }}
+    {{- if eq .name "repohost" }}
+    # The `local` provider's folder: empty here, since on Kubernetes repositories come from the
+    # GitHub App (the runner could not clone from another pod's disk).
+    - name: repos
+      emptyDir:
+        sizeLimit: 1Gi
+    {{- end }}
+  {{- if $v.topologySpread.enabled }}
+  topologySpreadConstraints:
+    {{- range $v.topologySpread.topologyKeys }}
+    - maxSkew: {{ $v.topologySpread.maxSkew }}
+      topologyKey: {{ . }}
+      whenUnsatisfiable: {{ $v.topologySpread.whenUnsatisfiable }}
+      labelSelector:
+        matchLabels:
+          {{- include "threadwork.componentSelectorLabels" (dict "root" $root "name" $.name) | nindent 10 }}
+    {{- end }}
+  {{- end }}
+  {{- with .svc.nodeSelector }}
+  nodeSelector:
+    {{- toYaml . | nindent 4 }}
+  {{- end }}
+  {{- with .svc.tolerations }}
+  tolerations:
+    {{- toYaml . | nindent 4 }}
+  {{- end }}
+  {{- with .svc.affinity }}
+  affinity:
+    {{- toYaml . | nindent 4 }}
+  {{- end }}
+{{- end -}}
+
+{{/* The services run as Deployments; the runner is a StatefulSet (templates/runner.yaml). */}}
+{{- define "threadwork.deployments" -}}
+{{- list "gateway" "threads" "runs" "repohost" "review" | toJson -}}
+{{- end -}}

@@ -1,0 +1,55 @@
+import { RUN_STATUSES } from '@threadwork/contracts';
+import { describe, expect, it } from 'vitest';
+import { decideOutcome, harnessAnswers, stepsTo } from './outcome.js';
+
+describe('the end of a run', () => {
+  const error = { code: 'model_error', message: 'HTTP 500' };
+
+  it('decides the terminal state from the turn and why it was stopped', () => {
+    expect(decideOutcome({ status: 'completed', error: null }, null, 1000)).toEqual({ to: 'completed' });
+    // Work that finished before the cancel or the timeout landed is kept.
+    expect(decideOutcome({ status: 'completed', error: null }, 'cancel', 1000)).toEqual({ to: 'completed' });
+    expect(decideOutcome({ status: 'completed', error: null }, 'timeout', 1000)).toEqual({ to: 'completed' });
+    expect(decideOutcome({ status: 'interrupted', error: null }, 'cancel', 1000)).toEqual({ to: 'cancelled' });
+    expect(decideOutcome({ status: 'failed', error }, 'cancel', 1000)).toEqual({ to: 'cancelled' });
+    expect(decideOutcome({ status: 'interrupted', error: null }, 'timeout', 1000)).toMatchObject({
+      to: 'failed',
+      error: { code: 'harness_timeout' },
+    });
+    expect(decideOutcome({ status: 'failed', error }, null, 1000)).toEqual({ to: 'failed', error });
+    expect(decideOutcome({ status: 'failed', error: null }, null, 1000)).toMatchObject({
+      error: { code: 'harness_error' },
+    });
+    expect(decideOutcome({ status: 'interrupted', error: null }, null, 1000)).toMatchObject({
+      error: { code: 'harness_interrupted' },
+    });
+  });
+
+  it('finds the moves the state machine allows to each terminal state', () => {
+    expect(stepsTo('running', 'completed')).toEqual(['completed']);
+    expect(stepsTo('waiting_for_input', 'completed')).toEqual(['running', 'completed']);
+    expect(stepsTo('starting', 'completed')).toEqual(['running', 'completed']);
+    expect(stepsTo('running', 'cancelled')).toEqual(['cancelling', 'cancelled']);
+    expect(stepsTo('waiting_for_input', 'cancelled')).toEqual(['cancelling', 'cancelled']);
+    expect(stepsTo('cancelling', 'cancelled')).toEqual(['cancelled']);
+    expect(stepsTo('cancelling', 'completed')).toEqual(['completed']);
+    for (const status of ['starting', 'running', 'waiting_for_input', 'cancelling'] as const) {
+      expect(stepsTo(status, 'failed')).toEqual(['failed']);
+    }
+    for (const status of ['queued', 'completed', 'failed', 'cancelled'] as const) {
+      expect(stepsTo(status, 'failed')).toBeNull();
+    }
+    expect(RUN_STATUSES).toHaveLength(8);
+  });
+
+  it('turns a settlement into the harness’s answers', () => {
+    expect(
+      harnessAnswers('answered', {
+        file: { kind: 'options', optionIds: ['NOTES.md'] },
+        why: { kind: 'text', text: 'because' },
+        junk: { kind: 'nonsense' },
+      }),
+    ).toEqual({ file: ['NOTES.md'], why: ['because'] });
+    expect(harnessAnswers('cancelled', {})).toEqual({});
+  });
+});

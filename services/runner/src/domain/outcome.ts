@@ -1,0 +1,80 @@
+import { AnswerEntry, type RunError, type RunStatus, type TerminalRunStatus } from '@threadwork/contracts';
+
+// Pure decisions at the end of a run: what a turn's outcome means for the run, how to get there
+// through the run state machine, and how a settled interaction turns into the harness's answers.
+
+/** Why the runner stopped a turn itself, if it did. */
+export type StopReason = 'cancel' | 'timeout' | 'fenced' | 'shutdown';
+
+export type TurnStatus = 'completed' | 'interrupted' | 'failed';
+
+export interface Decision {
+  to: TerminalRunStatus;
+  error?: RunError;
+}
+
+export const TIMEOUT_ERROR = (ms: number): RunError => ({
+  code: 'harness_timeout',
+  message: `the run did not finish within ${ms} ms`,
+});
+
+/**
+ * The run's terminal state after its turn ended. A turn that completed is `completed` even when a
+ * cancel or the timeout came too late to stop it (the work is done; hiding it helps nobody).
+ */
+export function decideOutcome(
+  turn: { status: TurnStatus; error: RunError | null },
+  stop: StopReason | null,
+  timeoutMs: number,
+): Decision {
+  if (turn.status === 'completed') return { to: 'completed' };
+  if (stop === 'cancel') return { to: 'cancelled' };
+  if (stop === 'timeout') return { to: 'failed', error: TIMEOUT_ERROR(timeoutMs) };
+  if (turn.status === 'failed') {
+    return { to: 'failed', error: turn.error ?? { code: 'harness_error', message: 'the turn failed' } };
+  }
+  return {
+    to: 'failed',
+    error: { code: 'harness_interrupted', message: 'the harness interrupted the turn on its own' },
+  };
+}
+
+/**
+ * The moves from `current` to the terminal `target` that the run state machine allows: a run
+ * still waiting for input goes back to running before it completes, and a cancellation passes
+ * through `cancelling`. Null when the target cannot be reached (the run has ended).
+ */
+export function stepsTo(current: RunStatus, target: TerminalRunStatus): RunStatus[] | null {
+  switch (current) {
+    case 'completed':
+    case 'failed':
+    case 'cancelled':
+    case 'queued':
+      return null;
+    case 'cancelling':
+      return [target];
+    case 'starting':
+    case 'waiting_for_input':
+      if (target === 'completed') return ['running', 'completed'];
+      if (target === 'cancelled') return ['cancelling', 'cancelled'];
+      return [target];
+    case 'running':
+      return target === 'cancelled' ? ['cancelling', 'cancelled'] : [target];
+  }
+}
+
+/**
+ * A settled interaction as the harness wants it: per question, the option labels chosen (option
+ * ids are labels) or the text typed. A cancelled interaction gives no answers: the agent is told
+ * the user declined and carries on.
+ */
+export function harnessAnswers(status: string, answers: Record<string, unknown>): Record<string, string[]> {
+  if (status !== 'answered') return {};
+  const out: Record<string, string[]> = {};
+  for (const [questionId, value] of Object.entries(answers)) {
+    const parsed = AnswerEntry.safeParse(value);
+    if (!parsed.success) continue;
+    out[questionId] = parsed.data.kind === 'options' ? parsed.data.optionIds : [parsed.data.text];
+  }
+  return out;
+}

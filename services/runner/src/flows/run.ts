@@ -1,0 +1,540 @@
+import {
+  domainEvents,
+  rpc,
+  RunSignal,
+  subjects,
+  type CandidateProducedEvent,
+  type ControlAppliedEvent,
+  type MessageCompletedEvent,
+  type Question,
+  type Run,
+  type RunError,
+  type RunJob,
+  type RunStatus,
+  type RunUsage,
+  type TerminalRunStatus,
+} from '@threadwork/contracts';
+import { decodeJson, isAppError, type JetStreamClient, type Logger, type NatsConnection } from '@threadwork/platform';
+import type { RunnerConfig } from '../config.js';
+import {
+  decideOutcome,
+  harnessAnswers,
+  stepsTo,
+  TIMEOUT_ERROR,
+  type Decision,
+  type StopReason,
+} from '../domain/outcome.js';
+import { ResumeFailedError, type HarnessSession, type QuestionAnswers, type TurnOutcome } from '../harness/harness.js';
+import { commitAndDiff } from '../sandbox/candidate.js';
+import { SandboxError, type Sandbox, type SandboxProvider } from '../sandbox/provider.js';
+import { call, publishDomain } from './calls.js';
+import { EventSink } from './event-sink.js';
+import type { SessionPool } from './sessions.js';
+
+// One job, start to finish: claim the run, prepare the sandbox, drive the harness through one
+// turn while listening for cancel, steer and answers, then commit the workspace, report the
+// candidate and the reply, and end the run. Every path out ends the run or hands the job back
+// for redelivery; none leaves a run live with nobody working it.
+
+export interface RunDeps {
+  nc: NatsConnection;
+  js: JetStreamClient;
+  config: RunnerConfig;
+  logger: Logger;
+  runnerId: string;
+  sandboxes: SandboxProvider;
+  sessions: SessionPool;
+  /** Null when no model endpoint is configured (runs then fail fast). */
+  modelConfigured: boolean;
+}
+
+/** What to do with the job message: done with it, hand it back (now or later), or leave it to whoever fenced us out. */
+export type JobResult = { kind: 'ack' } | { kind: 'nak'; delayMs: number } | { kind: 'abandon' };
+
+export const MODEL_NOT_CONFIGURED: RunError = {
+  code: 'model_not_configured',
+  message:
+    'Set MODEL_BASE_URL (an OpenAI-compatible Responses endpoint) and MODEL_API_KEY, or start with THREADWORK_DEMO=1',
+};
+
+/** Grace between interrupting a turn and killing its process. */
+const INTERRUPT_GRACE_MS = 10_000;
+
+/** A run being worked; `stop('shutdown')` hands it back when the runner stops. */
+export interface LiveRun {
+  runId: string;
+  stop(reason: StopReason): void;
+}
+
+export async function executeJob(
+  deps: RunDeps,
+  job: RunJob,
+  track: (live: LiveRun | null) => void,
+): Promise<JobResult> {
+  const log = deps.logger.child({ run_id: job.run_id, thread_id: job.thread_id });
+  let claim: { run: Run; attempt: number; job: RunJob };
+  try {
+    claim = await call(deps.nc, rpc.runs.claim, { run_id: job.run_id, runner_id: deps.runnerId }, 10_000);
+  } catch (err) {
+    if (isAppError(err) && (err.code === 'already_settled' || err.code === 'not_found')) {
+      log.info({ reason: err.message }, 'job dropped: the run is not ours to work');
+      return { kind: 'ack' };
+    }
+    if (isAppError(err) && err.retryable) return { kind: 'nak', delayMs: 5_000 };
+    throw err;
+  }
+  const execution = new RunExecution(deps, claim.job, claim.attempt, claim.run.status, log);
+  track(execution);
+  try {
+    return await execution.execute();
+  } finally {
+    track(null);
+  }
+}
+
+class RunExecution implements LiveRun {
+  readonly runId: string;
+  private readonly sink: EventSink;
+  private status: RunStatus;
+  private stopReason: StopReason | null = null;
+  private session: HarnessSession | null = null;
+  private sandbox: Sandbox | null = null;
+  private turnStarted = false;
+  private turnEnded = false;
+  private readonly pendingSteers: { control_id: string; prompt: string }[] = [];
+  /** Woken by an `interaction` signal (or a stop) while a question waits for its answer. */
+  private wakeQuestion: (() => void) | null = null;
+  private killTimer: NodeJS.Timeout | undefined;
+  /** A newer attempt (another runner) holds the run: nothing this one reports counts any more. */
+  private fenced = false;
+
+  constructor(
+    private readonly deps: RunDeps,
+    private readonly job: RunJob,
+    private readonly attempt: number,
+    status: RunStatus,
+    private readonly log: Logger,
+  ) {
+    this.runId = job.run_id;
+    this.status = status;
+    this.sink = new EventSink(deps.nc, job.run_id, attempt, log, (reason) => {
+      log.warn({ reason }, 'run events refused; this attempt no longer holds the run');
+      this.stop('fenced');
+    });
+  }
+
+  stop(reason: StopReason): void {
+    if (this.stopReason) return;
+    this.stopReason = reason;
+    this.wakeQuestion?.();
+    if (!this.session || !this.turnStarted || this.turnEnded) return;
+    const session = this.session;
+    void session.interrupt();
+    this.killTimer = setTimeout(() => {
+      this.log.warn({ reason }, 'turn did not stop after the interrupt; killing the harness');
+      void this.deps.sessions.discard(this.job.thread_id, session);
+    }, INTERRUPT_GRACE_MS);
+  }
+
+  async execute(): Promise<JobResult> {
+    const { deps, job } = this;
+    const signals = deps.nc.subscribe(subjects.runSignal(job.run_id), {
+      callback: (err, msg) => {
+        if (err) return;
+        try {
+          const parsed = RunSignal.safeParse(decodeJson(msg.data));
+          if (parsed.success) this.onSignal(parsed.data);
+        } catch {
+          // Not JSON: not a signal of ours.
+        }
+      },
+    });
+    const timeout = setTimeout(() => this.stop('timeout'), Math.max(0, deps.config.RUN_TIMEOUT_MS));
+    const poll = setInterval(() => void this.pollRun(), deps.config.RUN_POLL_MS);
+    try {
+      return await this.work();
+    } catch (err) {
+      return await this.failUnexpectedly(err);
+    } finally {
+      clearTimeout(timeout);
+      clearInterval(poll);
+      if (this.killTimer) clearTimeout(this.killTimer);
+      signals.unsubscribe();
+      if (this.session) this.deps.sessions.release(job.thread_id, this.session);
+    }
+  }
+
+  private async work(): Promise<JobResult> {
+    const { deps, job } = this;
+    if (!deps.modelConfigured) return this.finish({ to: 'failed', error: MODEL_NOT_CONFIGURED });
+    if (this.status === 'queued' && !(await this.move('starting'))) return this.settledResult();
+    if (this.status === 'cancelling') return this.finish({ to: 'cancelled' });
+
+    // A takeover continues where the lost attempt was, which needs what it left on this disk.
+    const takeover = this.attempt > 0;
+    if (takeover && !(await deps.sandboxes.find(job.thread_id))) {
+      return this.finish({ to: 'failed', error: runnerLost('its workspace is not on this runner') });
+    }
+    try {
+      this.sandbox = await deps.sandboxes.prepare(job);
+    } catch (err) {
+      if (!(err instanceof SandboxError)) throw err;
+      return this.finish({ to: 'failed', error: { code: 'sandbox_failed', message: err.message } });
+    }
+    if (this.stopReason) return this.afterStop();
+
+    try {
+      this.session = await deps.sessions.acquire(this.sandbox, {
+        model: job.model,
+        mustResume: takeover && this.sandbox.sessionId !== null,
+      });
+    } catch (err) {
+      if (err instanceof ResumeFailedError) {
+        return this.finish({
+          to: 'failed',
+          error: runnerLost(`its harness session could not be resumed: ${err.message}`),
+        });
+      }
+      return this.finish({
+        to: 'failed',
+        error: { code: 'harness_crashed', message: `the harness did not start: ${errorMessage(err)}` },
+      });
+    }
+    if (this.stopReason) return this.afterStop();
+
+    if (!(await this.move('running', this.sandbox.id))) return this.settledResult();
+    // A cancel may have come in while the sandbox was prepared.
+    if (this.statusNow() === 'cancelling') return this.finish({ to: 'cancelled' });
+
+    const outcome = await this.runTurn(this.session);
+    if (this.killTimer) clearTimeout(this.killTimer);
+    // A stopped turn takes its harness with it (process group and all), so nothing the agent
+    // started keeps running; the next run resumes the session in a new process.
+    if (!outcome.alive || this.stopReason === 'cancel' || this.stopReason === 'timeout') {
+      await deps.sessions.discard(job.thread_id, this.session);
+    }
+    // Taken over meanwhile (this runner was thought dead): the workspace is the new attempt's now.
+    if (!this.fenced && this.stopReason !== 'fenced') await this.refresh();
+    if (this.fenced || this.stopReason === 'fenced') return { kind: 'abandon' };
+    if (this.stopReason === 'shutdown' && outcome.status !== 'completed') {
+      // Handed back: the next runner takes the job over as a new attempt and resumes the session.
+      await this.sink.flush();
+      return { kind: 'nak', delayMs: 0 };
+    }
+
+    const decision = decideOutcome(outcome, this.stopReason, deps.config.RUN_TIMEOUT_MS);
+    await this.report(decision.to, outcome);
+    return this.finish(decision, usageOrUndefined(outcome.usage));
+  }
+
+  private async runTurn(session: HarnessSession): Promise<TurnOutcome & { alive: boolean }> {
+    const { job } = this;
+    const outcome = await session.runTurn(
+      {
+        prompt: job.prompt,
+        model: job.model,
+        reasoningEffort: job.reasoning_effort,
+        collaborationMode: job.collaboration_mode,
+        metadata: {
+          threadwork_run_id: job.run_id,
+          threadwork_thread_id: job.thread_id,
+          threadwork_attempt: String(this.attempt),
+        },
+      },
+      {
+        chunk: (chunk) => this.sink.push(chunk),
+        question: (key, questions) => this.ask(key, questions),
+        started: () => {
+          this.turnStarted = true;
+          if (this.stopReason) {
+            const reason = this.stopReason;
+            this.stopReason = null;
+            this.stop(reason);
+          }
+          void this.applySteers();
+        },
+      },
+    );
+    this.turnEnded = true;
+    return { ...outcome, alive: session.alive };
+  }
+
+  // --- signals and polling -------------------------------------------------------------------
+
+  private onSignal(signal: RunSignal): void {
+    switch (signal.type) {
+      case 'cancel':
+        this.stop('cancel');
+        return;
+      case 'steer':
+        this.pendingSteers.push({ control_id: signal.control_id, prompt: signal.prompt });
+        void this.applySteers();
+        return;
+      case 'interaction':
+        this.wakeQuestion?.();
+        return;
+    }
+  }
+
+  /** Signals are core NATS and can be missed; the run's state in the runs service cannot. */
+  private async pollRun(): Promise<void> {
+    if (this.stopReason || this.turnEnded) return;
+    try {
+      const run = await call(this.deps.nc, rpc.runs.get, { run_id: this.job.run_id }, 0);
+      if (run.attempt !== this.attempt || run.terminal) this.stop('fenced');
+      else if (run.status === 'cancelling') this.stop('cancel');
+    } catch (err) {
+      this.log.debug({ err }, 'run poll failed');
+    }
+  }
+
+  /** Steers go to the turn once it has started; a steer after the turn ended is left to the threads service (it queues it). */
+  private async applySteers(): Promise<void> {
+    const session = this.session;
+    if (!session || !this.turnStarted) return;
+    while (this.pendingSteers.length > 0 && !this.turnEnded) {
+      const steer = this.pendingSteers.shift()!;
+      if (!(await session.steer(steer.prompt))) {
+        this.log.info({ control_id: steer.control_id }, 'steer not applied: the turn has ended');
+        continue;
+      }
+      this.sink.push({ type: 'control.applied', control_id: steer.control_id, kind: 'steer' });
+      const event: ControlAppliedEvent = {
+        control_id: steer.control_id,
+        run_id: this.job.run_id,
+        thread_id: this.job.thread_id,
+        at: new Date().toISOString(),
+      };
+      await publishDomain(this.deps.js, this.log, domainEvents.controlApplied, event, `${steer.control_id}:applied`);
+    }
+  }
+
+  // --- questions -----------------------------------------------------------------------------
+
+  /**
+   * The harness asks: the runs service records the interaction (the run waits for input) and the
+   * answer comes back by signal, or by looking again every poll interval in case it was missed.
+   * A stop answers nothing (the turn is being interrupted anyway).
+   */
+  private async ask(key: string, questions: Question[]): Promise<QuestionAnswers> {
+    const { nc } = this.deps;
+    await this.sink.flush();
+    let interactionId: string;
+    try {
+      const created = await call(nc, rpc.runs.interactionCreate, {
+        run_id: this.job.run_id,
+        attempt: this.attempt,
+        key,
+        kind: 'question',
+        questions,
+      });
+      interactionId = created.id;
+    } catch (err) {
+      if (isAppError(err) && err.code === 'already_settled') {
+        // The run is being cancelled or was taken over; the poll tells which.
+        void this.pollRun();
+        return {};
+      }
+      throw err;
+    }
+    while (!this.stopReason) {
+      try {
+        const settlement = await call(nc, rpc.runs.interactionSettlement, { interaction_id: interactionId }, 5_000);
+        if (settlement.interaction.status !== 'pending') {
+          return harnessAnswers(settlement.interaction.status, settlement.answers);
+        }
+      } catch (err) {
+        this.log.debug({ err }, 'reading the settlement failed; looking again');
+      }
+      await new Promise<void>((resolve) => {
+        const timer = setTimeout(resolve, this.deps.config.RUN_POLL_MS);
+        this.wakeQuestion = () => {
+          clearTimeout(timer);
+          resolve();
+        };
+      });
+      this.wakeQuestion = null;
+    }
+    return {};
+  }
+
+  // --- the end of a run ----------------------------------------------------------------------
+
+  /** Commits the workspace and reports the candidate (every repository) and the agent's reply. */
+  private async report(to: TerminalRunStatus, outcome: TurnOutcome): Promise<void> {
+    const { deps, job, sandbox } = this;
+    await this.sink.flush();
+    if (sandbox) {
+      for (const repo of sandbox.repos) {
+        try {
+          const candidate = await commitAndDiff(repo, sandbox.dir, {
+            message: commitMessage(job),
+            maxDiffBytes: deps.config.DIFF_MAX_BYTES,
+          });
+          // A run that did not complete reports a candidate only if it changed something.
+          if (to !== 'completed' && !candidate.committed) continue;
+          const event: CandidateProducedEvent = {
+            thread_id: job.thread_id,
+            run_id: job.run_id,
+            owner_id: job.owner_id,
+            project_repository_id: repo.project_repository_id,
+            repository_id: repo.repository_id,
+            branch: repo.branch,
+            base_branch: repo.base_branch,
+            base_revision: candidate.base_revision,
+            candidate_revision: candidate.candidate_revision,
+            diff: candidate.diff,
+            truncated: candidate.truncated,
+            files: candidate.files,
+            stats: candidate.stats,
+            at: new Date().toISOString(),
+          };
+          await publishDomain(
+            deps.js,
+            this.log,
+            domainEvents.candidateProduced,
+            event,
+            `${job.run_id}:${repo.project_repository_id}`,
+          );
+        } catch (err) {
+          this.log.error({ err, repo: repo.full_name }, 'the workspace could not be committed');
+          this.sink.push({ type: 'error', code: 'commit_failed', message: `${repo.full_name}: ${errorMessage(err)}` });
+        }
+      }
+    }
+    if (outcome.reply && outcome.reply.text.trim()) {
+      const event: MessageCompletedEvent = {
+        thread_id: job.thread_id,
+        run_id: job.run_id,
+        // One reply per run, whichever attempt got there.
+        message_key: `${job.run_id}:reply`,
+        text: outcome.reply.text,
+        at: new Date().toISOString(),
+      };
+      await publishDomain(deps.js, this.log, domainEvents.messageCompleted, event, `${job.run_id}:reply`);
+    }
+  }
+
+  /** Ends the run, through whatever moves the state machine needs from where it stands. */
+  private async finish(decision: Decision, usage?: RunUsage): Promise<JobResult> {
+    if (decision.error) this.log.info({ error: decision.error }, `run ${decision.to}`);
+    for (let round = 0; round < 3; round++) {
+      const steps = stepsTo(this.status, decision.to);
+      if (!steps) return this.settledResult();
+      let ok = true;
+      for (const to of steps) {
+        const terminal = to === decision.to;
+        if (!(await this.move(to, undefined, terminal ? decision.error : undefined, terminal ? usage : undefined))) {
+          if (this.fenced) return { kind: 'abandon' };
+          ok = false;
+          break;
+        }
+        if (this.isTerminal) return { kind: 'ack' };
+      }
+      if (ok && this.isTerminal) return { kind: 'ack' };
+      // Refused: the run moved meanwhile (a cancel, an answer). Read where it stands and go again.
+      await this.refresh();
+      if (this.fenced) return { kind: 'abandon' };
+      if (this.isTerminal) return { kind: 'ack' };
+    }
+    // Never leave the run live: fail it from wherever it is.
+    if (
+      await this.move('failed', undefined, { code: 'runner_error', message: 'the run could not be ended as decided' })
+    ) {
+      return { kind: 'ack' };
+    }
+    return this.settledResult();
+  }
+
+  /** Read through a call: `status` changes across awaits, which narrowing does not see. */
+  private statusNow(): RunStatus {
+    return this.status;
+  }
+
+  private get isTerminal(): boolean {
+    return this.status === 'completed' || this.status === 'failed' || this.status === 'cancelled';
+  }
+
+  /** Moves the run after flushing the events before it; false when the move was refused. */
+  private async move(to: RunStatus, sandboxId?: string, error?: RunError, usage?: RunUsage): Promise<boolean> {
+    await this.sink.flush();
+    try {
+      const run = await call(this.deps.nc, rpc.runs.transition, {
+        run_id: this.job.run_id,
+        attempt: this.attempt,
+        to,
+        ...(sandboxId ? { sandbox_id: sandboxId } : {}),
+        ...(error ? { error } : {}),
+        ...(usage ? { usage } : {}),
+      });
+      this.status = run.status;
+      if (run.attempt !== this.attempt) this.fenced = true;
+      return !this.fenced;
+    } catch (err) {
+      if (isAppError(err) && err.code === 'already_settled') {
+        this.fenced = true;
+        return false;
+      }
+      if (isAppError(err) && err.code === 'invalid_request') {
+        this.log.debug({ err, to }, 'move refused');
+        return false;
+      }
+      throw err;
+    }
+  }
+
+  private async refresh(): Promise<void> {
+    const run = await call(this.deps.nc, rpc.runs.get, { run_id: this.job.run_id });
+    this.status = run.status;
+    if (run.attempt !== this.attempt) this.fenced = true;
+  }
+
+  /** After the run ended or moved on without us: ack if it ended on our attempt, else leave the job alone. */
+  private async settledResult(): Promise<JobResult> {
+    if (!this.fenced) await this.refresh().catch(() => undefined);
+    return this.fenced ? { kind: 'abandon' } : { kind: 'ack' };
+  }
+
+  /** A stop that came before the turn began. */
+  private async afterStop(): Promise<JobResult> {
+    switch (this.stopReason) {
+      case 'fenced':
+        return { kind: 'abandon' };
+      case 'shutdown':
+        return { kind: 'nak', delayMs: 0 };
+      case 'timeout':
+        return this.finish({ to: 'failed', error: TIMEOUT_ERROR(this.deps.config.RUN_TIMEOUT_MS) });
+      default:
+        return this.finish({ to: 'cancelled' });
+    }
+  }
+
+  private async failUnexpectedly(err: unknown): Promise<JobResult> {
+    this.log.error({ err }, 'run failed unexpectedly');
+    if (this.fenced) return { kind: 'abandon' };
+    try {
+      return await this.finish({ to: 'failed', error: { code: 'runner_error', message: errorMessage(err) } });
+    } catch (again) {
+      // The runs service is unreachable: hand the job back so the run is ended by a later delivery.
+      this.log.error({ err: again }, 'the failed run could not be reported; handing the job back');
+      return { kind: 'nak', delayMs: 10_000 };
+    }
+  }
+}
+
+function runnerLost(why: string): RunError {
+  return { code: 'runner_lost', message: `the runner of an earlier attempt was lost and ${why}` };
+}
+
+function usageOrUndefined(usage: RunUsage): RunUsage | undefined {
+  return Object.keys(usage).length > 0 ? usage : undefined;
+}
+
+function commitMessage(job: RunJob): string {
+  const firstLine = job.prompt.split('\n')[0]?.slice(0, 72) ?? '';
+  return `${firstLine || 'Threadwork run'}\n\nThreadwork run ${job.run_id} on thread ${job.thread_id}.`;
+}
+
+function errorMessage(err: unknown): string {
+  return err instanceof Error ? err.message : String(err);
+}

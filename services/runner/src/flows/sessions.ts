@@ -1,0 +1,129 @@
+import type { Logger } from '@threadwork/platform';
+import { ResumeFailedError, type Harness, type HarnessSession } from '../harness/harness.js';
+import type { Sandbox, SandboxProvider } from '../sandbox/provider.js';
+
+// One long-lived harness process per live sandbox: a thread's next run reuses it (no start-up
+// cost, the conversation is still loaded). A process idle for SANDBOX_IDLE_MS is stopped and the
+// sandbox reported `stopped`; the next run starts a new process that resumes the stored session.
+
+interface Live {
+  session: HarnessSession;
+  busy: boolean;
+  idleTimer: NodeJS.Timeout | undefined;
+}
+
+export interface AcquireOptions {
+  model: string;
+  /** A takeover after a crash: the stored session must be resumed, a fresh one would lose the turn's context. */
+  mustResume: boolean;
+}
+
+export class SessionPool {
+  private readonly live = new Map<string, Live>();
+
+  constructor(
+    private readonly harness: Harness,
+    private readonly sandboxes: SandboxProvider,
+    private readonly idleMs: number,
+    private readonly logger: Logger,
+  ) {}
+
+  /** The sandbox's session, started (or resumed) when none is live. Throws ResumeFailedError when `mustResume` cannot be met. */
+  async acquire(sandbox: Sandbox, opts: AcquireOptions): Promise<HarnessSession> {
+    const current = this.live.get(sandbox.threadId);
+    if (current?.session.alive && !current.busy) {
+      if (current.idleTimer) clearTimeout(current.idleTimer);
+      current.idleTimer = undefined;
+      current.busy = true;
+      return current.session;
+    }
+    if (current) await this.discard(sandbox.threadId);
+
+    if (opts.mustResume && !sandbox.sessionId) throw new ResumeFailedError('no harness session was stored');
+    const options = { cwd: sandbox.cwd, home: sandbox.harnessHome, env: sandbox.env, model: opts.model };
+    let session: HarnessSession;
+    try {
+      session = await this.harness.start({ ...options, resumeSessionId: sandbox.sessionId });
+    } catch (err) {
+      if (!(err instanceof ResumeFailedError) || opts.mustResume) throw err;
+      // The conversation is lost (e.g. its state was cleaned up); the workspace is not, so carry on in it.
+      this.logger.warn(
+        { err, thread_id: sandbox.threadId },
+        'stored harness session could not be resumed; starting anew',
+      );
+      session = await this.harness.start({ ...options, resumeSessionId: null });
+    }
+    if (session.sessionId !== sandbox.sessionId) await this.sandboxes.rememberSession(sandbox, session.sessionId);
+
+    const entry: Live = { session, busy: true, idleTimer: undefined };
+    this.live.set(sandbox.threadId, entry);
+    void session.exited.then(() => {
+      if (this.live.get(sandbox.threadId) === entry) this.live.delete(sandbox.threadId);
+    });
+    return session;
+  }
+
+  /** The run is done with the session; it idles until the next run or the idle bound. */
+  release(threadId: string, session: HarnessSession): void {
+    const entry = this.live.get(threadId);
+    if (!entry || entry.session !== session) return;
+    entry.busy = false;
+    if (!session.alive) {
+      this.live.delete(threadId);
+      return;
+    }
+    entry.idleTimer = setTimeout(() => void this.reclaim(threadId, entry), this.idleMs);
+    entry.idleTimer.unref();
+  }
+
+  /**
+   * Stops the sandbox's process now (after a crash, a kill or a stopped turn). Given a session,
+   * only if that is still the sandbox's: a run that was taken over must not stop its successor's.
+   */
+  async discard(threadId: string, session?: HarnessSession): Promise<void> {
+    const entry = this.live.get(threadId);
+    if (!entry) {
+      await session?.stop();
+      return;
+    }
+    if (session && entry.session !== session) {
+      await session.stop();
+      return;
+    }
+    this.live.delete(threadId);
+    if (entry.idleTimer) clearTimeout(entry.idleTimer);
+    await entry.session.stop();
+  }
+
+  /** The runner stops: every process goes, and the idle sandboxes are reported stopped. */
+  async stopAll(): Promise<void> {
+    await Promise.all(
+      [...this.live.entries()].map(async ([threadId, entry]) => {
+        await this.discard(threadId);
+        if (!entry.busy) await this.reportStopped(threadId);
+      }),
+    );
+  }
+
+  /** Process ids of the live harnesses, by thread (for measurements and tests). */
+  pids(): Map<string, number> {
+    const out = new Map<string, number>();
+    for (const [threadId, { session }] of this.live) if (session.pid !== undefined) out.set(threadId, session.pid);
+    return out;
+  }
+
+  private async reclaim(threadId: string, entry: Live): Promise<void> {
+    if (this.live.get(threadId) !== entry || entry.busy) return;
+    this.live.delete(threadId);
+    await entry.session.stop();
+    await this.reportStopped(threadId);
+  }
+
+  private async reportStopped(threadId: string): Promise<void> {
+    try {
+      await this.sandboxes.stop(threadId);
+    } catch (err) {
+      this.logger.warn({ err, thread_id: threadId }, 'could not report the sandbox stopped');
+    }
+  }
+}

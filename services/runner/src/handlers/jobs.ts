@@ -1,0 +1,143 @@
+import { RUN_JOBS_STREAM, RunJob, STREAM_NAMES, subjects } from '@threadwork/contracts';
+import {
+  describeZodError,
+  ensureConsumer,
+  extractTraceContext,
+  SpanKind,
+  withSpan,
+  type JetStreamClient,
+  type JetStreamManager,
+  type JsMsg,
+  type Logger,
+} from '@threadwork/platform';
+import { sleep } from '../flows/calls.js';
+import type { JobResult } from '../flows/run.js';
+
+// RUN_JOBS → runs. A durable pull consumer per harness (`runner-<harness>`), shared by every
+// runner of that harness: work-queue retention hands each job to one runner; the ack wait with
+// in-progress acks (`working()`) is the heartbeat, so a runner that dies stops heartbeating and
+// its job goes to another runner after JOB_ACK_WAIT_MS. A runner takes a job only when it has a
+// free slot (RUNNER_CONCURRENCY), so waiting jobs stay in the stream for other runners.
+
+export interface JobConsumerOptions {
+  harness: string;
+  concurrency: number;
+  ackWaitMs: number;
+  maxDeliver: number;
+  logger: Logger;
+}
+
+export interface JobConsumer {
+  /** Stops taking jobs and waits (up to `timeoutMs`) for those in progress to be answered. */
+  stop(timeoutMs: number): Promise<void>;
+}
+
+export const consumerName = (harness: string) => `runner-${harness}`;
+
+const PULL_EXPIRES_MS = 1_000;
+
+export async function startJobConsumer(
+  js: JetStreamClient,
+  jsm: JetStreamManager,
+  opts: JobConsumerOptions,
+  handle: (job: RunJob, msg: JsMsg) => Promise<JobResult>,
+): Promise<JobConsumer> {
+  const durable = consumerName(opts.harness);
+  await ensureConsumer(jsm, RUN_JOBS_STREAM.name, {
+    durable_name: durable,
+    filter_subject: subjects.runJobs(opts.harness),
+    ack_wait: opts.ackWaitMs * 1_000_000,
+    max_deliver: opts.maxDeliver,
+  });
+  const consumer = await js.consumers.get(STREAM_NAMES.runJobs, durable);
+  const inflight = new Set<Promise<void>>();
+  let stopping = false;
+
+  const work = (msg: JsMsg) =>
+    withSpan(`consume ${msg.subject}`, { kind: SpanKind.CONSUMER, parent: extractTraceContext(msg.headers) }, () =>
+      processJob(msg, opts, handle),
+    ).catch((err: unknown) => opts.logger.error({ err }, 'job handling failed'));
+
+  const loop = (async () => {
+    while (!stopping) {
+      if (inflight.size >= opts.concurrency) {
+        await Promise.race(inflight);
+        continue;
+      }
+      let msg: JsMsg | null;
+      try {
+        msg = await consumer.next({ expires: PULL_EXPIRES_MS });
+      } catch (err) {
+        if (stopping) break;
+        opts.logger.warn({ err }, 'pulling a job failed; trying again');
+        await sleep(1_000);
+        continue;
+      }
+      if (!msg) continue;
+      if (stopping) {
+        // Pulled while stopping: straight back to the stream for another runner.
+        msg.nak();
+        break;
+      }
+      const job = work(msg);
+      inflight.add(job);
+      void job.finally(() => inflight.delete(job));
+    }
+  })();
+
+  return {
+    async stop(timeoutMs) {
+      stopping = true;
+      let timer: NodeJS.Timeout | undefined;
+      await Promise.race([
+        Promise.allSettled([loop, ...inflight]),
+        new Promise<void>((resolve) => {
+          timer = setTimeout(resolve, timeoutMs);
+        }),
+      ]);
+      clearTimeout(timer);
+    },
+  };
+}
+
+async function processJob(
+  msg: JsMsg,
+  opts: JobConsumerOptions,
+  handle: (job: RunJob, msg: JsMsg) => Promise<JobResult>,
+): Promise<void> {
+  let payload: unknown;
+  try {
+    payload = msg.json();
+  } catch {
+    msg.term('not JSON');
+    return;
+  }
+  const parsed = RunJob.safeParse(payload);
+  if (!parsed.success) {
+    opts.logger.error({ subject: msg.subject, issue: describeZodError(parsed.error) }, 'invalid job dropped');
+    msg.term(describeZodError(parsed.error));
+    return;
+  }
+  // Heartbeat well inside the ack wait, so a slow run is never taken for a dead runner.
+  const heartbeat = setInterval(() => msg.working(), Math.max(250, Math.floor(opts.ackWaitMs / 3)));
+  let result: JobResult;
+  try {
+    result = await handle(parsed.data, msg);
+  } catch (err) {
+    opts.logger.error({ err, run_id: parsed.data.run_id }, 'job failed; handing it back');
+    result = { kind: 'nak', delayMs: Math.min(30_000, 1_000 * 2 ** Math.min(msg.info.deliveryCount, 5)) };
+  } finally {
+    clearInterval(heartbeat);
+  }
+  switch (result.kind) {
+    case 'ack':
+      msg.ack();
+      return;
+    case 'nak':
+      msg.nak(result.delayMs > 0 ? result.delayMs : undefined);
+      return;
+    case 'abandon':
+      // A newer attempt holds the run (and this job's redelivery): acking here could remove it under them.
+      return;
+  }
+}

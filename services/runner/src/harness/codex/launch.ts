@@ -1,0 +1,88 @@
+import { existsSync } from 'node:fs';
+import { createRequire } from 'node:module';
+import { dirname, join } from 'node:path';
+
+// Where the pinned codex binary is and how it is started. `@openai/codex` ships a node wrapper
+// (bin/codex.js) that spawns the native binary from a per-platform optional dependency. On Node 20
+// the wrapper stays alive as a second process, and killing it does not kill the binary, so the
+// native binary is started directly when it can be found; the wrapper is the fallback.
+
+const NATIVE: Record<string, { pkg: string; triple: string }> = {
+  'linux-x64': { pkg: '@openai/codex-linux-x64', triple: 'x86_64-unknown-linux-musl' },
+  'linux-arm64': { pkg: '@openai/codex-linux-arm64', triple: 'aarch64-unknown-linux-musl' },
+  'darwin-x64': { pkg: '@openai/codex-darwin-x64', triple: 'x86_64-apple-darwin' },
+  'darwin-arm64': { pkg: '@openai/codex-darwin-arm64', triple: 'aarch64-apple-darwin' },
+};
+
+export interface Command {
+  command: string;
+  args: string[];
+}
+
+export function codexCommand(): Command {
+  const require = createRequire(import.meta.url);
+  const packageJson = require.resolve('@openai/codex/package.json');
+  const native = NATIVE[`${process.platform}-${process.arch}`];
+  if (native) {
+    try {
+      const nativeJson = createRequire(packageJson).resolve(`${native.pkg}/package.json`);
+      const binary = join(dirname(nativeJson), 'vendor', native.triple, 'bin', 'codex');
+      if (existsSync(binary)) return { command: binary, args: [] };
+    } catch {
+      // Not installed for this platform: the wrapper below reports what is missing.
+    }
+  }
+  return { command: process.execPath, args: [join(dirname(packageJson), 'bin', 'codex.js')] };
+}
+
+const SETPRIV = '/usr/bin/setpriv';
+
+/**
+ * On Linux the harness gets SIGTERM when the runner dies, even by SIGKILL (util-linux `setpriv
+ * --pdeathsig`, which then execs the command, so the pid stays the harness's): a crashed runner
+ * leaves no agent running on behind it.
+ */
+export function guarded(cmd: Command): Command {
+  if (process.platform === 'linux' && existsSync(SETPRIV)) {
+    return { command: SETPRIV, args: ['--pdeathsig', 'SIGTERM', '--', cmd.command, ...cmd.args] };
+  }
+  return cmd;
+}
+
+export interface ProviderSettings {
+  model: string;
+  /** OpenAI-compatible Responses endpoint, e.g. `http://127.0.0.1:PORT/v1`. */
+  baseUrl: string;
+  /** Name of the variable holding the model key; null when the endpoint takes none. */
+  keyEnv: string | null;
+  sandboxMode: 'danger-full-access' | 'workspace-write';
+}
+
+/** TOML string value for a `-c key=value` override. JSON strings are valid TOML basic strings. */
+const toml = (value: string) => JSON.stringify(value);
+
+/**
+ * `codex app-server` arguments: a custom provider `tw` (so no login is needed), no retries (the
+ * runner decides what a failure means), no approvals (nobody is there to approve), no plugins,
+ * apps, web search or analytics (they reach the internet). Only the key's variable name is passed, never the key.
+ */
+export function appServerArgs(s: ProviderSettings): string[] {
+  const config: string[] = [
+    `model=${toml(s.model)}`,
+    `model_provider="tw"`,
+    `model_providers.tw.name="Threadwork"`,
+    `model_providers.tw.base_url=${toml(s.baseUrl)}`,
+    `model_providers.tw.wire_api="responses"`,
+    ...(s.keyEnv ? [`model_providers.tw.env_key=${toml(s.keyEnv)}`] : []),
+    `model_providers.tw.request_max_retries=0`,
+    `model_providers.tw.stream_max_retries=0`,
+    `approval_policy="never"`,
+    `sandbox_mode=${toml(s.sandboxMode)}`,
+    `web_search="disabled"`,
+    // Analytics would be sent to OpenAI from the sandbox, whatever the model endpoint.
+    `analytics.enabled=false`,
+    // Commands the agent runs must not see the model key either.
+    ...(s.keyEnv ? [`shell_environment_policy.exclude=[${toml(s.keyEnv)}]`] : []),
+  ];
+  return ['app-server', ...config.flatMap((c) => ['-c', c]), '--disable', 'plugins', '--disable', 'apps'];
+}

@@ -1,0 +1,212 @@
+import { createHash, randomBytes } from 'node:crypto';
+import { existsSync } from 'node:fs';
+import { mkdir, readFile, rename, rm, writeFile } from 'node:fs/promises';
+import { join } from 'node:path';
+import type { RunJob, RunRepository, SandboxStatus } from '@threadwork/contracts';
+import type { Logger } from '@threadwork/platform';
+import { git } from './git.js';
+import {
+  SandboxError,
+  type Sandbox,
+  type SandboxProvider,
+  type SandboxRepo,
+  type SandboxStatusPublisher,
+} from './provider.js';
+
+// The `local` provider: `<SANDBOX_ROOT>/<thread id>/` holds one clone per project repository,
+// `codex-home/` (the harness's state) and `threadwork.json` (what the runner must remember across
+// processes: the sandbox id, the harness session to resume, the repositories and their bases).
+
+const STATE_FILE = 'threadwork.json';
+const HARNESS_HOME = 'codex-home';
+
+interface RepoState {
+  dir: string;
+  base_branch: string;
+  /** The base the thread branch was cut from, for when the remote branch cannot be read. */
+  base_revision: string;
+}
+
+interface SandboxState {
+  sandbox_id: string;
+  thread_id: string;
+  session_id: string | null;
+  repos: Record<string, RepoState>;
+}
+
+export interface LocalSandboxOptions {
+  root: string;
+  logger: Logger;
+  publish: SandboxStatusPublisher;
+}
+
+export const threadBranch = (threadId: string) => `threadwork/${threadId}`;
+
+/** A thread id as one safe folder name (ids are opaque: anything odd is hashed). */
+function folderName(threadId: string): string {
+  return /^[A-Za-z0-9_-]{1,128}$/.test(threadId)
+    ? threadId
+    : `t_${createHash('sha256').update(threadId).digest('hex').slice(0, 32)}`;
+}
+
+/**
+ * A folder for a repository new to the sandbox, named after it; one already taken (same name, other
+ * owner) takes the owner and id too.
+ */
+function pickFolder(repo: RunRepository, taken: ReadonlySet<string>): string {
+  const clean = (v: string) => v.replace(/[^A-Za-z0-9._-]/g, '_').replace(/^\.+/, '_');
+  const short = clean(repo.full_name.split('/').pop() ?? repo.full_name);
+  return taken.has(short) ? `${clean(repo.full_name.replace('/', '__'))}-${repo.repository_id}` : short;
+}
+
+export class LocalSandboxProvider implements SandboxProvider {
+  readonly kind = 'local';
+  private readonly statuses = new Map<string, SandboxStatus>();
+
+  constructor(private readonly options: LocalSandboxOptions) {}
+
+  async prepare(job: RunJob): Promise<Sandbox> {
+    const dir = join(this.options.root, folderName(job.thread_id));
+    const existing = await this.readState(dir);
+    const state: SandboxState = existing ?? {
+      sandbox_id: `sbx_${randomBytes(16).toString('hex')}`,
+      thread_id: job.thread_id,
+      session_id: null,
+      repos: {},
+    };
+    await this.publish(job.thread_id, state.sandbox_id, 'initializing', null);
+    try {
+      await mkdir(join(dir, HARNESS_HOME), { recursive: true });
+      const taken = new Set([HARNESS_HOME, STATE_FILE, ...Object.values(state.repos).map((r) => r.dir)]);
+      for (const repo of job.repositories) {
+        const known = state.repos[repo.project_repository_id];
+        const folder = known?.dir ?? pickFolder(repo, taken);
+        taken.add(folder);
+        state.repos[repo.project_repository_id] = await this.prepareRepo(dir, folder, repo, job.thread_id, known);
+        // Recorded at once: a clone that is in place but not in the state would be cloned over next time.
+        await this.writeState(dir, state);
+      }
+    } catch (err) {
+      const reason = err instanceof Error ? err.message : String(err);
+      await this.publish(job.thread_id, state.sandbox_id, 'failed', reason);
+      throw new SandboxError(`the sandbox could not be prepared: ${reason}`, { cause: err });
+    }
+    const sandbox = this.toSandbox(dir, state, job.repositories);
+    await this.publish(job.thread_id, state.sandbox_id, 'ready', null);
+    return sandbox;
+  }
+
+  async find(threadId: string): Promise<Sandbox | null> {
+    const dir = join(this.options.root, folderName(threadId));
+    const state = await this.readState(dir);
+    if (!state || !existsSync(join(dir, HARNESS_HOME))) return null;
+    if (Object.values(state.repos).some((r) => !existsSync(join(dir, r.dir, '.git')))) return null;
+    return this.toSandbox(dir, state, null);
+  }
+
+  async rememberSession(sandbox: Sandbox, sessionId: string | null): Promise<void> {
+    const state = await this.readState(sandbox.dir);
+    if (!state) throw new SandboxError(`sandbox ${sandbox.id} has no state file`);
+    await this.writeState(sandbox.dir, { ...state, session_id: sessionId });
+  }
+
+  status(threadId: string): SandboxStatus | null {
+    return this.statuses.get(threadId) ?? null;
+  }
+
+  async stop(threadId: string): Promise<void> {
+    const dir = join(this.options.root, folderName(threadId));
+    const state = await this.readState(dir);
+    await this.publish(threadId, state?.sandbox_id ?? null, 'stopped', 'idle');
+  }
+
+  private async prepareRepo(
+    root: string,
+    folder: string,
+    repo: RunRepository,
+    threadId: string,
+    known: RepoState | undefined,
+  ): Promise<RepoState> {
+    const dir = join(root, folder);
+    const branch = threadBranch(threadId);
+    if (known && existsSync(join(dir, '.git'))) {
+      // Later runs continue on the thread branch; the fetch only refreshes what the diff is taken against.
+      try {
+        await git(dir, root, ['fetch', '--quiet', '--no-tags', 'origin', repo.branch]);
+      } catch (err) {
+        this.options.logger.warn({ err, repo: repo.full_name }, 'fetch failed; continuing with the clone as it is');
+      }
+      const head = (await git(dir, root, ['rev-parse', '--abbrev-ref', 'HEAD'])).trim();
+      if (head !== branch) await git(dir, root, ['checkout', '--quiet', branch]);
+      return known;
+    }
+
+    // Cloned aside and moved in place, so a clone that dies halfway leaves nothing a later run would trust.
+    const partial = join(root, `.${folder}.partial-${randomBytes(4).toString('hex')}`);
+    try {
+      await rm(dir, { recursive: true, force: true });
+      await git(root, root, ['clone', '--quiet', '--no-tags', '--branch', repo.branch, '--', repo.clone_url, partial]);
+      await git(partial, root, ['checkout', '--quiet', '-B', branch]);
+      await rename(partial, dir);
+    } finally {
+      await rm(partial, { recursive: true, force: true });
+    }
+    const base = (await git(dir, root, ['rev-parse', 'HEAD'])).trim();
+    return { dir: folder, base_branch: repo.branch, base_revision: base };
+  }
+
+  private toSandbox(dir: string, state: SandboxState, repositories: readonly RunRepository[] | null): Sandbox {
+    const byId = new Map(repositories?.map((r) => [r.project_repository_id, r]));
+    const repos: SandboxRepo[] = Object.entries(state.repos).flatMap(([id, r]) => {
+      const repo = byId.get(id);
+      if (repositories && !repo) return [];
+      return [
+        {
+          project_repository_id: id,
+          repository_id: repo?.repository_id ?? 0,
+          full_name: repo?.full_name ?? r.dir,
+          dir: join(dir, r.dir),
+          base_branch: repo?.branch ?? r.base_branch,
+          branch: threadBranch(state.thread_id),
+          recorded_base: r.base_revision,
+        },
+      ];
+    });
+    const harnessHome = join(dir, HARNESS_HOME);
+    return {
+      id: state.sandbox_id,
+      threadId: state.thread_id,
+      dir,
+      cwd: repos.length === 1 && repos[0] ? repos[0].dir : dir,
+      harnessHome,
+      env: {
+        PATH: process.env.PATH ?? '/usr/local/bin:/usr/bin:/bin',
+        HOME: dir,
+        CODEX_HOME: harnessHome,
+        LANG: process.env.LANG ?? 'C.UTF-8',
+      },
+      repos,
+      sessionId: state.session_id,
+    };
+  }
+
+  private async readState(dir: string): Promise<SandboxState | null> {
+    try {
+      return JSON.parse(await readFile(join(dir, STATE_FILE), 'utf8')) as SandboxState;
+    } catch {
+      return null;
+    }
+  }
+
+  private async writeState(dir: string, state: SandboxState): Promise<void> {
+    await mkdir(dir, { recursive: true });
+    const tmp = join(dir, `.${STATE_FILE}.${randomBytes(4).toString('hex')}`);
+    await writeFile(tmp, `${JSON.stringify(state, null, 2)}\n`);
+    await rename(tmp, join(dir, STATE_FILE));
+  }
+
+  private async publish(threadId: string, sandboxId: string | null, status: SandboxStatus, reason: string | null) {
+    this.statuses.set(threadId, status);
+    await this.options.publish(threadId, sandboxId, status, reason);
+  }
+}

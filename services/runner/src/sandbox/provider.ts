@@ -1,0 +1,64 @@
+import type { RunJob, SandboxStatus } from '@threadwork/contracts';
+
+// A sandbox belongs to a thread and outlives its runs (DESIGN.md section 7): the workspace with one
+// clone per project repository, the harness's own state, and the environment the harness runs in.
+// `local` keeps it in a folder on the runner's disk; a `kubernetes` provider would keep it in a pod.
+
+export interface SandboxRepo {
+  project_repository_id: string;
+  repository_id: number;
+  full_name: string;
+  /** The clone. */
+  dir: string;
+  base_branch: string;
+  /** `threadwork/<thread id>`: every run of the thread commits here. */
+  branch: string;
+  /** The base revision the thread branch was cut from (used when the base branch cannot be read). */
+  recorded_base: string;
+}
+
+export interface Sandbox {
+  id: string;
+  threadId: string;
+  /** Root of the sandbox. */
+  dir: string;
+  /** The agent's working directory: the repository itself when there is one, else the root. */
+  cwd: string;
+  /** The harness's own state (CODEX_HOME): sessions live here, which is what makes a resume work. */
+  harnessHome: string;
+  /** The harness's whole environment: nothing of the runner's own (no NATS, Mongo or service secrets). */
+  env: Record<string, string>;
+  repos: SandboxRepo[];
+  /** The harness session stored with the sandbox by an earlier run or attempt, if any. */
+  sessionId: string | null;
+}
+
+export interface SandboxProvider {
+  readonly kind: string;
+  /**
+   * Makes the thread's sandbox ready for a run: clones the repositories on first use (the thread
+   * branch from the requested base), refreshes them later (fetch, keeping the branch). Publishes
+   * `initializing` then `ready`, or `failed` with the reason before it throws.
+   */
+  prepare(job: RunJob): Promise<Sandbox>;
+  /** What an earlier attempt left of the thread's sandbox on this runner; null when nothing survived. */
+  find(threadId: string): Promise<Sandbox | null>;
+  /** Stores the harness session with the sandbox, so a later process (or runner) can resume it. */
+  rememberSession(sandbox: Sandbox, sessionId: string | null): Promise<void>;
+  /** The sandbox's last published status on this runner. */
+  status(threadId: string): SandboxStatus | null;
+  /** Marks the sandbox reclaimed after idling (its workspace stays, for the next run to continue in). */
+  stop(threadId: string): Promise<void>;
+}
+
+/** Publishes a sandbox status change (DOMAIN `sandboxStatus`). */
+export type SandboxStatusPublisher = (
+  threadId: string,
+  sandboxId: string | null,
+  status: SandboxStatus,
+  reason: string | null,
+) => Promise<void>;
+
+export class SandboxError extends Error {
+  override name = 'SandboxError';
+}

@@ -1,0 +1,91 @@
+import { loadConfig } from '@threadwork/platform';
+import { say, type FakeScript } from '@threadwork/testing';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { RunnerConfig, startRunner } from '../src/index.js';
+import {
+  admitRun,
+  alive,
+  chunks,
+  readLog,
+  shape,
+  startStack,
+  waitFor,
+  waitForTerminal,
+  type Env,
+  type Stack,
+} from './helpers.js';
+
+// How runs fail: the model answers 500, the harness dies, the run outlives its wall clock, no
+// model is configured. Each ends in exactly one terminal `failed` with a code that says why.
+
+const scripts = new Map<string, FakeScript>([
+  ['BROKEN MODEL', () => ({ status: 500, message: 'upstream exploded' })],
+  ['SLOW MODEL', () => ({ items: [say('thinking very slowly')], delayMs: 30_000 })],
+]);
+
+describe('failing runs', () => {
+  let stack: Stack;
+  beforeAll(async () => {
+    stack = await startStack(scripts);
+  });
+  afterAll(async () => {
+    await stack?.stop();
+  });
+
+  async function restartRunner(env: Env): Promise<void> {
+    await stack.runner.stop();
+    stack.runner = await startRunner(loadConfig(RunnerConfig, { ...stack.runnerEnv(), ...env }));
+  }
+
+  it('fails the run with model_error when the model answers HTTP 500', async () => {
+    const admitted = await admitRun(stack, 'BROKEN MODEL please');
+    const run = await waitForTerminal(stack, admitted.run.id);
+    expect(run.status).toBe('failed');
+    expect(run.error?.code).toBe('model_error');
+    expect(run.error?.message).toBeTruthy();
+    const events = await readLog(stack.nc, run.id);
+    expect(chunks(events).some((c) => c.type === 'error')).toBe(true);
+    expect(shape(events).filter((t) => t === 'run.status:failed')).toHaveLength(1);
+    expect(shape(events).at(-1)).toBe('run.status:failed');
+  });
+
+  it('fails the run with harness_crashed when the harness dies mid-turn', async () => {
+    const admitted = await admitRun(stack, 'SLOW MODEL then crash');
+    await waitFor('the model to be asked', () =>
+      stack.fake.requests.some((r) => r.lastUserText === 'SLOW MODEL then crash'),
+    );
+    const pid = stack.runner.harnessPids().get(admitted.threadId) as number;
+    expect(pid).toBeDefined();
+    process.kill(pid, 'SIGKILL');
+    const run = await waitForTerminal(stack, admitted.run.id);
+    expect(run.status).toBe('failed');
+    expect(run.error?.code).toBe('harness_crashed');
+    expect(alive(pid)).toBe(false);
+  });
+
+  it('fails the run with harness_timeout past RUN_TIMEOUT_MS, and stops the harness', async () => {
+    await restartRunner({ RUN_TIMEOUT_MS: '1500' });
+    const admitted = await admitRun(stack, 'SLOW MODEL forever');
+    await waitFor('the model to be asked', () =>
+      stack.fake.requests.some((r) => r.lastUserText === 'SLOW MODEL forever'),
+    );
+    const pid = stack.runner.harnessPids().get(admitted.threadId) as number;
+    const run = await waitForTerminal(stack, admitted.run.id, 15_000);
+    expect(run.status).toBe('failed');
+    expect(run.error?.code).toBe('harness_timeout');
+    await waitFor('the harness to exit', () => !alive(pid), 5_000);
+  });
+
+  it('fails fast with model_not_configured without MODEL_BASE_URL and without demo mode', async () => {
+    await restartRunner({ MODEL_BASE_URL: undefined, MODEL_API_KEY: undefined, THREADWORK_DEMO: '0' });
+    const admitted = await admitRun(stack, 'anything at all');
+    const run = await waitForTerminal(stack, admitted.run.id, 10_000);
+    expect(run.status).toBe('failed');
+    expect(run.error).toEqual({
+      code: 'model_not_configured',
+      message:
+        'Set MODEL_BASE_URL (an OpenAI-compatible Responses endpoint) and MODEL_API_KEY, or start with THREADWORK_DEMO=1',
+    });
+    expect(Date.now() - admitted.admittedAt).toBeLessThan(5_000);
+  });
+});

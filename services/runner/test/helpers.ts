@@ -1,0 +1,251 @@
+import { execFileSync } from 'node:child_process';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { rpc, type RpcRequest, type Run, type RunEvent } from '@threadwork/contracts';
+import {
+  connectNats,
+  createLogger,
+  decodeJson,
+  loadConfig,
+  request,
+  type NatsConnection,
+  type StartedService,
+} from '@threadwork/platform';
+import { RunsConfig, startRuns } from '@threadwork/runs';
+import {
+  baseServiceEnv,
+  createBareRepo,
+  isolatedNats,
+  startFakeModel,
+  uniqueDbPrefix,
+  uniqueId,
+  type FakeModelServer,
+  type FakeScript,
+  type IsolatedNats,
+} from '@threadwork/testing';
+import { RunnerConfig, startRunner, type RunnerService } from '../src/index.js';
+
+export const MODEL_KEY = `sk-test-${uniqueId('key')}`;
+
+export interface DomainEvent {
+  subject: string;
+  data: Record<string, unknown>;
+}
+
+export type Env = Record<string, string | undefined>;
+
+export interface StackOptions {
+  /** Runner variables over the defaults (undefined removes one). */
+  runner?: Env;
+  runs?: Env;
+}
+
+export interface Stack {
+  nats: IsolatedNats;
+  nc: NatsConnection;
+  runs: StartedService;
+  runner: RunnerService;
+  fake: FakeModelServer;
+  dir: string;
+  sandboxRoot: string;
+  /** Every DOMAIN event published since the stack started. */
+  domain: DomainEvent[];
+  baseEnv: Record<string, string>;
+  runnerEnv(extra?: Env): Env;
+  stop(): Promise<void>;
+}
+
+/**
+ * A runs service and a runner in-process on a NATS server of this file's own, the runner pointed
+ * at a fake model that dispatches on the prompt: each test registers a script under a prompt prefix.
+ */
+export async function startStack(scripts: Map<string, FakeScript>, options: StackOptions = {}): Promise<Stack> {
+  const nats = await isolatedNats();
+  const dbPrefix = uniqueDbPrefix();
+  const baseEnv = baseServiceEnv(nats.url, dbPrefix);
+  const runs = await startRuns(loadConfig(RunsConfig, { ...baseEnv, RUN_MAX_ATTEMPTS: '3', ...options.runs }));
+  const fake = await startFakeModel(dispatch(scripts));
+  const dir = mkdtempSync(join(tmpdir(), 'threadwork-runner-test-'));
+  const sandboxRoot = join(dir, 'sandboxes');
+  const runnerEnv = (extra: Env = {}): Env => ({
+    ...baseEnv,
+    SANDBOX_ROOT: sandboxRoot,
+    RUNNER_ID: uniqueId('runner-'),
+    MODEL_BASE_URL: fake.baseUrl,
+    MODEL_API_KEY: MODEL_KEY,
+    RUN_POLL_MS: '300',
+    ...options.runner,
+    ...extra,
+  });
+  const runner = await startRunner(loadConfig(RunnerConfig, runnerEnv()));
+  const nc = await connectNats({
+    servers: nats.url,
+    name: 'runner-test',
+    logger: createLogger({ service: 'runner-test', level: 'silent' }),
+  });
+  const domain: DomainEvent[] = [];
+  nc.subscribe('evt.>', {
+    callback: (err, msg) => {
+      if (!err) domain.push({ subject: msg.subject, data: decodeJson(msg.data) as Record<string, unknown> });
+    },
+  });
+  await nc.flush();
+  const stack: Stack = {
+    nats,
+    nc,
+    runs,
+    runner,
+    fake,
+    dir,
+    sandboxRoot,
+    domain,
+    baseEnv,
+    runnerEnv,
+    async stop() {
+      // The runner a test may have swapped in, not necessarily the one started here.
+      await stack.runner.stop();
+      await nc.drain();
+      await runs.stop();
+      await fake.close();
+      await nats.stop();
+      rmSync(dir, { recursive: true, force: true });
+    },
+  };
+  return stack;
+}
+
+/** Picks the script of the most recent user text that starts with a registered prefix. */
+function dispatch(scripts: Map<string, FakeScript>): FakeScript {
+  return (req) => {
+    for (const text of [...req.userTexts].reverse()) {
+      for (const [prefix, script] of scripts) if (text.startsWith(prefix)) return script(req);
+    }
+    return [{ type: 'message', text: `no script for ${JSON.stringify(req.lastUserText)}` }];
+  };
+}
+
+export interface Admitted {
+  run: Run;
+  owner: string;
+  threadId: string;
+  bare: string;
+  admittedAt: number;
+  request: RpcRequest<typeof rpc.runs.admit>;
+}
+
+/** A bare repository with a README, and a run admitted on it (as the threads service would). */
+export async function admitRun(
+  stack: Stack,
+  prompt: string,
+  overrides: Partial<RpcRequest<typeof rpc.runs.admit>> = {},
+  bare?: string,
+): Promise<Admitted> {
+  const repo = bare ?? createBareRepo(join(stack.dir, 'repos'), uniqueId('app'), { files: { 'README.md': '# App\n' } });
+  const req: RpcRequest<typeof rpc.runs.admit> = {
+    owner_id: uniqueId('usr_'),
+    thread_id: uniqueId('thr_'),
+    project_id: uniqueId('prj_'),
+    message_id: uniqueId('msg_'),
+    admission_key: uniqueId('adm_'),
+    prompt,
+    model: 'test-model',
+    repositories: [
+      {
+        project_repository_id: uniqueId('prp_'),
+        repository_id: 7,
+        full_name: 'acme/app',
+        branch: 'main',
+        clone_url: `file://${repo}`,
+      },
+    ],
+    ...overrides,
+  };
+  const admittedAt = Date.now();
+  const { run } = await request(stack.nc, rpc.runs.admit, req);
+  return { run, owner: req.owner_id, threadId: req.thread_id, bare: repo, admittedAt, request: req };
+}
+
+/** Polls until `check` returns a value (bounded). */
+export async function waitFor<T>(
+  what: string,
+  check: () => Promise<T | undefined | null | false> | T | undefined | null | false,
+  timeoutMs = 20_000,
+): Promise<T> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    const value = await check();
+    if (value) return value;
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
+    await new Promise((resolve) => setTimeout(resolve, 50));
+  }
+}
+
+export async function getRun(stack: Stack, runId: string): Promise<Run> {
+  return request(stack.nc, rpc.runs.get, { run_id: runId });
+}
+
+export async function waitForStatus(
+  stack: Stack,
+  runId: string,
+  statuses: readonly string[],
+  timeoutMs = 20_000,
+): Promise<Run> {
+  return waitFor(
+    `run ${runId} to be ${statuses.join(' or ')}`,
+    async () => {
+      const run = await getRun(stack, runId);
+      return statuses.includes(run.status) ? run : undefined;
+    },
+    timeoutMs,
+  );
+}
+
+export const waitForTerminal = (stack: Stack, runId: string, timeoutMs = 30_000) =>
+  waitForStatus(stack, runId, ['completed', 'failed', 'cancelled'], timeoutMs);
+
+export async function readLog(nc: NatsConnection, runId: string): Promise<RunEvent[]> {
+  const events: RunEvent[] = [];
+  let from = 1;
+  for (;;) {
+    const page = await request(nc, rpc.runs.eventsPage, { run_id: runId, from, limit: 1000 });
+    events.push(...page.events);
+    if (page.events.length === 0) return events;
+    from = page.next_sequence;
+  }
+}
+
+export type Chunk = { type: string; [key: string]: unknown };
+
+export const chunks = (events: RunEvent[]): Chunk[] => events.map((e) => e.chunk as Chunk);
+
+/** `run.status` chunks as `run.status:<status>`, others by type: the shape of a log for order checks. */
+export const shape = (events: RunEvent[]): string[] =>
+  chunks(events).map((c) => (c.type === 'run.status' ? `run.status:${String(c.status)}` : c.type));
+
+/** Whether `wanted` appears in `seq` in this order (not necessarily adjacent). */
+export function isSubsequence(seq: readonly string[], wanted: readonly string[]): boolean {
+  let i = 0;
+  for (const item of seq) if (item === wanted[i]) i++;
+  return i === wanted.length;
+}
+
+export function domainOf(stack: Stack, verb: string, runOrThread: string): DomainEvent[] {
+  return stack.domain.filter(
+    (e) => e.subject.endsWith(verb) && (e.data.run_id === runOrThread || e.data.thread_id === runOrThread),
+  );
+}
+
+export function git(cwd: string, ...args: string[]): string {
+  return execFileSync('git', args, { cwd, encoding: 'utf8' });
+}
+
+/** Whether a process is alive (signal 0 checks without signalling). */
+export function alive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch {
+    return false;
+  }
+}

@@ -1,0 +1,174 @@
+import { spawn, type ChildProcess } from 'node:child_process';
+import { readFileSync, rmSync } from 'node:fs';
+import { join } from 'node:path';
+import { createInterface } from 'node:readline';
+import { loadConfig } from '@threadwork/platform';
+import { say, shell, type FakeScript } from '@threadwork/testing';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { descendants } from '../src/harness/processes.js';
+import { RunnerConfig, startRunner } from '../src/index.js';
+import {
+  admitRun,
+  alive,
+  chunks,
+  getRun,
+  readLog,
+  shape,
+  startStack,
+  waitFor,
+  waitForStatus,
+  waitForTerminal,
+  type Env,
+  type Stack,
+} from './helpers.js';
+
+// A runner killed with SIGKILL mid-run (a crash): its job comes back after the ack wait, another
+// runner claims the next attempt, resumes the Codex session in the surviving workspace and runs
+// the turn again. The log stays one ordered log with one terminal event.
+
+const LAUNCHER = join(import.meta.dirname, 'support', 'runner-process.mjs');
+const ACK_WAIT_MS = '2000';
+
+const scripts = new Map<string, FakeScript>([
+  [
+    'RECOVER',
+    (req) => {
+      // The first attempt hangs in the model; the attempt after the crash finishes the job.
+      if (req.metadata.threadwork_attempt === '0') return { items: [say('working…')], delayMs: 60_000 };
+      if (req.toolOutputsSinceLastUser.length === 0) return [shell('echo recovered > recovered.txt')];
+      return [say('Recovered and done.')];
+    },
+  ],
+]);
+
+/** The runner in a process of its own; resolves once it has started. */
+function startRunnerProcess(env: Env): Promise<ChildProcess> {
+  const defined = Object.fromEntries(Object.entries(env).filter((e): e is [string, string] => e[1] !== undefined));
+  const child = spawn(process.execPath, [LAUNCHER], {
+    env: { ...defined, LOG_LEVEL: 'info' },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  let output = '';
+  return new Promise((resolve, reject) => {
+    const timer = setTimeout(() => reject(new Error(`runner process did not start:\n${output}`)), 30_000);
+    createInterface({ input: child.stdout! }).on('line', (line) => {
+      output += `${line}\n`;
+      if (line.includes('"msg":"started"')) {
+        clearTimeout(timer);
+        resolve(child);
+      }
+    });
+    child.stderr!.on('data', (d: Buffer) => {
+      output += d.toString();
+    });
+    child.once('exit', (code) => {
+      clearTimeout(timer);
+      reject(new Error(`runner process exited (${code}):\n${output}`));
+    });
+  });
+}
+
+function isCodex(pid: number): boolean {
+  try {
+    return readFileSync(`/proc/${pid}/cmdline`, 'utf8').includes('codex');
+  } catch {
+    return false;
+  }
+}
+
+describe('a runner that crashes mid-run', () => {
+  let stack: Stack;
+  let crashed: ChildProcess | undefined;
+  beforeAll(async () => {
+    stack = await startStack(scripts, { runner: { JOB_ACK_WAIT_MS: ACK_WAIT_MS } });
+    // Only the runner in its own process takes the first job.
+    await stack.runner.stop();
+  });
+  afterAll(async () => {
+    if (crashed?.pid && alive(crashed.pid)) crashed.kill('SIGKILL');
+    await stack?.stop();
+  });
+
+  it('is replaced by another runner: the run completes on attempt 1 with one ordered log and one terminal event', async () => {
+    crashed = await startRunnerProcess(stack.runnerEnv());
+    const admitted = await admitRun(stack, 'RECOVER from a crash');
+    await waitForStatus(stack, admitted.run.id, ['running']);
+    await waitFor('the model to be asked', () =>
+      stack.fake.requests.some((r) => r.lastUserText === 'RECOVER from a crash'),
+    );
+    const codex = descendants(crashed.pid as number).find(isCodex);
+    expect(codex).toBeDefined();
+
+    // The crash, and a second runner to pick up the pieces.
+    crashed.kill('SIGKILL');
+    await waitFor('the crashed runner to be gone', () => !alive(crashed?.pid as number));
+    stack.runner = await startRunner(loadConfig(RunnerConfig, stack.runnerEnv()));
+    // Its harness went with it (it is started with a parent-death signal).
+    await waitFor('the crashed runner’s harness to exit', () => !alive(codex as number), 5_000);
+
+    const run = await waitForTerminal(stack, admitted.run.id, 30_000);
+    expect(run.status).toBe('completed');
+    expect(run.attempt).toBe(1);
+
+    const events = await readLog(stack.nc, run.id);
+    const sequences = events.map((e) => e.sequence);
+    expect(new Set(sequences).size).toBe(sequences.length);
+    expect(sequences).toEqual([...sequences].sort((a, b) => a - b));
+    const log = shape(events);
+    expect(
+      log.filter((t) => ['run.status:completed', 'run.status:failed', 'run.status:cancelled'].includes(t)),
+    ).toEqual(['run.status:completed']);
+    expect(log.at(-1)).toBe('run.status:completed');
+    // Attempt 0's events, then attempt 1's: the status events carry their attempt.
+    const attempts = chunks(events)
+      .filter((c) => c.type === 'run.status')
+      .map((c) => c.attempt);
+    expect(attempts).toEqual([...attempts].sort());
+    // The turn ran again in the same workspace, in the resumed Codex session.
+    const workspace = join(stack.sandboxRoot, admitted.threadId, 'app');
+    expect(readFileSync(join(workspace, 'recovered.txt'), 'utf8')).toBe('recovered\n');
+    const resumed = stack.fake.requests.find((r) => r.metadata.threadwork_attempt === '1');
+    expect(resumed?.userTexts).toEqual(['RECOVER from a crash', 'RECOVER from a crash']);
+  });
+
+  it('fails the run runner_lost when the crashed runner’s workspace did not survive', async () => {
+    await stack.runner.stop();
+    crashed = await startRunnerProcess(stack.runnerEnv());
+    const admitted = await admitRun(stack, 'RECOVER but the disk is gone');
+    await waitFor('the model to be asked', () =>
+      stack.fake.requests.some((r) => r.lastUserText === 'RECOVER but the disk is gone'),
+    );
+    crashed.kill('SIGKILL');
+    await waitFor('the crashed runner to be gone', () => !alive(crashed?.pid as number));
+    // Another machine, as far as the next runner can tell: the thread's sandbox is not on its disk.
+    rmSync(join(stack.sandboxRoot, admitted.threadId), { recursive: true, force: true });
+    stack.runner = await startRunner(loadConfig(RunnerConfig, stack.runnerEnv()));
+
+    const run = await waitForTerminal(stack, admitted.run.id, 30_000);
+    expect(run.status).toBe('failed');
+    expect(run.error?.code).toBe('runner_lost');
+    expect(run.attempt).toBe(1);
+    const log = shape(await readLog(stack.nc, run.id));
+    expect(log.filter((t) => t.startsWith('run.status:failed'))).toHaveLength(1);
+  });
+
+  it('hands a run back when stopped gracefully: the next runner finishes it at once, the old harness is gone', async () => {
+    const admitted = await admitRun(stack, 'RECOVER after a restart');
+    await waitFor('the model to be asked', () =>
+      stack.fake.requests.some((r) => r.lastUserText === 'RECOVER after a restart'),
+    );
+    const pid = stack.runner.harnessPids().get(admitted.threadId) as number;
+    expect(pid).toBeDefined();
+    await stack.runner.stop();
+    expect(alive(pid)).toBe(false);
+    expect((await getRun(stack, admitted.run.id)).terminal).toBe(false);
+
+    const restartedAt = Date.now();
+    stack.runner = await startRunner(loadConfig(RunnerConfig, stack.runnerEnv()));
+    const run = await waitForTerminal(stack, admitted.run.id, 30_000);
+    expect(run.status).toBe('completed');
+    expect(run.attempt).toBe(1);
+    // Handed back with a nak, not found by the ack wait running out.
+    expect(Date.now() - restartedAt).toBeLessThan(Number(ACK_WAIT_MS));
+  });
+});

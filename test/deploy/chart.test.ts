@@ -1,0 +1,541 @@
+// The Helm chart, rendered by the pinned helm and checked offline: every object against the
+// Kubernetes API schemas (kubernetes-models), then the properties the chart promises (security
+// settings, probes, budgets, network policies, secrets by reference, a schema that rejects bad values).
+import { spawnSync } from 'node:child_process';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { Deployment, StatefulSet } from 'kubernetes-models/apps/v1';
+import { HorizontalPodAutoscaler } from 'kubernetes-models/autoscaling/v2';
+import { Ingress, NetworkPolicy } from 'kubernetes-models/networking.k8s.io/v1';
+import { PodDisruptionBudget } from 'kubernetes-models/policy/v1';
+import { ConfigMap, Secret, Service, ServiceAccount } from 'kubernetes-models/v1';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { parse, parseAllDocuments } from 'yaml';
+import { ensureTool } from '../../deploy/local/tools.mjs';
+import { knownEnv, readRepoFile, repoRoot, SECRET_ENV, serviceNames } from './support.js';
+
+const KUBE_VERSION = '1.33.0';
+const chartDir = join(repoRoot, 'charts', 'threadwork');
+const productionValues = join(chartDir, 'values-production.yaml');
+/** The two values without a default: everything else renders from values.yaml as it is. */
+const REQUIRED = [
+  '--set',
+  'nats.url=nats://nats.nats.svc:4222',
+  '--set',
+  'mongodb.url=mongodb://mongo:27017/?replicaSet=rs0',
+];
+const DEPLOYMENTS = ['gateway', 'threads', 'runs', 'repohost', 'review'];
+
+interface Model {
+  validate(): void;
+}
+const MODELS: Record<string, new (data: never) => Model> = {
+  'v1/ConfigMap': ConfigMap,
+  'v1/Secret': Secret,
+  'v1/Service': Service,
+  'v1/ServiceAccount': ServiceAccount,
+  'apps/v1/Deployment': Deployment,
+  'apps/v1/StatefulSet': StatefulSet,
+  'policy/v1/PodDisruptionBudget': PodDisruptionBudget,
+  'autoscaling/v2/HorizontalPodAutoscaler': HorizontalPodAutoscaler,
+  'networking.k8s.io/v1/Ingress': Ingress,
+  'networking.k8s.io/v1/NetworkPolicy': NetworkPolicy,
+};
+
+// Loose views of the rendered objects: kubernetes-models has validated their shape already.
+interface EnvVar {
+  name: string;
+  value?: string;
+  valueFrom?: {
+    secretKeyRef?: { name: string; key: string; optional?: boolean };
+    fieldRef?: { fieldPath: string };
+  };
+}
+interface Probe {
+  httpGet?: { path: string; port: string | number };
+}
+interface Container {
+  name: string;
+  image: string;
+  args?: string[];
+  ports?: { name?: string; containerPort: number }[];
+  env?: EnvVar[];
+  envFrom?: { configMapRef?: { name: string } }[];
+  startupProbe?: Probe;
+  livenessProbe?: Probe;
+  readinessProbe?: Probe;
+  resources?: { requests?: Record<string, string>; limits?: Record<string, string> };
+  securityContext?: {
+    runAsNonRoot?: boolean;
+    runAsUser?: number;
+    readOnlyRootFilesystem?: boolean;
+    allowPrivilegeEscalation?: boolean;
+    capabilities?: { drop?: string[]; add?: string[] };
+    privileged?: boolean;
+    seccompProfile?: { type: string };
+  };
+  volumeMounts?: { name: string; mountPath: string }[];
+}
+interface PodTemplate {
+  metadata: { labels: Record<string, string> };
+  spec: {
+    automountServiceAccountToken?: boolean;
+    securityContext?: { runAsNonRoot?: boolean; runAsUser?: number; seccompProfile?: { type: string } };
+    containers: Container[];
+    volumes?: { name: string; emptyDir?: object }[];
+    topologySpreadConstraints?: { topologyKey: string; labelSelector: { matchLabels: Record<string, string> } }[];
+    hostNetwork?: boolean;
+  };
+}
+interface K8sObject {
+  apiVersion: string;
+  kind: string;
+  metadata: { name: string; labels?: Record<string, string> };
+  spec?: Record<string, unknown>;
+  data?: Record<string, string>;
+  stringData?: Record<string, string>;
+}
+interface Workload extends K8sObject {
+  spec: {
+    replicas?: number;
+    selector: { matchLabels: Record<string, string> };
+    template: PodTemplate;
+    volumeClaimTemplates?: { metadata: { name: string } }[];
+  };
+}
+interface Policy extends K8sObject {
+  spec: {
+    podSelector: { matchLabels?: Record<string, string> };
+    policyTypes: string[];
+    ingress?: { from?: object[]; ports?: { port: string | number }[] }[];
+    egress?: { to?: object[]; ports?: { port: string | number; protocol?: string }[] }[];
+  };
+}
+
+let helm = '';
+const scratch = mkdtempSync(join(tmpdir(), 'threadwork-chart-'));
+
+beforeAll(() => {
+  // Built once with Go and cached (deploy/local/tools.mjs); minutes only on a fresh machine.
+  helm = ensureTool('helm');
+}, 600_000);
+
+afterAll(() => rmSync(scratch, { recursive: true, force: true }));
+
+function runHelm(args: string[]): { status: number | null; stdout: string; stderr: string } {
+  const result = spawnSync(helm, args, { encoding: 'utf8', maxBuffer: 32 * 1024 * 1024 });
+  return { status: result.status, stdout: result.stdout, stderr: result.stderr };
+}
+
+function template(args: string[]): ReturnType<typeof runHelm> {
+  return runHelm([
+    'template',
+    'threadwork',
+    chartDir,
+    '--namespace',
+    'threadwork',
+    '--kube-version',
+    KUBE_VERSION,
+    ...args,
+  ]);
+}
+
+/** A values file with `content`, for values `--set` cannot express (floats, nested objects). */
+function valuesFile(name: string, content: object | string): string {
+  const path = join(scratch, `${name}.yaml`);
+  writeFileSync(path, typeof content === 'string' ? content : JSON.stringify(content));
+  return path;
+}
+
+function render(args: string[]): K8sObject[] {
+  const result = template(args);
+  expect(result.stderr).toBe('');
+  expect(result.status).toBe(0);
+  return parseAllDocuments(result.stdout).flatMap((doc) => {
+    expect(doc.errors).toEqual([]);
+    const object = doc.toJS() as K8sObject | null;
+    return object ? [object] : [];
+  });
+}
+
+const byKind = <T extends K8sObject = K8sObject>(objects: K8sObject[], kind: string) =>
+  objects.filter((o) => o.kind === kind) as T[];
+const workloads = (objects: K8sObject[]) => [
+  ...byKind<Workload>(objects, 'Deployment'),
+  ...byKind<Workload>(objects, 'StatefulSet'),
+];
+const component = (o: { metadata: { labels?: Record<string, string> } }) =>
+  o.metadata.labels?.['app.kubernetes.io/component'];
+const selects = (selector: Record<string, string>, labels: Record<string, string>) =>
+  Object.entries(selector).every(([key, value]) => labels[key] === value);
+
+function expectValid(objects: K8sObject[]): void {
+  expect(objects.length).toBeGreaterThan(0);
+  for (const object of objects) {
+    const Model = MODELS[`${object.apiVersion}/${object.kind}`];
+    expect(Model, `a model for ${object.apiVersion} ${object.kind}`).toBeDefined();
+    expect(() => new Model!(object as never).validate(), `${object.kind} ${object.metadata.name}`).not.toThrow();
+  }
+}
+
+describe('charts/threadwork', () => {
+  describe('with the default values', () => {
+    let objects: K8sObject[] = [];
+    beforeAll(() => {
+      objects = render(REQUIRED);
+    });
+
+    it('passes helm lint --strict', () => {
+      const result = runHelm(['lint', '--strict', '--kube-version', KUBE_VERSION, chartDir, ...REQUIRED]);
+      expect(result.stdout + result.stderr).toContain('0 chart(s) failed');
+      expect(result.status).toBe(0);
+    });
+
+    it('renders only objects that are valid for the Kubernetes API', () => {
+      expectValid(objects);
+    });
+
+    it('runs the five services as Deployments and the runner as a StatefulSet, each its own entry', () => {
+      expect(byKind(objects, 'Deployment').map(component).sort()).toEqual([...DEPLOYMENTS].sort());
+      expect(byKind(objects, 'StatefulSet').map(component)).toEqual(['runner']);
+      expect([...DEPLOYMENTS, 'runner'].sort()).toEqual(serviceNames());
+      for (const workload of workloads(objects)) {
+        const name = component(workload)!;
+        const [container] = workload.spec.template.spec.containers;
+        expect(workload.spec.template.spec.containers).toHaveLength(1);
+        expect(container!.args).toEqual([`services/${name}/dist/main.js`]);
+        expect(selects(workload.spec.selector.matchLabels, workload.spec.template.metadata.labels)).toBe(true);
+        expect(workload.spec.selector.matchLabels['app.kubernetes.io/component']).toBe(name);
+      }
+    });
+
+    it('gives every pod the hardened security settings, resources and a writable /tmp only', () => {
+      for (const workload of workloads(objects)) {
+        const name = component(workload)!;
+        const pod = workload.spec.template.spec;
+        expect(pod.securityContext?.runAsNonRoot, name).toBe(true);
+        expect(pod.securityContext?.runAsUser, name).toBe(10001);
+        expect(pod.securityContext?.seccompProfile?.type, name).toBe('RuntimeDefault');
+        expect(pod.automountServiceAccountToken, name).toBe(false);
+        expect(pod.hostNetwork, name).toBeUndefined();
+        for (const container of pod.containers) {
+          const security = container.securityContext!;
+          expect(security.runAsNonRoot, name).toBe(true);
+          expect(security.runAsUser, name).toBe(10001);
+          expect(security.readOnlyRootFilesystem, name).toBe(true);
+          expect(security.allowPrivilegeEscalation, name).toBe(false);
+          expect(security.privileged, name).toBeUndefined();
+          expect(security.capabilities?.drop, name).toEqual(['ALL']);
+          expect(security.capabilities?.add, name).toBeUndefined();
+          expect(security.seccompProfile?.type, name).toBe('RuntimeDefault');
+          for (const kind of ['requests', 'limits'] as const) {
+            expect(container.resources?.[kind]?.cpu, `${name} ${kind}.cpu`).toBeTruthy();
+            expect(container.resources?.[kind]?.memory, `${name} ${kind}.memory`).toBeTruthy();
+          }
+          // With a read-only root, these are the only writable places.
+          const tmp = container.volumeMounts?.find((m) => m.mountPath === '/tmp');
+          expect(pod.volumes?.find((v) => v.name === tmp?.name)?.emptyDir, `${name} /tmp`).toBeDefined();
+        }
+        const spread = pod.topologySpreadConstraints ?? [];
+        expect(
+          spread.map((c) => c.topologyKey),
+          name,
+        ).toContain('kubernetes.io/hostname');
+        for (const constraint of spread) {
+          expect(selects(constraint.labelSelector.matchLabels, workload.spec.template.metadata.labels)).toBe(true);
+        }
+      }
+    });
+
+    it('probes each service on its own health endpoints', () => {
+      for (const workload of workloads(objects)) {
+        const name = component(workload)!;
+        const [container] = workload.spec.template.spec.containers;
+        const env = Object.fromEntries((container!.env ?? []).map((e) => [e.name, e.value]));
+        const portName = name === 'gateway' ? 'http' : 'health';
+        const port = container!.ports?.find((p) => p.name === portName);
+        // The port the process listens on: the gateway's PORT, the others' HEALTH_PORT.
+        expect(String(port?.containerPort), name).toBe(name === 'gateway' ? env.PORT : env.HEALTH_PORT);
+        if (name === 'gateway') expect(port?.containerPort).toBe(8080);
+        expect(container!.livenessProbe?.httpGet, name).toEqual({ path: '/healthz', port: portName });
+        expect(container!.startupProbe?.httpGet, name).toEqual({ path: '/healthz', port: portName });
+        expect(container!.readinessProbe?.httpGet, name).toEqual({ path: '/readyz', port: portName });
+      }
+    });
+
+    it('keeps the runner’s workspaces on a volume claim per replica, at SANDBOX_ROOT', () => {
+      const [runner] = byKind<Workload>(objects, 'StatefulSet');
+      const [container] = runner!.spec.template.spec.containers;
+      const claim = runner!.spec.volumeClaimTemplates?.[0]?.metadata.name;
+      const mount = container!.volumeMounts?.find((m) => m.name === claim);
+      expect(mount).toBeDefined();
+      expect(container!.env?.find((e) => e.name === 'SANDBOX_ROOT')?.value).toBe(mount!.mountPath);
+      expect(container!.env?.find((e) => e.name === 'RUNNER_ID')?.valueFrom?.fieldRef?.fieldPath).toBe('metadata.name');
+    });
+
+    it('has a PodDisruptionBudget for every workload', () => {
+      const budgets = byKind<K8sObject & { spec: { selector: { matchLabels: Record<string, string> } } }>(
+        objects,
+        'PodDisruptionBudget',
+      );
+      for (const workload of workloads(objects)) {
+        const labels = workload.spec.template.metadata.labels;
+        const matching = budgets.filter((b) => selects(b.spec.selector.matchLabels, labels));
+        expect(matching, component(workload)).toHaveLength(1);
+      }
+      expect(budgets).toHaveLength(workloads(objects).length);
+    });
+
+    it('reads shared settings from the ConfigMap, with NATS and MongoDB URLs', () => {
+      const [config] = byKind(objects, 'ConfigMap');
+      expect(config!.data?.NATS_URL).toBe('nats://nats.nats.svc:4222');
+      expect(config!.data?.MONGO_URL).toBe('mongodb://mongo:27017/?replicaSet=rs0');
+      expect(config!.data?.MONGO_DB_PREFIX).toBe('threadwork');
+      for (const key of Object.keys(config!.data ?? {})) expect(SECRET_ENV).not.toContain(key);
+      for (const workload of workloads(objects)) {
+        const [container] = workload.spec.template.spec.containers;
+        expect(container!.envFrom?.map((e) => e.configMapRef?.name)).toContain(config!.metadata.name);
+      }
+    });
+
+    it('sets only variables each service reads', () => {
+      const [config] = byKind(objects, 'ConfigMap');
+      for (const workload of workloads(objects)) {
+        const name = component(workload)!;
+        const known = knownEnv(name);
+        const [container] = workload.spec.template.spec.containers;
+        const names = [...Object.keys(config!.data ?? {}), ...(container!.env ?? []).map((e) => e.name)];
+        for (const variable of names) expect(known.has(variable), `${name} reads ${variable}`).toBe(true);
+      }
+    });
+
+    it('references secrets by name and never inlines them', () => {
+      expect(byKind(objects, 'Secret')).toEqual([]);
+      const values = parse(readRepoFile('charts/threadwork/values.yaml')) as { secrets: { create: boolean } };
+      expect(values.secrets.create).toBe(false);
+      const referenced = new Set<string>();
+      for (const workload of workloads(objects)) {
+        for (const variable of workload.spec.template.spec.containers[0]!.env ?? []) {
+          if (!SECRET_ENV.includes(variable.name)) continue;
+          expect(variable.value, variable.name).toBeUndefined();
+          expect(variable.valueFrom?.secretKeyRef?.name, variable.name).toBeTruthy();
+          referenced.add(variable.name);
+        }
+      }
+      expect([...referenced].sort()).toEqual([...SECRET_ENV].sort());
+      // The gateway cannot start in production without its session secret, so that one is required.
+      const gateway = workloads(objects).find((w) => component(w) === 'gateway')!;
+      const session = gateway.spec.template.spec.containers[0]!.env!.find((e) => e.name === 'SESSION_SECRET');
+      expect(session?.valueFrom?.secretKeyRef?.optional).toBe(false);
+    });
+
+    it('exposes only the gateway through a Service with ports', () => {
+      const services = byKind<K8sObject & { spec: { ports?: object[]; clusterIP?: string } }>(objects, 'Service');
+      const withPorts = services.filter((s) => (s.spec.ports ?? []).length > 0);
+      expect(withPorts.map(component)).toEqual(['gateway']);
+      for (const service of services.filter((s) => !withPorts.includes(s))) expect(service.spec.clusterIP).toBe('None');
+      expect(byKind(objects, 'Ingress')).toEqual([]);
+      expect(byKind(objects, 'HorizontalPodAutoscaler')).toEqual([]);
+    });
+
+    it('denies all traffic by default and lets in only what reaches the gateway', () => {
+      const policies = byKind<Policy>(objects, 'NetworkPolicy');
+      const pods = workloads(objects).map((w) => ({ name: component(w)!, labels: w.spec.template.metadata.labels }));
+      const applying = (pod: { labels: Record<string, string> }) =>
+        policies.filter((p) => selects(p.spec.podSelector.matchLabels ?? {}, pod.labels));
+
+      for (const pod of pods) {
+        const mine = applying(pod);
+        const denyAll = mine.find(
+          (p) =>
+            p.spec.policyTypes.includes('Ingress') &&
+            p.spec.policyTypes.includes('Egress') &&
+            !p.spec.ingress &&
+            !p.spec.egress,
+        );
+        expect(denyAll, `${pod.name}: default deny`).toBeDefined();
+        const ingress = mine.flatMap((p) => p.spec.ingress ?? []);
+        if (pod.name === 'gateway') {
+          expect(ingress).toHaveLength(1);
+          expect(ingress[0]!.ports).toEqual([{ port: 'http', protocol: 'TCP' }]);
+        } else {
+          expect(ingress, `${pod.name} accepts no connections`).toEqual([]);
+        }
+        const egressPorts = mine.flatMap((p) => p.spec.egress ?? []).flatMap((rule) => rule.ports ?? []);
+        for (const port of [53, 4222, 27017]) {
+          expect(
+            egressPorts.map((p) => p.port),
+            `${pod.name} egress`,
+          ).toContain(port);
+        }
+        expect(
+          egressPorts.some((p) => p.port === 443),
+          `${pod.name} egress on 443`,
+        ).toBe(pod.name === 'runner' || pod.name === 'repohost');
+      }
+      // Every policy with ingress rules selects the gateway's pods and no others.
+      for (const policy of policies.filter((p) => p.spec.ingress)) {
+        const selected = pods.filter((pod) => selects(policy.spec.podSelector.matchLabels ?? {}, pod.labels));
+        expect(selected.map((pod) => pod.name)).toEqual(['gateway']);
+      }
+    });
+  });
+
+  describe('with values-production.yaml', () => {
+    let objects: K8sObject[] = [];
+    beforeAll(() => {
+      objects = render(['-f', productionValues]);
+    });
+
+    it('passes helm lint --strict', () => {
+      const result = runHelm(['lint', '--strict', '--kube-version', KUBE_VERSION, chartDir, '-f', productionValues]);
+      expect(result.stdout + result.stderr).toContain('0 chart(s) failed');
+      expect(result.status).toBe(0);
+    });
+
+    it('renders only objects that are valid for the Kubernetes API', () => {
+      expectValid(objects);
+    });
+
+    it('autoscales every Deployment, which then leaves replicas to its autoscaler', () => {
+      const autoscalers = byKind<
+        K8sObject & { spec: { scaleTargetRef: { kind: string; name: string }; minReplicas: number } }
+      >(objects, 'HorizontalPodAutoscaler');
+      const deployments = byKind<Workload>(objects, 'Deployment');
+      expect(autoscalers.map((a) => a.spec.scaleTargetRef.name).sort()).toEqual(
+        deployments.map((d) => d.metadata.name).sort(),
+      );
+      for (const autoscaler of autoscalers) {
+        expect(autoscaler.spec.scaleTargetRef.kind).toBe('Deployment');
+        expect(autoscaler.spec.minReplicas).toBeGreaterThanOrEqual(2);
+      }
+      for (const deployment of deployments) expect(deployment.spec.replicas).toBeUndefined();
+      expect(byKind<Workload>(objects, 'StatefulSet')[0]!.spec.replicas).toBeGreaterThanOrEqual(2);
+    });
+
+    it('serves the gateway through an Ingress with TLS', () => {
+      const [ingress] = byKind<
+        K8sObject & {
+          spec: {
+            tls?: { secretName: string; hosts: string[] }[];
+            rules: {
+              host: string;
+              http: { paths: { backend: { service: { name: string; port: { name: string } } } }[] };
+            }[];
+          };
+        }
+      >(objects, 'Ingress');
+      const gatewayService = byKind(objects, 'Service').find((s) => component(s) === 'gateway')!;
+      expect(ingress!.spec.tls?.[0]?.hosts).toContain(ingress!.spec.rules[0]!.host);
+      for (const path of ingress!.spec.rules[0]!.http.paths) {
+        expect(path.backend.service).toEqual({ name: gatewayService.metadata.name, port: { name: 'http' } });
+      }
+    });
+
+    it('takes MongoDB and every credential from existing Secrets, and exports telemetry', () => {
+      const [config] = byKind(objects, 'ConfigMap');
+      expect(config!.data?.MONGO_URL).toBeUndefined();
+      expect(config!.data?.OTEL_EXPORTER_OTLP_ENDPOINT).toMatch(/^http:\/\/.+:4318$/);
+      expect(byKind(objects, 'Secret')).toEqual([]);
+      for (const workload of workloads(objects)) {
+        const env = workload.spec.template.spec.containers[0]!.env ?? [];
+        expect(env.find((e) => e.name === 'MONGO_URL')?.valueFrom?.secretKeyRef?.name).toBe('threadwork-mongodb');
+      }
+      const gateway = workloads(objects).find((w) => component(w) === 'gateway')!;
+      const session = gateway.spec.template.spec.containers[0]!.env!.find((e) => e.name === 'SESSION_SECRET');
+      expect(session?.valueFrom?.secretKeyRef).toEqual({
+        name: 'threadwork-session',
+        key: 'SESSION_SECRET',
+        optional: false,
+      });
+    });
+
+    it('narrows NATS and MongoDB egress to their namespaces and the gateway to the ingress controller', () => {
+      const policies = byKind<Policy>(objects, 'NetworkPolicy');
+      const rules = policies.flatMap((p) => p.spec.egress ?? []);
+      for (const port of [4222, 27017]) {
+        const rule = rules.find((r) => r.ports?.some((p) => p.port === port));
+        expect(rule?.to?.length, `egress to ${port}`).toBeGreaterThan(0);
+      }
+      const ingress = policies.flatMap((p) => p.spec.ingress ?? []);
+      expect(ingress).toHaveLength(1);
+      expect(ingress[0]!.from?.length).toBeGreaterThan(0);
+    });
+  });
+
+  describe('other values', () => {
+    it('renders a Secret from values only when asked to', () => {
+      const objects = render([
+        ...REQUIRED,
+        '--set',
+        'secrets.create=true',
+        '--set',
+        'secrets.values.SESSION_SECRET=0123456789abcdef0123456789abcdef',
+      ]);
+      expectValid(objects);
+      const [secret] = byKind(objects, 'Secret');
+      expect(secret!.stringData?.SESSION_SECRET).toBe('0123456789abcdef0123456789abcdef');
+      const gateway = workloads(objects).find((w) => component(w) === 'gateway')!;
+      const session = gateway.spec.template.spec.containers[0]!.env!.find((e) => e.name === 'SESSION_SECRET');
+      expect(session?.valueFrom?.secretKeyRef?.name).toBe(secret!.metadata.name);
+    });
+
+    it('renders valid objects with network policies off and a model endpoint set', () => {
+      const objects = render([
+        ...REQUIRED,
+        '--set',
+        'networkPolicy.enabled=false',
+        '--set',
+        'runner.modelBaseUrl=https://api.openai.com/v1',
+        '--set',
+        'image.digest=sha256:' + 'a'.repeat(64),
+      ]);
+      expectValid(objects);
+      expect(byKind(objects, 'NetworkPolicy')).toEqual([]);
+      const [runner] = byKind<Workload>(objects, 'StatefulSet');
+      const [container] = runner!.spec.template.spec.containers;
+      expect(container!.env?.find((e) => e.name === 'MODEL_BASE_URL')?.value).toBe('https://api.openai.com/v1');
+      expect(container!.image).toBe(`threadwork@sha256:${'a'.repeat(64)}`);
+    });
+  });
+
+  describe('values.schema.json', () => {
+    const rejects = (args: string[], where: RegExp) => {
+      const result = template(args);
+      expect(result.status).not.toBe(0);
+      expect(result.stderr).toContain("values don't meet the specifications of the schema");
+      expect(result.stderr).toMatch(where);
+    };
+
+    it('is JSON Schema draft-07', () => {
+      const schema = JSON.parse(readRepoFile('charts/threadwork/values.schema.json')) as { $schema: string };
+      expect(schema.$schema).toBe('http://json-schema.org/draft-07/schema#');
+    });
+
+    it('rejects a replica count that is not a number', () => {
+      rejects([...REQUIRED, '--set-string', 'gateway.replicaCount=two'], /gateway\/replicaCount/);
+    });
+
+    it('requires nats.url', () => {
+      rejects(['--set', 'mongodb.url=mongodb://mongo:27017/'], /nats\/url/);
+    });
+
+    it('requires mongodb.url or mongodb.existingSecret', () => {
+      rejects(['--set', 'nats.url=nats://nats:4222'], /mongodb/);
+      const withSecret = render(['--set', 'nats.url=nats://nats:4222', '--set', 'mongodb.existingSecret=mongo-url']);
+      expectValid(withSecret);
+    });
+
+    it('rejects a numeric image tag, a bad quantity, an unknown enum value and a misspelt key', () => {
+      rejects([...REQUIRED, '-f', valuesFile('float-tag', 'image:\n  tag: 1.2\n')], /image\/tag/);
+      rejects([...REQUIRED, '--set', 'runner.resources.limits.memory=lots'], /runner\/resources\/limits\/memory/);
+      rejects([...REQUIRED, '--set', 'logLevel=loud'], /logLevel/);
+      rejects([...REQUIRED, '--set', 'gateway.replicas=2'], /replicas/);
+      rejects(
+        [...REQUIRED, '-f', valuesFile('no-limits', { threads: { resources: { limits: null } } })],
+        /threads\/resources/,
+      );
+    });
+  });
+});

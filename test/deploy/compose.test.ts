@@ -1,0 +1,128 @@
+// deploy/compose cannot be started here (no Docker engine): its files are parsed and checked
+// against the repository and against what each service reads.
+import { existsSync, statSync } from 'node:fs';
+import { join, resolve } from 'node:path';
+import { describe, expect, it } from 'vitest';
+import { parse } from 'yaml';
+import { knownEnv, readRepoFile, repoRoot, SECRET_ENV, serviceNames } from './support.js';
+
+interface ComposeService {
+  image?: string;
+  build?: { context: string; dockerfile?: string };
+  command?: string[];
+  environment?: Record<string, string | null>;
+  volumes?: string[];
+  depends_on?: Record<string, { condition: string }>;
+  healthcheck?: { test: string[] };
+  ports?: string[];
+}
+
+const composeDir = join(repoRoot, 'deploy', 'compose');
+// Compose files use YAML merge keys (`<<: *env`).
+const compose = parse(readRepoFile('deploy/compose/compose.yaml'), { merge: true }) as {
+  services: Record<string, ComposeService>;
+  volumes: Record<string, unknown>;
+};
+const services = serviceNames();
+
+describe('deploy/compose/compose.yaml', () => {
+  it('runs NATS 2.12 with JetStream on a volume, fsyncing every write', () => {
+    const nats = compose.services.nats!;
+    expect(nats.image).toMatch(/^nats:2\.12\b/);
+    expect(nats.command).toContain('-js');
+    expect(nats.volumes?.some((v) => v.endsWith(':/data'))).toBe(true);
+    const conf = readRepoFile('deploy/compose/nats.conf');
+    expect(conf).toMatch(/store_dir:\s*\/data/);
+    expect(conf).toMatch(/sync_interval:\s*always/);
+    expect(nats.healthcheck).toBeDefined();
+  });
+
+  it('runs MongoDB 7 as a one-node replica set that initiates itself', () => {
+    const mongo = compose.services.mongo!;
+    expect(mongo.image).toBe('mongo:7');
+    expect(mongo.command).toEqual(expect.arrayContaining(['--replSet', 'rs0']));
+    const check = mongo.healthcheck!.test.join(' ');
+    expect(check).toContain("rs.initiate({ _id: 'rs0'");
+    // The member's address is the one the services connect to.
+    expect(check).toContain("host: 'mongo:27017'");
+    expect(check).toContain('isWritablePrimary');
+  });
+
+  it('runs an OpenTelemetry collector that receives OTLP/HTTP and prints it', () => {
+    const collector = compose.services['otel-collector']!;
+    expect(collector.image).toMatch(/^otel\/opentelemetry-collector-contrib:\d+\.\d+\.\d+$/);
+    const config = parse(readRepoFile('deploy/compose/otel-collector.yaml')) as {
+      receivers: { otlp: { protocols: { http: { endpoint: string } } } };
+      exporters: Record<string, unknown>;
+      service: { pipelines: Record<string, { receivers: string[]; exporters: string[] }> };
+    };
+    expect(config.receivers.otlp.protocols.http.endpoint).toBe('0.0.0.0:4318');
+    expect(Object.keys(config.service.pipelines).sort()).toEqual(['logs', 'metrics', 'traces']);
+    for (const pipeline of Object.values(config.service.pipelines)) {
+      expect(pipeline.receivers).toEqual(['otlp']);
+      expect(pipeline.exporters).toEqual(['debug']);
+    }
+    expect(config.exporters.debug).toBeDefined();
+  });
+
+  it('mounts only files that exist', () => {
+    for (const [name, service] of Object.entries(compose.services)) {
+      for (const volume of service.volumes ?? []) {
+        const [source = ''] = volume.split(':');
+        if (source.startsWith('.') || source.startsWith('/')) {
+          expect(existsSync(resolve(composeDir, source)), `${name}: ${source}`).toBe(true);
+        } else {
+          expect(compose.volumes, `${name}: named volume ${source}`).toHaveProperty(source);
+        }
+      }
+    }
+  });
+
+  it.each(services)('builds %s from the Dockerfile and points it at NATS and MongoDB', (name) => {
+    const service = compose.services[name];
+    expect(service, `service ${name}`).toBeDefined();
+    const context = resolve(composeDir, service!.build!.context);
+    expect(context).toBe(repoRoot);
+    expect(statSync(join(context, service!.build!.dockerfile ?? 'Dockerfile')).isFile()).toBe(true);
+    expect(service!.command).toEqual([`services/${name}/dist/main.js`]);
+
+    const env = service!.environment!;
+    expect(env.NATS_URL).toBe('nats://nats:4222');
+    expect(env.MONGO_URL).toMatch(/^mongodb:\/\/mongo:27017\/\?replicaSet=rs0$/);
+    expect(env.MONGO_DB_PREFIX).toBeTruthy();
+    expect(env.OTEL_EXPORTER_OTLP_ENDPOINT).toBe('http://otel-collector:4318');
+    expect(Object.keys(service!.depends_on ?? {})).toEqual(expect.arrayContaining(['nats', 'mongo']));
+    expect(service!.depends_on!.mongo!.condition).toBe('service_healthy');
+    expect(service!.healthcheck).toBeDefined();
+
+    // Every variable is one the service reads; secrets come from the caller's shell, never literally.
+    const known = knownEnv(name);
+    for (const [variable, value] of Object.entries(env)) {
+      expect(known.has(variable), `${name} reads ${variable}`).toBe(true);
+      if (SECRET_ENV.includes(variable))
+        expect(value ?? '', `${name}: ${variable}`).toMatch(/^(\$\{[A-Z_]+(:\?[^}]*)?\})?$/);
+    }
+  });
+
+  it('probes each service where it serves its health endpoints', () => {
+    for (const name of services) {
+      const service = compose.services[name]!;
+      const env = service.environment!;
+      const port = name === 'gateway' ? env.PORT : env.HEALTH_PORT;
+      expect(Number(port), name).toBeGreaterThan(0);
+      expect(service.healthcheck!.test.join(' '), name).toContain(`http://127.0.0.1:${port}/readyz`);
+    }
+    expect(compose.services.gateway!.environment!.SESSION_SECRET).toMatch(/^\$\{SESSION_SECRET:\?/);
+  });
+
+  it('gives the runner a sandbox volume and the local repositories at the path repohost serves them from', () => {
+    const runner = compose.services.runner!;
+    const repohost = compose.services.repohost!;
+    const sandboxRoot = runner.environment!.SANDBOX_ROOT!;
+    expect(runner.volumes?.some((v) => v.endsWith(`:${sandboxRoot}`))).toBe(true);
+    const reposDir = repohost.environment!.REPOHOST_LOCAL_DIR!;
+    const mount = repohost.volumes!.find((v) => v.endsWith(`:${reposDir}`));
+    expect(mount).toBeDefined();
+    expect(runner.volumes).toContain(mount);
+  });
+});
