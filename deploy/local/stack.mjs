@@ -159,6 +159,14 @@ async function main() {
     PORT: String(port),
     HOST: process.env.HOST ?? '127.0.0.1',
   };
+  const demo = ['1', 'true', 'yes'].includes(process.env.THREADWORK_DEMO ?? '');
+  if (demo) {
+    // The runner plays a scripted model; runs admitted meanwhile say so in their `model`.
+    env.DEFAULT_MODEL = 'demo-scripted';
+    say('demo mode: agent replies are scripted (model "demo-scripted"); no model key is used');
+  } else if (!process.env.MODEL_BASE_URL) {
+    say('no model configured: runs will fail with model_not_configured. Set MODEL_BASE_URL and MODEL_API_KEY, or try THREADWORK_DEMO=1 npm start');
+  }
   mkdirSync(env.REPOHOST_LOCAL_DIR, { recursive: true });
 
   for (const name of SERVICES) {
