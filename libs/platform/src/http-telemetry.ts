@@ -19,7 +19,14 @@ export const httpTelemetry: FastifyPluginCallback = (app, _options, pluginDone) 
     const route = request.routeOptions.url ?? 'unmatched';
     const span = tracer().startSpan(
       `${request.method} ${route}`,
-      { kind: SpanKind.SERVER, attributes: { 'http.request.method': request.method, 'http.route': route, 'url.path': request.url.split('?')[0] ?? '' } },
+      {
+        kind: SpanKind.SERVER,
+        attributes: {
+          'http.request.method': request.method,
+          'http.route': route,
+          'url.path': request.url.split('?')[0] ?? '',
+        },
+      },
       parent,
     );
     const started = performance.now();
@@ -30,7 +37,11 @@ export const httpTelemetry: FastifyPluginCallback = (app, _options, pluginDone) 
       span.setAttribute('http.response.status_code', status);
       if (status >= 500) span.setStatus({ code: SpanStatusCode.ERROR });
       span.end();
-      duration.record((performance.now() - started) / 1000, { 'http.request.method': request.method, 'http.route': route, 'http.response.status_code': status });
+      duration.record((performance.now() - started) / 1000, {
+        'http.request.method': request.method,
+        'http.route': route,
+        'http.response.status_code': status,
+      });
     });
     // Everything after this hook — the route's handler included — runs inside the span's context.
     context.with(trace.setSpan(parent, span), done);

@@ -50,7 +50,11 @@ function traceCommands(client: MongoClient): void {
   client.on('commandStarted', (event) => {
     const span = tracer().startSpan(`mongodb ${event.commandName}`, {
       kind: SpanKind.CLIENT,
-      attributes: { 'db.system': 'mongodb', 'db.namespace': event.databaseName, 'db.operation.name': event.commandName },
+      attributes: {
+        'db.system': 'mongodb',
+        'db.namespace': event.databaseName,
+        'db.operation.name': event.commandName,
+      },
     });
     open.set(event.requestId, span);
   });

@@ -143,6 +143,8 @@ export interface PublishOptions {
   /** Optimistic concurrency on the subject: fails unless the subject's last sequence is this. */
   expectedLastSubjectSequence?: number;
   headers?: Record<string, string>;
+  /** A span per publish; off for high-volume paths that trace the batch instead. */
+  span?: boolean;
 }
 
 /** Publishes JSON to a stream with trace context, dedupe id and optional expectations. */
@@ -152,6 +154,16 @@ export async function publishJson(
   payload: unknown,
   opts: PublishOptions = {},
 ): Promise<PubAck> {
+  if (opts.span === false) return publishTraced(js, subject, payload, opts);
+  // Named by the subject's first three tokens (`run.jobs.codex`, `evt.runs.run`): ids stay out of span names.
+  return withSpan(
+    `publish ${subject.split('.').slice(0, 3).join('.')}`,
+    { kind: SpanKind.PRODUCER, attributes: { 'messaging.destination.name': subject } },
+    () => publishTraced(js, subject, payload, opts),
+  );
+}
+
+function publishTraced(js: JetStreamClient, subject: string, payload: unknown, opts: PublishOptions): Promise<PubAck> {
   const h = natsHeaders();
   injectTraceContext(h);
   for (const [k, v] of Object.entries(opts.headers ?? {})) h.set(k, v);
@@ -318,7 +330,10 @@ export async function request<E extends RpcEndpoint>(
         outcome = 'error';
         throw err;
       } finally {
-        requestDuration().record((performance.now() - started) / 1000, { 'messaging.destination.name': endpoint.subject, outcome });
+        requestDuration().record((performance.now() - started) / 1000, {
+          'messaging.destination.name': endpoint.subject,
+          outcome,
+        });
       }
       const envelope = RpcEnvelope.parse(decodeJson(reply.data));
       if (!envelope.ok) throw AppError.fromJSON(envelope.error);

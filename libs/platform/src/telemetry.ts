@@ -78,6 +78,12 @@ export function extractTraceContext(headers: MsgHdrs | undefined): Context {
 }
 
 export const tracer = () => trace.getTracer('threadwork');
+
+/** The trace id of the active span, or null when nothing is being recorded. */
+export function activeTraceId(): string | null {
+  const span = trace.getActiveSpan();
+  return span && span.isRecording() ? span.spanContext().traceId : null;
+}
 export const meter = () => metrics.getMeter('threadwork');
 
 /** Runs `fn` inside a span, recording an exception and error status if it throws. */
@@ -106,3 +112,4 @@ export async function withSpan<T>(
 }
 
 export { SpanKind };
+export type { Histogram } from '@opentelemetry/api';

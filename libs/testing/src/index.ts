@@ -3,3 +3,4 @@ export * from './nats.js';
 export * from './servers.js';
 export * from './git.js';
 export * from './fake-model.js';
+export * from './otlp-receiver.js';

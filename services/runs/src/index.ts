@@ -3,6 +3,7 @@ import { bootService, ensureStream, serveRoutes, startRuntime, type StartedServi
 import type { RunsConfig } from './config.js';
 import type { RunsContext } from './flows/context.js';
 import { runsRoutes } from './handlers/routes.js';
+import { observeQueueDepth } from './metrics.js';
 import { createEventLog } from './store/event-log.js';
 import { createInteractionStore } from './store/interactions.js';
 import { createRunStore } from './store/runs.js';
@@ -32,6 +33,7 @@ export async function startRuns(config: RunsConfig): Promise<StartedService> {
       config,
       logger: runtime.logger,
     };
+    observeQueueDepth(runtime.jsm);
     await serveRoutes(runtime, SERVICES.runs, runsRoutes(ctx), config.SHUTDOWN_TIMEOUT_MS);
   });
 }

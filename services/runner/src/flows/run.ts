@@ -14,7 +14,16 @@ import {
   type RunUsage,
   type TerminalRunStatus,
 } from '@threadwork/contracts';
-import { decodeJson, isAppError, type JetStreamClient, type Logger, type NatsConnection } from '@threadwork/platform';
+import {
+  decodeJson,
+  isAppError,
+  meter,
+  withSpan,
+  type Histogram,
+  type JetStreamClient,
+  type Logger,
+  type NatsConnection,
+} from '@threadwork/platform';
 import type { RunnerConfig } from '../config.js';
 import {
   decideOutcome,
@@ -29,6 +38,14 @@ import { commitAndDiff } from '../sandbox/candidate.js';
 import { SandboxError, type Sandbox, type SandboxProvider } from '../sandbox/provider.js';
 import { call, publishDomain } from './calls.js';
 import { EventSink } from './event-sink.js';
+
+let sandboxStartHistogram: Histogram | undefined;
+/** Time to make a thread's workspace ready: a first clone, or a fetch into the one kept. */
+const sandboxStart = (): Histogram =>
+  (sandboxStartHistogram ??= meter().createHistogram('threadwork.sandbox.start.duration', {
+    description: 'Time to prepare a sandbox for a run (clone or fetch, thread branch, harness home)',
+    unit: 's',
+  }));
 import type { SessionPool } from './sessions.js';
 
 // One job, start to finish: claim the run, prepare the sandbox, drive the harness through one
@@ -176,7 +193,11 @@ class RunExecution implements LiveRun {
       return this.finish({ to: 'failed', error: runnerLost('its workspace is not on this runner') });
     }
     try {
-      this.sandbox = await deps.sandboxes.prepare(job);
+      const started = performance.now();
+      this.sandbox = await withSpan('prepare sandbox', { attributes: { 'threadwork.thread_id': job.thread_id } }, () =>
+        deps.sandboxes.prepare(job),
+      );
+      sandboxStart().record((performance.now() - started) / 1000, { 'threadwork.sandbox.provider': 'local' });
     } catch (err) {
       if (!(err instanceof SandboxError)) throw err;
       return this.finish({ to: 'failed', error: { code: 'sandbox_failed', message: err.message } });

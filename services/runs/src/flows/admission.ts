@@ -1,5 +1,5 @@
 import { subjects, type AdmitRequest } from '@threadwork/contracts';
-import { AppError, isDuplicateKeyError, publishJson, unavailable } from '@threadwork/platform';
+import { activeTraceId, AppError, isDuplicateKeyError, publishJson, unavailable } from '@threadwork/platform';
 import { newId } from '../ids.js';
 import { latestSlot, toJob, type RunDoc } from '../store/runs.js';
 import { subjectOrInvalid, type RunsContext } from './context.js';
@@ -55,6 +55,9 @@ export async function admitRun(ctx: RunsContext, req: AdmitRequest): Promise<{ r
     started_at: null,
     completed_at: null,
     terminal: false,
+    // The trace of the request that admitted the run: an operator looking at a run finds its
+    // trace (HTTP → services → runner → harness) by this id.
+    trace_id: activeTraceId(),
   };
   try {
     await ctx.store.runs.insertOne(doc);
@@ -63,6 +66,7 @@ export async function admitRun(ctx: RunsContext, req: AdmitRequest): Promise<{ r
     const run = await adoptExisting(ctx, req, runId);
     return { run: await completeAdmission(ctx, run), created: false };
   }
+  ctx.logger.info({ run_id: runId, thread_id: req.thread_id }, 'run admitted');
   return { run: await completeAdmission(ctx, doc), created: true };
 }
 

@@ -13,6 +13,7 @@ import { isHeldByRunner } from '../domain/run-state.js';
 import { publishDomain } from '../store/event-log.js';
 import type { InteractionDoc, SettlementDoc } from '../store/interactions.js';
 import type { RunDoc, TerminalDoc } from '../store/runs.js';
+import { recordTransition } from '../metrics.js';
 import type { RunsContext } from './context.js';
 
 // How a run moves once a move is known to be allowed (domain/run-state.ts decides that).
@@ -68,6 +69,7 @@ async function publishRunStatus(ctx: RunsContext, run: RunDoc, previous: RunStat
     at: run.updated_at.toISOString(),
   };
   await publishDomain(ctx.js, domainSubject(), event, msgId);
+  recordTransition(run.status, run.terminal, run.created_at, run.updated_at);
 }
 
 /**

@@ -4,12 +4,15 @@ import {
   AppError,
   encodeJson,
   publishJson,
+  SpanKind,
   unavailable,
+  withSpan,
   type JetStreamClient,
   type JetStreamManager,
   type NatsConnection,
 } from '@threadwork/platform';
 import type { LoggedEvent } from '../domain/event-page.js';
+import { runMetrics } from '../metrics.js';
 
 // The log of run R is the subject `run.events.R` of RUN_EVENTS; one message per event, stored
 // as `{chunk, created_at}`. An event's sequence is its stream sequence (see domain/event-page.ts).
@@ -67,9 +70,20 @@ export function createEventLog({
       try {
         // Published without waiting for each ack: one connection's publishes reach the stream in
         // the order they were sent, so the events keep their order and the batch costs one round trip.
-        const acks = await Promise.all(
-          payloads.map(({ key, stored }) => publishJson(js, subject, stored, { msgId: `${runId}:${key}` })),
+        const acks = await withSpan(
+          'append run events',
+          {
+            kind: SpanKind.PRODUCER,
+            attributes: { 'messaging.destination.name': subject, 'messaging.batch.message_count': payloads.length },
+          },
+          () =>
+            Promise.all(
+              payloads.map(({ key, stored }) =>
+                publishJson(js, subject, stored, { msgId: `${runId}:${key}`, span: false }),
+              ),
+            ),
         );
+        runMetrics().eventsAppended.add(acks.filter((ack) => !ack.duplicate).length);
         return acks.map((ack) => ack.seq);
       } catch (err) {
         throw unavailable('run event log unavailable', err);

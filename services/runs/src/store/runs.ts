@@ -43,6 +43,8 @@ export interface RunDoc {
   started_at: Date | null;
   completed_at: Date | null;
   terminal: boolean;
+  /** Trace id of the admitting request; null when telemetry is off (or for runs admitted before). */
+  trace_id?: string | null;
 }
 
 /**
