@@ -4,8 +4,8 @@ import { ControlList, ControlSubmission, TaskControlList } from './api/controls.
 import { AnswerRequest, AnswerResult, Interaction, InteractionList, Question } from './api/interactions.js';
 import { MessageAccepted, MessagePage, SendMessageBody } from './api/messages.js';
 import { QueueBody, SteerBody } from './api/controls.js';
-import { Repository, RepositoryList, ProviderConnection } from './api/repohost.js';
-import { DiffFile, ReviewStats } from './api/review.js';
+import { InstallSession, Repository, RepositoryList, ProviderConnection } from './api/repohost.js';
+import { DiffFile, Publication, ReviewEvidence, ReviewStats } from './api/review.js';
 import { Run, RunError, RunEventPage, RunUsage } from './api/runs.js';
 import { CreateThreadBody, ResumableRun, Task, TaskList, TaskWithRun, Thread, ThreadWithRun } from './api/threads.js';
 import { WorkList } from './api/work.js';
@@ -186,6 +186,50 @@ export const AccessRequest = z.object({
 });
 export const AccessResponse = z.object({ repositories: z.array(Repository) });
 
+/** POST /v1/repohost/install-session: `return_to` is checked against the configured app scheme by repohost. */
+export const InstallSessionCreateRequest = z.object({ owner_id: OwnerId, return_to: z.string().min(1).max(2048) });
+/**
+ * GET /v1/repohost/setup, the provider's redirect after an installation (unauthenticated: `state`
+ * is the proof). `code` is present when the app asks for user authorization during installation.
+ */
+export const SetupRequest = z.object({
+  installation_id: z.int().positive().optional(),
+  setup_action: z.string().max(256).optional(),
+  state: Id,
+  code: z.string().min(1).max(512).optional(),
+});
+/** Where the gateway redirects the browser (302): the session's `return_to` with the outcome. */
+export const SetupResponse = z.object({ redirect_to: z.string().min(1) });
+/**
+ * POST /v1/repohost/webhooks, forwarded by the gateway untouched: the body travels base64-encoded
+ * so the signature is checked over exactly the bytes the provider signed.
+ */
+export const WebhookRequest = z.object({
+  event: z.string().min(1).max(256),
+  delivery: Id,
+  signature: z.string().max(512).optional(),
+  content_type: z.string().max(256).optional(),
+  body_base64: z.string(),
+});
+/** `duplicate`: this delivery id was received before and is not processed again. */
+export const WebhookResponse = z.object({ status: z.enum(['accepted', 'duplicate']) });
+/**
+ * Internal only (never through the gateway): a short-lived credential for git over HTTPS to the
+ * repositories asked for, all of one installation. Null for repositories that need none (local).
+ */
+export const TokenRequest = z.object({
+  owner_id: OwnerId,
+  repository_ids: z.array(z.int().positive()).min(1).max(11),
+});
+export const TokenResponse = z.object({ token: z.string().min(1).nullable(), expires_at: Timestamp.nullable() });
+/** The pull request of a thread's repository; null when none was opened (local repositories never get one). */
+export const PublicationRequest = z.object({ owner_id: OwnerId, thread_id: Id, project_repository_id: Id });
+
+// ---------------------------------------------------------------------------------------------
+// review
+
+export const ReviewGetRequest = z.object({ owner_id: OwnerId, thread_id: Id, project_repository_id: Id });
+
 export const rpc = {
   runs: {
     admit: defineEndpoint(SERVICES.runs.subjects.admit, AdmitRequest, AdmitResponse),
@@ -231,6 +275,18 @@ export const rpc = {
     connection: defineEndpoint(SERVICES.repohost.subjects.connection, OwnerRequest, ProviderConnection),
     repositories: defineEndpoint(SERVICES.repohost.subjects.repositories, RepositoriesRequest, RepositoryList),
     access: defineEndpoint(SERVICES.repohost.subjects.access, AccessRequest, AccessResponse),
+    installSession: defineEndpoint(
+      SERVICES.repohost.subjects.installSession,
+      InstallSessionCreateRequest,
+      InstallSession,
+    ),
+    setup: defineEndpoint(SERVICES.repohost.subjects.setup, SetupRequest, SetupResponse),
+    webhook: defineEndpoint(SERVICES.repohost.subjects.webhook, WebhookRequest, WebhookResponse),
+    token: defineEndpoint(SERVICES.repohost.subjects.token, TokenRequest, TokenResponse),
+    publication: defineEndpoint(SERVICES.repohost.subjects.publication, PublicationRequest, Publication.nullable()),
+  },
+  review: {
+    get: defineEndpoint(SERVICES.review.subjects.get, ReviewGetRequest, ReviewEvidence),
   },
 } as const;
 
@@ -259,6 +315,10 @@ export const domainEvents = {
   messageCompleted: { service: 'runner', entity: 'message', verb: 'completed' },
   /** A run's work committed on the thread branch: the candidate revision with its bounded diff. */
   candidateProduced: { service: 'runner', entity: 'candidate', verb: 'produced' },
+  /** A run's candidate could not be committed or diffed; review shows `diff.status: error`. */
+  candidateFailed: { service: 'runner', entity: 'candidate', verb: 'failed' },
+  /** A provider webhook whose signature checked out, queued for repohost's own consumer. */
+  webhookReceived: { service: 'repohost', entity: 'webhook', verb: 'received' },
 } as const;
 
 export const RunStatusEvent = z.object({
@@ -316,3 +376,24 @@ export const CandidateProducedEvent = z.object({
   at: Timestamp,
 });
 export type CandidateProducedEvent = z.infer<typeof CandidateProducedEvent>;
+
+/** One event per project repository whose candidate failed (Nats-Msg-Id `${run_id}:${project_repository_id}:failed`). */
+export const CandidateFailedEvent = z.object({
+  thread_id: Id,
+  run_id: Id,
+  owner_id: OwnerId,
+  project_repository_id: Id,
+  repository_id: z.int().positive(),
+  message: z.string().max(4096),
+  at: Timestamp,
+});
+export type CandidateFailedEvent = z.infer<typeof CandidateFailedEvent>;
+
+/** A verified provider webhook (Nats-Msg-Id = the delivery id), processed asynchronously by repohost. */
+export const WebhookReceivedEvent = z.object({
+  delivery: Id,
+  event: z.string().min(1).max(256),
+  payload: z.record(z.string(), JsonValue),
+  received_at: Timestamp,
+});
+export type WebhookReceivedEvent = z.infer<typeof WebhookReceivedEvent>;

@@ -97,6 +97,7 @@ export const SERVICES = {
       setup: 'repohost.setup',
       webhook: 'repohost.webhook',
       token: 'repohost.token',
+      publication: 'repohost.publication',
     },
   },
   review: {

@@ -80,7 +80,13 @@ describe('the real servers of the test run', () => {
   it('brings a durable consumer up to date when its filter changes (a new release subscribes to more)', async () => {
     const { jsm } = await jetStreamOf(nc);
     const name = uniqueId('C');
-    await ensureStream(jsm, { name, description: 'test', subjects: [`${name}.>`], retention: 'limits', storage: 'file' });
+    await ensureStream(jsm, {
+      name,
+      description: 'test',
+      subjects: [`${name}.>`],
+      retention: 'limits',
+      storage: 'file',
+    });
     await ensureConsumer(jsm, name, { durable_name: 'svc', filter_subjects: [`${name}.a`] });
     await ensureConsumer(jsm, name, { durable_name: 'svc', filter_subjects: [`${name}.a`, `${name}.b`] });
     const info = await jsm.consumers.info(name, 'svc');

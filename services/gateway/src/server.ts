@@ -16,6 +16,8 @@ import { conversationRoutes } from './handlers/conversation.js';
 import { eventRoutes, STREAM_DESCRIPTION } from './handlers/events.js';
 import { interactionRoutes } from './handlers/interactions.js';
 import { repohostRoutes } from './handlers/repohost.js';
+import { repohostAppRoutes } from './handlers/repohost-app.js';
+import { reviewRoutes } from './handlers/review.js';
 import { runRoutes } from './handlers/runs.js';
 import { threadRoutes } from './handlers/threads.js';
 import type { IdentityStore, UserDoc } from './store/identity.js';
@@ -56,6 +58,8 @@ const ROUTES: RouteModule[] = [
   eventRoutes,
   interactionRoutes,
   repohostRoutes,
+  repohostAppRoutes,
+  reviewRoutes,
 ];
 
 /** Longer path segments are not routed at all (414); anything up to it is validated by schema. */

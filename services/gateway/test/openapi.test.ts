@@ -1,12 +1,14 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startHarness, type Harness } from './harness.js';
 
-// Every operation of the public contract (spec section 4) and of DESIGN.md section 4, except the
-// ones another change adds (install-session, setup, webhooks, review).
+// Every operation of the public contract (spec section 4) and of DESIGN.md section 4 that a caller
+// authenticates for; the unauthenticated ones are in PUBLIC_OPERATIONS.
 const CONTRACT_OPERATIONS = [
   ['get', '/v1/work'],
   ['get', '/v1/repohost/connection'],
   ['get', '/v1/repohost/repositories'],
+  ['post', '/v1/repohost/install-session'],
+  ['get', '/v1/threads/{id}/review'],
   ['post', '/v1/tasks'],
   ['get', '/v1/tasks'],
   ['get', '/v1/tasks/{id}'],
@@ -29,9 +31,16 @@ const CONTRACT_OPERATIONS = [
   ['get', '/v1/threads/{id}/interactions'],
 ] as const;
 
+// Operations that prove themselves another way (a single-use `state`, a webhook signature).
+const PUBLIC_OPERATIONS = [
+  ['get', '/v1/repohost/setup', '302'],
+  ['post', '/v1/repohost/webhooks', '202'],
+] as const;
+
 interface Operation {
   summary?: string;
   tags?: string[];
+  security?: unknown[];
   parameters?: { in: string; name: string }[];
   requestBody?: { content: Record<string, { schema: unknown }> };
   responses: Record<string, { description: string; content?: Record<string, { schema: unknown }> }>;
@@ -64,6 +73,16 @@ describe('OpenAPI document', () => {
     if (method === 'post') expect(operation!.responses['413']).toBeDefined();
     if (path.includes('{id}'))
       expect(operation!.parameters?.some((p) => p.in === 'path' && p.name === 'id')).toBe(true);
+  });
+
+  it.each(PUBLIC_OPERATIONS)('has public %s %s answering %s, with no security requirement', (method, path, status) => {
+    const operation = paths[path]?.[method];
+    expect(operation, `${method} ${path}`).toBeDefined();
+    expect(operation!.summary).toBeTruthy();
+    expect(operation!.tags?.length).toBeGreaterThan(0);
+    expect(operation!.security).toEqual([]);
+    for (const code of [status, '400', '500', '503'])
+      expect(operation!.responses[code], `${path} ${code}`).toBeDefined();
   });
 
   it('describes bodies, the 401 shape, the empty 204 and the event stream', () => {

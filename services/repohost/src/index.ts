@@ -1,22 +1,103 @@
-import { SERVICES } from '@threadwork/contracts';
-import { bootService, serveRoutes, startRuntime, type StartedService } from '@threadwork/platform';
-import { localRepositoriesDir, type RepohostConfig } from './config.js';
-import { repohostRoutes } from './handlers/rpc.js';
+import { DOMAIN_STREAM, SERVICES, rpc } from '@threadwork/contracts';
+import {
+  bootService,
+  consumeJson,
+  ensureConsumer,
+  ensureStream,
+  request,
+  serveRoutes,
+  startRuntime,
+  type StartedService,
+} from '@threadwork/platform';
+import { DeliverPolicy } from '@nats-io/jetstream';
+import { githubAppConfig, localRepositoriesDir, type RepohostConfig } from './config.js';
+import { createEventHandler, REPOHOST_DOMAIN_SUBJECTS } from './handlers/events.js';
+import { repohostRoutes, type RoutesDeps } from './handlers/rpc.js';
+import { createGitHubClient } from './github/client.js';
+import { combineProviders } from './providers/combined.js';
+import { createGitHubProvider } from './providers/github.js';
 import { createLocalProvider, ensureLocalDir } from './providers/local.js';
+import { createGitHubStore } from './store/github.js';
+import { createPublicationStore } from './store/publications.js';
 import { createRepositoryStore } from './store/repositories.js';
 
 export { RepohostConfig, localRepositoriesDir } from './config.js';
 export { localRepositoryId } from './domain/local.js';
 
+/** Durable name of repohost's DOMAIN consumer (candidates to publish, webhooks to process). */
+export const REPOHOST_CONSUMER = 'repohost';
+
 export async function startRepohost(config: RepohostConfig): Promise<StartedService> {
   const runtime = await startRuntime({ name: 'repohost', config, mongo: true });
-  return bootService(runtime, async () => {
-    const store = createRepositoryStore(runtime.db);
+  return bootService(runtime, async ({ db, nc, js, jsm, logger, lifecycle }) => {
+    const store = createRepositoryStore(db);
     await store.ensureIndexes();
     const dir = localRepositoriesDir(config);
     await ensureLocalDir(dir);
-    const provider = createLocalProvider({ dir, store, logger: runtime.logger });
-    runtime.logger.info({ provider: provider.name, dir }, 'serving local repositories');
-    await serveRoutes(runtime, SERVICES.repohost, repohostRoutes(provider), config.SHUTDOWN_TIMEOUT_MS);
+    const local = createLocalProvider({ dir, store, logger });
+
+    let github: RoutesDeps['github'] = null;
+    const appConfig = githubAppConfig(config);
+    if (appConfig) {
+      const githubStore = createGitHubStore(db);
+      const publications = createPublicationStore(db);
+      await githubStore.ensureIndexes();
+      await publications.ensureIndexes();
+      const client = createGitHubClient(appConfig);
+      const provider = createGitHubProvider({ config: appConfig, client, store: githubStore, logger });
+      github = {
+        config: appConfig,
+        client,
+        store: githubStore,
+        github: provider,
+        publications,
+        logger,
+        async threadName(ownerId, threadId) {
+          const thread = await request(
+            nc,
+            rpc.threads.get,
+            { owner_id: ownerId, thread_id: threadId, view: 'thread' },
+            { timeoutMs: 2_000 },
+          ).catch(() => null);
+          return thread && 'name' in thread ? (thread.name ?? null) : null;
+        },
+      };
+
+      // DOMAIN keeps events a week whoever read them (limits retention). This consumer sees only
+      // candidates and queued webhooks, from the moment it is first created: candidates older
+      // than the GitHub App's configuration have nothing to publish.
+      await ensureStream(jsm, DOMAIN_STREAM);
+      await ensureConsumer(jsm, DOMAIN_STREAM.name, {
+        durable_name: REPOHOST_CONSUMER,
+        filter_subjects: Object.values(REPOHOST_DOMAIN_SUBJECTS),
+        deliver_policy: DeliverPolicy.New,
+        // A branch that never reaches GitHub stops being retried after about half an hour of backoff.
+        max_deliver: 60,
+      });
+      const handle = createEventHandler({ ...github, store: githubStore, github: provider });
+      const consumer = await consumeJson(
+        js,
+        { stream: DOMAIN_STREAM.name, durable: REPOHOST_CONSUMER, logger, progressEveryMs: 10_000 },
+        (payload, msg) => handle(msg.subject, payload),
+      );
+      lifecycle.add('domain-consumer', () => consumer.stop(config.SHUTDOWN_TIMEOUT_MS));
+      logger.info(
+        {
+          app_id: appConfig.appId,
+          api: appConfig.apiUrl,
+          ...(config.PUBLIC_BASE_URL
+            ? {
+                setup_url: `${config.PUBLIC_BASE_URL.replace(/\/+$/, '')}/v1/repohost/setup`,
+                webhook_url: `${config.PUBLIC_BASE_URL.replace(/\/+$/, '')}/v1/repohost/webhooks`,
+              }
+            : {}),
+        },
+        'GitHub App configured',
+      );
+    }
+
+    const provider = combineProviders({ local, localDir: dir, github: github?.github ?? null, logger });
+    logger.info({ provider: provider.name, dir }, 'serving repositories');
+    await serveRoutes(runtime, SERVICES.repohost, repohostRoutes({ provider, js, github }), config.SHUTDOWN_TIMEOUT_MS);
   });
 }

@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import { mkdir } from 'node:fs/promises';
-import { DOMAIN_STREAM, domainEvents, RUN_JOBS_STREAM, type SandboxStatusEvent } from '@threadwork/contracts';
-import { bootService, ensureStream, startRuntime, type StartedService } from '@threadwork/platform';
+import { DOMAIN_STREAM, domainEvents, rpc, RUN_JOBS_STREAM, type SandboxStatusEvent } from '@threadwork/contracts';
+import { bootService, ensureStream, request, startRuntime, type StartedService } from '@threadwork/platform';
 import type { RunnerConfig } from './config.js';
 import { startDemoModel } from './demo/server.js';
 import { publishDomain } from './flows/calls.js';
@@ -10,6 +10,7 @@ import { SessionPool } from './flows/sessions.js';
 import { startJobConsumer } from './handlers/jobs.js';
 import { CodexHarness } from './harness/codex/codex.js';
 import { LocalSandboxProvider } from './sandbox/local.js';
+import type { RepositoryCredentials } from './sandbox/provider.js';
 
 export { RunnerConfig } from './config.js';
 export { consumerName } from './handlers/jobs.js';
@@ -48,9 +49,15 @@ export async function startRunner(config: RunnerConfig): Promise<RunnerService> 
       logger.warn('no MODEL_BASE_URL: every run fails with model_not_configured (set it, or THREADWORK_DEMO=1)');
     }
 
+    // Repohost hands out short-lived tokens for repositories that need one (GitHub), none for local ones.
+    const credentials: RepositoryCredentials = async (ownerId, repositoryId, url) =>
+      /^https?:\/\//.test(url)
+        ? (await request(runtime.nc, rpc.repohost.token, { owner_id: ownerId, repository_ids: [repositoryId] })).token
+        : null;
     const sandboxes = new LocalSandboxProvider({
       root: config.SANDBOX_ROOT,
       logger,
+      credentials,
       publish: async (threadId, sandboxId, status, reason) => {
         const event: SandboxStatusEvent = {
           thread_id: threadId,
@@ -83,6 +90,7 @@ export async function startRunner(config: RunnerConfig): Promise<RunnerService> 
       sandboxes,
       sessions: pool,
       modelConfigured: Boolean(baseUrl),
+      credentials,
     };
     const live = new Set<LiveRun>();
     const consumer = await startJobConsumer(

@@ -153,6 +153,11 @@ describe('a run in a workspace', () => {
       { path: 'src/new.txt', status: 'added' },
     ]);
     expect(git(workspace, 'diff', '--numstat', base, head).trim().split('\n')).toHaveLength(2);
+    // The thread branch is published to the repository it came from (here a local bare repository).
+    const origin = git(workspace, 'remote', 'get-url', 'origin')
+      .trim()
+      .replace(/^file:\/\//, '');
+    expect(git(origin, 'rev-parse', `refs/heads/threadwork/${threadId}`).trim()).toBe(head);
 
     // The reply is published for the threads service to store; the sandbox went initializing → ready.
     const reply = MessageCompletedEvent.parse(domainOf(stack, 'message.completed', run.id)[0]?.data);

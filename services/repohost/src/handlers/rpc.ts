@@ -1,9 +1,27 @@
 import { rpc } from '@threadwork/contracts';
-import { route, type RpcRoute } from '@threadwork/platform';
+import { invalidRequest, route, type JetStreamClient, type RpcRoute } from '@threadwork/platform';
+import type { GitHubAppConfig } from '../config.js';
 import { filterRepositories, pickRepositories } from '../domain/repositories.js';
-import type { RepositoryProvider } from '../providers/provider.js';
+import type { GitHubClient } from '../github/client.js';
+import type { CombinedProvider } from '../providers/combined.js';
+import { gitHubAppError } from '../providers/github.js';
+import type { GitHubStore } from '../store/github.js';
+import { completeSetup, createInstallSession, notConfigured, type InstallDeps } from './install.js';
+import { readPublication, type PublicationDeps } from './publication.js';
+import { receiveWebhook } from './webhooks.js';
 
-export function repohostRoutes(provider: RepositoryProvider): RpcRoute[] {
+/** A token handed to the runner lives at least this long: long enough to clone and push. */
+const TOKEN_MIN_LIFETIME_MS = 15 * 60_000;
+
+export interface RoutesDeps {
+  provider: CombinedProvider;
+  js: JetStreamClient;
+  /** Everything GitHub; null when no GitHub App is configured. */
+  github:
+    (InstallDeps & PublicationDeps & { config: GitHubAppConfig; client: GitHubClient; store: GitHubStore }) | null;
+}
+
+export function repohostRoutes({ provider, js, github }: RoutesDeps): RpcRoute[] {
   return [
     route(rpc.repohost.connection, ({ owner_id }) => provider.connection(owner_id)),
     route(rpc.repohost.repositories, async ({ owner_id, q }) => ({
@@ -12,5 +30,46 @@ export function repohostRoutes(provider: RepositoryProvider): RpcRoute[] {
     route(rpc.repohost.access, async ({ owner_id, repository_ids }) => ({
       repositories: pickRepositories(await provider.repositories(owner_id), repository_ids),
     })),
+
+    route(rpc.repohost.installSession, async (input) => {
+      if (!github) throw notConfigured();
+      return createInstallSession(github, input);
+    }),
+    route(rpc.repohost.setup, async (input) => {
+      if (!github) throw notConfigured();
+      return completeSetup(github, input);
+    }),
+    route(rpc.repohost.webhook, (input) =>
+      receiveWebhook({ config: github?.config ?? null, store: github?.store ?? null, js }, input),
+    ),
+
+    route(rpc.repohost.token, async ({ owner_id, repository_ids }) => {
+      const sourced = await provider.sourced(owner_id);
+      // not_found for any the owner cannot see, as for access.
+      const picked = pickRepositories(
+        sourced.map(({ repository }) => repository),
+        repository_ids,
+      );
+      const remote = sourced.filter(
+        ({ source, repository }) =>
+          source === 'github' && picked.some((p) => p.repository_id === repository.repository_id),
+      );
+      if (remote.length === 0) return { token: null, expires_at: null };
+      if (remote.length !== picked.length)
+        throw invalidRequest('repository_ids: ask for local and GitHub repositories separately');
+      const installations = new Set(remote.map(({ repository }) => repository.installation_id));
+      const [installationId] = installations;
+      if (installations.size > 1 || installationId === undefined || !github) {
+        throw invalidRequest('repository_ids: one token covers repositories of one installation; ask per installation');
+      }
+      try {
+        const token = await github.client.installationToken(installationId, repository_ids, TOKEN_MIN_LIFETIME_MS);
+        return { token: token.token, expires_at: token.expiresAt };
+      } catch (err) {
+        throw gitHubAppError(err);
+      }
+    }),
+
+    route(rpc.repohost.publication, async (input) => (github ? readPublication(github, input) : null)),
   ];
 }

@@ -3,6 +3,7 @@ import {
   rpc,
   RunSignal,
   subjects,
+  type CandidateFailedEvent,
   type CandidateProducedEvent,
   type ControlAppliedEvent,
   type MessageCompletedEvent,
@@ -35,7 +36,14 @@ import {
 } from '../domain/outcome.js';
 import { ResumeFailedError, type HarnessSession, type QuestionAnswers, type TurnOutcome } from '../harness/harness.js';
 import { commitAndDiff } from '../sandbox/candidate.js';
-import { SandboxError, type Sandbox, type SandboxProvider } from '../sandbox/provider.js';
+import { credentialEnv, git } from '../sandbox/git.js';
+import {
+  SandboxError,
+  type RepositoryCredentials,
+  type Sandbox,
+  type SandboxProvider,
+  type SandboxRepo,
+} from '../sandbox/provider.js';
 import { call, publishDomain } from './calls.js';
 import { EventSink } from './event-sink.js';
 
@@ -63,6 +71,8 @@ export interface RunDeps {
   sessions: SessionPool;
   /** Null when no model endpoint is configured (runs then fail fast). */
   modelConfigured: boolean;
+  /** Credentials to push the thread branch (null: none needed, e.g. a local repository). */
+  credentials: RepositoryCredentials;
 }
 
 /** What to do with the job message: done with it, hand it back (now or later), or leave it to whoever fenced us out. */
@@ -394,6 +404,7 @@ class RunExecution implements LiveRun {
           });
           // A run that did not complete reports a candidate only if it changed something.
           if (to !== 'completed' && !candidate.committed) continue;
+          if (candidate.committed) await this.pushBranch(repo, sandbox.dir);
           const event: CandidateProducedEvent = {
             thread_id: job.thread_id,
             run_id: job.run_id,
@@ -420,6 +431,23 @@ class RunExecution implements LiveRun {
         } catch (err) {
           this.log.error({ err, repo: repo.full_name }, 'the workspace could not be committed');
           this.sink.push({ type: 'error', code: 'commit_failed', message: `${repo.full_name}: ${errorMessage(err)}` });
+          // Review shows `diff.status: error` for this repository rather than an older candidate as if current.
+          const failed: CandidateFailedEvent = {
+            thread_id: job.thread_id,
+            run_id: job.run_id,
+            owner_id: job.owner_id,
+            project_repository_id: repo.project_repository_id,
+            repository_id: repo.repository_id,
+            message: errorMessage(err).slice(0, 4096),
+            at: new Date().toISOString(),
+          };
+          await publishDomain(
+            deps.js,
+            this.log,
+            domainEvents.candidateFailed,
+            failed,
+            `${job.run_id}:${repo.project_repository_id}:failed`,
+          );
         }
       }
     }
@@ -433,6 +461,28 @@ class RunExecution implements LiveRun {
         at: new Date().toISOString(),
       };
       await publishDomain(deps.js, this.log, domainEvents.messageCompleted, event, `${job.run_id}:reply`);
+    }
+  }
+
+  /**
+   * Publishes the thread branch to the repository it came from, where repohost opens or updates
+   * the pull request (a local bare repository just gets the branch). The branch is the thread's
+   * own, so it is forced: it moves with the thread, whatever was pushed to it before. A push that
+   * fails leaves the candidate in the sandbox and says so in the run's events.
+   */
+  private async pushBranch(repo: SandboxRepo, home: string): Promise<void> {
+    try {
+      const url = (await git(repo.dir, home, ['remote', 'get-url', 'origin'])).trim();
+      const token = await this.deps.credentials(this.job.owner_id, repo.repository_id, url);
+      await git(
+        repo.dir,
+        home,
+        ['push', '--quiet', '--force', 'origin', `HEAD:refs/heads/${repo.branch}`],
+        credentialEnv(token),
+      );
+    } catch (err) {
+      this.log.warn({ err, repo: repo.full_name }, 'the thread branch could not be pushed');
+      this.sink.push({ type: 'error', code: 'push_failed', message: `${repo.full_name}: ${errorMessage(err)}` });
     }
   }
 

@@ -28,9 +28,32 @@ export class GitError extends Error {
   override name = 'GitError';
 }
 
-export async function git(cwd: string, home: string, args: string[]): Promise<string> {
+/**
+ * Git configuration carrying a short-lived repository token as an HTTP header, through git's
+ * environment (`GIT_CONFIG_*`): never written to a repository's config, never on a command line.
+ */
+export function credentialEnv(token: string | null): Record<string, string> {
+  if (!token) return {};
+  const basic = Buffer.from(`x-access-token:${token}`).toString('base64');
+  return {
+    GIT_CONFIG_COUNT: '1',
+    GIT_CONFIG_KEY_0: 'http.extraHeader',
+    GIT_CONFIG_VALUE_0: `Authorization: Basic ${basic}`,
+  };
+}
+
+export async function git(
+  cwd: string,
+  home: string,
+  args: string[],
+  extraEnv: Record<string, string> = {},
+): Promise<string> {
   try {
-    const { stdout } = await run('git', args, { cwd, env: gitEnv(home), maxBuffer: GIT_MAX_BUFFER });
+    const { stdout } = await run('git', args, {
+      cwd,
+      env: { ...gitEnv(home), ...extraEnv },
+      maxBuffer: GIT_MAX_BUFFER,
+    });
     return stdout;
   } catch (err) {
     const stderr = (err as { stderr?: string }).stderr?.trim();

@@ -4,12 +4,13 @@ import { mkdir, readFile, rename, rm, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import type { RunJob, RunRepository, SandboxStatus } from '@threadwork/contracts';
 import type { Logger } from '@threadwork/platform';
-import { git } from './git.js';
+import { credentialEnv, git } from './git.js';
 import {
   SandboxError,
   type Sandbox,
   type SandboxProvider,
   type SandboxRepo,
+  type RepositoryCredentials,
   type SandboxStatusPublisher,
 } from './provider.js';
 
@@ -38,6 +39,8 @@ export interface LocalSandboxOptions {
   root: string;
   logger: Logger;
   publish: SandboxStatusPublisher;
+  /** A short-lived token to clone and fetch a repository of the owner's, or null when none is needed. */
+  credentials?: RepositoryCredentials;
 }
 
 export const threadBranch = (threadId: string) => `threadwork/${threadId}`;
@@ -82,7 +85,10 @@ export class LocalSandboxProvider implements SandboxProvider {
         const known = state.repos[repo.project_repository_id];
         const folder = known?.dir ?? pickFolder(repo, taken);
         taken.add(folder);
-        state.repos[repo.project_repository_id] = await this.prepareRepo(dir, folder, repo, job.thread_id, known);
+        const auth = credentialEnv(
+          (await this.options.credentials?.(job.owner_id, repo.repository_id, repo.clone_url)) ?? null,
+        );
+        state.repos[repo.project_repository_id] = await this.prepareRepo(dir, folder, repo, job.thread_id, known, auth);
         // Recorded at once: a clone that is in place but not in the state would be cloned over next time.
         await this.writeState(dir, state);
       }
@@ -126,13 +132,14 @@ export class LocalSandboxProvider implements SandboxProvider {
     repo: RunRepository,
     threadId: string,
     known: RepoState | undefined,
+    auth: Record<string, string>,
   ): Promise<RepoState> {
     const dir = join(root, folder);
     const branch = threadBranch(threadId);
     if (known && existsSync(join(dir, '.git'))) {
       // Later runs continue on the thread branch; the fetch only refreshes what the diff is taken against.
       try {
-        await git(dir, root, ['fetch', '--quiet', '--no-tags', 'origin', repo.branch]);
+        await git(dir, root, ['fetch', '--quiet', '--no-tags', 'origin', repo.branch], auth);
       } catch (err) {
         this.options.logger.warn({ err, repo: repo.full_name }, 'fetch failed; continuing with the clone as it is');
       }
@@ -145,7 +152,12 @@ export class LocalSandboxProvider implements SandboxProvider {
     const partial = join(root, `.${folder}.partial-${randomBytes(4).toString('hex')}`);
     try {
       await rm(dir, { recursive: true, force: true });
-      await git(root, root, ['clone', '--quiet', '--no-tags', '--branch', repo.branch, '--', repo.clone_url, partial]);
+      await git(
+        root,
+        root,
+        ['clone', '--quiet', '--no-tags', '--branch', repo.branch, '--', repo.clone_url, partial],
+        auth,
+      );
       await git(partial, root, ['checkout', '--quiet', '-B', branch]);
       await rename(partial, dir);
     } finally {

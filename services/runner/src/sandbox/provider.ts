@@ -62,3 +62,6 @@ export type SandboxStatusPublisher = (
 export class SandboxError extends Error {
   override name = 'SandboxError';
 }
+
+/** A short-lived token for git over HTTPS to one repository of an owner; null when none is needed. */
+export type RepositoryCredentials = (ownerId: string, repositoryId: number, url: string) => Promise<string | null>;

@@ -1,0 +1,160 @@
+import { createHmac } from 'node:crypto';
+import type { AppError } from '@threadwork/platform';
+import { describe, expect, it } from 'vitest';
+import {
+  githubRepository,
+  installUrl,
+  isAllowedReturnTo,
+  isStale,
+  mayLink,
+  parseWebhookPayload,
+  setupRedirect,
+  setupReturnTo,
+  verifySignature,
+} from './github.js';
+
+describe('install sessions', () => {
+  it('accept exactly the app setup callback', () => {
+    expect(setupReturnTo('tw')).toBe('tw://repohost/setup');
+    expect(isAllowedReturnTo('tw://repohost/setup', 'tw')).toBe(true);
+    for (const other of [
+      'tw://repohost/setup/',
+      'tw://repohost/setup?x',
+      'TW://repohost/setup',
+      'https://repohost/setup',
+    ]) {
+      expect(isAllowedReturnTo(other, 'tw')).toBe(false);
+    }
+  });
+
+  it('build the install URL with the state', () => {
+    expect(installUrl('https://github.com', 'my-app', 'abc')).toBe(
+      'https://github.com/apps/my-app/installations/new?state=abc',
+    );
+    expect(installUrl('https://ghe.example/', 'x')).toBe('https://ghe.example/apps/x/installations/new');
+  });
+
+  it('redirect with the outcome', () => {
+    expect(setupRedirect('tw://repohost/setup', { outcome: 'installed', installationId: 5 })).toBe(
+      'tw://repohost/setup?outcome=installed&installation_id=5',
+    );
+    expect(setupRedirect('tw://repohost/setup', { outcome: 'requested' })).toBe(
+      'tw://repohost/setup?outcome=requested',
+    );
+    expect(setupRedirect('tw://repohost/setup', { outcome: 'error', error: 'invalid_state' })).toBe(
+      'tw://repohost/setup?outcome=error&error=invalid_state',
+    );
+  });
+});
+
+describe('mayLink', () => {
+  const session = new Date('2025-01-01T12:00:00Z');
+  it('trusts the OAuth user’s installations when known', () => {
+    const old = new Date('2020-01-01T00:00:00Z');
+    expect(
+      mayLink({
+        installationId: 1,
+        installationCreatedAt: old,
+        sessionCreatedAt: session,
+        userInstallationIds: [1, 2],
+      }),
+    ).toBe(true);
+    expect(
+      mayLink({
+        installationId: 3,
+        installationCreatedAt: session,
+        sessionCreatedAt: session,
+        userInstallationIds: [1],
+      }),
+    ).toBe(false);
+  });
+
+  it('without OAuth, links only installations made during the session (a minute of skew)', () => {
+    const at = (iso: string) => new Date(iso);
+    const base = { installationId: 1, sessionCreatedAt: session, userInstallationIds: null };
+    expect(mayLink({ ...base, installationCreatedAt: at('2025-01-01T12:05:00Z') })).toBe(true);
+    expect(mayLink({ ...base, installationCreatedAt: at('2025-01-01T11:59:30Z') })).toBe(true);
+    expect(mayLink({ ...base, installationCreatedAt: at('2025-01-01T11:50:00Z') })).toBe(false);
+  });
+});
+
+describe('verifySignature', () => {
+  const body = Buffer.from('{"zen":"Keep it logically awesome."}');
+  const good = `sha256=${createHmac('sha256', 's3cret').update(body).digest('hex')}`;
+
+  it('accepts the HMAC of the raw body', () => {
+    expect(verifySignature('s3cret', body, good)).toBe(true);
+    expect(verifySignature('s3cret', body, good.toUpperCase().replace('SHA256=', 'sha256='))).toBe(true);
+  });
+
+  it('refuses a missing, malformed, wrong or other-body signature', () => {
+    expect(verifySignature('s3cret', body, undefined)).toBe(false);
+    expect(verifySignature('s3cret', body, '')).toBe(false);
+    expect(verifySignature('s3cret', body, 'sha1=abc')).toBe(false);
+    expect(verifySignature('s3cret', body, good.slice(0, -2))).toBe(false);
+    expect(verifySignature('other', body, good)).toBe(false);
+    expect(verifySignature('s3cret', Buffer.from(`${body.toString()} `), good)).toBe(false);
+  });
+});
+
+describe('parseWebhookPayload', () => {
+  it('reads JSON and form-encoded deliveries', () => {
+    expect(parseWebhookPayload('application/json', Buffer.from('{"a":1}'))).toEqual({ a: 1 });
+    const form = Buffer.from(`payload=${encodeURIComponent('{"b":2}')}`);
+    expect(parseWebhookPayload('application/x-www-form-urlencoded', form)).toEqual({ b: 2 });
+  });
+
+  it('is invalid_request for anything else', () => {
+    for (const [type, raw] of [
+      ['application/json', 'nope'],
+      ['application/json', '[1]'],
+      ['application/x-www-form-urlencoded', 'other=1'],
+    ] as const) {
+      const err = (() => {
+        try {
+          parseWebhookPayload(type, Buffer.from(raw));
+        } catch (e) {
+          return e;
+        }
+      })();
+      expect((err as AppError).code).toBe('invalid_request');
+    }
+  });
+});
+
+describe('shapes', () => {
+  it('lists a GitHub repository by its clone URL', () => {
+    expect(
+      githubRepository(
+        {
+          id: 9,
+          name: 'w',
+          full_name: 'o/w',
+          owner: { login: 'o', id: 1, avatar_url: 'https://a/o.png' },
+          private: false,
+          clone_url: 'https://github.com/o/w.git',
+          default_branch: 'main',
+        },
+        77,
+      ),
+    ).toEqual({
+      repository_id: 9,
+      installation_id: 77,
+      owner: 'o',
+      name: 'w',
+      full_name: 'o/w',
+      url: 'https://github.com/o/w.git',
+      avatar_url: 'https://a/o.png',
+      private: false,
+      default_branch: 'main',
+    });
+  });
+
+  it('tells stale from fresh', () => {
+    const now = new Date(10_000);
+    expect(isStale(null, now, 1000)).toBe(true);
+    expect(isStale(undefined, now, 1000)).toBe(true);
+    expect(isStale(new Date(9_500), now, 1000)).toBe(false);
+    expect(isStale(new Date(9_000), now, 1000)).toBe(true);
+  });
+});

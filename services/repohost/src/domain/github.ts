@@ -1,0 +1,149 @@
+import { createHmac, timingSafeEqual } from 'node:crypto';
+import type { Installation, Repository } from '@threadwork/contracts';
+import { invalidRequest } from '@threadwork/platform';
+import type { GhRepository } from '../github/shapes.js';
+
+// The GitHub App's rules that need no I/O: where install sessions may return to, what a setup
+// callback redirects to, how a webhook proves itself, and how GitHub's shapes become ours.
+
+/** The one `return_to` an install session accepts: the native app's setup callback. */
+export function setupReturnTo(appScheme: string): string {
+  return `${appScheme}://repohost/setup`;
+}
+
+export function isAllowedReturnTo(returnTo: string, appScheme: string): boolean {
+  return returnTo === setupReturnTo(appScheme);
+}
+
+/** The app's install page; `state` comes back on the setup callback. */
+export function installUrl(webUrl: string, slug: string, state?: string): string {
+  const url = new URL(`${webUrl.replace(/\/+$/, '')}/apps/${encodeURIComponent(slug)}/installations/new`);
+  if (state !== undefined) url.searchParams.set('state', state);
+  return url.href;
+}
+
+/**
+ * What the setup callback tells the native app: `installed` (linked; `installation_id` names it),
+ * `requested` (an organisation member asked an owner to install; nothing to link yet), or `error`
+ * with a reason. Nothing is linked on `error`.
+ */
+export type SetupOutcome =
+  | { outcome: 'installed'; installationId: number }
+  | { outcome: 'requested' }
+  | {
+      outcome: 'error';
+      error:
+        | 'invalid_state'
+        | 'missing_installation'
+        | 'installation_not_found'
+        | 'unverified_installation'
+        | 'github_unavailable';
+      installationId?: number;
+    };
+
+export function setupRedirect(returnTo: string, result: SetupOutcome): string {
+  const url = new URL(returnTo);
+  url.searchParams.set('outcome', result.outcome);
+  if (result.outcome === 'error') url.searchParams.set('error', result.error);
+  if ('installationId' in result && result.installationId !== undefined) {
+    url.searchParams.set('installation_id', String(result.installationId));
+  }
+  return url.href;
+}
+
+/**
+ * Can this installation be linked to the session's owner? The setup URL's `installation_id` is
+ * whatever the browser sends, so it proves nothing by itself. With the app's OAuth client, the
+ * user who came back must be able to see the installation (`GET /user/installations`). Without
+ * it, only an installation created after the session was (minus clock skew) is linked: the one
+ * this session's user just made, not someone else's older one.
+ */
+export function mayLink(input: {
+  installationId: number;
+  installationCreatedAt: Date;
+  sessionCreatedAt: Date;
+  /** Installations the returning user can see, when their identity was verified through OAuth. */
+  userInstallationIds: readonly number[] | null;
+  clockSkewMs?: number;
+}): boolean {
+  if (input.userInstallationIds !== null) return input.userInstallationIds.includes(input.installationId);
+  const skew = input.clockSkewMs ?? 60_000;
+  return input.installationCreatedAt.getTime() >= input.sessionCreatedAt.getTime() - skew;
+}
+
+const SIGNATURE = /^sha256=([0-9a-f]{64})$/;
+
+/** `X-Hub-Signature-256` over the raw body, compared in constant time. */
+export function verifySignature(secret: string, body: Buffer, header: string | undefined): boolean {
+  if (header === undefined) return false;
+  const match = SIGNATURE.exec(header.trim().toLowerCase());
+  if (!match) return false;
+  const expected = createHmac('sha256', secret).update(body).digest();
+  const given = Buffer.from(match[1]!, 'hex');
+  return given.length === expected.length && timingSafeEqual(given, expected);
+}
+
+/**
+ * The JSON payload of a delivery. GitHub sends `application/json`, or a form with the JSON in
+ * `payload` when the app is set to `application/x-www-form-urlencoded`.
+ */
+export function parseWebhookPayload(contentType: string | undefined, body: Buffer): Record<string, unknown> {
+  let text = body.toString('utf8');
+  if ((contentType ?? '').toLowerCase().startsWith('application/x-www-form-urlencoded')) {
+    const payload = new URLSearchParams(text).get('payload');
+    if (payload === null) throw invalidRequest('body: form without a payload field');
+    text = payload;
+  }
+  let parsed: unknown;
+  try {
+    parsed = JSON.parse(text);
+  } catch {
+    throw invalidRequest('body: not valid JSON');
+  }
+  if (typeof parsed !== 'object' || parsed === null || Array.isArray(parsed)) {
+    throw invalidRequest('body: not a JSON object');
+  }
+  return parsed as Record<string, unknown>;
+}
+
+/** A GitHub repository as the contract lists it: `url` is the https clone URL the runner clones. */
+export function githubRepository(repo: GhRepository, installationId: number): Repository {
+  return {
+    repository_id: repo.id,
+    installation_id: installationId,
+    owner: repo.owner.login,
+    name: repo.name,
+    full_name: repo.full_name,
+    url: repo.clone_url,
+    avatar_url: repo.owner.avatar_url,
+    private: repo.private,
+    default_branch: repo.default_branch,
+  };
+}
+
+export interface InstallationFacts {
+  id: number;
+  account: string;
+  avatarUrl: string;
+  targetType: string;
+  repositorySelection: string;
+  suspended: boolean;
+  manageUrl: string;
+}
+
+export function installationView(facts: InstallationFacts): Installation {
+  return {
+    id: facts.id,
+    account: facts.account,
+    avatar_url: facts.avatarUrl,
+    target_type: facts.targetType,
+    repository_selection: facts.repositorySelection,
+    suspended: facts.suspended,
+    manage_url: facts.manageUrl,
+  };
+}
+
+/** Is a cached thing, read at `at` (null or absent: never), older than `ttlMs`? */
+export function isStale(at: Date | null | undefined, now: Date, ttlMs: number): boolean {
+  return !at || now.getTime() - at.getTime() >= ttlMs;
+}

@@ -1,0 +1,540 @@
+import { execFile } from 'node:child_process';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { promisify } from 'node:util';
+import {
+  DOMAIN_STREAM,
+  ProviderConnection,
+  Publication,
+  domainEvents,
+  rpc,
+  subjects,
+  type CandidateProducedEvent,
+} from '@threadwork/contracts';
+import {
+  AppError,
+  connectMongo,
+  connectNats,
+  createLogger,
+  jetStreamOf,
+  loadConfig,
+  publishJson,
+  request,
+  serviceDbName,
+  type JetStreamHandles,
+  type MongoClient,
+  type NatsConnection,
+  type StartedService,
+} from '@threadwork/platform';
+import {
+  baseServiceEnv,
+  createBareRepo,
+  generateAppKeyPair,
+  isolatedNats,
+  pushBranch,
+  signWebhook,
+  startFakeGitHub,
+  uniqueDbPrefix,
+  type FakeGitHub,
+  type FakeRepository,
+  type IsolatedNats,
+} from '@threadwork/testing';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { REPOHOST_CONSUMER, RepohostConfig, startRepohost } from '../src/index.js';
+
+const APP_ID = 4242;
+const SLUG = 'threadwork-test';
+const SECRET = 'webhook-secret-for-tests';
+const SCHEME = 'twtest';
+const RETURN_TO = `${SCHEME}://repohost/setup`;
+
+// Asynchronous on purpose: the fake GitHub answers git from this very process.
+const run = promisify(execFile);
+const gitClone = (url: string, dir: string) =>
+  run('git', ['clone', '--quiet', url, dir], { env: { ...process.env, GIT_TERMINAL_PROMPT: '0' } });
+
+async function eventually<T>(check: () => Promise<T>, timeoutMs = 10_000): Promise<T> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    try {
+      return await check();
+    } catch (err) {
+      if (Date.now() > deadline) throw err;
+      await new Promise((resolve) => setTimeout(resolve, 50));
+    }
+  }
+}
+
+describe('repohost GitHub App provider', () => {
+  let nats: IsolatedNats;
+  let nc: NatsConnection;
+  let jetstream: JetStreamHandles;
+  let mongo: MongoClient;
+  let fake: FakeGitHub;
+  let service: StartedService;
+  let localDir: string;
+  let dbPrefix: string;
+  let widgets: FakeRepository;
+  let gadgets: FakeRepository;
+  let secretStuff: FakeRepository;
+
+  const alice = 'usr_alice';
+  const bob = 'usr_bob';
+
+  beforeAll(async () => {
+    const keys = generateAppKeyPair();
+    fake = await startFakeGitHub({ appId: APP_ID, slug: SLUG, publicKey: keys.publicKey, webhookSecret: SECRET });
+    widgets = fake.addRepository('alice-gh', 'widgets', { branch: 'trunk' });
+    gadgets = fake.addRepository('alice-gh', 'gadgets');
+    secretStuff = fake.addRepository('carol-gh', 'secret-stuff');
+    // Carol installed long ago: her installation id must not be linkable by a session of ours.
+    fake.install('carol-gh', { createdAt: new Date(Date.now() - 24 * 60 * 60 * 1000) });
+
+    localDir = mkdtempSync(join(tmpdir(), 'threadwork-repohost-gh-'));
+    createBareRepo(localDir, 'local-only');
+    nats = await isolatedNats();
+    dbPrefix = uniqueDbPrefix();
+    service = await startRepohost(
+      loadConfig(RepohostConfig, {
+        ...baseServiceEnv(nats.url, dbPrefix),
+        REPOHOST_LOCAL_DIR: localDir,
+        GITHUB_APP_ID: String(APP_ID),
+        // One line with `\n`, as in an env file.
+        GITHUB_APP_PRIVATE_KEY: keys.privateKey.replace(/\n/g, '\\n'),
+        GITHUB_WEBHOOK_SECRET: SECRET,
+        GITHUB_APP_SLUG: SLUG,
+        GITHUB_API_URL: fake.apiUrl,
+        GITHUB_WEB_URL: fake.webUrl,
+        APP_SCHEME: SCHEME,
+        // Only webhooks move publications in this file.
+        PUBLICATION_SYNC_MS: String(60 * 60_000),
+      }),
+    );
+    nc = await connectNats({
+      servers: nats.url,
+      name: 'repohost-gh-test',
+      logger: createLogger({ service: 'test', level: 'silent' }),
+    });
+    jetstream = await jetStreamOf(nc);
+    mongo = await connectMongo({ url: baseServiceEnv(nats.url).MONGO_URL!, appName: 'repohost-gh-test' });
+  });
+
+  afterAll(async () => {
+    await nc?.drain();
+    await service?.stop();
+    await mongo?.close();
+    await nats?.stop();
+    await fake?.close();
+    rmSync(localDir, { recursive: true, force: true });
+  });
+
+  /** The browser's part: open the install URL as `login`, land on the setup URL GitHub redirects to. */
+  async function installAs(login: string, installUrl: string) {
+    const res = await fetch(installUrl, { headers: { 'x-fake-login': login }, redirect: 'manual' });
+    expect(res.status).toBe(302);
+    const setup = new URL(res.headers.get('location')!);
+    return {
+      installation_id: Number(setup.searchParams.get('installation_id')),
+      setup_action: setup.searchParams.get('setup_action') ?? undefined,
+      state: setup.searchParams.get('state')!,
+    };
+  }
+
+  const outcome = (redirect: string): Record<string, string> => {
+    const url = new URL(redirect);
+    return { base: `${url.protocol}//${url.host}${url.pathname}`, ...Object.fromEntries(url.searchParams) };
+  };
+
+  async function connectAlice(): Promise<number> {
+    const session = await request(nc, rpc.repohost.installSession, { owner_id: alice, return_to: RETURN_TO });
+    const callback = await installAs('alice-gh', session.install_url);
+    const { redirect_to } = await request(nc, rpc.repohost.setup, callback);
+    expect(outcome(redirect_to)).toMatchObject({
+      outcome: 'installed',
+      installation_id: String(callback.installation_id),
+    });
+    return callback.installation_id;
+  }
+
+  let aliceInstallation: number;
+
+  it('refuses an install session that would return anywhere but the app', async () => {
+    for (const return_to of ['https://evil.example/cb', `${SCHEME}://repohost/setup?x=1`, 'other://repohost/setup']) {
+      const err = await request(nc, rpc.repohost.installSession, { owner_id: alice, return_to }).catch(
+        (e: unknown) => e,
+      );
+      expect(err).toBeInstanceOf(AppError);
+      expect((err as AppError).code).toBe('invalid_request');
+    }
+  });
+
+  it('reports not_connected before anything is linked, with the local folder beside it', async () => {
+    const connection = ProviderConnection.parse(await request(nc, rpc.repohost.connection, { owner_id: alice }));
+    expect(connection.status).toBe('not_connected');
+    expect(connection.app_slug).toBe(SLUG);
+    expect(connection.install_url).toBe(`${fake.webUrl}/apps/${SLUG}/installations/new`);
+    expect(connection.installations.map((i) => i.account)).toEqual(['local']);
+  });
+
+  it('links an installation through session → install page → setup callback', async () => {
+    const session = await request(nc, rpc.repohost.installSession, { owner_id: alice, return_to: RETURN_TO });
+    expect(new URL(session.install_url).pathname).toBe(`/apps/${SLUG}/installations/new`);
+    expect(Date.parse(session.expires_at) - Date.now()).toBeGreaterThan(9 * 60_000);
+
+    const callback = await installAs('alice-gh', session.install_url);
+    expect(callback.setup_action).toBe('install');
+    const { redirect_to } = await request(nc, rpc.repohost.setup, callback);
+    expect(outcome(redirect_to)).toEqual({
+      base: RETURN_TO,
+      outcome: 'installed',
+      installation_id: String(callback.installation_id),
+    });
+    aliceInstallation = callback.installation_id;
+
+    const connection = ProviderConnection.parse(await request(nc, rpc.repohost.connection, { owner_id: alice }));
+    expect(connection.status).toBe('ready');
+    expect(connection.installations).toEqual([
+      {
+        id: aliceInstallation,
+        account: 'alice-gh',
+        avatar_url: fake.accounts.get('alice-gh')!.avatar_url,
+        target_type: 'User',
+        repository_selection: 'all',
+        suspended: false,
+        manage_url: `${fake.webUrl}/settings/installations/${aliceInstallation}`,
+      },
+      expect.objectContaining({ account: 'local' }),
+    ]);
+  });
+
+  it('takes a state once: a second use, an unknown one and an expired one link nothing', async () => {
+    const session = await request(nc, rpc.repohost.installSession, { owner_id: bob, return_to: RETURN_TO });
+    const callback = await installAs('bob-gh-not-yet', session.install_url).catch(() => null);
+    expect(callback).toBeNull(); // no such GitHub user: the page refuses
+
+    fake.account('bob-gh');
+    const bobCallback = await installAs('bob-gh', session.install_url);
+    const [first, second] = await Promise.all([
+      request(nc, rpc.repohost.setup, bobCallback),
+      request(nc, rpc.repohost.setup, bobCallback),
+    ]);
+    const outcomes = [outcome(first.redirect_to).outcome, outcome(second.redirect_to).outcome].sort();
+    expect(outcomes).toEqual(['error', 'installed']);
+    const third = await request(nc, rpc.repohost.setup, bobCallback);
+    expect(outcome(third.redirect_to)).toEqual({ base: RETURN_TO, outcome: 'error', error: 'invalid_state' });
+
+    const unknown = await request(nc, rpc.repohost.setup, { ...bobCallback, state: 'f'.repeat(48) });
+    expect(outcome(unknown.redirect_to)).toMatchObject({ outcome: 'error', error: 'invalid_state' });
+
+    // An expired session: its expiry is moved into the past in repohost's own database.
+    const expired = await request(nc, rpc.repohost.installSession, { owner_id: alice, return_to: RETURN_TO });
+    const state = new URL(expired.install_url).searchParams.get('state')!;
+    await mongo
+      .db(serviceDbName(dbPrefix, 'repohost'))
+      .collection<{ _id: string; expires_at: Date }>('install_sessions')
+      .updateOne({ _id: state }, { $set: { expires_at: new Date(Date.now() - 1000) } });
+    const late = await request(nc, rpc.repohost.setup, {
+      installation_id: aliceInstallation,
+      setup_action: 'install',
+      state,
+    });
+    expect(outcome(late.redirect_to)).toMatchObject({ outcome: 'error', error: 'invalid_state' });
+  });
+
+  it("never links someone else's older installation, and keeps it invisible", async () => {
+    const carolInstallation = [...fake.installations.values()].find((i) => i.account.login === 'carol-gh')!;
+    const session = await request(nc, rpc.repohost.installSession, { owner_id: 'usr_mallory', return_to: RETURN_TO });
+    const state = new URL(session.install_url).searchParams.get('state')!;
+    const { redirect_to } = await request(nc, rpc.repohost.setup, {
+      installation_id: carolInstallation.id,
+      setup_action: 'install',
+      state,
+    });
+    expect(outcome(redirect_to)).toMatchObject({ outcome: 'error', error: 'unverified_installation' });
+
+    const connection = await request(nc, rpc.repohost.connection, { owner_id: 'usr_mallory' });
+    expect(connection.status).toBe('not_connected');
+    const { repositories } = await request(nc, rpc.repohost.repositories, { owner_id: 'usr_mallory' });
+    expect(repositories.map((r) => r.full_name)).toEqual(['local/local-only']);
+    const err = await request(nc, rpc.repohost.access, {
+      owner_id: 'usr_mallory',
+      repository_ids: [secretStuff.id],
+    }).catch((e: unknown) => e);
+    expect((err as AppError).code).toBe('not_found');
+    const missing = await request(nc, rpc.repohost.setup, { setup_action: 'install', state: 'nope' });
+    expect(outcome(missing.redirect_to)).toMatchObject({ outcome: 'error', error: 'invalid_state' });
+  });
+
+  it('lists the installation repositories merged with local ones, and grants access and tokens', async () => {
+    const { repositories } = await request(nc, rpc.repohost.repositories, { owner_id: alice });
+    expect(repositories.map((r) => r.full_name)).toEqual(['alice-gh/gadgets', 'alice-gh/widgets', 'local/local-only']);
+    const listed = repositories.find((r) => r.repository_id === widgets.id)!;
+    expect(listed).toEqual({
+      repository_id: widgets.id,
+      installation_id: aliceInstallation,
+      owner: 'alice-gh',
+      name: 'widgets',
+      full_name: 'alice-gh/widgets',
+      url: fake.cloneUrl('alice-gh/widgets'),
+      avatar_url: fake.accounts.get('alice-gh')!.avatar_url,
+      private: true,
+      default_branch: 'trunk',
+    });
+    expect((await request(nc, rpc.repohost.repositories, { owner_id: alice, q: 'WIDG' })).repositories).toHaveLength(1);
+    expect(
+      (await request(nc, rpc.repohost.repositories, { owner_id: bob })).repositories.map((r) => r.full_name),
+    ).toEqual(['local/local-only']);
+
+    const access = await request(nc, rpc.repohost.access, {
+      owner_id: alice,
+      repository_ids: [gadgets.id, widgets.id],
+    });
+    expect(access.repositories.map((r) => r.name)).toEqual(['gadgets', 'widgets']);
+
+    const { token, expires_at } = await request(nc, rpc.repohost.token, {
+      owner_id: alice,
+      repository_ids: [widgets.id],
+    });
+    expect(token).toMatch(/^ghs_/);
+    expect(Date.parse(expires_at!) - Date.now()).toBeGreaterThan(30 * 60_000);
+    // A second ask reuses the token while it has long enough to live.
+    const again = await request(nc, rpc.repohost.token, { owner_id: alice, repository_ids: [widgets.id] });
+    expect(again.token).toBe(token);
+
+    // The token clones the repository it was asked for, and only that one.
+    const work = mkdtempSync(join(tmpdir(), 'threadwork-clone-'));
+    try {
+      const url = new URL(fake.cloneUrl('alice-gh/widgets'));
+      url.username = 'x-access-token';
+      url.password = token!;
+      await gitClone(url.href, join(work, 'w'));
+      const other = new URL(fake.cloneUrl('alice-gh/gadgets'));
+      other.username = 'x-access-token';
+      other.password = token!;
+      await expect(gitClone(other.href, join(work, 'g'))).rejects.toThrow();
+    } finally {
+      rmSync(work, { recursive: true, force: true });
+    }
+
+    const local = await request(nc, rpc.repohost.repositories, { owner_id: alice, q: 'local-only' });
+    const none = await request(nc, rpc.repohost.token, {
+      owner_id: alice,
+      repository_ids: [local.repositories[0]!.repository_id],
+    });
+    expect(none).toEqual({ token: null, expires_at: null });
+    const mixed = await request(nc, rpc.repohost.token, {
+      owner_id: alice,
+      repository_ids: [widgets.id, local.repositories[0]!.repository_id],
+    }).catch((e: unknown) => e);
+    expect((mixed as AppError).code).toBe('invalid_request');
+    const foreign = await request(nc, rpc.repohost.token, { owner_id: bob, repository_ids: [widgets.id] }).catch(
+      (e: unknown) => e,
+    );
+    expect((foreign as AppError).code).toBe('not_found');
+
+    // Every app call so far (installations, tokens) went out with one cached JWT.
+    expect(fake.jwtsSeen.size).toBe(1);
+  });
+
+  describe('webhooks', () => {
+    const send = (event: string, payload: unknown, opts: { delivery?: string; signature?: string | null } = {}) => {
+      const body = Buffer.from(JSON.stringify(payload));
+      const signature = opts.signature === undefined ? signWebhook(SECRET, body) : opts.signature;
+      return request(nc, rpc.repohost.webhook, {
+        event,
+        delivery: opts.delivery ?? `d-${Math.random().toString(36).slice(2)}`,
+        ...(signature === null ? {} : { signature }),
+        content_type: 'application/json',
+        body_base64: body.toString('base64'),
+      });
+    };
+
+    /** Waits until repohost's consumer has handled everything published to it so far. */
+    async function processed(): Promise<void> {
+      await eventually(async () => {
+        const info = await jetstream.jsm.consumers.info(DOMAIN_STREAM.name, REPOHOST_CONSUMER);
+        if (info.num_pending > 0 || info.num_ack_pending > 0) throw new Error('not yet');
+      });
+    }
+
+    it('takes a signed delivery once and refuses bad or missing signatures', async () => {
+      const queued: string[] = [];
+      const sub = nc.subscribe(subjects.domain('repohost', 'webhook', 'received'));
+      void (async () => {
+        for await (const msg of sub) queued.push(msg.string());
+      })();
+      const payload = fake.payloads.repository('edited', widgets.id);
+      expect(await send('repository', payload, { delivery: 'delivery-1' })).toEqual({ status: 'accepted' });
+      expect(await send('repository', payload, { delivery: 'delivery-1' })).toEqual({ status: 'duplicate' });
+      for (const signature of [null, signWebhook('wrong', Buffer.from(JSON.stringify(payload))), 'sha256=zz']) {
+        const err = await send('repository', payload, { signature }).catch((e: unknown) => e);
+        expect(err).toBeInstanceOf(AppError);
+        expect((err as AppError).code).toBe('unauthorized');
+      }
+      // A refused delivery is not remembered either: the same id, signed, is taken.
+      const err = await send('repository', payload, { delivery: 'delivery-2', signature: null }).catch(
+        (e: unknown) => e,
+      );
+      expect((err as AppError).code).toBe('unauthorized');
+      expect(await send('repository', payload, { delivery: 'delivery-2' })).toEqual({ status: 'accepted' });
+      await nc.flush();
+      await eventually(async () => expect(queued).toHaveLength(2));
+      sub.unsubscribe();
+    });
+
+    it('follows renames, removals and additions of repositories', async () => {
+      const repo = fake.repositories.get(gadgets.id)!;
+      repo.name = 'gizmos';
+      repo.full_name = 'alice-gh/gizmos';
+      await send('repository', fake.payloads.repository('renamed', gadgets.id));
+      await processed();
+      let names = (await request(nc, rpc.repohost.repositories, { owner_id: alice })).repositories.map(
+        (r) => r.full_name,
+      );
+      expect(names).toEqual(['alice-gh/gizmos', 'alice-gh/widgets', 'local/local-only']);
+
+      const installation = fake.installations.get(aliceInstallation)!;
+      installation.repository_selection = 'selected';
+      installation.repository_ids = [widgets.id];
+      await send(
+        'installation_repositories',
+        fake.payloads.installationRepositories('removed', aliceInstallation, [gadgets.id]),
+      );
+      await processed();
+      names = (await request(nc, rpc.repohost.repositories, { owner_id: alice })).repositories.map((r) => r.full_name);
+      expect(names).toEqual(['alice-gh/widgets', 'local/local-only']);
+
+      installation.repository_ids = [widgets.id, gadgets.id];
+      await send(
+        'installation_repositories',
+        fake.payloads.installationRepositories('added', aliceInstallation, [gadgets.id]),
+      );
+      await processed();
+      names = (await request(nc, rpc.repohost.repositories, { owner_id: alice })).repositories.map((r) => r.full_name);
+      expect(names).toEqual(['alice-gh/gizmos', 'alice-gh/widgets', 'local/local-only']);
+    });
+
+    it('opens a draft pull request for a candidate and follows its checks through webhooks', async () => {
+      const threadId = `thr_${Math.random().toString(16).slice(2)}`;
+      const branch = `threadwork/${threadId}`;
+      const { token } = await request(nc, rpc.repohost.token, { owner_id: alice, repository_ids: [widgets.id] });
+      const pushed = await pushBranch({
+        cloneUrl: fake.cloneUrl('alice-gh/widgets'),
+        token: token!,
+        base: 'trunk',
+        branch,
+        files: { 'CHANGELOG.md': '# Changes\n' },
+      });
+      const event: CandidateProducedEvent = {
+        thread_id: threadId,
+        run_id: 'run_1',
+        owner_id: alice,
+        project_repository_id: 'prr_1',
+        repository_id: widgets.id,
+        branch,
+        base_branch: 'trunk',
+        base_revision: pushed.baseRevision,
+        candidate_revision: pushed.revision,
+        diff: 'diff --git a/CHANGELOG.md b/CHANGELOG.md\n',
+        truncated: false,
+        files: [{ path: 'CHANGELOG.md', status: 'added' }],
+        stats: { additions: 1, deletions: 0 },
+        at: new Date().toISOString(),
+      };
+      const { service: s, entity, verb } = domainEvents.candidateProduced;
+      // Twice, as a redelivery would: one pull request.
+      await publishJson(jetstream.js, subjects.domain(s, entity, verb), event, { msgId: 'run_1:prr_1' });
+      await publishJson(jetstream.js, subjects.domain(s, entity, verb), event, { msgId: 'run_1:prr_1:again' });
+      await processed();
+
+      const read = () =>
+        request(nc, rpc.repohost.publication, { owner_id: alice, thread_id: threadId, project_repository_id: 'prr_1' });
+      const publication = Publication.parse(await read());
+      expect(fake.pulls.filter((p) => p.head === branch)).toHaveLength(1);
+      const pull = fake.pulls.find((p) => p.head === branch)!;
+      expect(pull).toMatchObject({ base: 'trunk', draft: true, state: 'open' });
+      expect(publication).toMatchObject({
+        projectRepositoryId: 'prr_1',
+        repository: { owner: 'alice-gh', name: 'widgets' },
+        prNumber: pull.number,
+        prUrl: `${fake.webUrl}/alice-gh/widgets/pull/${pull.number}`,
+        branch,
+        headSha: pushed.revision,
+        state: 'draft',
+        checks: [],
+        commitStatuses: [],
+        checksAggregate: 'none',
+      });
+      expect(
+        await request(nc, rpc.repohost.publication, {
+          owner_id: bob,
+          thread_id: threadId,
+          project_repository_id: 'prr_1',
+        }),
+      ).toBeNull();
+
+      const check = fake.addCheckRun('alice-gh/widgets', pushed.revision, { name: 'build', status: 'in_progress' });
+      await send('check_run', fake.payloads.checkRun('created', check.id));
+      await processed();
+      expect((await read())?.checksAggregate).toBe('pending');
+
+      fake.updateCheckRun(check.id, {
+        status: 'completed',
+        conclusion: 'failure',
+        completed_at: new Date().toISOString(),
+      });
+      await send('check_run', fake.payloads.checkRun('completed', check.id));
+      await processed();
+      expect(await read()).toMatchObject({
+        checksAggregate: 'failure',
+        checks: [{ id: check.id, name: 'build', status: 'completed', conclusion: 'failure' }],
+      });
+
+      fake.updateCheckRun(check.id, { conclusion: 'success' });
+      const status = fake.setStatus('alice-gh/widgets', pushed.revision, { context: 'lint', state: 'pending' });
+      await send('status', fake.payloads.status(status.id));
+      await processed();
+      expect((await read())?.checksAggregate).toBe('pending');
+      const done = fake.setStatus('alice-gh/widgets', pushed.revision, { context: 'lint', state: 'success' });
+      await send('status', fake.payloads.status(done.id));
+      await processed();
+      expect(await read()).toMatchObject({
+        checksAggregate: 'success',
+        commitStatuses: [{ context: 'lint', state: 'success' }],
+      });
+
+      pull.state = 'closed';
+      await send('pull_request', fake.payloads.pullRequest('closed', 'alice-gh/widgets', pull.number));
+      await processed();
+      expect((await read())?.state).toBe('closed');
+      // The next candidate reopens it.
+      await publishJson(
+        jetstream.js,
+        subjects.domain(s, entity, verb),
+        { ...event, run_id: 'run_2', at: new Date().toISOString() },
+        {
+          msgId: 'run_2:prr_1',
+        },
+      );
+      await processed();
+      expect((await read())?.state).toBe('draft');
+      expect(fake.pulls.filter((p) => p.head === branch)).toHaveLength(1);
+    });
+
+    it('forgets an uninstalled installation', async () => {
+      await send('installation', fake.payloads.installation('deleted', aliceInstallation));
+      await processed();
+      const connection = await request(nc, rpc.repohost.connection, { owner_id: alice });
+      expect(connection.status).toBe('not_connected');
+      const names = (await request(nc, rpc.repohost.repositories, { owner_id: alice })).repositories.map(
+        (r) => r.full_name,
+      );
+      expect(names).toEqual(['local/local-only']);
+      // Connecting again brings it back.
+      fake.installations.delete(aliceInstallation);
+      aliceInstallation = await connectAlice();
+      expect((await request(nc, rpc.repohost.connection, { owner_id: alice })).status).toBe('ready');
+    });
+  });
+});

@@ -1,0 +1,93 @@
+import {
+  CandidateFailedEvent,
+  CandidateProducedEvent,
+  domainEvents,
+  rpc,
+  subjects,
+  type ReviewEvidence,
+} from '@threadwork/contracts';
+import {
+  describeZodError,
+  invalidRequest,
+  notFound,
+  request,
+  route,
+  type Logger,
+  type NatsConnection,
+  type RpcRoute,
+} from '@threadwork/platform';
+import type { z } from 'zod';
+import { evidence, locate } from '../domain/evidence.js';
+import type { SnapshotStore } from '../store/snapshots.js';
+
+export interface ReviewDeps {
+  nc: NatsConnection;
+  store: SnapshotStore;
+  peerTimeoutMs: number;
+  logger: Logger;
+}
+
+const subjectOf = ({ service, entity, verb }: { service: string; entity: string; verb: string }) =>
+  subjects.domain(service, entity, verb);
+
+/** The DOMAIN subjects review reacts to: the filter of its durable consumer. */
+export const REVIEW_DOMAIN_SUBJECTS = {
+  candidateProduced: subjectOf(domainEvents.candidateProduced),
+  candidateFailed: subjectOf(domainEvents.candidateFailed),
+} as const;
+
+function parse<S extends z.ZodType>(schema: S, payload: unknown): z.output<S> {
+  const parsed = schema.safeParse(payload);
+  // Not retryable: the same bytes will never parse, so the consumer terminates the message.
+  if (!parsed.success) throw invalidRequest(describeZodError(parsed.error));
+  return parsed.data;
+}
+
+export function createEventHandler({
+  store,
+  logger,
+}: ReviewDeps): (subject: string, payload: unknown) => Promise<void> {
+  return async (subject, payload) => {
+    switch (subject) {
+      case REVIEW_DOMAIN_SUBJECTS.candidateProduced:
+        return store.saveCandidate(parse(CandidateProducedEvent, payload));
+      case REVIEW_DOMAIN_SUBJECTS.candidateFailed:
+        return store.saveFailure(parse(CandidateFailedEvent, payload));
+      default:
+        logger.debug({ subject }, 'ignoring DOMAIN event');
+    }
+  };
+}
+
+/**
+ * review.get: the thread must be the owner's and the project repository one of its project's
+ * (asked of threads, so a foreign or unknown one is `not_found` exactly as threads sees it); then
+ * the snapshot, whether a run is live (asked of runs now, which is fresher than any event) and
+ * the pull request (asked of repohost, which syncs it when stale).
+ */
+export async function getReview(
+  { nc, store, peerTimeoutMs }: ReviewDeps,
+  input: { owner_id: string; thread_id: string; project_repository_id: string },
+): Promise<ReviewEvidence> {
+  const opts = { timeoutMs: peerTimeoutMs };
+  const work = await request(nc, rpc.threads.work, { owner_id: input.owner_id }, opts);
+  const found = locate(work, input.thread_id, input.project_repository_id);
+  if (!found) throw notFound('thread or project repository');
+  const [snapshot, live, publication] = await Promise.all([
+    store.get(input.owner_id, input.thread_id, input.project_repository_id),
+    request(nc, rpc.runs.live, { owner_id: input.owner_id, thread_id: input.thread_id }, opts),
+    request(nc, rpc.repohost.publication, input, opts),
+  ]);
+  return evidence({
+    threadId: input.thread_id,
+    projectId: found.project.id,
+    projectRepositoryId: input.project_repository_id,
+    snapshot,
+    live: live.run !== null,
+    publication,
+  });
+}
+
+export function reviewRoutes(deps: ReviewDeps): RpcRoute[] {
+  return [route(rpc.review.get, (input) => getReview(deps, input))];
+}

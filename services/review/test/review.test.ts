@@ -1,0 +1,245 @@
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import {
+  DOMAIN_STREAM,
+  ReviewEvidence,
+  ThreadWithRun,
+  domainEvents,
+  rpc,
+  subjects,
+  type CandidateFailedEvent,
+  type CandidateProducedEvent,
+} from '@threadwork/contracts';
+import {
+  AppError,
+  connectNats,
+  createLogger,
+  jetStreamOf,
+  loadConfig,
+  publishJson,
+  request,
+  type JetStreamHandles,
+  type NatsConnection,
+  type StartedService,
+} from '@threadwork/platform';
+import { RepohostConfig, startRepohost } from '@threadwork/repohost';
+import { RunsConfig, startRuns } from '@threadwork/runs';
+import { baseServiceEnv, createBareRepo, isolatedNats, uniqueDbPrefix, type IsolatedNats } from '@threadwork/testing';
+import { ThreadsConfig, startThreads } from '@threadwork/threads';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { REVIEW_CONSUMER, ReviewConfig, startReview } from '../src/index.js';
+
+// Review against the real threads, runs and repohost (local provider) services; the test stands in
+// for the runner by publishing the runner's DOMAIN events.
+
+async function eventually<T>(check: () => Promise<T>, timeoutMs = 10_000): Promise<T> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    try {
+      return await check();
+    } catch (err) {
+      if (Date.now() > deadline) throw err;
+      await new Promise((resolve) => setTimeout(resolve, 50));
+    }
+  }
+}
+
+describe('review', () => {
+  let nats: IsolatedNats;
+  let nc: NatsConnection;
+  let jetstream: JetStreamHandles;
+  const services: StartedService[] = [];
+  let reposDir: string;
+  let repositoryId: number;
+
+  const alice = 'usr_review_alice';
+  const bob = 'usr_review_bob';
+
+  beforeAll(async () => {
+    reposDir = mkdtempSync(join(tmpdir(), 'threadwork-review-'));
+    createBareRepo(reposDir, 'widgets');
+    nats = await isolatedNats();
+    const env = { ...baseServiceEnv(nats.url, uniqueDbPrefix()), REPOHOST_LOCAL_DIR: reposDir };
+    services.push(await startRuns(loadConfig(RunsConfig, env)));
+    services.push(await startRepohost(loadConfig(RepohostConfig, env)));
+    services.push(await startThreads(loadConfig(ThreadsConfig, env)));
+    services.push(await startReview(loadConfig(ReviewConfig, env)));
+    nc = await connectNats({
+      servers: nats.url,
+      name: 'review-test',
+      logger: createLogger({ service: 'test', level: 'silent' }),
+    });
+    jetstream = await jetStreamOf(nc);
+    const { repositories } = await request(nc, rpc.repohost.repositories, { owner_id: alice });
+    repositoryId = repositories[0]!.repository_id;
+  });
+
+  afterAll(async () => {
+    await nc?.drain();
+    for (const service of services.reverse()) await service.stop();
+    await nats?.stop();
+    rmSync(reposDir, { recursive: true, force: true });
+  });
+
+  async function createThread(owner: string) {
+    const created = ThreadWithRun.parse(
+      await request(nc, rpc.threads.create, {
+        owner_id: owner,
+        view: 'thread',
+        body: { repository_id: repositoryId, prompt: 'Add a changelog' },
+      }),
+    );
+    const work = await request(nc, rpc.threads.work, { owner_id: owner });
+    const project = work.projects.find((p) => p.threads.some((t) => t.id === created.id))!;
+    return { threadId: created.id, runId: created.run_id, projectId: project.id, prrId: project.repositories[0]!.id };
+  }
+
+  const review = (owner: string, threadId: string, prrId: string) =>
+    request(nc, rpc.review.get, { owner_id: owner, thread_id: threadId, project_repository_id: prrId });
+
+  let counter = 0;
+  function candidate(
+    t: { threadId: string; runId: string; prrId: string },
+    over: Partial<CandidateProducedEvent> = {},
+  ) {
+    counter += 1;
+    const event: CandidateProducedEvent = {
+      thread_id: t.threadId,
+      run_id: t.runId,
+      owner_id: alice,
+      project_repository_id: t.prrId,
+      repository_id: repositoryId,
+      branch: `threadwork/${t.threadId}`,
+      base_branch: 'main',
+      base_revision: 'b'.repeat(40),
+      candidate_revision: counter.toString(16).padStart(40, 'c'),
+      diff: `diff --git a/CHANGELOG.md b/CHANGELOG.md\n+entry ${counter}\n`,
+      truncated: false,
+      files: [{ path: 'CHANGELOG.md', status: 'added' }],
+      stats: { additions: counter, deletions: 0 },
+      at: new Date().toISOString(),
+      ...over,
+    };
+    return event;
+  }
+
+  /** Waits until review's consumer has handled everything published to it so far. */
+  async function processed(): Promise<void> {
+    await eventually(async () => {
+      const info = await jetstream.jsm.consumers.info(DOMAIN_STREAM.name, REVIEW_CONSUMER);
+      if (info.num_pending > 0 || info.num_ack_pending > 0) throw new Error('not yet');
+    });
+  }
+
+  async function publish(def: { service: string; entity: string; verb: string }, event: object, msgId: string) {
+    await publishJson(jetstream.js, subjects.domain(def.service, def.entity, def.verb), event, { msgId });
+  }
+
+  it('is no_sandbox before any candidate, then pending while the run is live, ready after', async () => {
+    const t = await createThread(alice);
+    const first = ReviewEvidence.parse(await review(alice, t.threadId, t.prrId));
+    expect(first).toEqual({
+      thread_id: t.threadId,
+      project_id: t.projectId,
+      project_repository_id: t.prrId,
+      diff: { diff: '', files: [], status: 'no_sandbox', candidate_revision: '', truncated: false },
+      stats: { additions: 0, deletions: 0 },
+      publication: null,
+    });
+
+    const event = candidate(t);
+    await publish(domainEvents.candidateProduced, event, `${event.run_id}:${event.project_repository_id}`);
+    // The first run is still queued, so the diff shown is pending.
+    const pending = await eventually(async () => {
+      const got = await review(alice, t.threadId, t.prrId);
+      expect(got.diff.status).toBe('pending');
+      return got;
+    });
+    expect(pending.diff.candidate_revision).toBe(event.candidate_revision);
+
+    await request(nc, rpc.runs.cancel, { owner_id: alice, run_id: t.runId });
+    const ready = await review(alice, t.threadId, t.prrId);
+    expect(ready).toMatchObject({
+      diff: {
+        status: 'ready',
+        diff: event.diff,
+        files: event.files,
+        candidate_revision: event.candidate_revision,
+        truncated: false,
+      },
+      stats: event.stats,
+      publication: null,
+    });
+
+    // A follow-up message admits the next run: pending again, still showing the last candidate.
+    await eventually(async () => {
+      const thread = await request(nc, rpc.threads.get, { owner_id: alice, thread_id: t.threadId, view: 'thread' });
+      expect(thread.status).toBe('idle');
+    });
+    await request(nc, rpc.threads.message, { owner_id: alice, thread_id: t.threadId, body: { prompt: 'More' } });
+    expect((await review(alice, t.threadId, t.prrId)).diff).toMatchObject({
+      status: 'pending',
+      candidate_revision: event.candidate_revision,
+    });
+  });
+
+  it('passes truncated through, keeps the newest candidate and shows a newer failure as error', async () => {
+    const t = await createThread(alice);
+    await request(nc, rpc.runs.cancel, { owner_id: alice, run_id: t.runId });
+    const newer = candidate(t, { truncated: true, diff: 'x'.repeat(1000) });
+    const older = candidate(t, { run_id: 'run_older', at: new Date(Date.now() - 60_000).toISOString() });
+    await publish(domainEvents.candidateProduced, newer, 'newer');
+    await publish(domainEvents.candidateProduced, older, 'older');
+    await publish(domainEvents.candidateProduced, newer, 'newer-again');
+    await eventually(async () => {
+      const got = await review(alice, t.threadId, t.prrId);
+      expect(got.diff).toMatchObject({
+        status: 'ready',
+        truncated: true,
+        candidate_revision: newer.candidate_revision,
+      });
+    });
+    // The older one arrived after the newer one but does not win.
+    await processed();
+    expect((await review(alice, t.threadId, t.prrId)).diff.candidate_revision).toBe(newer.candidate_revision);
+
+    const failed: CandidateFailedEvent = {
+      thread_id: t.threadId,
+      run_id: 'run_failed',
+      owner_id: alice,
+      project_repository_id: t.prrId,
+      repository_id: repositoryId,
+      message: 'git commit failed',
+      at: new Date().toISOString(),
+    };
+    await publish(domainEvents.candidateFailed, failed, 'failed');
+    await eventually(async () => {
+      const got = await review(alice, t.threadId, t.prrId);
+      // The last good candidate stays visible beside the error.
+      expect(got.diff).toMatchObject({ status: 'error', candidate_revision: newer.candidate_revision });
+    });
+    const recovered = candidate(t, { run_id: 'run_recovered' });
+    await publish(domainEvents.candidateProduced, recovered, 'recovered');
+    await eventually(async () => {
+      expect((await review(alice, t.threadId, t.prrId)).diff).toMatchObject({
+        status: 'ready',
+        candidate_revision: recovered.candidate_revision,
+      });
+    });
+  });
+
+  it('is not_found for a foreign thread, an unknown thread or a repository of another project', async () => {
+    const t = await createThread(alice);
+    const other = await createThread(bob);
+    const code = (p: Promise<unknown>) =>
+      p.then(
+        () => 'ok',
+        (e: unknown) => (e instanceof AppError ? e.code : String(e)),
+      );
+    expect(await code(review(bob, t.threadId, t.prrId))).toBe('not_found');
+    expect(await code(review(alice, 'thr_nope', t.prrId))).toBe('not_found');
+    expect(await code(review(alice, t.threadId, 'prr_nope'))).toBe('not_found');
+    expect(await code(review(alice, t.threadId, other.prrId))).toBe('not_found');
+  });
+});

@@ -1,0 +1,422 @@
+import {
+  ProviderConnection,
+  RepositoryList,
+  ReviewEvidence,
+  ThreadWithRun,
+  WorkList,
+  domainEvents,
+  rpc,
+  subjects,
+  type CandidateProducedEvent,
+} from '@threadwork/contracts';
+import { jetStreamOf, publishJson, request, type JetStreamHandles } from '@threadwork/platform';
+import {
+  generateAppKeyPair,
+  pushBranch,
+  startFakeGitHub,
+  type FakeGitHub,
+  type FakeRepository,
+} from '@threadwork/testing';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { startStack, type Stack, type TestUser } from './support/stack.js';
+
+// The GitHub App end to end: the real services in this process, a fake GitHub on loopback (REST,
+// JWT-checked, OAuth, real git over HTTP), and the client's side spoken over HTTP to the gateway.
+
+const APP_ID = 777;
+const SLUG = 'threadwork-e2e';
+const SECRET = 'e2e-webhook-secret';
+const SCHEME = 'twe2e';
+const RETURN_TO = `${SCHEME}://repohost/setup`;
+const OAUTH = { clientId: 'Iv1.e2e', clientSecret: 'e2e-client-secret' };
+
+let stack: Stack;
+let fake: FakeGitHub;
+let jetstream: JetStreamHandles;
+let alice: TestUser;
+let bob: TestUser;
+let widgets: FakeRepository;
+
+beforeAll(async () => {
+  const keys = generateAppKeyPair();
+  fake = await startFakeGitHub({
+    appId: APP_ID,
+    slug: SLUG,
+    publicKey: keys.publicKey,
+    webhookSecret: SECRET,
+    oauth: OAUTH,
+  });
+  widgets = fake.addRepository('alice-gh', 'widgets', { branch: 'trunk', files: { 'README.md': '# widgets\n' } });
+  fake.addRepository('bob-gh', 'bobs-repo');
+  stack = await startStack({
+    GITHUB_APP_ID: String(APP_ID),
+    GITHUB_APP_PRIVATE_KEY: keys.privateKey,
+    GITHUB_WEBHOOK_SECRET: SECRET,
+    GITHUB_APP_SLUG: SLUG,
+    GITHUB_CLIENT_ID: OAUTH.clientId,
+    GITHUB_CLIENT_SECRET: OAUTH.clientSecret,
+    GITHUB_API_URL: fake.apiUrl,
+    GITHUB_WEB_URL: fake.webUrl,
+    APP_SCHEME: SCHEME,
+    // Publications move by webhooks in this file, not by syncs on read.
+    PUBLICATION_SYNC_MS: String(60 * 60_000),
+  });
+  fake.setupUrl = `${stack.baseUrl}/v1/repohost/setup`;
+  fake.webhookUrl = `${stack.baseUrl}/v1/repohost/webhooks`;
+  jetstream = await jetStreamOf(stack.nc);
+  [alice, bob] = await Promise.all([stack.createUser('gh-alice'), stack.createUser('gh-bob')]);
+});
+
+afterAll(async () => {
+  await stack?.stop();
+  await fake?.close();
+});
+
+async function json<T>(res: Response, status: number, schema?: { parse(v: unknown): T }): Promise<T> {
+  const text = await res.text();
+  expect(res.status, text).toBe(status);
+  const body = text ? JSON.parse(text) : undefined;
+  return schema ? schema.parse(body) : (body as T);
+}
+
+const post = (path: string, user: TestUser, body: unknown) =>
+  stack.fetch(path, { method: 'POST', user, body: JSON.stringify(body) });
+
+async function waitFor<T>(what: string, fn: () => Promise<T | undefined>, timeoutMs = 10_000): Promise<T> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    const value = await fn();
+    if (value !== undefined) return value;
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
+    await new Promise((r) => setTimeout(r, 50));
+  }
+}
+
+/** The browser: the install page as `login`, then the gateway's setup callback; returns where the app is sent. */
+async function installAs(login: string, installUrl: string): Promise<{ setupUrl: string; returned: URL }> {
+  const page = await fetch(installUrl, { headers: { 'x-fake-login': login }, redirect: 'manual' });
+  expect(page.status).toBe(302);
+  const setupUrl = page.headers.get('location')!;
+  expect(setupUrl.startsWith(`${stack.baseUrl}/v1/repohost/setup?`)).toBe(true);
+  const callback = await fetch(setupUrl, { redirect: 'manual' });
+  expect(callback.status).toBe(302);
+  return { setupUrl, returned: new URL(callback.headers.get('location')!) };
+}
+
+describe('install flow', () => {
+  it('refuses a return_to other than the app', async () => {
+    const res = await post('/v1/repohost/install-session', alice, { return_to: 'https://example.com/setup' });
+    expect(res.status).toBe(400);
+    expect(await res.json()).toMatchObject({ error: { code: 'invalid_request' } });
+    expect((await stack.fetch('/v1/repohost/install-session', { method: 'POST', body: '{}' })).status).toBe(401);
+  });
+
+  it('links an installation, shows it, lists its repositories and creates a thread on one', async () => {
+    const before = await json(await stack.fetch('/v1/repohost/connection', { user: alice }), 200, ProviderConnection);
+    expect(before).toMatchObject({ status: 'not_connected', app_slug: SLUG, installations: [] });
+
+    const session = await json<{ install_url: string; expires_at: string }>(
+      await post('/v1/repohost/install-session', alice, { return_to: RETURN_TO }),
+      201,
+    );
+    const { setupUrl, returned } = await installAs('alice-gh', session.install_url);
+    const installationId = [...fake.installations.values()].find((i) => i.account.login === 'alice-gh')!.id;
+    expect(`${returned.protocol}//${returned.host}${returned.pathname}`).toBe(RETURN_TO);
+    expect(Object.fromEntries(returned.searchParams)).toEqual({
+      outcome: 'installed',
+      installation_id: String(installationId),
+    });
+
+    // The same callback again (a replay, a double click): the state is spent, nothing changes.
+    const replay = await fetch(setupUrl, { redirect: 'manual' });
+    expect(replay.status).toBe(302);
+    expect(Object.fromEntries(new URL(replay.headers.get('location')!).searchParams)).toMatchObject({
+      outcome: 'error',
+      error: 'invalid_state',
+    });
+
+    const connection = await json(
+      await stack.fetch('/v1/repohost/connection', { user: alice }),
+      200,
+      ProviderConnection,
+    );
+    expect(connection).toMatchObject({
+      status: 'ready',
+      user: { login: 'alice-gh', id: fake.accounts.get('alice-gh')!.id },
+      installations: [
+        {
+          id: installationId,
+          account: 'alice-gh',
+          target_type: 'User',
+          repository_selection: 'all',
+          suspended: false,
+          manage_url: `${fake.webUrl}/settings/installations/${installationId}`,
+        },
+      ],
+      installation_requests: [],
+    });
+
+    const listed = await json(
+      await stack.fetch('/v1/repohost/repositories?q=widg', { user: alice }),
+      200,
+      RepositoryList,
+    );
+    expect(listed.repositories).toEqual([
+      expect.objectContaining({ repository_id: widgets.id, full_name: 'alice-gh/widgets', default_branch: 'trunk' }),
+    ]);
+    const bobs = await json(await stack.fetch('/v1/repohost/repositories', { user: bob }), 200, RepositoryList);
+    expect(bobs.repositories).toEqual([]);
+    // Bob cannot start a thread on alice's repository: it is not his to see.
+    expect((await post('/v1/threads', bob, { repository_id: widgets.id, prompt: 'hi' })).status).toBe(404);
+
+    const thread = await json(
+      await post('/v1/threads', alice, { repository_id: widgets.id, prompt: 'Add a changelog' }),
+      202,
+      ThreadWithRun,
+    );
+    expect(thread.repohost_url).toBe(fake.cloneUrl('alice-gh/widgets'));
+  });
+
+  it("does not link another user's installation through a session of one's own", async () => {
+    fake.install('bob-gh', { createdAt: new Date(Date.now() - 60 * 60_000) });
+    const session = await json<{ install_url: string }>(
+      await post('/v1/repohost/install-session', alice, { return_to: RETURN_TO }),
+      201,
+    );
+    const state = new URL(session.install_url).searchParams.get('state')!;
+    const bobInstallation = [...fake.installations.values()].find((i) => i.account.login === 'bob-gh')!;
+    // Alice signs in as herself (her OAuth code) but names bob's installation.
+    const forged = new URL(`${stack.baseUrl}/v1/repohost/setup`);
+    forged.searchParams.set('installation_id', String(bobInstallation.id));
+    forged.searchParams.set('setup_action', 'install');
+    forged.searchParams.set('state', state);
+    forged.searchParams.set('code', fake.oauthCode('alice-gh'));
+    const res = await fetch(forged, { redirect: 'manual' });
+    expect(Object.fromEntries(new URL(res.headers.get('location')!).searchParams)).toMatchObject({
+      outcome: 'error',
+      error: 'unverified_installation',
+    });
+    const connection = await json(
+      await stack.fetch('/v1/repohost/connection', { user: alice }),
+      200,
+      ProviderConnection,
+    );
+    expect(connection.installations.map((i) => i.account)).toEqual(['alice-gh']);
+    const listed = await json(
+      await stack.fetch('/v1/repohost/repositories?q=bobs', { user: alice }),
+      200,
+      RepositoryList,
+    );
+    expect(listed.repositories).toEqual([]);
+  });
+});
+
+describe('webhooks', () => {
+  it('answers 202 to a signed delivery, once, and 401 to a bad or missing signature', async () => {
+    const payload = fake.payloads.repository('edited', widgets.id);
+    const first = await fake.sendWebhook('repository', payload, { delivery: 'e2e-delivery-1' });
+    expect(first).toMatchObject({ status: 202 });
+    expect(JSON.parse(first.body)).toEqual({ status: 'accepted' });
+    const replay = await fake.sendWebhook('repository', payload, { delivery: 'e2e-delivery-1' });
+    expect(replay.status).toBe(202);
+    expect(JSON.parse(replay.body)).toEqual({ status: 'duplicate' });
+    for (const signature of ['bad', 'missing'] as const) {
+      const refused = await fake.sendWebhook('repository', payload, { signature });
+      expect(refused.status).toBe(401);
+      expect(JSON.parse(refused.body)).toEqual({ error: 'Unauthorized' });
+    }
+    // A form-encoded delivery is verified over its raw bytes too.
+    const form = `payload=${encodeURIComponent(JSON.stringify(payload))}`;
+    const { createHmac } = await import('node:crypto');
+    const res = await fetch(fake.webhookUrl, {
+      method: 'POST',
+      headers: {
+        'content-type': 'application/x-www-form-urlencoded',
+        'x-github-event': 'repository',
+        'x-github-delivery': 'e2e-form-1',
+        'x-hub-signature-256': `sha256=${createHmac('sha256', SECRET).update(form).digest('hex')}`,
+      },
+      body: form,
+    });
+    expect(res.status).toBe(202);
+  });
+
+  it('refuses, with 413, a delivery too large to forward over NATS', async () => {
+    const payload = { ...fake.payloads.repository('edited', widgets.id), padding: 'x'.repeat(2 * 1024 * 1024) };
+    const res = await fake.sendWebhook('repository', payload, { delivery: 'e2e-huge-1' });
+    expect(res.status).toBe(413);
+    expect(JSON.parse(res.body)).toMatchObject({ error: { code: 'payload_too_large' } });
+  });
+});
+
+describe('review and publication', () => {
+  let threadId: string;
+  let runId: string;
+  let projectRepositoryId: string;
+
+  const reviewOf = (user: TestUser, prr = projectRepositoryId) =>
+    stack.fetch(`/v1/threads/${threadId}/review?project_repository_id=${encodeURIComponent(prr)}`, { user });
+  const evidence = async () => json(await reviewOf(alice), 200, ReviewEvidence);
+
+  beforeAll(async () => {
+    const thread = await json(
+      await post('/v1/threads', alice, { repository_id: widgets.id, prompt: 'Write the changelog' }),
+      202,
+      ThreadWithRun,
+    );
+    threadId = thread.id;
+    runId = thread.run_id;
+    const work = await json(await stack.fetch('/v1/work', { user: alice }), 200, WorkList);
+    const project = work.projects.find((p) => p.threads.some((t) => t.id === threadId))!;
+    projectRepositoryId = project.repositories[0]!.id;
+  });
+
+  it('is no_sandbox before any candidate and 404 for others or unknown repositories', async () => {
+    expect(await evidence()).toMatchObject({
+      thread_id: threadId,
+      project_repository_id: projectRepositoryId,
+      diff: { status: 'no_sandbox', diff: '', files: [], candidate_revision: '', truncated: false },
+      publication: null,
+    });
+    expect((await reviewOf(bob)).status).toBe(404);
+    expect((await reviewOf(alice, 'prr_unknown')).status).toBe(404);
+    expect((await stack.fetch(`/v1/threads/${threadId}/review`, { user: alice })).status).toBe(400);
+  });
+
+  it('turns a candidate into a pull request whose checks go pending → failure → success', async () => {
+    const branch = `threadwork/${threadId}`;
+    // The runner's part: a token for the repository, the thread branch pushed with real git.
+    const { token } = await request(stack.nc, rpc.repohost.token, { owner_id: alice.id, repository_ids: [widgets.id] });
+    const pushed = await pushBranch({
+      cloneUrl: fake.cloneUrl('alice-gh/widgets'),
+      token: token!,
+      base: 'trunk',
+      branch,
+      files: { 'CHANGELOG.md': '# Changelog\n\n- first entry\n' },
+    });
+    const event: CandidateProducedEvent = {
+      thread_id: threadId,
+      run_id: runId,
+      owner_id: alice.id,
+      project_repository_id: projectRepositoryId,
+      repository_id: widgets.id,
+      branch,
+      base_branch: 'trunk',
+      base_revision: pushed.baseRevision,
+      candidate_revision: pushed.revision,
+      diff: 'diff --git a/CHANGELOG.md b/CHANGELOG.md\nnew file mode 100644\n+# Changelog\n',
+      truncated: false,
+      files: [{ path: 'CHANGELOG.md', status: 'added' }],
+      stats: { additions: 3, deletions: 0 },
+      at: new Date().toISOString(),
+    };
+    const { service, entity, verb } = domainEvents.candidateProduced;
+    await publishJson(jetstream.js, subjects.domain(service, entity, verb), event, {
+      msgId: `${runId}:${projectRepositoryId}`,
+    });
+
+    // The run is still live: pending, with the candidate shown and the pull request opened.
+    const opened = await waitFor('the pull request', async () => {
+      const got = await evidence();
+      return got.publication ? got : undefined;
+    });
+    expect(opened.diff).toMatchObject({ status: 'pending', candidate_revision: pushed.revision });
+    const pull = fake.pulls.find((p) => p.head === branch)!;
+    expect(pull).toMatchObject({ base: 'trunk', draft: true, state: 'open' });
+    expect(opened.publication).toMatchObject({
+      projectRepositoryId,
+      repository: { owner: 'alice-gh', name: 'widgets' },
+      prNumber: pull.number,
+      prUrl: `${fake.webUrl}/alice-gh/widgets/pull/${pull.number}`,
+      branch,
+      headSha: pushed.revision,
+      state: 'draft',
+      checksAggregate: 'none',
+    });
+
+    expect((await post(`/v1/runs/${runId}/cancel`, alice, {})).status).toBe(202);
+    const ready = await evidence();
+    expect(ready).toMatchObject({
+      diff: { status: 'ready', diff: event.diff, files: event.files, truncated: false },
+      stats: { additions: 3, deletions: 0 },
+    });
+
+    const aggregate = (want: string) =>
+      waitFor(`checksAggregate ${want}`, async () => {
+        const got = await evidence();
+        return got.publication?.checksAggregate === want ? got : undefined;
+      });
+
+    const check = fake.addCheckRun('alice-gh/widgets', pushed.revision, {
+      name: 'build',
+      status: 'in_progress',
+      started_at: new Date().toISOString(),
+    });
+    expect((await fake.sendWebhook('check_run', fake.payloads.checkRun('created', check.id))).status).toBe(202);
+    await aggregate('pending');
+
+    fake.updateCheckRun(check.id, {
+      status: 'completed',
+      conclusion: 'failure',
+      completed_at: new Date().toISOString(),
+    });
+    expect((await fake.sendWebhook('check_run', fake.payloads.checkRun('completed', check.id))).status).toBe(202);
+    const failed = await aggregate('failure');
+    expect(failed.publication?.checks).toEqual([
+      {
+        id: check.id,
+        name: 'build',
+        status: 'completed',
+        conclusion: 'failure',
+        detailsUrl: check.details_url,
+        startedAt: check.started_at,
+        completedAt: check.completed_at,
+      },
+    ]);
+
+    // Re-run green, plus a commit status from another CI.
+    fake.updateCheckRun(check.id, { conclusion: 'success' });
+    expect((await fake.sendWebhook('check_run', fake.payloads.checkRun('rerequested', check.id))).status).toBe(202);
+    const status = fake.setStatus('alice-gh/widgets', pushed.revision, { context: 'ci/lint', state: 'success' });
+    expect((await fake.sendWebhook('status', fake.payloads.status(status.id))).status).toBe(202);
+    const green = await waitFor('the green checks and status', async () => {
+      const got = await evidence();
+      return got.publication?.checksAggregate === 'success' && got.publication.commitStatuses.length === 1
+        ? got
+        : undefined;
+    });
+    expect(green.publication?.commitStatuses).toEqual([
+      { id: status.id, context: 'ci/lint', state: 'success', targetUrl: status.target_url },
+    ]);
+    expect(fake.pulls.filter((p) => p.head === branch)).toHaveLength(1);
+  });
+
+  it('passes a truncated diff through', async () => {
+    const big = 'x'.repeat(64 * 1024);
+    const event: CandidateProducedEvent = {
+      thread_id: threadId,
+      run_id: 'run_second',
+      owner_id: alice.id,
+      project_repository_id: projectRepositoryId,
+      repository_id: widgets.id,
+      branch: `threadwork/${threadId}`,
+      base_branch: 'trunk',
+      base_revision: 'a'.repeat(40),
+      candidate_revision: 'b'.repeat(40),
+      diff: big,
+      truncated: true,
+      files: [{ path: 'big.txt', status: 'added' }],
+      stats: { additions: 100_000, deletions: 0 },
+      at: new Date().toISOString(),
+    };
+    const { service, entity, verb } = domainEvents.candidateProduced;
+    await publishJson(jetstream.js, subjects.domain(service, entity, verb), event, {
+      msgId: `run_second:${projectRepositoryId}`,
+    });
+    const got = await waitFor('the truncated candidate', async () => {
+      const e = await evidence();
+      return e.diff.truncated ? e : undefined;
+    });
+    expect(got.diff).toMatchObject({ truncated: true, candidate_revision: 'b'.repeat(40), diff: big });
+  });
+});
