@@ -5,7 +5,16 @@ import type { BaseConfig } from './config.js';
 import { Lifecycle, startHealthServer } from './lifecycle.js';
 import { createLogger, type Logger } from './logger.js';
 import { connectMongo, serviceDbName } from './mongo.js';
-import { connectNats, jetStreamOf, serveRpc, type RpcRoute } from './nats.js';
+import { DOMAIN_STREAM } from '@threadwork/contracts';
+import {
+  connectNats,
+  consumeJson,
+  ensureConsumer,
+  ensureStream,
+  jetStreamOf,
+  serveRpc,
+  type RpcRoute,
+} from './nats.js';
 import { startTelemetry } from './telemetry.js';
 
 export interface Runtime {
@@ -120,4 +129,43 @@ export async function serveRoutes(
     runtime.logger,
   );
   runtime.lifecycle.add(`rpc:${info.name}`, () => server.stop(drainMs));
+}
+
+export interface DomainConsumerOptions {
+  /** Durable consumer name: one per service, shared by its replicas (each event handled once). */
+  durable: string;
+  /** The DOMAIN subjects this service reacts to (the consumer's filter). */
+  subjects: string[];
+  /** Must be idempotent: a redelivered event changes nothing the first delivery did not. */
+  handle: (subject: string, payload: unknown) => Promise<void>;
+  /** How long stopping waits for events in hand. */
+  drainMs: number;
+  /** Settings beyond the defaults, e.g. `deliver_policy` or `max_deliver`. */
+  consumer?: Omit<Parameters<typeof ensureConsumer>[2], 'durable_name' | 'filter_subjects'>;
+  progressEveryMs?: number;
+}
+
+/**
+ * Reacts to DOMAIN events through a durable consumer: ensures the stream (limits retention, so
+ * every service reads the same events on its own consumer) and the consumer, consumes, and stops
+ * with the lifecycle.
+ */
+export async function consumeDomain(runtime: Runtime, opts: DomainConsumerOptions): Promise<void> {
+  await ensureStream(runtime.jsm, DOMAIN_STREAM);
+  await ensureConsumer(runtime.jsm, DOMAIN_STREAM.name, {
+    ...opts.consumer,
+    durable_name: opts.durable,
+    filter_subjects: opts.subjects,
+  });
+  const consumer = await consumeJson(
+    runtime.js,
+    {
+      stream: DOMAIN_STREAM.name,
+      durable: opts.durable,
+      logger: runtime.logger,
+      ...(opts.progressEveryMs ? { progressEveryMs: opts.progressEveryMs } : {}),
+    },
+    (payload, msg) => opts.handle(msg.subject, payload),
+  );
+  runtime.lifecycle.add(`domain-consumer:${opts.durable}`, () => consumer.stop(opts.drainMs));
 }

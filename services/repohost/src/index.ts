@@ -1,9 +1,7 @@
-import { DOMAIN_STREAM, SERVICES, rpc } from '@threadwork/contracts';
+import { SERVICES, rpc } from '@threadwork/contracts';
 import {
   bootService,
-  consumeJson,
-  ensureConsumer,
-  ensureStream,
+  consumeDomain,
   request,
   serveRoutes,
   startRuntime,
@@ -29,7 +27,7 @@ export const REPOHOST_CONSUMER = 'repohost';
 
 export async function startRepohost(config: RepohostConfig): Promise<StartedService> {
   const runtime = await startRuntime({ name: 'repohost', config, mongo: true });
-  return bootService(runtime, async ({ db, nc, js, jsm, logger, lifecycle }) => {
+  return bootService(runtime, async ({ db, nc, js, logger }) => {
     const store = createRepositoryStore(db);
     await store.ensureIndexes();
     const dir = localRepositoriesDir(config);
@@ -66,21 +64,15 @@ export async function startRepohost(config: RepohostConfig): Promise<StartedServ
       // DOMAIN keeps events a week whoever read them (limits retention). This consumer sees only
       // candidates and queued webhooks, from the moment it is first created: candidates older
       // than the GitHub App's configuration have nothing to publish.
-      await ensureStream(jsm, DOMAIN_STREAM);
-      await ensureConsumer(jsm, DOMAIN_STREAM.name, {
-        durable_name: REPOHOST_CONSUMER,
-        filter_subjects: Object.values(REPOHOST_DOMAIN_SUBJECTS),
-        deliver_policy: DeliverPolicy.New,
+      await consumeDomain(runtime, {
+        durable: REPOHOST_CONSUMER,
+        subjects: Object.values(REPOHOST_DOMAIN_SUBJECTS),
+        handle: createEventHandler({ ...github, store: githubStore, github: provider }),
+        drainMs: config.SHUTDOWN_TIMEOUT_MS,
         // A branch that never reaches GitHub stops being retried after about half an hour of backoff.
-        max_deliver: 60,
+        consumer: { deliver_policy: DeliverPolicy.New, max_deliver: 60 },
+        progressEveryMs: 10_000,
       });
-      const handle = createEventHandler({ ...github, store: githubStore, github: provider });
-      const consumer = await consumeJson(
-        js,
-        { stream: DOMAIN_STREAM.name, durable: REPOHOST_CONSUMER, logger, progressEveryMs: 10_000 },
-        (payload, msg) => handle(msg.subject, payload),
-      );
-      lifecycle.add('domain-consumer', () => consumer.stop(config.SHUTDOWN_TIMEOUT_MS));
       logger.info(
         {
           app_id: appConfig.appId,
