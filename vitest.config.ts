@@ -15,6 +15,8 @@ export default defineConfig({
       'services/*/test/**/*.test.ts',
       'test/**/*.test.ts',
     ],
+    // The fault tests have a config of their own (vitest.chaos.config.ts).
+    exclude: ['**/node_modules/**', 'test/chaos/**'],
     globalSetup: ['libs/testing/src/global-setup.ts'],
     testTimeout: 30_000,
     hookTimeout: 60_000,

@@ -62,14 +62,22 @@ function withPnpmOnPath(pnpm) {
   return env;
 }
 
-/** Runs a long-lived child in the foreground, forwarding Ctrl-C and SIGTERM, and exits with it. */
+/** Runs a long-lived child in the foreground, forwarding Ctrl-C and SIGTERM; resolves with its exit code. */
 function foreground(cmd, args, env) {
   const child = spawn(cmd, args, { cwd: root, stdio: 'inherit', env });
   const forward = (signal) => child.kill(signal);
-  process.on('SIGINT', () => forward('SIGINT'));
-  process.on('SIGTERM', () => forward('SIGTERM'));
-  child.on('exit', (code, signal) => process.exit(code ?? (signal === 'SIGINT' || signal === 'SIGTERM' ? 0 : 1)));
+  process.on('SIGINT', forward);
+  process.on('SIGTERM', forward);
+  return new Promise((resolveExit) =>
+    child.on('exit', (code, signal) => {
+      process.off('SIGINT', forward);
+      process.off('SIGTERM', forward);
+      resolveExit(code ?? (signal === 'SIGINT' || signal === 'SIGTERM' ? 0 : 1));
+    }),
+  );
 }
+
+const CHAOS_CONFIG = 'vitest.chaos.config.ts';
 
 const [command = 'help', ...rest] = process.argv.slice(2);
 const needServers = !(process.env.NATS_URL && process.env.MONGO_URL);
@@ -87,12 +95,25 @@ switch (command) {
     break;
   }
   case 'test': {
+    // The suite, then the fault tests (real servers killed and restarted by pid; one file at a
+    // time, so they have the machine to themselves). With arguments: just those of the suite.
     const pnpm = ensurePnpm();
     pnpmInstall(pnpm);
-    ensureTools(needServers ? ['nats-server', 'ferretdb', 'helm'] : ['helm']);
+    ensureTools(['nats-server', 'ferretdb', 'helm']);
     const env = withPnpmOnPath(pnpm);
     run(pnpm, ['-r', '--workspace-concurrency=2', 'build'], { env });
-    foreground(pnpm, ['exec', 'vitest', 'run', ...rest], env);
+    const suite = await foreground(pnpm, ['exec', 'vitest', 'run', ...rest], env);
+    const chaos = rest.length ? 0 : await foreground(pnpm, ['exec', 'vitest', 'run', '--config', CHAOS_CONFIG], env);
+    process.exitCode = suite || chaos;
+    break;
+  }
+  case 'test:chaos': {
+    const pnpm = ensurePnpm();
+    pnpmInstall(pnpm);
+    ensureTools(['nats-server', 'ferretdb']);
+    const env = withPnpmOnPath(pnpm);
+    run(pnpm, ['-r', '--workspace-concurrency=2', 'build'], { env });
+    process.exitCode = await foreground(pnpm, ['exec', 'vitest', 'run', '--config', CHAOS_CONFIG, ...rest], env);
     break;
   }
   case 'start': {
@@ -101,7 +122,7 @@ switch (command) {
     if (needServers) ensureTools(['nats-server', 'ferretdb']);
     const env = withPnpmOnPath(pnpm);
     run(pnpm, ['-r', '--workspace-concurrency=2', 'build'], { env });
-    foreground(process.execPath, [join(root, 'deploy', 'local', 'stack.mjs'), ...rest], env);
+    process.exitCode = await foreground(process.execPath, [join(root, 'deploy', 'local', 'stack.mjs'), ...rest], env);
     break;
   }
   case 'admin': {
@@ -110,10 +131,11 @@ switch (command) {
       pnpmInstall(pnpm);
       run(pnpm, ['-r', '--workspace-concurrency=2', 'build'], { env: withPnpmOnPath(pnpm) });
     }
-    foreground(process.execPath, [join(root, 'services', 'gateway', 'dist', 'admin.js'), ...rest], process.env);
+    const admin = join(root, 'services', 'gateway', 'dist', 'admin.js');
+    process.exitCode = await foreground(process.execPath, [admin, ...rest], process.env);
     break;
   }
   default:
-    process.stderr.write('usage: node deploy/local/tw.mjs start|test|admin|tools|pnpm …\n');
+    process.stderr.write('usage: node deploy/local/tw.mjs start|test|test:chaos|admin|tools|pnpm …\n');
     process.exit(command === 'help' ? 0 : 2);
 }
