@@ -1,7 +1,7 @@
 import { say, shell, type FakeScript } from '@threadwork/testing';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createThread, logProblems, readLog, rounds, statusTrail, waitFor, waitForTerminal } from './support/api.js';
-import { Cluster, commandLine, descendantsOf, type ChaosUser, type ServiceProcess } from './support/cluster.js';
+import { Cluster, commandLine, type ChaosUser } from './support/cluster.js';
 
 // Fault 1: `kill -9` of the runner in the middle of a run, with a second runner up. The job comes
 // back to the other runner after the ack wait; it claims the next attempt and either finishes the
@@ -32,19 +32,14 @@ afterAll(async () => {
   await cluster?.stop();
 });
 
-/** The runner process whose harness is talking to the model for this prompt. */
-function runnerWithHarness(): ServiceProcess | undefined {
-  return cluster.runners().find((r) => descendantsOf(r.pid).some((pid) => commandLine(pid).includes('codex')));
-}
-
 describe('kill -9 of a runner mid-run', () => {
   it('the other runner takes the run over: one ordered log, one terminal event', async () => {
     for (let round = 0; round < rounds(2); round++) {
       const prompt = `HANG round ${round}`;
       const thread = await createThread(cluster, user, { repository_id: repoId, prompt });
       await waitFor('the model to be asked', () => cluster.fake!.requests.some((r) => r.lastUserText === prompt));
-      const victim = await waitFor('the runner holding the run', runnerWithHarness);
-      const harnesses = descendantsOf(victim.pid);
+      const victim = await waitFor('the runner holding the run', () => cluster.runnerHolding(thread.id));
+      const harnesses = cluster.harnessPids(victim.pid, thread.id);
       await victim.kill();
       // Its harness goes with it (parent-death signal).
       await waitFor(

@@ -70,7 +70,7 @@ export async function eventPage(
   runId: string,
   query: { from?: number; limit?: number; wait?: number } = {},
 ): Promise<RunEventPage> {
-  const params = new URLSearchParams(Object.entries(query).map(([k, v]) => [k, String(v)]));
+  const params = new URLSearchParams(Object.entries(query).map(([k, v]): [string, string] => [k, String(v)]));
   const res = await cluster.fetch(`/v1/runs/${runId}/events?${params}`, { user });
   if (res.status !== 200) throw new Error(`events of ${runId} → ${res.status}: ${await res.text()}`);
   return RunEventPage.parse(await res.json());

@@ -1,5 +1,5 @@
 import { spawnSync, type ChildProcess } from 'node:child_process';
-import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, readlinkSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { createLogger, connectNats, type NatsConnection } from '@threadwork/platform';
@@ -225,10 +225,39 @@ export class Cluster {
     return [...this.services.values()].filter((s) => s.role === 'runner' && s.alive());
   }
 
+  /** The harness (codex) processes below a runner that work in the thread's sandbox. */
+  harnessPids(runnerPid: number, threadId: string): number[] {
+    const sandbox = join(this.sandboxRoot, threadId);
+    return descendantsOf(runnerPid).filter((p) => {
+      if (!commandLine(p).includes('codex')) return false;
+      try {
+        const cwd = readlinkSync(`/proc/${p}/cwd`);
+        return cwd === sandbox || cwd.startsWith(`${sandbox}/`);
+      } catch {
+        return false;
+      }
+    });
+  }
+
+  /** The live runner with a harness working in the thread's sandbox (runners keep idle ones of other threads). */
+  runnerHolding(threadId: string): ServiceProcess | undefined {
+    return this.runners().find((r) => this.harnessPids(r.pid, threadId).length > 0);
+  }
+
   /** Stops a service (SIGTERM) and starts it again with the same name, port and settings. */
   async restartService(name: string): Promise<ServiceProcess> {
     const old = this.service(name);
     await old.stop();
+    const { HEALTH_PORT: _health, ...extra } = Object.fromEntries(
+      Object.entries(old.env).filter(([k, v]) => this.env[k] !== v),
+    );
+    return this.startService(old.role, extra, name);
+  }
+
+  /** `kill -9` a service, then start it again with the same name, port and settings. */
+  async crashAndRestartService(name: string): Promise<ServiceProcess> {
+    const old = this.service(name);
+    await old.kill();
     const { HEALTH_PORT: _health, ...extra } = Object.fromEntries(
       Object.entries(old.env).filter(([k, v]) => this.env[k] !== v),
     );
@@ -257,6 +286,18 @@ export class Cluster {
       dir: join(this.dir, 'ferretdb'),
       port: this.ferret.port,
     });
+  }
+
+  /**
+   * Freezes FerretDB (`SIGSTOP`): connections stay open and nothing answers, as in a network
+   * partition or a stalled disk. `thawFerret` (`SIGCONT`) lets it go on where it stopped.
+   */
+  freezeFerret(): void {
+    process.kill(this.ferret.pid, 'SIGSTOP');
+  }
+
+  thawFerret(): void {
+    process.kill(this.ferret.pid, 'SIGCONT');
   }
 
   /** A user with an API key, made with the admin CLI as an operator would. */

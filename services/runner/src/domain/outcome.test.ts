@@ -1,6 +1,6 @@
 import { RUN_STATUSES } from '@threadwork/contracts';
 import { describe, expect, it } from 'vitest';
-import { decideOutcome, harnessAnswers, stepsTo } from './outcome.js';
+import { continuesLostTurn, decideOutcome, harnessAnswers, stepsTo } from './outcome.js';
 
 describe('the end of a run', () => {
   const error = { code: 'model_error', message: 'HTTP 500' };
@@ -23,6 +23,17 @@ describe('the end of a run', () => {
     expect(decideOutcome({ status: 'interrupted', error: null }, null, 1000)).toMatchObject({
       error: { code: 'harness_interrupted' },
     });
+  });
+
+  it('continues a lost attempt’s turn only when the turn had begun', () => {
+    // A first attempt has nothing to continue.
+    expect(continuesLostTurn(0, 'starting')).toBe(false);
+    // Lost once the turn was under way: the takeover needs the lost attempt's session and workspace.
+    expect(continuesLostTurn(1, 'running')).toBe(true);
+    expect(continuesLostTurn(2, 'waiting_for_input')).toBe(true);
+    // Lost while its sandbox was prepared or its harness started: the takeover starts it afresh.
+    expect(continuesLostTurn(1, 'starting')).toBe(false);
+    expect(continuesLostTurn(1, 'queued')).toBe(false);
   });
 
   it('finds the moves the state machine allows to each terminal state', () => {

@@ -19,6 +19,17 @@ export const TIMEOUT_ERROR = (ms: number): RunError => ({
 });
 
 /**
+ * Whether the runner of `attempt` takes over a turn an earlier attempt began: then it must resume
+ * that attempt's harness session in the workspace it left (or the run is lost). A run still
+ * `starting` when it is claimed again was lost before its turn began — while its sandbox was
+ * prepared or its harness started — so nothing of it needs the earlier workspace: the new attempt
+ * starts it as a first attempt would.
+ */
+export function continuesLostTurn(attempt: number, statusAtClaim: RunStatus): boolean {
+  return attempt > 0 && statusAtClaim !== 'starting' && statusAtClaim !== 'queued';
+}
+
+/**
  * The run's terminal state after its turn ended. A turn that completed is `completed` even when a
  * cancel or the timeout came too late to stop it (the work is done; hiding it helps nobody).
  */

@@ -27,6 +27,7 @@ import {
 } from '@threadwork/platform';
 import type { RunnerConfig } from '../config.js';
 import {
+  continuesLostTurn,
   decideOutcome,
   harnessAnswers,
   stepsTo,
@@ -93,6 +94,16 @@ export interface LiveRun {
   stop(reason: StopReason): void;
 }
 
+/** Whether a run is still live; when that cannot be told, it is taken as live (the safe answer). */
+async function runIsLive(deps: RunDeps, runId: string): Promise<boolean> {
+  try {
+    const run = await call(deps.nc, rpc.runs.get, { run_id: runId }, 10_000);
+    return !run.terminal;
+  } catch (err) {
+    return !(isAppError(err) && err.code === 'not_found');
+  }
+}
+
 export async function executeJob(
   deps: RunDeps,
   job: RunJob,
@@ -103,8 +114,19 @@ export async function executeJob(
   try {
     claim = await call(deps.nc, rpc.runs.claim, { run_id: job.run_id, runner_id: deps.runnerId }, 10_000);
   } catch (err) {
-    if (isAppError(err) && (err.code === 'already_settled' || err.code === 'not_found')) {
-      log.info({ reason: err.message }, 'job dropped: the run is not ours to work');
+    if (isAppError(err) && err.code === 'not_found') {
+      log.info({ reason: err.message }, 'job dropped: the run does not exist');
+      return { kind: 'ack' };
+    }
+    if (isAppError(err) && err.code === 'already_settled') {
+      // Either the run is over, and so is its job; or another runner won this attempt and works the
+      // job now: acking would take it from under that runner, which could then die with nobody to
+      // redeliver it to. Left alone, the job is the holder's to finish (or comes back if it dies).
+      if (await runIsLive(deps, job.run_id)) {
+        log.info({ reason: err.message }, 'job left to the runner that holds the run');
+        return { kind: 'abandon' };
+      }
+      log.info({ reason: err.message }, 'job dropped: the run is over');
       return { kind: 'ack' };
     }
     if (isAppError(err) && err.retryable) return { kind: 'nak', delayMs: 5_000 };
@@ -187,7 +209,14 @@ class RunExecution implements LiveRun {
       clearInterval(poll);
       if (this.killTimer) clearTimeout(this.killTimer);
       signals.unsubscribe();
-      if (this.session) this.deps.sessions.release(job.thread_id, this.session);
+      if (this.isFenced) this.log.info({ attempt: this.attempt }, 'fenced: a newer attempt holds the run; leaving it');
+      if (this.session) {
+        // A fenced attempt's harness is stopped, not kept for the thread's next run: the thread was
+        // taken over, so its process holds a conversation that misses the new attempt's turn, and
+        // left running it would go on acting in a workspace that is no longer this attempt's.
+        if (this.isFenced) await this.deps.sessions.discard(job.thread_id, this.session);
+        else this.deps.sessions.release(job.thread_id, this.session);
+      }
     }
   }
 
@@ -197,8 +226,9 @@ class RunExecution implements LiveRun {
     if (this.status === 'queued' && !(await this.move('starting'))) return this.settledResult();
     if (this.status === 'cancelling') return this.finish({ to: 'cancelled' });
 
-    // A takeover continues where the lost attempt was, which needs what it left on this disk.
-    const takeover = this.attempt > 0;
+    // A takeover continues the lost attempt's turn, which needs what it left on this disk; one lost
+    // before its turn began starts the run as a first attempt would.
+    const takeover = continuesLostTurn(this.attempt, this.status);
     if (takeover && !(await deps.sandboxes.find(job.thread_id))) {
       return this.finish({ to: 'failed', error: runnerLost('its workspace is not on this runner') });
     }
@@ -213,6 +243,11 @@ class RunExecution implements LiveRun {
       return this.finish({ to: 'failed', error: { code: 'sandbox_failed', message: err.message } });
     }
     if (this.stopReason) return this.afterStop();
+    // Starting a harness stops any other process serving this sandbox (SessionPool.acquire), which
+    // must not be the one of a newer attempt that took the run over while this one was held up.
+    await this.refresh();
+    if (this.fenced || this.isTerminal) return this.settledResult();
+    if (this.statusNow() === 'cancelling') return this.finish({ to: 'cancelled' });
 
     try {
       this.session = await deps.sessions.acquire(this.sandbox, {
@@ -245,8 +280,8 @@ class RunExecution implements LiveRun {
       await deps.sessions.discard(job.thread_id, this.session);
     }
     // Taken over meanwhile (this runner was thought dead): the workspace is the new attempt's now.
-    if (!this.fenced && this.stopReason !== 'fenced') await this.refresh();
-    if (this.fenced || this.stopReason === 'fenced') return { kind: 'abandon' };
+    if (!this.isFenced) await this.refresh();
+    if (this.isFenced) return { kind: 'abandon' };
     if (this.stopReason === 'shutdown' && outcome.status !== 'completed') {
       // Handed back: the next runner takes the job over as a new attempt and resumes the session.
       await this.sink.flush();
@@ -520,6 +555,11 @@ class RunExecution implements LiveRun {
   /** Read through a call: `status` changes across awaits, which narrowing does not see. */
   private statusNow(): RunStatus {
     return this.status;
+  }
+
+  /** Known to be fenced out: a move or an append was refused, or a poll found a newer attempt. */
+  private get isFenced(): boolean {
+    return this.fenced || this.stopReason === 'fenced';
   }
 
   private get isTerminal(): boolean {

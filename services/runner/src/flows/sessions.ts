@@ -5,6 +5,8 @@ import type { Sandbox, SandboxProvider } from '../sandbox/provider.js';
 // One long-lived harness process per live sandbox: a thread's next run reuses it (no start-up
 // cost, the conversation is still loaded). A process idle for SANDBOX_IDLE_MS is stopped and the
 // sandbox reported `stopped`; the next run starts a new process that resumes the stored session.
+// Runners sharing a disk share its sandboxes, so the process serving a sandbox is recorded with it:
+// before starting one, a runner stops another's that still runs (see SandboxProvider.stopHarness).
 
 interface Live {
   session: HarnessSession;
@@ -38,6 +40,8 @@ export class SessionPool {
       return current.session;
     }
     if (current) await this.discard(sandbox.threadId);
+    // One harness process per sandbox: one still running from another runner on this disk goes first.
+    await this.sandboxes.stopHarness(sandbox);
 
     if (opts.mustResume && !sandbox.sessionId) throw new ResumeFailedError('no harness session was stored');
     const options = { cwd: sandbox.cwd, home: sandbox.harnessHome, env: sandbox.env, model: opts.model };
@@ -53,7 +57,7 @@ export class SessionPool {
       );
       session = await this.harness.start({ ...options, resumeSessionId: null });
     }
-    if (session.sessionId !== sandbox.sessionId) await this.sandboxes.rememberSession(sandbox, session.sessionId);
+    await this.sandboxes.rememberSession(sandbox, session.sessionId, session.pid);
 
     const entry: Live = { session, busy: true, idleTimer: undefined };
     this.live.set(sandbox.threadId, entry);

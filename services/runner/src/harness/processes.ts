@@ -4,6 +4,16 @@ import { readdirSync, readFileSync } from 'node:fs';
 // group, so stopping it by group misses them. Its descendants are found by walking parent ids in
 // /proc and killed by pid. Where there is no /proc the list is empty and the group kill is all.
 
+/** The fields of `/proc/<pid>/stat` after the parenthesised name (the state first); null when unreadable. */
+function statFields(pid: number | string): string[] | null {
+  try {
+    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+    return stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+  } catch {
+    return null;
+  }
+}
+
 /** Parent pid of each process, from `/proc/<pid>/stat` (the field after the parenthesised name). */
 function parentIds(): Map<number, number> {
   const parents = new Map<number, number>();
@@ -15,13 +25,9 @@ function parentIds(): Map<number, number> {
   }
   for (const entry of entries) {
     if (!/^\d+$/.test(entry)) continue;
-    try {
-      const stat = readFileSync(`/proc/${entry}/stat`, 'utf8');
-      const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
-      parents.set(Number(entry), Number(fields[1]));
-    } catch {
-      // Exited while we looked.
-    }
+    // Null when it exited while we looked.
+    const fields = statFields(entry);
+    if (fields) parents.set(Number(entry), Number(fields[1]));
   }
   return parents;
 }
@@ -67,4 +73,35 @@ export function signal(pid: number, sig: NodeJS.Signals): void {
   } catch {
     // Already gone.
   }
+}
+
+/**
+ * When a running process started (`/proc/<pid>/stat` field 22, clock ticks since boot): with the
+ * pid, an identity that a reused pid cannot fake. Null when the process is gone or has exited and
+ * awaits its parent (a zombie), or where there is no /proc.
+ */
+export function startTime(pid: number): string | null {
+  const fields = statFields(pid);
+  if (!fields || fields[0] === 'Z' || fields[0] === 'X') return null;
+  return fields[19] ?? null;
+}
+
+/**
+ * Kills a process, its process group and every process below it, then waits (up to `timeoutMs`)
+ * until it has exited. SIGKILL, because the process may be stopped (SIGSTOP, a frozen container)
+ * and then handles nothing else; an exited process has released its files and locks even while
+ * its parent has yet to reap it. False if it was still there at the deadline.
+ */
+export async function killTree(pid: number, timeoutMs = 5_000): Promise<boolean> {
+  // Found first: once it has exited, its orphaned commands have a new parent.
+  const below = descendants(pid);
+  signal(-pid, 'SIGKILL');
+  signal(pid, 'SIGKILL');
+  for (const child of below) signal(child, 'SIGKILL');
+  const deadline = Date.now() + timeoutMs;
+  while (startTime(pid) !== null) {
+    if (Date.now() > deadline) return false;
+    await new Promise((resolve) => setTimeout(resolve, 20));
+  }
+  return true;
 }

@@ -4,6 +4,7 @@ import { mkdir, readFile, rename, rm, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import type { RunJob, RunRepository, SandboxStatus } from '@threadwork/contracts';
 import type { Logger } from '@threadwork/platform';
+import { killTree, startTime } from '../harness/processes.js';
 import { credentialEnv, git } from './git.js';
 import {
   SandboxError,
@@ -16,7 +17,8 @@ import {
 
 // The `local` provider: `<SANDBOX_ROOT>/<thread id>/` holds one clone per project repository,
 // `codex-home/` (the harness's state) and `threadwork.json` (what the runner must remember across
-// processes: the sandbox id, the harness session to resume, the repositories and their bases).
+// processes: the sandbox id, the harness session to resume and the process serving it, the
+// repositories and their bases).
 
 const STATE_FILE = 'threadwork.json';
 const HARNESS_HOME = 'codex-home';
@@ -32,6 +34,8 @@ interface SandboxState {
   sandbox_id: string;
   thread_id: string;
   session_id: string | null;
+  /** The harness process serving the session, by pid and start time (so a reused pid is not taken for it). */
+  harness?: { pid: number; start_time: string } | null;
   repos: Record<string, RepoState>;
 }
 
@@ -110,10 +114,26 @@ export class LocalSandboxProvider implements SandboxProvider {
     return this.toSandbox(dir, state, null);
   }
 
-  async rememberSession(sandbox: Sandbox, sessionId: string | null): Promise<void> {
+  async rememberSession(sandbox: Sandbox, sessionId: string | null, harnessPid?: number): Promise<void> {
     const state = await this.readState(sandbox.dir);
     if (!state) throw new SandboxError(`sandbox ${sandbox.id} has no state file`);
-    await this.writeState(sandbox.dir, { ...state, session_id: sessionId });
+    const started = harnessPid === undefined ? null : startTime(harnessPid);
+    const harness = harnessPid !== undefined && started !== null ? { pid: harnessPid, start_time: started } : null;
+    await this.writeState(sandbox.dir, { ...state, session_id: sessionId, harness });
+  }
+
+  async stopHarness(sandbox: Sandbox): Promise<boolean> {
+    const recorded = (await this.readState(sandbox.dir))?.harness;
+    // Runners sharing this disk share a machine, so the recorded pid is one of ours to look up.
+    if (!recorded || startTime(recorded.pid) !== recorded.start_time) return false;
+    this.options.logger.warn(
+      { thread_id: sandbox.threadId, pid: recorded.pid },
+      'stopping the harness another runner left running on this sandbox',
+    );
+    if (!(await killTree(recorded.pid))) {
+      this.options.logger.error({ thread_id: sandbox.threadId, pid: recorded.pid }, 'the old harness did not exit');
+    }
+    return true;
   }
 
   status(threadId: string): SandboxStatus | null {

@@ -43,8 +43,20 @@ export interface SandboxProvider {
   prepare(job: RunJob): Promise<Sandbox>;
   /** What an earlier attempt left of the thread's sandbox on this runner; null when nothing survived. */
   find(threadId: string): Promise<Sandbox | null>;
-  /** Stores the harness session with the sandbox, so a later process (or runner) can resume it. */
-  rememberSession(sandbox: Sandbox, sessionId: string | null): Promise<void>;
+  /**
+   * Stores the harness session with the sandbox, so a later process (or runner) can resume it,
+   * and the process now serving it (`harnessPid`), so a later runner can stop that process.
+   */
+  rememberSession(sandbox: Sandbox, sessionId: string | null, harnessPid?: number): Promise<void>;
+  /**
+   * Stops the harness process recorded with the sandbox if it still runs; true if there was one.
+   * A runner calls it before it starts a process of its own for the sandbox: one still running
+   * belongs to another runner (idle after an earlier run, or the process of an earlier attempt
+   * whose runner was lost — frozen or cut off rather than dead). It would hold the session (Codex
+   * lets one process at a time write a conversation, so a resume would fail) and could go on
+   * acting in a workspace that is now another run's.
+   */
+  stopHarness(sandbox: Sandbox): Promise<boolean>;
   /** The sandbox's last published status on this runner. */
   status(threadId: string): SandboxStatus | null;
   /** Marks the sandbox reclaimed after idling (its workspace stays, for the next run to continue in). */
