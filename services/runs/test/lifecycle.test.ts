@@ -1,6 +1,12 @@
+import { jetstream } from '@nats-io/jetstream';
 import { rpc, RunSignal, subjects } from '@threadwork/contracts';
-import { decodeJson, request } from '@threadwork/platform';
+import { createLogger, decodeJson, loadConfig, request } from '@threadwork/platform';
+import { baseServiceEnv } from '@threadwork/testing';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { RunsConfig } from '../src/index.js';
+import type { RunsContext } from '../src/flows/context.js';
+import { moveRun } from '../src/flows/lifecycle.js';
+import { createEventLog } from '../src/store/event-log.js';
 import { admission, failure, readLog, runningRun, startHarness, statusLog, type Harness } from './helpers.js';
 
 describe('run lifecycle', () => {
@@ -217,6 +223,46 @@ describe('run lifecycle', () => {
       expect(terminals).toEqual([final.status]);
       expect(statuses.at(-1)).toBe(final.status);
     }
+  });
+
+  it('never logs a move behind the terminal event of a decision that overtook it', async () => {
+    // A user's cancel moves the run to `cancelling`; between its look for a terminal decision and
+    // its append, the runner's completion is decided and logged. The terminal event stays last.
+    const { run, attempt } = await runningRun(h.nc);
+    const log = createEventLog({ nc: h.nc, js: jetstream(h.nc), jsm: h.jsm });
+    let overtaken = false;
+    const overtake = async () => {
+      if (overtaken) return;
+      overtaken = true;
+      await request(h.nc, rpc.runs.transition, { run_id: run.id, attempt, to: 'completed' });
+    };
+    const ctx: RunsContext = {
+      store: h.store,
+      interactions: h.interactions,
+      nc: h.nc,
+      js: jetstream(h.nc),
+      config: loadConfig(RunsConfig, baseServiceEnv(h.nats.url)),
+      logger: createLogger({ service: 'runs-test', level: 'silent' }),
+      log: {
+        ...log,
+        async append(runId, entries, at) {
+          await overtake();
+          return log.append(runId, entries, at);
+        },
+        async appendAfter(runId, last, entry, at) {
+          await overtake();
+          return log.appendAfter(runId, last, entry, at);
+        },
+      },
+    };
+    const doc = await h.store.runs.findOne({ _id: run.id });
+    await moveRun(ctx, doc!, 'cancelling', { cause: 'cancel' });
+    expect(overtaken).toBe(true);
+    expect(await statusLog(h.nc, run.id)).toEqual(['queued', 'starting', 'running', 'completed']);
+    expect(await request(h.nc, rpc.runs.get, { run_id: run.id })).toMatchObject({
+      status: 'completed',
+      terminal: true,
+    });
   });
 
   it('ends a cancelling run exactly once when completion, cancellation and a redelivered job race', async () => {

@@ -90,6 +90,24 @@ describe('recovery from interrupted writes', () => {
     expect((await request(h.nc, rpc.runs.live, { owner_id: owner, thread_id })).run).toBeNull();
   });
 
+  it('reports no live run once the run ended, even if a racing move rewrote its document as live', async () => {
+    const { run, owner, thread_id, attempt } = await runningRun(h.nc);
+    await request(h.nc, rpc.runs.transition, { run_id: run.id, attempt, to: 'completed' });
+    // What a cancel's move to `cancelling` leaves on FerretDB when its read preceded the terminal
+    // write and its write followed it: the whole document as the move saw it, live.
+    await h.store.runs.updateOne(
+      { _id: run.id },
+      { $set: { status: 'cancelling', previous_status: 'running', terminal: false, completed_at: null } },
+    );
+    expect((await request(h.nc, rpc.runs.live, { owner_id: owner, thread_id })).run).toBeNull();
+    // …and the run document is finished again on the way.
+    expect(await request(h.nc, rpc.runs.get, { run_id: run.id })).toMatchObject({
+      status: 'completed',
+      terminal: true,
+    });
+    expect(await statusLog(h.nc, run.id)).toEqual(['queued', 'starting', 'running', 'completed']);
+  });
+
   it('shows a settlement whose follow-ups were interrupted, and finishes it when the runner reads it', async () => {
     const { run, attempt, owner } = await runningRun(h.nc);
     const interaction = await request(h.nc, rpc.runs.interactionCreate, {

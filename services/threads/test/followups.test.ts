@@ -58,8 +58,8 @@ describe('messages, queue and steer', () => {
     const busy = await h.callError(rpc.threads.message, { ...target, body: { prompt: 'Too early' } });
     expect(busy.code).toBe('thread_busy');
     expect(texts(await messages(target))).toEqual(['user:Start']);
-    // The losing send left nothing behind, not even a hidden message.
-    expect(await h.db.collection('messages').countDocuments({ thread_id: thread.id })).toBe(1);
+    // The losing send shows nothing; its message stays hidden (see the twin send below for why).
+    expect(await h.db.collection('messages').countDocuments({ thread_id: thread.id, visible: true })).toBe(1);
 
     const { seq } = await h.runs.transition(thread.run_id, 'completed');
     await h.handledUpTo(seq);
@@ -72,6 +72,46 @@ describe('messages, queue and steer', () => {
     expect(texts(await messages(target))).toEqual(['user:Start', 'user:Next']);
     const shown = await h.call(rpc.threads.get, { ...target, view: 'thread' });
     expect(shown).toMatchObject({ status: 'active', collaboration_mode: 'plan' });
+  });
+
+  it('keeps the message of a send whose twin lost the thread while it was being admitted', async () => {
+    // Two attempts of one send (a client's retry after a timeout: the same client_request_id, so
+    // the same ids). The first reaches runs while the thread is busy, the second once it is free;
+    // the first's thread_busy arrives while the second is being admitted, and must not take the
+    // message the second then shows.
+    const { thread, target } = await newThread();
+    const body = { prompt: 'Retried', client_request_id: 'retry-1' };
+    const first = h.runs.holdNextAdmit();
+    const losing = h.callError(rpc.threads.message, { ...target, body });
+    await first.received;
+    h.runs.setStatus(thread.run_id, 'completed');
+    const second = h.runs.holdNextAdmit();
+    const winning = h.call(rpc.threads.message, { ...target, body });
+    await second.received;
+    first.release();
+    expect((await losing).code).toBe('thread_busy');
+    second.release();
+    const accepted = MessageAccepted.parse(await winning);
+    expect(h.runs.run(accepted.run_id).message_id).toBe(accepted.message_id);
+    expect(texts(await messages(target))).toEqual(['user:Start', 'user:Retried']);
+  });
+
+  it('shows a message id that lost the thread once with the text of the send that got it', async () => {
+    const { thread, target } = await newThread();
+    const busy = await h.callError(rpc.threads.message, { ...target, body: { prompt: 'Draft', message_id: 'm-1' } });
+    expect(busy.code).toBe('thread_busy');
+    h.runs.setStatus(thread.run_id, 'completed');
+    const accepted = MessageAccepted.parse(
+      await h.call(rpc.threads.message, { ...target, body: { prompt: 'Final', message_id: 'm-1' } }),
+    );
+    expect(accepted.message_id).toBe('m-1');
+    const shown = await messages(target);
+    expect(texts(shown)).toEqual(['user:Start', 'user:Final']);
+    // Its time is when it was admitted, after everything before it.
+    expect(shown[1]!.created_at >= h.runs.run(thread.run_id).completed_at!).toBe(true);
+    // A status event of the run (the crash-recovery path) finds it by its run.
+    const stored = await h.db.collection('messages').findOne({ thread_id: thread.id, message_id: 'm-1' });
+    expect(stored).toMatchObject({ run_id: accepted.run_id, visible: true });
   });
 
   it('replays a message with the same client_request_id and refuses another body under it', async () => {

@@ -8,7 +8,7 @@ import {
   type RunUsage,
   type TerminalRunStatus,
 } from '@threadwork/contracts';
-import { isDuplicateKeyError, publishSignal } from '@threadwork/platform';
+import { isDuplicateKeyError, publishSignal, unavailable } from '@threadwork/platform';
 import { isHeldByRunner } from '../domain/run-state.js';
 import { publishDomain } from '../store/event-log.js';
 import type { InteractionDoc, SettlementDoc } from '../store/interactions.js';
@@ -72,14 +72,27 @@ async function publishRunStatus(ctx: RunsContext, run: RunDoc, previous: RunStat
   recordTransition(run.status, run.terminal, run.created_at, run.updated_at);
 }
 
+const ANNOUNCE_TRIES = 10;
+
 /**
  * Appends the `run.status` event of the run's last move and publishes its DOMAIN event, both
  * keyed by the move: running it again (a retry that finds the move made) stores nothing twice.
+ *
+ * Never behind a terminal event: a terminal decision can be made between a move's own look for
+ * one and its append (a runner's completion racing a user's cancel), and its event must stay the
+ * log's last. So the append is conditional on the log still ending where it did when no decision
+ * was found; if anything came first, look again. A move that lost to a terminal decision announces
+ * nothing: the run has ended, and its terminal event says how.
  */
 export async function announceMove(ctx: RunsContext, run: RunDoc): Promise<void> {
-  await ctx.log.append(run._id, [
-    { key: run.status_key, chunk: statusChunk(run.status, run.previous_status, run.attempt, run.error) },
-  ]);
+  const entry = { key: run.status_key, chunk: statusChunk(run.status, run.previous_status, run.attempt, run.error) };
+  for (let i = 0; ; i++) {
+    const last = await ctx.log.lastSequence(run._id);
+    if (await ctx.store.terminals.findOne({ _id: run._id })) return;
+    if ((await ctx.log.appendAfter(run._id, last, entry)) !== null) break;
+    // Another event came first (most often the runner's own output): look again.
+    if (i + 1 >= ANNOUNCE_TRIES) throw unavailable(`the log of run ${run._id} kept moving; try again`);
+  }
   await publishRunStatus(ctx, run, run.previous_status, `${run._id}:${run.status_key}`);
 }
 

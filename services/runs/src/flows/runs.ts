@@ -60,11 +60,18 @@ export async function getRuns(ctx: RunsContext, ownerId: string, runIds: readonl
   return runIds.flatMap((id) => byId.get(id) ?? []);
 }
 
-/** The live run of a thread: the run of its latest slot, unless that run has ended. */
+/**
+ * The live run of a thread: the run of its latest slot, unless that run has ended. The terminal
+ * decision counts, not only the run document: on FerretDB a move racing the decision (a cancel
+ * against a completion) can rewrite the document as live after it said terminal. The move then
+ * finishes the decision again, but its DOMAIN event is a duplicate by then, so threads, draining
+ * its queue on the first one, must hear "free" here, or the queued follow-up waits forever.
+ */
 export async function liveRun(ctx: RunsContext, ownerId: string, threadId: string): Promise<RunDoc | null> {
   const slot = await latestSlot(ctx.store.slots, threadId);
   if (!slot) return null;
   const run = await ctx.store.runs.findOne({ _id: slot.run_id });
   if (!run || run.owner_id !== ownerId || run.terminal) return null;
+  if (await settleIfTerminal(ctx, run)) return null;
   return run;
 }

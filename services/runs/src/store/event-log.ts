@@ -1,4 +1,4 @@
-import { JetStreamError } from '@nats-io/jetstream';
+import { JetStreamApiCodes, JetStreamApiError, JetStreamError } from '@nats-io/jetstream';
 import { STREAM_NAMES, subjects } from '@threadwork/contracts';
 import {
   AppError,
@@ -26,6 +26,15 @@ export interface LogEntry {
 export interface EventLog {
   /** Appends in order and returns each entry's sequence (the original one for a deduplicated retry). */
   append(runId: string, entries: readonly LogEntry[], at?: Date): Promise<number[]>;
+  /** The sequence of the run's last event; 0 while its log is empty. */
+  lastSequence(runId: string): Promise<number>;
+  /**
+   * Appends one entry only if the run's last event is still the one at `last` (see lastSequence),
+   * and returns its sequence; null when another event came first. A writer that decided on the log
+   * as it stood thereby never lands behind an event it did not see. A deduplicated retry returns
+   * the original sequence, wherever the log stands.
+   */
+  appendAfter(runId: string, last: number, entry: LogEntry, at?: Date): Promise<number | null>;
   /**
    * Events of the run with sequence ≥ from, at most `limit` (fewer when they would not fit one
    * reply), in O(limit) whatever the log's length.
@@ -55,18 +64,20 @@ export function createEventLog({
   js: JetStreamClient;
   jsm: JetStreamManager;
 }): EventLog {
+  const storedEntry = ({ key, chunk }: LogEntry, at: Date) => {
+    const stored: StoredEvent = { chunk, created_at: at.toISOString() };
+    const size = encodeJson(stored).length;
+    const maxEvent = Math.floor(maxPayload(nc) / EVENT_SHARE);
+    if (size > maxEvent) {
+      throw new AppError('payload_too_large', `event ${key} is ${size} bytes; at most ${maxEvent} fit`);
+    }
+    return { key, stored };
+  };
+
   return {
     async append(runId, entries, at = new Date()) {
       const subject = subjects.runEvents(runId);
-      const maxEvent = Math.floor(maxPayload(nc) / EVENT_SHARE);
-      const payloads = entries.map(({ key, chunk }) => {
-        const stored: StoredEvent = { chunk, created_at: at.toISOString() };
-        const size = encodeJson(stored).length;
-        if (size > maxEvent) {
-          throw new AppError('payload_too_large', `event ${key} is ${size} bytes; at most ${maxEvent} fit`);
-        }
-        return { key, stored };
-      });
+      const payloads = entries.map((entry) => storedEntry(entry, at));
       try {
         // Published without waiting for each ack: one connection's publishes reach the stream in
         // the order they were sent, so the events keep their order and the batch costs one round trip.
@@ -86,6 +97,30 @@ export function createEventLog({
         runMetrics().eventsAppended.add(acks.filter((ack) => !ack.duplicate).length);
         return acks.map((ack) => ack.seq);
       } catch (err) {
+        throw unavailable('run event log unavailable', err);
+      }
+    },
+
+    async lastSequence(runId) {
+      try {
+        const last = await jsm.direct.getMessage(STREAM_NAMES.runEvents, { last_by_subj: subjects.runEvents(runId) });
+        return last?.seq ?? 0;
+      } catch (err) {
+        throw unavailable('run event log unavailable', err);
+      }
+    },
+
+    async appendAfter(runId, last, entry, at = new Date()) {
+      const { key, stored } = storedEntry(entry, at);
+      try {
+        const ack = await publishJson(js, subjects.runEvents(runId), stored, {
+          msgId: `${runId}:${key}`,
+          expectedLastSubjectSequence: last,
+        });
+        if (!ack.duplicate) runMetrics().eventsAppended.add(1);
+        return ack.seq;
+      } catch (err) {
+        if (err instanceof JetStreamApiError && err.code === JetStreamApiCodes.StreamWrongLastSequence) return null;
         throw unavailable('run event log unavailable', err);
       }
     },

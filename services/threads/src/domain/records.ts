@@ -105,7 +105,8 @@ export interface MessageRecord {
   /**
    * A user message is stored hidden before its run is admitted and shown once the admission is
    * recorded (or once any status event of its run arrives, should the sender have crashed in
-   * between); one that lost the thread to another run is deleted again.
+   * between). One whose send lost the thread to another run stays hidden and is never listed; it
+   * is not deleted, since a twin of that send may be showing it (see admitWithMessage).
    */
   visible: boolean;
   created_at: Date;

@@ -57,10 +57,13 @@ export interface MessageAdmission {
 
 /**
  * Admits a run for a user message. The message is stored hidden first (so no run ever exists
- * whose message was never written) and shown once the admission is recorded; if another run holds
- * the thread (`thread_busy`), the hidden message is removed again, so a losing send leaves nothing
- * behind. Every step is keyed (message by id, run by admission key), so a retry or a concurrent
- * twin with the same ids converges on the same message and run.
+ * whose message was never written) and shown, with this admission's text and run, once the
+ * admission is recorded. A send that loses the thread to another run (`thread_busy`) leaves its
+ * message hidden, never deletes it: a twin with the same ids (a retry after a timeout, a second
+ * drainer of one control) may be admitting it at that moment, and deleting "if still hidden" is a
+ * conditional delete, which FerretDB does not make atomic, so it could remove a message its twin
+ * has just shown. Every step is keyed (message by id, run by admission key), so a retry or a
+ * concurrent twin with the same ids converges on the same message and run.
  */
 export async function admitWithMessage(
   deps: Pick<Deps, 'store' | 'peers'>,
@@ -79,29 +82,29 @@ export async function admitWithMessage(
     visible: false,
     created_at: new Date(),
   });
-  let run: Run;
-  try {
-    run = await peers.admit({
-      owner_id: thread.owner_id,
-      thread_id: thread._id,
-      project_id: thread.project_id,
-      message_id: input.message_id,
-      admission_key: input.admission_key,
-      run_id: input.run_id,
-      prompt: input.prompt,
-      // Null until the first run is recorded: runs then applies its defaults, and we keep its choice.
-      harness: thread.harness ?? undefined,
-      model: thread.model ?? undefined,
-      reasoning_effort: thread.reasoning_effort ?? undefined,
-      collaboration_mode: input.collaboration_mode ?? thread.collaboration_mode ?? undefined,
-      repositories: thread.repositories,
-    });
-  } catch (err) {
-    if (isThreadBusy(err)) await store.deleteHiddenMessage(messageRecordId);
-    throw err;
-  }
+  const run = await peers.admit({
+    owner_id: thread.owner_id,
+    thread_id: thread._id,
+    project_id: thread.project_id,
+    message_id: input.message_id,
+    admission_key: input.admission_key,
+    run_id: input.run_id,
+    prompt: input.prompt,
+    // Null until the first run is recorded: runs then applies its defaults, and we keep its choice.
+    harness: thread.harness ?? undefined,
+    model: thread.model ?? undefined,
+    reasoning_effort: thread.reasoning_effort ?? undefined,
+    collaboration_mode: input.collaboration_mode ?? thread.collaboration_mode ?? undefined,
+    repositories: thread.repositories,
+  });
   await recordRun(deps, run);
-  await store.showMessage(messageRecordId);
+  // Written again on showing: a hidden message left by an earlier send of the same message id
+  // that lost the thread carries that send's text, run and time.
+  await store.showMessage(messageRecordId, {
+    parts: [{ type: 'text', text: input.prompt }],
+    run_id: run.id,
+    created_at: new Date(),
+  });
   return run;
 }
 

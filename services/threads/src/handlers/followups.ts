@@ -170,8 +170,11 @@ export async function steerRun(deps: Deps, target: Target & { body: SteerBody })
     // Also on a retry: the first attempt may have stopped before signalling; the runner takes a
     // control id once.
     deps.peers.signal(control.target_run_id, { type: 'steer', control_id: control._id, prompt: control.prompt });
-    const targetRun = await deps.peers.getRun(thread.owner_id, control.target_run_id);
-    if (targetRun.terminal) admitted = await drainQueue(deps, thread);
+    // Its run may have ended since the look above, and the run-ended handler may have drained the
+    // queue before this steer was stored: drain again (a no-op while a run is live). Asked of runs
+    // as "is a run live", not "is this run terminal": the live-run answer counts a terminal
+    // decision whose run document a racing write still shows live.
+    admitted = await drainQueue(deps, thread);
   }
   return submission(deps, thread, control._id, admitted);
 }

@@ -208,17 +208,17 @@ export function createThreadsStore(db: Db) {
 
     insertMessageIfAbsent: (message: MessageRecord) => insertIfAbsent(messages, message),
 
-    async showMessage(id: string): Promise<void> {
-      await mongoCall(() => messages.updateOne({ _id: id, visible: false }, { $set: { visible: true } }));
+    /**
+     * hidden → shown, with the text, run and time of the admission that shows it. Visibility only
+     * ever goes from hidden to shown, so concurrent showers (twins of one admission, or a run's
+     * status event) cannot undo one another even where a write replaces the whole document.
+     */
+    async showMessage(id: string, shown: Pick<MessageRecord, 'parts' | 'run_id' | 'created_at'>): Promise<void> {
+      await mongoCall(() => messages.updateOne({ _id: id, visible: false }, { $set: { ...shown, visible: true } }));
     },
 
     async showRunMessages(runId: string): Promise<void> {
       await mongoCall(() => messages.updateMany({ run_id: runId, visible: false }, { $set: { visible: true } }));
-    },
-
-    /** Drops a hidden message whose run was not admitted; a shown one is never removed. */
-    async deleteHiddenMessage(id: string): Promise<void> {
-      await mongoCall(() => messages.deleteOne({ _id: id, visible: false }));
     },
 
     /** Up to `limit` shown messages after `after`, oldest first. */

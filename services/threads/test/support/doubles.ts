@@ -53,6 +53,11 @@ export interface RunsDouble {
   failNextAdmits(n: number): void;
   /** The next admit creates its run but answers `unavailable`, as if the reply was lost. */
   loseNextAdmitAnswer(): void;
+  /**
+   * The next admit is decided at once but answered only when `release` is called, as if its reply
+   * were slow to travel; `received` resolves once that admit has arrived and been decided.
+   */
+  holdNextAdmit(): { received: Promise<void>; release: () => void };
   /** Moves a run without telling anyone (no DOMAIN event). */
   setStatus(runId: string, status: RunStatus): RunStatusEvent;
   /** Moves a run and publishes its DOMAIN status event, as the runs service does. */
@@ -79,6 +84,7 @@ export async function serveRunsDouble(nc: NatsConnection, js: JetStreamClient, l
   let failures = 0;
   let loseAnswer = false;
   let afterLive: (() => void) | undefined;
+  let hold: { decided: () => void; released: Promise<void> } | undefined;
 
   const stored = (runId: string): StoredRun => {
     const found = runs.get(runId);
@@ -106,49 +112,64 @@ export async function serveRunsDouble(nc: NatsConnection, js: JetStreamClient, l
     };
   };
 
+  /** Decides one admission: by key, then one live run per thread. */
+  const admit = async (req: AdmitRequest): Promise<{ run: Run; created: boolean }> => {
+    if (failures > 0) {
+      failures -= 1;
+      throw unavailable('runs double told to fail');
+    }
+    const known = byKey.get(req.admission_key);
+    if (known) return { run: stored(known).run, created: false };
+    if (liveByThread.has(req.thread_id)) throw conflict('thread_busy', 'the thread has a live run');
+    const id = req.run_id ?? `run_${randomBytes(16).toString('hex')}`;
+    const now = new Date().toISOString();
+    const run: Run = {
+      id,
+      thread_id: req.thread_id,
+      project_id: req.project_id,
+      message_id: req.message_id,
+      status: 'queued',
+      attempt: 0,
+      harness: req.harness ?? HARNESS_DEFAULTS.harness,
+      model: req.model ?? HARNESS_DEFAULTS.model,
+      reasoning_effort: req.reasoning_effort ?? HARNESS_DEFAULTS.reasoning_effort,
+      collaboration_mode: req.collaboration_mode ?? HARNESS_DEFAULTS.collaboration_mode,
+      sandbox_id: null,
+      error: null,
+      usage: null,
+      created_at: now,
+      updated_at: now,
+      started_at: null,
+      completed_at: null,
+      terminal: false,
+    };
+    runs.set(id, { owner_id: req.owner_id, admission_key: req.admission_key, run });
+    byKey.set(req.admission_key, id);
+    liveByThread.set(req.thread_id, id);
+    if (loseAnswer) {
+      loseAnswer = false;
+      throw unavailable('runs double lost the answer');
+    }
+    return { run, created: true };
+  };
+
   const server: RpcServer = await serveRpc(
     nc,
     { name: 'runs', version: '0.0.0' },
     [
       route(rpc.runs.admit, async (req) => {
         admissions.push(req);
-        if (failures > 0) {
-          failures -= 1;
-          throw unavailable('runs double told to fail');
-        }
-        const known = byKey.get(req.admission_key);
-        if (known) return { run: stored(known).run, created: false };
-        if (liveByThread.has(req.thread_id)) throw conflict('thread_busy', 'the thread has a live run');
-        const id = req.run_id ?? `run_${randomBytes(16).toString('hex')}`;
-        const now = new Date().toISOString();
-        const run: Run = {
-          id,
-          thread_id: req.thread_id,
-          project_id: req.project_id,
-          message_id: req.message_id,
-          status: 'queued',
-          attempt: 0,
-          harness: req.harness ?? HARNESS_DEFAULTS.harness,
-          model: req.model ?? HARNESS_DEFAULTS.model,
-          reasoning_effort: req.reasoning_effort ?? HARNESS_DEFAULTS.reasoning_effort,
-          collaboration_mode: req.collaboration_mode ?? HARNESS_DEFAULTS.collaboration_mode,
-          sandbox_id: null,
-          error: null,
-          usage: null,
-          created_at: now,
-          updated_at: now,
-          started_at: null,
-          completed_at: null,
-          terminal: false,
-        };
-        runs.set(id, { owner_id: req.owner_id, admission_key: req.admission_key, run });
-        byKey.set(req.admission_key, id);
-        liveByThread.set(req.thread_id, id);
-        if (loseAnswer) {
-          loseAnswer = false;
-          throw unavailable('runs double lost the answer');
-        }
-        return { run, created: true };
+        const held = hold;
+        hold = undefined;
+        if (!held) return admit(req);
+        const outcome = await admit(req).then(
+          (value) => ({ value }),
+          (err: unknown) => ({ err }),
+        );
+        held.decided();
+        await held.released;
+        if ('err' in outcome) throw outcome.err;
+        return outcome.value;
       }),
       route(rpc.runs.get, async ({ owner_id, run_id }) => {
         const entry = runs.get(run_id);
@@ -187,6 +208,14 @@ export async function serveRunsDouble(nc: NatsConnection, js: JetStreamClient, l
     },
     loseNextAdmitAnswer() {
       loseAnswer = true;
+    },
+    holdNextAdmit() {
+      let decided = () => {};
+      let release = () => {};
+      const received = new Promise<void>((resolve) => (decided = resolve));
+      const released = new Promise<void>((resolve) => (release = resolve));
+      hold = { decided, released };
+      return { received, release };
     },
     setStatus,
     async transition(runId, status) {
