@@ -165,7 +165,9 @@ async function main() {
     env.DEFAULT_MODEL = 'demo-scripted';
     say('demo mode: agent replies are scripted (model "demo-scripted"); no model key is used');
   } else if (!process.env.MODEL_BASE_URL) {
-    say('no model configured: runs will fail with model_not_configured. Set MODEL_BASE_URL and MODEL_API_KEY, or try THREADWORK_DEMO=1 npm start');
+    say(
+      'no model configured: runs will fail with model_not_configured. Set MODEL_BASE_URL and MODEL_API_KEY, or try THREADWORK_DEMO=1 npm start',
+    );
   }
   mkdirSync(env.REPOHOST_LOCAL_DIR, { recursive: true });
 

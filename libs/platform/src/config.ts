@@ -37,6 +37,13 @@ export const env = {
   logLevel: () => z.enum(['trace', 'debug', 'info', 'warn', 'error', 'fatal', 'silent']).default('info'),
 };
 
+/**
+ * How long a database operation waits for a server by default: below the gateway's request
+ * timeout (5 s), so during an outage a service answers `unavailable` itself before its caller
+ * gives up on it.
+ */
+export const DEFAULT_MONGO_SERVER_SELECTION_TIMEOUT_MS = 3_000;
+
 /** Settings every service shares. Spread into a service's own schema. */
 export const baseConfigShape = {
   /** NATS server URL(s), comma-separated. */
@@ -48,6 +55,11 @@ export const baseConfigShape = {
     .string()
     .regex(/^[A-Za-z0-9_-]{1,32}$/)
     .default('threadwork'),
+  /**
+   * How long a database operation waits for a server (or a new connection to it) before it fails
+   * `unavailable` (the API answers 503). Keep it below the gateway's REQUEST_TIMEOUT_MS.
+   */
+  MONGO_SERVER_SELECTION_TIMEOUT_MS: z.coerce.number().int().min(1).default(DEFAULT_MONGO_SERVER_SELECTION_TIMEOUT_MS),
   /** pino level. */
   LOG_LEVEL: env.logLevel(),
   /** Port of the /healthz and /readyz endpoints; 0 disables them (tests, local stack). */

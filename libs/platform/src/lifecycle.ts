@@ -84,16 +84,35 @@ export interface HealthServer {
 
 /**
  * `/healthz` (the process is alive) and `/readyz` (its dependencies answer) for probes of services
- * without an HTTP API of their own.
+ * without an HTTP API of their own. A check that does not finish within `readyTimeoutMs` (a NATS
+ * flush waits for the server to come back) answers not ready rather than leaving the probe hanging.
  */
-export async function startHealthServer(port: number, ready: () => Promise<boolean>): Promise<HealthServer> {
+export async function startHealthServer(
+  port: number,
+  ready: () => Promise<boolean>,
+  readyTimeoutMs = 3_000,
+): Promise<HealthServer> {
+  const check = () =>
+    new Promise<boolean>((resolve, reject) => {
+      const timer = setTimeout(() => resolve(false), readyTimeoutMs);
+      ready().then(
+        (ok) => {
+          clearTimeout(timer);
+          resolve(ok);
+        },
+        (err: unknown) => {
+          clearTimeout(timer);
+          reject(err instanceof Error ? err : new Error(String(err)));
+        },
+      );
+    });
   const server: Server = createServer((req, res) => {
     if (req.url === '/healthz') {
       res.writeHead(200, { 'content-type': 'application/json' }).end('{"status":"ok"}');
       return;
     }
     if (req.url === '/readyz') {
-      ready().then(
+      check().then(
         (ok) =>
           res
             .writeHead(ok ? 200 : 503, { 'content-type': 'application/json' })

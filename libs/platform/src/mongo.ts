@@ -1,12 +1,15 @@
 import {
   MongoClient,
+  MongoNetworkError,
   MongoServerError,
+  MongoServerSelectionError,
   type Collection,
   type CreateIndexesOptions,
   type Document,
   type IndexSpecification,
 } from 'mongodb';
 import { SpanKind, SpanStatusCode, type Span } from '@opentelemetry/api';
+import { DEFAULT_MONGO_SERVER_SELECTION_TIMEOUT_MS } from './config.js';
 import { unavailable } from './errors.js';
 import { telemetryEnabled, tracer } from './telemetry.js';
 
@@ -15,7 +18,7 @@ export type { Collection, Db, Document } from 'mongodb';
 export interface MongoOptions {
   url: string;
   appName: string;
-  /** How long an operation waits for a server before failing (and the API answers 503). */
+  /** How long an operation waits for a server (and a new connection to it) before failing: a 503. */
   serverSelectionTimeoutMs?: number;
 }
 
@@ -23,7 +26,7 @@ export interface MongoOptions {
 export async function connectMongo({
   url,
   appName,
-  serverSelectionTimeoutMs = 5_000,
+  serverSelectionTimeoutMs = DEFAULT_MONGO_SERVER_SELECTION_TIMEOUT_MS,
 }: MongoOptions): Promise<MongoClient> {
   const tracing = telemetryEnabled();
   const client = new MongoClient(url, {
@@ -101,25 +104,75 @@ export function isDuplicateKeyError(err: unknown): boolean {
   return err instanceof MongoServerError && err.code === 11000;
 }
 
-/** Maps driver failures to connect to a server into `unavailable`, so the API answers 503. */
+/** Driver errors that mean "no server to talk to right now", by name: not every class is exported. */
+const UNAVAILABLE_ERRORS = new Set([
+  'MongoServerSelectionError',
+  'MongoNetworkError',
+  'MongoNetworkTimeoutError',
+  'MongoTopologyClosedError',
+  'MongoNotConnectedError',
+  'MongoClientClosedError',
+  'MongoServerClosedError',
+  'MongoPoolClearedError',
+  // The pool was cleared because the server's monitor timed out (a server that stopped answering).
+  'PoolClearedOnNetworkError',
+  'MongoWaitQueueTimeoutError',
+  'MongoOperationTimeoutError',
+]);
+
+/**
+ * Server answers that mean the node cannot serve the command right now (a replica set electing a
+ * primary, a node shutting down or unreachable from the one asked): the retryable-writes codes.
+ * Retrying is safe for us whatever the server did: every write is keyed.
+ */
+const UNAVAILABLE_SERVER_CODES = new Set([
+  6, // HostUnreachable
+  7, // HostNotFound
+  89, // NetworkTimeout
+  91, // ShutdownInProgress
+  189, // PrimarySteppedDown
+  262, // ExceededTimeLimit
+  9001, // SocketException
+  10107, // NotWritablePrimary
+  11600, // InterruptedAtShutdown
+  11602, // InterruptedDueToReplStateChange
+  13435, // NotPrimaryNoSecondaryOk
+  13436, // NotPrimaryOrSecondary
+]);
+
+/** Does this driver failure mean the database is unreachable for now (a 503 worth retrying)? */
 export function isMongoUnavailable(err: unknown): boolean {
   if (!(err instanceof Error)) return false;
-  return [
-    'MongoServerSelectionError',
-    'MongoNetworkError',
-    'MongoNetworkTimeoutError',
-    'MongoTopologyClosedError',
-    'MongoNotConnectedError',
-    'MongoPoolClearedError',
-  ].includes(err.name);
+  if (err instanceof MongoNetworkError || err instanceof MongoServerSelectionError) return true;
+  if (UNAVAILABLE_ERRORS.has(err.name)) return true;
+  return err instanceof MongoServerError && typeof err.code === 'number' && UNAVAILABLE_SERVER_CODES.has(err.code);
 }
 
-export async function mongoCall<T>(fn: () => Promise<T>): Promise<T> {
+export interface MongoCallOptions {
+  /**
+   * Stop waiting after this long and fail `unavailable`. The driver's own timeouts do not bound a
+   * call: on a connection to a server that stopped answering (a partition, a frozen process) an
+   * operation waits until the server monitor gives up, and reads are retried after that. The
+   * operation itself is not cancelled and may still complete later; callers key their writes.
+   */
+  timeoutMs?: number;
+}
+
+/** Runs a database call, turning an outage into `unavailable` (503, retryable) instead of `internal`. */
+export async function mongoCall<T>(fn: () => Promise<T>, { timeoutMs }: MongoCallOptions = {}): Promise<T> {
+  let timer: NodeJS.Timeout | undefined;
   try {
-    return await fn();
+    if (timeoutMs === undefined) return await fn();
+    const deadline = new Promise<never>((_resolve, reject) => {
+      timer = setTimeout(() => reject(unavailable(`database did not answer within ${timeoutMs} ms`)), timeoutMs);
+    });
+    // race() handles a rejection that comes after the deadline, so a late failure is not unhandled.
+    return await Promise.race([fn(), deadline]);
   } catch (err) {
     if (isMongoUnavailable(err)) throw unavailable('database unavailable', err);
     throw err;
+  } finally {
+    clearTimeout(timer);
   }
 }
 

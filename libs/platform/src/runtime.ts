@@ -4,7 +4,7 @@ import type { Db, MongoClient } from 'mongodb';
 import type { BaseConfig } from './config.js';
 import { Lifecycle, startHealthServer } from './lifecycle.js';
 import { createLogger, type Logger } from './logger.js';
-import { connectMongo, serviceDbName } from './mongo.js';
+import { connectMongo, mongoCall, serviceDbName } from './mongo.js';
 import { DOMAIN_STREAM } from '@threadwork/contracts';
 import {
   connectNats,
@@ -69,7 +69,11 @@ export async function startRuntime({
     let mongo: MongoClient | undefined;
     let db: Db | undefined;
     if (wantMongo) {
-      mongo = await connectMongo({ url: config.MONGO_URL, appName: `threadwork-${name}` });
+      mongo = await connectMongo({
+        url: config.MONGO_URL,
+        appName: `threadwork-${name}`,
+        serverSelectionTimeoutMs: config.MONGO_SERVER_SELECTION_TIMEOUT_MS,
+      });
       const client = mongo;
       lifecycle.add('mongo', () => client.close());
       db = mongo.db(serviceDbName(config.MONGO_DB_PREFIX, name));
@@ -79,7 +83,11 @@ export async function startRuntime({
       const health = await startHealthServer(config.HEALTH_PORT, async () => {
         if (nc.isClosed()) return false;
         await nc.flush();
-        if (db) await db.command({ ping: 1 });
+        // Bounded: a database that stopped answering makes the service not ready, not the probe hang.
+        const database = db;
+        if (database) {
+          await mongoCall(() => database.command({ ping: 1 }), { timeoutMs: config.MONGO_SERVER_SELECTION_TIMEOUT_MS });
+        }
         return true;
       });
       lifecycle.add('health', () => health.close());

@@ -10,6 +10,11 @@ export const GatewayConfig = z
     HOST: z.string().min(1).default('0.0.0.0'),
     /** How long the gateway waits for a backing service before answering 503. */
     REQUEST_TIMEOUT_MS: env.duration(5_000),
+    /**
+     * How long an accepted API key is remembered per replica (0: looked up on every request). A key
+     * revoked with the admin CLI keeps working on a replica for up to this long.
+     */
+    AUTH_CACHE_TTL_MS: z.coerce.number().int().min(0).max(300_000).default(10_000),
     /** Largest request body accepted (413 above it). */
     BODY_LIMIT_BYTES: z.coerce
       .number()

@@ -1,5 +1,6 @@
-import { startRuntime, type Logger, type StartedService } from '@threadwork/platform';
+import { mongoCall, startRuntime, type Logger, type StartedService } from '@threadwork/platform';
 import type { GatewayConfig } from './config.js';
+import { AUTH_CACHE_DEFAULTS, cacheAuthentication } from './domain/auth-cache.js';
 import { generateSessionSecret } from './domain/session.js';
 import { buildServer } from './server.js';
 import { createIdentityStore } from './store/identity.js';
@@ -32,7 +33,10 @@ export async function startGateway(config: GatewayConfig): Promise<Gateway> {
     const identity = createIdentityStore(runtime.db);
     await identity.ensureIndexes();
     const app = await buildServer({
-      identity,
+      identity:
+        config.AUTH_CACHE_TTL_MS > 0
+          ? cacheAuthentication(identity, { ...AUTH_CACHE_DEFAULTS, ttlMs: config.AUTH_CACHE_TTL_MS })
+          : identity,
       logger: runtime.logger,
       bodyLimit: config.BODY_LIMIT_BYTES,
       nc: runtime.nc,
@@ -41,7 +45,8 @@ export async function startGateway(config: GatewayConfig): Promise<Gateway> {
       sessionSecret: sessionSecretOf(config, runtime.logger),
       ready: async () => {
         if (runtime.nc.isClosed()) return false;
-        await runtime.db.command({ ping: 1 });
+        // Bounded: a database that stopped answering makes the gateway not ready, not the probe hang.
+        await mongoCall(() => runtime.db.command({ ping: 1 }), { timeoutMs: config.MONGO_SERVER_SELECTION_TIMEOUT_MS });
         return true;
       },
     });

@@ -1,7 +1,16 @@
+import { setMaxListeners } from 'node:events';
 import swagger from '@fastify/swagger';
 import { HTTP_STATUS_BY_CODE, SubjectTokenError } from '@threadwork/contracts';
-import { AppError, httpTelemetry, mongoCall, toAppError, type Logger, type NatsConnection } from '@threadwork/platform';
-import Fastify, { type FastifyError, type FastifyReply, type FastifyRequest } from 'fastify';
+import {
+  AppError,
+  httpTelemetry,
+  mongoCall,
+  telemetryEnabled,
+  toAppError,
+  type Logger,
+  type NatsConnection,
+} from '@threadwork/platform';
+import Fastify, { LogController, type FastifyError, type FastifyReply, type FastifyRequest } from 'fastify';
 import {
   hasZodFastifySchemaValidationErrors,
   jsonSchemaTransform,
@@ -48,6 +57,13 @@ export interface GatewayDeps {
 
 const HEARTBEAT_MS = 15_000;
 
+/**
+ * Probes come every few seconds and say nothing worth a log line. Kept out of the request log by
+ * the log controller rather than a per-route log level: that level costs a logger of its own for
+ * every request to the route.
+ */
+const PROBE_ROUTES = new Set(['/healthz', '/readyz']);
+
 /** Paths under /v1 that prove themselves another way (or are public documents). */
 const PUBLIC_PATHS = new Set(['/v1/openapi.json', '/v1/repohost/setup', '/v1/repohost/webhooks']);
 
@@ -88,6 +104,12 @@ function bearerKey(header: string | undefined): string | null {
 }
 
 /**
+ * The identity lookup waits no longer than a backing service may take: a database that stopped
+ * answering makes it 503 `unavailable` in time, not a request that hangs until the driver notices.
+ */
+const identityLookup = (deps: GatewayDeps) => ({ timeoutMs: deps.requestTimeoutMs });
+
+/**
  * Which user a request acts for: a bearer key when an Authorization header is sent (a bad one is
  * not rescued by a cookie), else a valid session cookie. Null means 401.
  */
@@ -95,7 +117,7 @@ async function authenticate(request: FastifyRequest, deps: GatewayDeps): Promise
   const authorization = request.headers.authorization;
   if (authorization !== undefined) {
     const key = bearerKey(authorization);
-    return key ? mongoCall(() => deps.identity.authenticate(key)) : null;
+    return key ? mongoCall(() => deps.identity.authenticate(key), identityLookup(deps)) : null;
   }
   const session = readCookie(request.headers.cookie, SESSION_COOKIE);
   if (session === null) return null;
@@ -104,7 +126,7 @@ async function authenticate(request: FastifyRequest, deps: GatewayDeps): Promise
   // A browser session must not be usable by another site's page (CSRF): browsers say where a
   // request comes from in Sec-Fetch-Site; the cookie's SameSite=Strict covers older ones.
   if (!SAFE_METHODS.has(request.method) && request.headers['sec-fetch-site'] === 'cross-site') return null;
-  return mongoCall(() => deps.identity.findUser(userId));
+  return mongoCall(() => deps.identity.findUser(userId), identityLookup(deps));
 }
 
 function sendError(reply: FastifyReply, status: number, code: string, message: string) {
@@ -136,8 +158,16 @@ export async function buildServer(deps: GatewayDeps) {
     // Above the contract's 256 so an overlong id reaches validation and is a 400 naming
     // `params.id`, not the router's bare 414.
     routerOptions: { maxParamLength: MAX_PARAM_LENGTH },
+    // Fastify's own 503 for requests that arrive while it closes has a body of its own shape;
+    // the hook below answers them with the contract's error instead.
+    return503OnClosing: false,
+    logController: new LogController({
+      disableRequestLogging: (request) => PROBE_ROUTES.has(request.routeOptions.url ?? ''),
+    }),
   }).withTypeProvider<ZodTypeProvider>();
-  await app.register(httpTelemetry);
+  // Spans and the request-duration histogram cost a hook on every request even when nothing
+  // records them, so the hook is there only when a telemetry SDK is.
+  if (telemetryEnabled()) await app.register(httpTelemetry);
   app.setValidatorCompiler(validatorCompiler);
   app.setSerializerCompiler(serializerCompiler);
 
@@ -164,6 +194,19 @@ export async function buildServer(deps: GatewayDeps) {
       security: [{ bearer: [] }, { session: [] }],
     },
     transform: jsonSchemaTransform,
+  });
+
+  // Long-polls and event streams would hold `close` up until they end on their own.
+  const closing = new AbortController();
+  // Every open long-poll and stream listens for it: as many listeners as followers, not a leak.
+  setMaxListeners(0, closing.signal);
+  app.addHook('preClose', async () => closing.abort());
+  // A request that still reaches us while we close (on a connection that was busy when closing
+  // began) is refused the way any unavailable backend is: 503 `unavailable`, retry elsewhere.
+  app.addHook('onRequest', async (_request, reply) => {
+    if (!closing.signal.aborted) return;
+    reply.header('connection', 'close').header('retry-after', '1');
+    return sendError(reply, 503, 'unavailable', 'the server is shutting down; retry');
   });
 
   const buckets = new TokenBuckets(deps.rateLimit);
@@ -214,16 +257,13 @@ export async function buildServer(deps: GatewayDeps) {
 
   app.setNotFoundHandler((_request, reply) => sendError(reply, 404, 'not_found', 'no such route'));
 
-  app.get('/healthz', { schema: { hide: true }, logLevel: 'silent' }, async () => ({ status: 'ok' }));
-  app.get('/readyz', { schema: { hide: true }, logLevel: 'silent' }, async (_request, reply) => {
+  app.get('/healthz', { schema: { hide: true } }, async () => ({ status: 'ok' }));
+  app.get('/readyz', { schema: { hide: true } }, async (_request, reply) => {
     const ok = await deps.ready().catch(() => false);
     return reply.code(ok ? 200 : 503).send({ status: ok ? 'ready' : 'not_ready' });
   });
   app.get('/v1/openapi.json', { schema: { hide: true } }, async () => app.swagger());
 
-  // Long-polls and event streams would hold `close` up until they end on their own.
-  const closing = new AbortController();
-  app.addHook('preClose', async () => closing.abort());
   const handlerDeps: HandlerDeps = {
     nc: deps.nc,
     requestTimeoutMs: deps.requestTimeoutMs,

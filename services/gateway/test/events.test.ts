@@ -1,5 +1,6 @@
 import { once } from 'node:events';
 import { get, type IncomingMessage } from 'node:http';
+import { connect } from 'node:net';
 import { RunEventPage, runEventsStream, subjects, type RunEvent } from '@threadwork/contracts';
 import {
   encodeJson,
@@ -10,6 +11,7 @@ import {
   type JetStreamClient,
 } from '@threadwork/platform';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { firstLiveMessage } from '../src/handlers/live.js';
 import { event, now } from './fixtures.js';
 import { startHarness, type App, type Caller, type Harness } from './harness.js';
 
@@ -160,6 +162,51 @@ describe('run events', () => {
       const page = await app.inject({ url: `/v1/runs/${busy.id}/events?wait=20`, headers: alice.headers });
       expect(RunEventPage.parse(page.json()).events).toHaveLength(1);
       expect(Date.now() - started).toBeLessThan(5_000);
+    });
+
+    it('is answered when the gateway starts closing; a request after that is refused 503 unavailable', async () => {
+      const other = await harness.gateway();
+      const url = new URL(await other.listen({ port: 0, host: '127.0.0.1' }));
+      const run = newRun();
+      // One connection, two requests: a long-poll that is waiting when closing begins, then one
+      // sent on the same (busy, so not reaped as idle) connection once it has.
+      const socket = connect(Number(url.port), url.hostname);
+      let received = '';
+      socket.on('data', (chunk: Buffer) => (received += chunk.toString()));
+      const get = (path: string) =>
+        `GET ${path} HTTP/1.1\r\nhost: ${url.host}\r\nauthorization: ${alice.headers.authorization}\r\n\r\n`;
+      socket.write(get(`/v1/runs/${run.id}/events?wait=30`));
+      await harness.world.pageCalled(run.id, 1);
+
+      const started = Date.now();
+      const closed = other.close();
+      while (other.server.listening) await new Promise((resolve) => setTimeout(resolve, 5));
+      socket.write(get(`/v1/runs/${run.id}`));
+      const deadline = Date.now() + 10_000;
+      while ((received.match(/HTTP\/1\.1 /g) ?? []).length < 2 || !received.includes('shutting down')) {
+        if (Date.now() > deadline) throw new Error(`two answers did not come: ${received}`);
+        await new Promise((resolve) => setTimeout(resolve, 10));
+      }
+      socket.destroy();
+      await closed;
+
+      const [first, second] = received.split(/(?=HTTP\/1\.1 )/);
+      expect(first).toMatch(/^HTTP\/1\.1 200 /);
+      expect(second).toMatch(/^HTTP\/1\.1 503 /);
+      expect(second).toMatch(/^retry-after: 1$/im);
+      expect(JSON.parse(second!.slice(second!.indexOf('\r\n\r\n') + 4))).toEqual({
+        error: { code: 'unavailable', message: 'the server is shutting down; retry' },
+      });
+      // The long-poll answered when closing began, not when its wait was over.
+      expect(Date.now() - started).toBeLessThan(20_000);
+    });
+
+    it('does not wait once the gateway is closing, even if closing began before the wait', async () => {
+      const live = firstLiveMessage(harness.nc, newRun().id);
+      const started = Date.now();
+      expect(await live.wait(20_000, AbortSignal.abort())).toBe(false);
+      expect(Date.now() - started).toBeLessThan(5_000);
+      live.close();
     });
 
     it('rejects a wait beyond 30 s naming the field', async () => {

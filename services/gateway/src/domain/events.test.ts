@@ -1,5 +1,5 @@
 import type { RunEventPage } from '@threadwork/contracts';
-import { describe, expect, it } from 'vitest';
+import { describe, expect, it, vi } from 'vitest';
 import {
   eventName,
   isTerminalStatusChunk,
@@ -38,6 +38,26 @@ describe('run event streaming decisions', () => {
     expect(frame).toBe(`id: 12\nevent: message.delta\ndata: ${JSON.stringify(event)}\n\n`);
     // Exactly one data line: newlines inside the chunk are escaped by JSON.
     expect(frame.split('\n').filter((l) => l.startsWith('data: '))).toHaveLength(1);
+  });
+
+  it('frames an event once however many streams it is written to', () => {
+    const event = {
+      sequence: 3,
+      chunk: { type: 'message.delta', delta: 'hi' },
+      created_at: '2025-01-01T00:00:00.000Z',
+    };
+    const expected = `id: 3\nevent: message.delta\ndata: ${JSON.stringify(event)}\n\n`;
+    const stringify = vi.spyOn(JSON, 'stringify');
+    let frames: string[];
+    try {
+      frames = Array.from({ length: 1_000 }, () => sseEventFrame(event));
+      expect(stringify).toHaveBeenCalledTimes(1);
+    } finally {
+      stringify.mockRestore();
+    }
+    expect(new Set(frames)).toEqual(new Set([expected]));
+    // An equal event read again (another page) is another object, framed the same way.
+    expect(sseEventFrame({ ...event })).toBe(expected);
   });
 
   it('never lets a chunk type break the frame', () => {

@@ -22,13 +22,22 @@ export function eventName(chunk: unknown): string {
   return FALLBACK_EVENT_NAME;
 }
 
+/** Frames made so far, by event: a live event is one object shared by every follower of its run. */
+const frames = new WeakMap<RunEvent, string>();
+
 /**
  * One run event as an SSE frame: `id` is the sequence (so `Last-Event-ID` resumes after it),
  * `event` the chunk type, `data` the event exactly as a page element (`{sequence, chunk,
- * created_at}`) on one line: JSON.stringify escapes newlines inside strings.
+ * created_at}`) on one line: JSON.stringify escapes newlines inside strings. Made once per event
+ * object, however many streams it is written to (events are never changed once read).
  */
 export function sseEventFrame(event: RunEvent): string {
-  return `id: ${event.sequence}\nevent: ${eventName(event.chunk)}\ndata: ${JSON.stringify(event)}\n\n`;
+  let frame = frames.get(event);
+  if (frame === undefined) {
+    frame = `id: ${event.sequence}\nevent: ${eventName(event.chunk)}\ndata: ${JSON.stringify(event)}\n\n`;
+    frames.set(event, frame);
+  }
+  return frame;
 }
 
 /** The run is terminal and every event has been sent. */

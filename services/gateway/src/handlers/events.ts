@@ -72,6 +72,8 @@ export const eventRoutes: RouteModule = (app, deps) => {
       const onGone = () => gone.abort();
       request.raw.socket.once('close', onGone);
       deps.closing.addEventListener('abort', onGone, { once: true });
+      // Closing may have begun while this request was being authenticated: no abort event comes then.
+      if (deps.closing.aborted) onGone();
       try {
         const first = await page();
         if (first.events.length > 0 || first.terminal || isTerminalRunStatus(first.status)) return first;
@@ -196,6 +198,8 @@ async function streamRunEvents(
   }
   raw.once('close', cleanup);
   deps.closing.addEventListener('abort', onClosing, { once: true });
+  // Closing may have begun while the first page was read: no abort event comes then.
+  if (deps.closing.aborted) onClosing();
 
   async function write(event: RunEvent): Promise<void> {
     if (closed || event.sequence <= lastSent) return;

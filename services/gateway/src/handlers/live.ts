@@ -20,34 +20,80 @@ export interface LiveSubscription {
   close(): void;
 }
 
+type Subscription = ReturnType<NatsConnection['subscribe']>;
+type Msg = Parameters<NonNullable<NonNullable<Parameters<NatsConnection['subscribe']>[1]>['callback']>>[1];
+
+/** One run's live subscription on one connection, shared by everyone following that run there. */
+interface LiveTopic {
+  subscription: Subscription;
+  listeners: Set<(message: LiveMessage) => void>;
+}
+
+const topicsByConnection = new WeakMap<NatsConnection, Map<string, LiveTopic>>();
+
+/** A republished event as followers see it; parsed once however many follow the run. */
+function liveMessage(msg: Msg): LiveMessage {
+  const sequence = parseSequenceHeader(msg.headers?.get('Nats-Sequence'));
+  const previous = parseSequenceHeader(msg.headers?.get('Nats-Last-Sequence'));
+  let event: RunEvent | null = null;
+  if (sequence !== undefined) {
+    try {
+      const stored = StoredEvent.safeParse(decodeJson(msg.data));
+      if (stored.success) event = { sequence, chunk: stored.data.chunk, created_at: stored.data.created_at };
+    } catch {
+      event = null;
+    }
+  }
+  return { sequence, previous, event };
+}
+
 /**
  * Follows a run's live subject (core NATS; RUN_EVENTS republishes every stored event there).
  * Subscribing never needs ownership: a message only says "read the log again", and reading it is
  * checked by the runs service.
+ *
+ * All followers of a run on a connection share one subscription, so an event crosses the wire and
+ * is parsed once, not once per follower (a thousand people watching one run would otherwise cost
+ * a thousand copies of every event). A follower that joins an existing subscription hears every
+ * message from then on, as a fresh subscription would; the last one to leave unsubscribes.
+ * `onMessage` must not throw: the message is shared, and a listener that threw would keep it from
+ * the listeners after it.
  */
 export function followRun(
   nc: NatsConnection,
   runId: string,
   onMessage: (message: LiveMessage) => void,
 ): LiveSubscription {
-  const subscription = nc.subscribe(subjects.runLive(runId), {
-    callback: (err, msg) => {
-      if (err) return;
-      const sequence = parseSequenceHeader(msg.headers?.get('Nats-Sequence'));
-      const previous = parseSequenceHeader(msg.headers?.get('Nats-Last-Sequence'));
-      let event: RunEvent | null = null;
-      if (sequence !== undefined) {
-        try {
-          const stored = StoredEvent.safeParse(decodeJson(msg.data));
-          if (stored.success) event = { sequence, chunk: stored.data.chunk, created_at: stored.data.created_at };
-        } catch {
-          event = null;
-        }
-      }
-      onMessage({ sequence, previous, event });
+  let topics = topicsByConnection.get(nc);
+  if (!topics) {
+    topics = new Map();
+    topicsByConnection.set(nc, topics);
+  }
+  let topic = topics.get(runId);
+  if (!topic) {
+    const listeners = new Set<(message: LiveMessage) => void>();
+    const subscription = nc.subscribe(subjects.runLive(runId), {
+      callback: (err, msg) => {
+        if (err) return;
+        const message = liveMessage(msg);
+        for (const listener of listeners) listener(message);
+      },
+    });
+    topic = { subscription, listeners };
+    topics.set(runId, topic);
+  }
+  // A listener of its own, so the same callback given twice is two followers.
+  const listener = (message: LiveMessage) => onMessage(message);
+  const joined = topic;
+  const runTopics = topics;
+  joined.listeners.add(listener);
+  return {
+    close() {
+      if (!joined.listeners.delete(listener) || joined.listeners.size > 0) return;
+      joined.subscription.unsubscribe();
+      if (runTopics.get(runId) === joined) runTopics.delete(runId);
     },
-  });
-  return { close: () => subscription.unsubscribe() };
+  };
 }
 
 /**
@@ -67,7 +113,7 @@ export function firstLiveMessage(nc: NatsConnection, runId: string) {
   return {
     /** True when a live message arrived (before or during the wait). */
     async wait(timeoutMs: number, signal: AbortSignal): Promise<boolean> {
-      if (arrived) return true;
+      if (arrived || signal.aborted) return arrived;
       let timer: NodeJS.Timeout | undefined;
       const onAbort = () => wake();
       signal.addEventListener('abort', onAbort, { once: true });

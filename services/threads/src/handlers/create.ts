@@ -1,4 +1,4 @@
-import type { CreateThreadBody, Task, TaskWithRun, Thread, ThreadWithRun, View } from '@threadwork/contracts';
+import type { CreateThreadBody, Run, Task, TaskWithRun, Thread, ThreadWithRun, View } from '@threadwork/contracts';
 import { messageAdmissionKey, newId, requestHash, requestKey } from '../domain/ids.js';
 import {
   baseBranches,
@@ -9,9 +9,9 @@ import {
   projectRepositories,
   runRepositories,
 } from '../domain/project.js';
-import { isRecorded } from '../domain/records.js';
+import { isRecorded, type RecordedThread } from '../domain/records.js';
 import { runRef, taskView, threadView } from '../domain/views.js';
-import { admitWithMessage, type Deps } from './admission.js';
+import { admitWithMessage, recordRun, type Deps } from './admission.js';
 
 interface CreateIds extends Record<string, string> {
   thread_id: string;
@@ -94,8 +94,7 @@ export async function createThread(
     admission_key: messageAdmissionKey(stored._id, ids.message_id),
   });
 
-  const thread = await store.getThread(ids.thread_id);
-  if (!thread || !isRecorded(thread)) throw new Error(`thread ${ids.thread_id} not recorded after admission`);
+  const thread = await recordedThread(deps, ids.thread_id, run);
   // A replay long after the fact: the thread may have moved on to later runs.
   const latest = thread.latest_run_id === run.id ? run : await peers.getRun(ownerId, thread.latest_run_id);
   const ref = runRef(run);
@@ -105,4 +104,22 @@ export async function createThread(
   }
   const shown: Thread = threadView(thread, latest);
   return { ...shown, ...ref };
+}
+
+const RECORD_TRIES = 3;
+
+/**
+ * The thread with its admitted run recorded. A write to the thread racing the admission (its
+ * sandbox status, once a runner picks the run up at once) can, on a server that applies updates as
+ * read-then-replace (FerretDB), put back the document as it was before the run was recorded; the
+ * run's next status event would repair it, but this caller needs it now, so it records the run
+ * again (idempotent) and looks once more.
+ */
+async function recordedThread(deps: Deps, threadId: string, run: Run): Promise<RecordedThread> {
+  for (let i = 0; ; i++) {
+    const thread = await deps.store.getThread(threadId);
+    if (thread && isRecorded(thread)) return thread;
+    if (!thread || i + 1 >= RECORD_TRIES) throw new Error(`thread ${threadId} not recorded after admission`);
+    await recordRun(deps, run);
+  }
 }

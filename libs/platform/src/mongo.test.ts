@@ -1,0 +1,77 @@
+import { MongoNetworkError, MongoNetworkTimeoutError, MongoServerError, MongoServerSelectionError } from 'mongodb';
+import { describe, expect, it } from 'vitest';
+import { AppError } from './errors.js';
+import { isMongoUnavailable, mongoCall } from './mongo.js';
+
+/** A driver error the driver does not export, known only by its name (as the driver sets it). */
+function namedError(name: string): Error {
+  return new (class extends Error {
+    override get name() {
+      return name;
+    }
+  })('driver failure');
+}
+
+const serverError = (code: number) => new MongoServerError({ code, errmsg: `server error ${code}` });
+
+describe('isMongoUnavailable', () => {
+  it('says yes to failures to reach a server', () => {
+    expect(isMongoUnavailable(new MongoNetworkError('connect ECONNREFUSED 127.0.0.1:27017'))).toBe(true);
+    expect(isMongoUnavailable(new MongoNetworkTimeoutError('connection 3 timed out'))).toBe(true);
+    // The reason (a topology description with the last error) only shapes the message.
+    expect(isMongoUnavailable(new MongoServerSelectionError('Server selection timed out', {} as never))).toBe(true);
+    // Pool errors are not exported; one of them is named unlike its parent class.
+    expect(isMongoUnavailable(namedError('PoolClearedOnNetworkError'))).toBe(true);
+    expect(isMongoUnavailable(namedError('MongoPoolClearedError'))).toBe(true);
+    expect(isMongoUnavailable(namedError('MongoWaitQueueTimeoutError'))).toBe(true);
+  });
+
+  it('says yes to a node that cannot serve right now (election, shutdown)', () => {
+    for (const code of [91, 189, 10107, 11600, 11602, 13435, 13436])
+      expect(isMongoUnavailable(serverError(code))).toBe(true);
+  });
+
+  it('says no to answers about the request itself and to anything else', () => {
+    expect(isMongoUnavailable(serverError(11000))).toBe(false); // duplicate key: someone else won
+    expect(isMongoUnavailable(serverError(2))).toBe(false); // BadValue
+    expect(isMongoUnavailable(new Error('boom'))).toBe(false);
+    expect(isMongoUnavailable(new AppError('not_found', 'run not found'))).toBe(false);
+    expect(isMongoUnavailable('ECONNREFUSED')).toBe(false);
+  });
+});
+
+describe('mongoCall', () => {
+  it('passes results and other errors through', async () => {
+    await expect(mongoCall(async () => 42)).resolves.toBe(42);
+    const duplicate = serverError(11000);
+    await expect(mongoCall(() => Promise.reject(duplicate))).rejects.toBe(duplicate);
+  });
+
+  it('turns an outage into unavailable, keeping the cause', async () => {
+    const cause = new MongoNetworkError('connection closed');
+    const err = await mongoCall(() => Promise.reject(cause)).catch((e: unknown) => e);
+    expect(err).toBeInstanceOf(AppError);
+    expect((err as AppError).code).toBe('unavailable');
+    expect((err as AppError).retryable).toBe(true);
+    expect((err as AppError).cause).toBe(cause);
+  });
+
+  it('stops waiting at its deadline: unavailable, and a late failure goes nowhere', async () => {
+    let fail: (err: Error) => void = () => {};
+    const hanging = new Promise<never>((_resolve, reject) => {
+      fail = reject;
+    });
+    const started = Date.now();
+    const err = await mongoCall(() => hanging, { timeoutMs: 50 }).catch((e: unknown) => e);
+    expect((err as AppError).code).toBe('unavailable');
+    expect((err as AppError).message).toMatch(/within 50 ms/);
+    expect(Date.now() - started).toBeLessThan(5_000);
+    // The operation failing after the deadline must not surface as an unhandled rejection.
+    fail(new MongoNetworkTimeoutError('connection timed out'));
+    await new Promise((resolve) => setTimeout(resolve, 10));
+  });
+
+  it('answers in time when the call does', async () => {
+    await expect(mongoCall(async () => 'ok', { timeoutMs: 1_000 })).resolves.toBe('ok');
+  });
+});

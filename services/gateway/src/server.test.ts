@@ -1,0 +1,58 @@
+import { createLogger, type NatsConnection } from '@threadwork/platform';
+import { afterEach, describe, expect, it } from 'vitest';
+import { buildServer } from './server.js';
+import type { IdentityStore } from './store/identity.js';
+
+const nobody = () => Promise.reject(new Error('no identity lookups in these tests'));
+const identity: IdentityStore = {
+  ensureIndexes: nobody,
+  ensureUser: nobody,
+  listUsers: nobody,
+  findUser: nobody,
+  createKey: nobody,
+  revokeKey: nobody,
+  listKeys: nobody,
+  authenticate: nobody,
+};
+
+/** A gateway whose log lines (at info) are kept; none of these requests reaches a backing service. */
+async function gatewayWithLog() {
+  const lines: { msg?: string; req?: { url?: string } }[] = [];
+  const logger = createLogger({
+    service: 'gateway-test',
+    level: 'info',
+    destination: { write: (line: string) => void lines.push(JSON.parse(line)) },
+  });
+  const app = await buildServer({
+    identity,
+    logger,
+    bodyLimit: 1024 * 1024,
+    ready: async () => true,
+    nc: {} as NatsConnection,
+    requestTimeoutMs: 1_000,
+    rateLimit: { perSecond: 1_000, burst: 1_000 },
+    sessionSecret: 'a-session-secret-of-at-least-32-characters',
+  });
+  return { app, lines };
+}
+
+describe('request log', () => {
+  let close: () => Promise<void> = async () => {};
+  afterEach(() => close());
+
+  it('leaves probes out and logs every other request', async () => {
+    const { app, lines } = await gatewayWithLog();
+    close = () => app.close();
+
+    for (const url of ['/healthz', '/readyz', '/healthz?from=probe']) {
+      expect((await app.inject({ url })).statusCode).toBe(200);
+    }
+    expect(lines.filter((l) => l.msg === 'incoming request')).toEqual([]);
+
+    expect((await app.inject({ url: '/no-such-route' })).statusCode).toBe(404);
+    expect((await app.inject({ url: '/v1/work' })).statusCode).toBe(401);
+    const logged = lines.filter((l) => l.msg === 'incoming request').map((l) => l.req?.url);
+    expect(logged).toEqual(['/no-such-route', '/v1/work']);
+    expect(lines.filter((l) => l.msg === 'request completed')).toHaveLength(2);
+  });
+});
