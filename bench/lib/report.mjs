@@ -1,0 +1,30 @@
+// Markdown tables of the results, printed to stdout (progress goes to stderr), so a run's output
+// can be pasted into bench/RESULTS.md as it is.
+
+export const int = (n) => (n === null || n === undefined ? '—' : Math.round(n).toLocaleString('en-US'));
+export const ms = (n) => (n === null || n === undefined ? '—' : n.toFixed(n < 10 ? 2 : 1));
+export const ratio = (n) => `${n.toFixed(2)}×`;
+
+/** A Markdown table: the first `textColumns` columns left-aligned, the figures after them right-aligned. */
+export function table(header, rows, textColumns = 1) {
+  const line = (cells) => `| ${cells.join(' | ')} |`;
+  const rule = header.map((_, i) => (i < textColumns ? '---' : '---:'));
+  return [line(header), line(rule), ...rows.map(line)].join('\n');
+}
+
+/**
+ * A row of the summary. `target` is { text, met(ratio or figure) }; rows without a target say "—".
+ */
+export function summaryRow(number, name, ours, baseline, value, target) {
+  return [
+    number,
+    name,
+    ours,
+    baseline,
+    value === null ? '—' : ratio(value),
+    target?.text ?? '—',
+    target ? (target.met ? 'met' : '**missed**') : '—',
+  ];
+}
+
+export const SUMMARY_HEADER = ['#', 'benchmark', 'ours', 'baseline', 'ratio', 'target', 'result'];

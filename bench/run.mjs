@@ -1,0 +1,430 @@
+#!/usr/bin/env node
+// The benchmark suite: starts a whole local stack (see lib/stack.mjs), measures each path next to
+// a baseline in the same run, and prints Markdown tables (progress goes to stderr). Needs a build;
+// `npm run bench` builds first. Loopback only, bounded in time (about 4 minutes; --quick about 3).
+//
+//   node bench/run.mjs [--quick] [--only a,b] [--seconds 10] [--rounds 5] [--connections 10] [--events 100000]
+//                      [--append-events 20000] [--followers 1000] [--sse-rate 20] [--sse-seconds 10]
+//                      [--turns 20] [--sandboxes 4] [--profile gateway,runs] [--json out.json]
+//
+// Benchmarks (--only): run-read healthz event-pages append followers sandboxes turns.
+import { mkdtempSync, writeFileSync } from 'node:fs';
+import { cpus, loadavg, tmpdir, totalmem } from 'node:os';
+import { join } from 'node:path';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { parseArgs } from 'node:util';
+import { startFakeModel } from '@threadwork/testing';
+import { residentMemory, mib } from './lib/proc.mjs';
+import { int, ms, summaryRow, SUMMARY_HEADER, table } from './lib/report.mjs';
+import { createHeldRun } from './lib/runs.mjs';
+import { log, SERVICE_NAMES, startStack } from './lib/stack.mjs';
+import { appendBenchmark, appendLikeRunner } from './suites/append.mjs';
+import { eventPagesBenchmark, healthBenchmark, runReadBenchmark } from './suites/api.mjs';
+import { followersBenchmark } from './suites/followers.mjs';
+import { benchScript, sandboxMemoryBenchmark, turnsBenchmark } from './suites/runner.mjs';
+
+const BENCHMARKS = ['run-read', 'healthz', 'event-pages', 'append', 'followers', 'sandboxes', 'turns'];
+
+const FULL = {
+  seconds: 10,
+  rounds: 5,
+  connections: 10,
+  events: 100_000,
+  'append-events': 20_000,
+  followers: 1_000,
+  'sse-rate': 20,
+  'sse-seconds': 10,
+  turns: 20,
+  sandboxes: 4,
+};
+const QUICK = {
+  ...FULL,
+  seconds: 3,
+  rounds: 3,
+  events: 10_000,
+  'append-events': 5_000,
+  followers: 200,
+  'sse-seconds': 5,
+  turns: 5,
+  sandboxes: 2,
+};
+
+const { values: args } = parseArgs({
+  options: {
+    quick: { type: 'boolean', default: false },
+    only: { type: 'string' },
+    profile: { type: 'string' },
+    'profile-dir': { type: 'string' },
+    json: { type: 'string' },
+    ...Object.fromEntries(Object.keys(FULL).map((name) => [name, { type: 'string' }])),
+  },
+});
+const opts = Object.fromEntries(
+  Object.entries(args.quick ? QUICK : FULL).map(([name, value]) => [name, Number(args[name] ?? value)]),
+);
+for (const [name, value] of Object.entries(opts)) {
+  if (!Number.isFinite(value) || value <= 0) throw new Error(`--${name} must be a positive number`);
+}
+const selected = new Set(args.only ? args.only.split(',') : BENCHMARKS);
+for (const name of selected) if (!BENCHMARKS.includes(name)) throw new Error(`unknown benchmark ${name}`);
+const profile = args.profile ? args.profile.split(',') : [];
+for (const name of profile) {
+  if (!SERVICE_NAMES.includes(name) && name !== 'baseline') throw new Error(`cannot profile ${name}`);
+}
+const profileDir = profile.length ? (args['profile-dir'] ?? mkdtempSync(join(tmpdir(), 'threadwork-profiles-'))) : '';
+
+const out = (line = '') => process.stdout.write(`${line}\n`);
+const load = { connections: opts.connections, seconds: opts.seconds, rounds: opts.rounds };
+
+/** Memory of every process of the stack now, by name. */
+function memoryNow(stack) {
+  return new Map([...stack.processIds()].map(([name, pid]) => [name, residentMemory(pid)]));
+}
+
+async function main(stack, fake) {
+  const results = { options: opts, selected: [...selected] };
+  const step = async (name, what, run) => {
+    if (!selected.has(name)) return;
+    log(what);
+    results[name] = await run();
+    stack.assertRunning();
+  };
+
+  // Idle: started, streams and consumers set up, nothing asked of it yet.
+  await sleep(2_000);
+  results.memoryIdle = Object.fromEntries(memoryNow(stack));
+
+  let seeded;
+  if (selected.has('run-read') || selected.has('event-pages')) {
+    log(`appending ${opts.events} events to one run, as the runner does…`);
+    seeded = await createHeldRun(stack, 'a long run');
+    const seedMs = await appendLikeRunner(stack, seeded, opts.events);
+    results.seed = { events: opts.events, perSecond: (opts.events * 1000) / seedMs };
+  }
+
+  await step('run-read', 'benchmark 1: GET /v1/runs/{id} against a bare findOne', () =>
+    runReadBenchmark(stack, { runId: seeded.runId, ...load }),
+  );
+  await step('healthz', 'benchmark 2: GET /healthz against a bare fastify', () => healthBenchmark(stack, load));
+  await step('event-pages', `benchmark 3: event pages of a ${opts.events}-event run, tail against head`, () =>
+    eventPagesBenchmark(stack, { runId: seeded.runId, ...load }),
+  );
+  await step('append', `benchmark 4: ${opts['append-events']} events through the runner's path and raw`, () =>
+    appendBenchmark(stack, { events: opts['append-events'], rounds: opts.rounds }),
+  );
+  await step('followers', `benchmark 5: ${opts.followers} SSE followers at ${opts['sse-rate']} events/s`, () =>
+    followersBenchmark(stack, {
+      followers: opts.followers,
+      eventsPerSecond: opts['sse-rate'],
+      seconds: opts['sse-seconds'],
+      rounds: opts.rounds,
+    }),
+  );
+  await step('sandboxes', `benchmark 7: runner memory with ${opts.sandboxes} live sandboxes`, () =>
+    sandboxMemoryBenchmark(stack, fake, { sandboxes: opts.sandboxes }),
+  );
+  await step('turns', `benchmark 6: ${opts.turns} trivial turns, cold and warm`, () =>
+    turnsBenchmark(stack, { turns: opts.turns }),
+  );
+  return results;
+}
+
+/** `ferretdb 1.20, gateway 0.45, …`: where the CPU went, largest first, negligible ones left out. */
+function cpuBreakdown(perUnit) {
+  return [...perUnit]
+    .filter(([, value]) => value !== null && value >= 0.005)
+    .sort((a, b) => b[1] - a[1])
+    .map(([name, value]) => `${name} ${value.toFixed(2)}`)
+    .join(', ');
+}
+
+function report(results) {
+  const rows = [];
+  const details = [];
+  const reqs = (r) => `${int(r.rps)} req/s`;
+  const latencyRow = (name, side, r) => [
+    name,
+    side,
+    int(r.rps),
+    ms(r.meanMs),
+    int(r.p50),
+    int(r.p99),
+    cpuBreakdown(r.cpuMsPerRequest),
+  ];
+
+  const read = results['run-read'];
+  if (read) {
+    const value = read.ours.rps / read.baseline.rps;
+    rows.push(
+      summaryRow(
+        1,
+        'GET /v1/runs/{id} (gateway → NATS → runs → FerretDB) vs bare fastify findOne',
+        reqs(read.ours),
+        reqs(read.baseline),
+        value,
+        {
+          text: '≥ 0.30×',
+          met: value >= 0.3,
+        },
+      ),
+    );
+    details.push(
+      latencyRow('GET /v1/runs/{id}', 'ours', read.ours),
+      latencyRow('GET /v1/runs/{id}', 'baseline', read.baseline),
+    );
+  }
+  const health = results.healthz;
+  if (health) {
+    const value = health.ours.rps / health.baseline.rps;
+    rows.push(
+      summaryRow(2, 'GET /healthz: gateway vs bare fastify', reqs(health.ours), reqs(health.baseline), value, {
+        text: '≥ 0.80×',
+        met: value >= 0.8,
+      }),
+    );
+    details.push(
+      latencyRow('GET /healthz', 'ours', health.ours),
+      latencyRow('GET /healthz', 'baseline', health.baseline),
+    );
+  }
+  const pages = results['event-pages'];
+  if (pages) {
+    const value = pages.tail.meanMs / pages.head.meanMs;
+    rows.push(
+      summaryRow(
+        3,
+        `events page (limit 100) at the tail of a ${int(results.seed.events)}-event run vs the first page, mean latency`,
+        `${ms(pages.tail.meanMs)} ms`,
+        `${ms(pages.head.meanMs)} ms`,
+        value,
+        { text: '≤ 1.50×', met: value <= 1.5 },
+      ),
+    );
+    details.push(
+      latencyRow('events page', `tail (from ${pages.tailFrom})`, pages.tail),
+      latencyRow('events page', 'head (from 1)', pages.head),
+    );
+  }
+  const append = results.append;
+  if (append) {
+    const value = append.ours.perSecond / append.baseline.perSecond;
+    rows.push(
+      summaryRow(
+        4,
+        `append ${int(append.events)} events: runner's EventSink → runs.append vs js.publish awaited one by one`,
+        `${int(append.ours.perSecond)} events/s`,
+        `${int(append.baseline.perSecond)} events/s`,
+        value,
+        { text: '≥ 0.50×', met: value >= 0.5 },
+      ),
+    );
+  }
+  const followers = results.followers;
+  if (followers) {
+    const { ours, baseline } = followers;
+    const name = `${ours.followers} SSE followers of one run, ${int(ours.offeredPerSecond)} events/s appended`;
+    rows.push(
+      summaryRow(5, `${name}: p99 delivery latency`, `${ms(ours.p99)} ms`, `${ms(baseline.p99)} ms`, null, {
+        text: 'p99 < 100 ms, none lost',
+        met: ours.p99 !== null && ours.p99 < 100 && ours.lost === 0,
+      }),
+      summaryRow(
+        5,
+        `${name}: deliveries/s`,
+        int(ours.deliveredPerSecond),
+        int(baseline.deliveredPerSecond),
+        null,
+        null,
+      ),
+    );
+  }
+  const turns = results.turns;
+  if (turns) {
+    for (const [kind, label] of [
+      ['cold', 'new thread (POST /v1/threads)'],
+      ['warm', 'follow-up in a warm sandbox (POST /v1/threads/{id}/messages)'],
+    ]) {
+      const t = turns[kind];
+      rows.push(
+        summaryRow(
+          6,
+          `trivial turn, ${label} → first harness event, median of ${t.samples}`,
+          `${int(t.firstEventMs)} ms`,
+          '—',
+          null,
+          null,
+        ),
+        summaryRow(
+          6,
+          `trivial turn, ${label} → completed, median of ${t.samples}`,
+          `${int(t.completedMs)} ms`,
+          '—',
+          null,
+          null,
+        ),
+      );
+    }
+  }
+  const sandboxes = results.sandboxes;
+  if (sandboxes) {
+    const { runnerGrowth, harness } = sandboxes.perSandbox;
+    rows.push(
+      summaryRow(
+        7,
+        `memory per live sandbox (runner growth + agent processes), ${sandboxes.sandboxes} turns in flight`,
+        `${mib(runnerGrowth.rss + harness.rss)} MiB RSS, ${mib(runnerGrowth.anon + harness.anon)} MiB anon`,
+        '—',
+        null,
+        null,
+      ),
+    );
+  }
+
+  out(table(SUMMARY_HEADER, rows, 2));
+  if (details.length) {
+    out();
+    out(
+      `HTTP load: autocannon, ${opts.connections} connections, ${opts.seconds} s per side in ${opts.rounds} alternating rounds after a 2 s warm-up; ` +
+        'mean = connections / throughput; p50 and p99 are medians over the rounds; CPU from /proc/<pid>/stat.',
+    );
+    out();
+    out(table(['path', 'side', 'req/s', 'mean ms', 'p50 ms', 'p99 ms', 'CPU ms per request, by process'], details, 2));
+  }
+  if (followers) {
+    out();
+    out(
+      `SSE: ${followers.ours.followers} followers per side stay connected; appends (a batch every 50 ms, as the runner sends them) ` +
+        `alternate between the sides in ${opts.rounds} rounds after an uncounted 2 s warm-up round each; latency = arrival at ` +
+        'the follower − sending of the append; CPU from /proc/<pid>/stat.',
+    );
+    out();
+    const side = (label, r) => [
+      label,
+      int(r.events),
+      int(r.delivered),
+      int(r.lost),
+      int(r.deliveredPerSecond),
+      ms(r.p50),
+      ms(r.p99),
+      ms(r.max),
+      cpuBreakdown(r.cpuMsPerThousandDeliveries),
+    ];
+    out(
+      table(
+        [
+          'SSE followers',
+          'events',
+          'deliveries',
+          'lost',
+          'deliveries/s',
+          'p50 ms',
+          'p99 ms',
+          'max ms',
+          'CPU ms per 1,000 deliveries, by process',
+        ],
+        [
+          side('ours: gateway stream', followers.ours),
+          side('baseline: bare fastify forwarding run.live', followers.baseline),
+        ],
+      ),
+    );
+  }
+  if (turns) {
+    out();
+    out(
+      table(
+        ['trivial turn (median)', 'samples', '→ first harness event ms', '→ completed ms'],
+        [
+          ['cold: new thread', turns.cold.samples, int(turns.cold.firstEventMs), int(turns.cold.completedMs)],
+          ['warm: follow-up message', turns.warm.samples, int(turns.warm.firstEventMs), int(turns.warm.completedMs)],
+        ],
+      ),
+    );
+    if (turns.createRetriedAfter500 > 0) {
+      out(
+        `\nPOST /v1/threads answered 500 ${turns.createRetriedAfter500} time(s) and was replayed (same client_request_id).`,
+      );
+    }
+  }
+
+  out();
+  const underLoad = read?.memoryUnderLoad;
+  out(
+    table(
+      [
+        'process',
+        'idle RSS MiB',
+        'idle RssAnon MiB',
+        'peak RSS under benchmark 1 MiB',
+        'peak RssAnon under benchmark 1 MiB',
+      ],
+      Object.entries(results.memoryIdle).map(([name, idle]) => [
+        name,
+        mib(idle?.rss),
+        mib(idle?.anon),
+        mib(underLoad?.get(name)?.rss),
+        mib(underLoad?.get(name)?.anon),
+      ]),
+    ),
+  );
+  if (sandboxes) {
+    const { runnerIdle, runnerLive, perSandbox } = sandboxes;
+    out();
+    out(
+      table(
+        [`runner with ${sandboxes.sandboxes} live sandboxes`, 'RSS MiB', 'RssAnon MiB'],
+        [
+          ['runner process, idle', mib(runnerIdle.rss), mib(runnerIdle.anon)],
+          ['runner process, sandboxes live', mib(runnerLive.rss), mib(runnerLive.anon)],
+          ['runner growth per sandbox', mib(perSandbox.runnerGrowth.rss), mib(perSandbox.runnerGrowth.anon)],
+          [
+            `agent processes per sandbox (${sandboxes.processes} processes)`,
+            mib(perSandbox.harness.rss),
+            mib(perSandbox.harness.anon),
+          ],
+        ],
+      ),
+    );
+  }
+  if (results.seed)
+    out(`\nSeeding: ${int(results.seed.events)} events appended at ${int(results.seed.perSecond)} events/s.`);
+  if (profile.length) out(`\nCPU profiles of ${profile.join(', ')} in ${profileDir}`);
+}
+
+const loadAverage = () =>
+  loadavg()
+    .map((n) => n.toFixed(2))
+    .join(' ');
+const header = `Threadwork benchmarks — ${new Date().toISOString()} — ${cpus().length} × ${cpus()[0]?.model ?? 'cpu'}, ${Math.round(totalmem() / 2 ** 30)} GiB, Node ${process.version}${args.quick ? ' — quick' : ''}`;
+const loadAtStart = loadAverage();
+
+const fake = await startFakeModel(benchScript(120_000));
+let stack;
+const shutdown = async () => {
+  await stack?.stop();
+  await fake.close();
+};
+process.once('SIGINT', () => void shutdown().then(() => process.exit(130)));
+process.once('SIGTERM', () => void shutdown().then(() => process.exit(143)));
+try {
+  stack = await startStack({
+    runnerEnv: {
+      MODEL_BASE_URL: fake.baseUrl,
+      MODEL_API_KEY: 'bench-model-key',
+      RUNNER_CONCURRENCY: String(Math.max(2, opts.sandboxes)),
+    },
+    profile,
+    profileDir,
+  });
+  const results = await main(stack, fake);
+  out(header);
+  out(`Load average (1, 5, 15 min) at start: ${loadAtStart}; at end: ${loadAverage()}.`);
+  out();
+  report(results);
+  if (args.json) {
+    const replacer = (_key, value) => (value instanceof Map ? Object.fromEntries(value) : value);
+    writeFileSync(args.json, JSON.stringify(results, replacer, 2) + '\n');
+  }
+} finally {
+  await shutdown();
+}

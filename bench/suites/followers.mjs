@@ -1,0 +1,151 @@
+// Benchmark 5: many Server-Sent Events followers of one run. Events are appended the way the
+// runner sends them (a `runs.append` batch every 50 ms, one at a time), each stamped with the time
+// its batch was sent; every follower notes when each event reached it. Ours: the gateway's
+// /v1/runs/{id}/events/stream. Baseline: a bare fastify route forwarding the run's live subject.
+import { readFileSync } from 'node:fs';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { rpc } from '@threadwork/contracts';
+import { request } from '@threadwork/platform';
+import { cpuMeter } from '../lib/proc.mjs';
+import { createHeldRun, outputChunk } from '../lib/runs.mjs';
+import { follow, nowMs } from '../lib/sse.mjs';
+
+/** The runner's flush interval (services/runner/src/flows/event-sink.ts). */
+const BATCH_EVERY_MS = 50;
+/** Followers connecting at once: each connection costs the gateway an authentication and a page read. */
+const CONNECT_WAVE = 50;
+/** Where outputChunk(n, { sent_at }) puts its stamp in the frame's JSON. */
+const SENT_AT = /"sent_at":([0-9.e+]+)/;
+/** The uncounted first round of each side. */
+const WARMUP_SECONDS = 2;
+/** How long deliveries may trail the last append before the missing ones count as lost. */
+const DRAIN_MS = 10_000;
+
+/** Fails early when this process may not hold a socket per follower (`ulimit -n`). */
+export function assertEnoughFiles(followers) {
+  const limits = readFileSync('/proc/self/limits', 'utf8');
+  const soft = Number(/^Max open files\s+(\d+)/m.exec(limits)?.[1] ?? Infinity);
+  if (soft < followers + 200) {
+    throw new Error(`${followers} followers need more open files than this shell allows (ulimit -n is ${soft})`);
+  }
+}
+
+function percentile(sorted, p) {
+  if (sorted.length === 0) return null;
+  return sorted[Math.min(sorted.length - 1, Math.ceil((p / 100) * sorted.length) - 1)];
+}
+
+/**
+ * Opens `count` followers of `url` into `followers` (so a failure half-way still leaves every open
+ * one there to close); each delivery of a stamped event adds its latency to `latencies`.
+ */
+async function openFollowers(url, headers, count, latencies, followers) {
+  // The stamp is read without parsing the whole event: the receiving side is on the same cores
+  // as the servers, and what it spends per delivery is taken from them.
+  const onFrame = ({ data }, receivedAt) => {
+    const stamp = SENT_AT.exec(data);
+    if (stamp) latencies.push(receivedAt - Number(stamp[1]));
+  };
+  for (let i = 0; i < count; i += CONNECT_WAVE) {
+    const wave = Array.from({ length: Math.min(CONNECT_WAVE, count - i) }, () => follow(url, headers, onFrame));
+    followers.push(...wave);
+    await Promise.all(wave.map((f) => f.opened));
+  }
+}
+
+/**
+ * Appends to one side's run for `seconds`, a batch every 50 ms, each awaited before the next as
+ * the runner does, then waits until every follower has every event (or DRAIN_MS passed). Returns
+ * how many events it appended and the seconds from its first append to the last delivery.
+ */
+async function appendRound(stack, side, { eventsPerSecond, seconds }) {
+  const perBatch = Math.max(1, Math.round((eventsPerSecond * BATCH_EVERY_MS) / 1000));
+  const batches = Math.round((seconds * 1000) / BATCH_EVERY_MS);
+  const expected = side.latencies.length + perBatch * batches * side.followers.length;
+  const started = nowMs();
+  for (let b = 0; b < batches; b++) {
+    const due = started + b * BATCH_EVERY_MS;
+    if (due > nowMs()) await sleep(due - nowMs());
+    const events = Array.from({ length: perBatch }, () => {
+      side.appended += 1;
+      return { key: `${side.held.attempt}:${side.appended}`, chunk: outputChunk(side.appended, { sent_at: nowMs() }) };
+    });
+    await request(stack.nc, rpc.runs.append, { run_id: side.held.runId, attempt: side.held.attempt, events });
+  }
+  const deadline = nowMs() + DRAIN_MS;
+  while (side.latencies.length < expected && nowMs() < deadline) await sleep(20);
+  return { events: perBatch * batches, seconds: (nowMs() - started) / 1000 };
+}
+
+/** One side's measured rounds. */
+async function measuredRound(stack, side, { pids, ...round }) {
+  const cpu = cpuMeter(pids);
+  const { events, seconds } = await appendRound(stack, side, round);
+  side.events += events;
+  side.appendSeconds += round.seconds;
+  side.elapsedSeconds += seconds;
+  for (const [name, spent] of cpu()) side.cpuSeconds.set(name, (side.cpuSeconds.get(name) ?? 0) + (spent ?? 0));
+}
+
+function summarize(side) {
+  const sorted = Float64Array.from(side.latencies).sort();
+  return {
+    followers: side.followers.length,
+    events: side.events,
+    offeredPerSecond: side.events / side.appendSeconds,
+    delivered: side.latencies.length,
+    lost: side.events * side.followers.length - side.latencies.length,
+    deliveredPerSecond: side.latencies.length / side.elapsedSeconds,
+    p50: percentile(sorted, 50),
+    p99: percentile(sorted, 99),
+    max: percentile(sorted, 100),
+    cpuMsPerThousandDeliveries: new Map(
+      [...side.cpuSeconds].map(([name, seconds]) => [name, (seconds * 1e6) / Math.max(1, side.latencies.length)]),
+    ),
+  };
+}
+
+/**
+ * Both sides' followers stay connected throughout; appends alternate between our run and the
+ * baseline's in `rounds` rounds (see lib/load.mjs for why), so one side's followers idle while
+ * the other's are fed. A first round of each side warms it up and is not counted: the first
+ * events a server fans out to many new streams run through code that is not optimised yet.
+ */
+export async function followersBenchmark(stack, { followers, eventsPerSecond, seconds, rounds }) {
+  assertEnoughFiles(2 * followers);
+  const sides = [];
+  try {
+    for (const [url, headers] of [
+      [(runId) => `${stack.base}/v1/runs/${runId}/events/stream`, stack.headers],
+      [(runId) => `${stack.baselineBase}/runs/${runId}/stream`, {}],
+    ]) {
+      const held = await createHeldRun(stack, 'followers benchmark');
+      const side = {
+        held,
+        followers: [],
+        latencies: [],
+        appended: 0,
+        events: 0,
+        appendSeconds: 0,
+        elapsedSeconds: 0,
+        cpuSeconds: new Map(),
+      };
+      sides.push(side);
+      await openFollowers(url(held.runId), headers, followers, side.latencies, side.followers);
+    }
+    for (const side of sides) {
+      await appendRound(stack, side, { eventsPerSecond, seconds: WARMUP_SECONDS });
+      side.latencies.length = 0;
+    }
+    const pids = new Map([...stack.processIds(), ['load generator', process.pid]]);
+    for (let i = 0; i < rounds; i++) {
+      for (const side of sides) await measuredRound(stack, side, { eventsPerSecond, seconds: seconds / rounds, pids });
+    }
+    const [ours, baseline] = sides.map(summarize);
+    return { ours, baseline };
+  } finally {
+    const all = sides.flatMap((side) => side.followers);
+    for (const f of all) f.close();
+    await Promise.all(all.map((f) => f.ended));
+  }
+}

@@ -1,0 +1,178 @@
+// Benchmarks 6 and 7, through the public API with the real runner driving the real Codex CLI
+// against a fake model (libs/testing): how long a trivial turn takes to show its first harness
+// event and to complete, in a new thread (clone + a new agent process) and as a follow-up in the
+// same thread (its agent process still up); and what a live sandbox costs in memory.
+import { randomUUID } from 'node:crypto';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { isTerminalRunStatus } from '@threadwork/contracts';
+import { say } from '@threadwork/testing';
+import { descendants, residentMemory } from '../lib/proc.mjs';
+import { api } from '../lib/stack.mjs';
+import { follow, nowMs } from '../lib/sse.mjs';
+
+const TRIVIAL = 'TRIVIAL';
+const HOLD = 'HOLD';
+const TURN_TIMEOUT_MS = 60_000;
+
+/**
+ * The fake model's script: a prompt starting with HOLD gets a reply that stays open for `holdMs`
+ * (a long turn, to keep sandboxes live), anything else a one-line answer.
+ */
+export function benchScript(holdMs) {
+  return (req) =>
+    req.lastUserText.startsWith(HOLD) ? { items: [say('working on it')], delayMs: holdMs } : [say('ok')];
+}
+
+function median(values) {
+  const sorted = [...values].sort((a, b) => a - b);
+  const mid = Math.floor(sorted.length / 2);
+  return sorted.length % 2 ? sorted[mid] : (sorted[mid - 1] + sorted[mid]) / 2;
+}
+
+function withTimeout(promise, ms, what) {
+  let timer;
+  return Promise.race([
+    promise,
+    new Promise((_, reject) => {
+      timer = setTimeout(() => reject(new Error(`${what} took longer than ${ms} ms`)), ms);
+    }),
+  ]).finally(() => clearTimeout(timer));
+}
+
+/**
+ * Times one turn as a client sees it: from just before `start` sends its request (which returns
+ * the admitted run and the time it was sent) to the first harness event, and to the run's
+ * terminal status, both as they arrive on the run's event stream.
+ */
+async function timeTurn(stack, start) {
+  const { runId, sentAt } = await start();
+  let firstEventAt = null;
+  let terminal = null;
+  let streamError = null;
+  const stream = follow(`${stack.base}/v1/runs/${runId}/events/stream`, stack.headers, ({ event, data }, at) => {
+    if (event === 'end') return;
+    if (event === 'error') {
+      streamError = data;
+      return;
+    }
+    const { chunk } = JSON.parse(data);
+    if (chunk.type !== 'run.status') firstEventAt ??= at;
+    else if (isTerminalRunStatus(chunk.status)) terminal = { status: chunk.status, at };
+  });
+  await stream.opened;
+  await withTimeout(stream.ended, TURN_TIMEOUT_MS, `run ${runId}`).finally(() => stream.close());
+  if (streamError !== null) throw new Error(`event stream of ${runId} failed: ${streamError}`);
+  if (terminal?.status !== 'completed' || firstEventAt === null) {
+    const run = await api(stack, 'GET', `/v1/runs/${runId}`);
+    throw new Error(`run ${runId} ended ${run.status}: ${JSON.stringify(run.error)}`);
+  }
+  return { firstEventMs: firstEventAt - sentAt, completedMs: terminal.at - sentAt };
+}
+
+/** Sends a follow-up; the thread turns idle a moment after its run ends, so `thread_busy` is retried. */
+async function sendMessage(stack, threadId, prompt) {
+  const deadline = Date.now() + TURN_TIMEOUT_MS;
+  for (;;) {
+    const sentAt = nowMs();
+    try {
+      const accepted = await api(stack, 'POST', `/v1/threads/${threadId}/messages`, { prompt });
+      return { runId: accepted.run_id, sentAt };
+    } catch (err) {
+      if (err.status !== 409 || Date.now() > deadline) throw err;
+      await sleep(20);
+    }
+  }
+}
+
+/**
+ * Opens a thread. A 500 is retried with the same `client_request_id` (a replay converges on the
+ * same thread and run) and counted: it happens when the runner takes the run up at once and the
+ * threads service's write of the admitted run is lost to its concurrent write of the sandbox status.
+ */
+async function createThread(stack, prompt, retried) {
+  const body = { repository_id: stack.repositoryId, prompt, client_request_id: `bench-${randomUUID()}` };
+  for (let attempt = 1; ; attempt++) {
+    try {
+      return await api(stack, 'POST', '/v1/threads', body);
+    } catch (err) {
+      if (err.status !== 500 || attempt === 3) throw err;
+      retried.count += 1;
+    }
+  }
+}
+
+/** Benchmark 6: `turns` new threads, each followed by one follow-up message in the same thread. */
+export async function turnsBenchmark(stack, { turns }) {
+  const cold = [];
+  const warm = [];
+  const retried = { count: 0 };
+  for (let i = 1; i <= turns; i++) {
+    let threadId;
+    cold.push(
+      await timeTurn(stack, async () => {
+        const sentAt = nowMs();
+        const created = await createThread(stack, `${TRIVIAL} cold ${i}`, retried);
+        threadId = created.id;
+        return { runId: created.run_id, sentAt };
+      }),
+    );
+    warm.push(await timeTurn(stack, () => sendMessage(stack, threadId, `${TRIVIAL} warm ${i}`)));
+  }
+  const summary = (list) => ({
+    firstEventMs: median(list.map((t) => t.firstEventMs)),
+    completedMs: median(list.map((t) => t.completedMs)),
+    samples: list.length,
+  });
+  return { cold: summary(cold), warm: summary(warm), createRetriedAfter500: retried.count };
+}
+
+/**
+ * Benchmark 7, the runner's part: its memory idle, then with `sandboxes` turns in flight at once
+ * (each holding a live agent process, the runner's children), then those turns cancelled.
+ */
+export async function sandboxMemoryBenchmark(stack, fake, { sandboxes }) {
+  const runner = stack.services.get('runner');
+  const before = new Set(descendants(runner.pid));
+  const runnerIdle = residentMemory(runner.pid);
+  const holdRequests = () => fake.requests.filter((r) => r.lastUserText.startsWith(HOLD)).length;
+  const seen = holdRequests();
+
+  const runIds = [];
+  const retried = { count: 0 };
+  for (let i = 1; i <= sandboxes; i++) runIds.push((await createThread(stack, `${HOLD} sandbox ${i}`, retried)).run_id);
+  // Every turn has reached the model: each sandbox has its agent process up and mid-turn.
+  const deadline = Date.now() + TURN_TIMEOUT_MS;
+  while (holdRequests() - seen < sandboxes) {
+    if (Date.now() > deadline) throw new Error(`only ${holdRequests() - seen} of ${sandboxes} sandboxes started`);
+    await sleep(100);
+  }
+  await sleep(1_000);
+  const runnerLive = residentMemory(runner.pid);
+  const harness = descendants(runner.pid)
+    .filter((pid) => !before.has(pid))
+    .map(residentMemory)
+    .filter(Boolean);
+
+  for (const runId of runIds) await api(stack, 'POST', `/v1/runs/${runId}/cancel`);
+  for (const runId of runIds) {
+    while (!(await api(stack, 'GET', `/v1/runs/${runId}`)).terminal) {
+      if (Date.now() > deadline + TURN_TIMEOUT_MS) throw new Error(`run ${runId} did not end after cancel`);
+      await sleep(100);
+    }
+  }
+
+  const sum = (field) => harness.reduce((total, m) => total + m[field], 0);
+  return {
+    sandboxes,
+    processes: harness.length,
+    runnerIdle,
+    runnerLive,
+    perSandbox: {
+      runnerGrowth: {
+        rss: (runnerLive.rss - runnerIdle.rss) / sandboxes,
+        anon: (runnerLive.anon - runnerIdle.anon) / sandboxes,
+      },
+      harness: { rss: sum('rss') / sandboxes, anon: sum('anon') / sandboxes },
+    },
+  };
+}
