@@ -56,3 +56,24 @@ describe('request log', () => {
     expect(lines.filter((l) => l.msg === 'request completed')).toHaveLength(2);
   });
 });
+
+describe('liveness over the network', () => {
+  it('answers GET /healthz from the HTTP server and hands everything else to the routes', async () => {
+    const { app, lines } = await gatewayWithLog();
+    try {
+      const base = await app.listen({ port: 0, host: '127.0.0.1' });
+      const live = await fetch(`${base}/healthz`);
+      expect(live.status).toBe(200);
+      expect(live.headers.get('content-type')).toBe('application/json; charset=utf-8');
+      expect(await live.json()).toEqual({ status: 'ok' });
+      expect(lines.filter((l) => l.msg === 'incoming request')).toEqual([]);
+
+      expect((await fetch(`${base}/readyz`)).status).toBe(200);
+      const other = await fetch(`${base}/healthz/more`);
+      expect(other.status).toBe(404);
+      expect(await other.json()).toMatchObject({ error: { code: 'not_found' } });
+    } finally {
+      await app.close();
+    }
+  });
+});

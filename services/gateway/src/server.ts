@@ -1,4 +1,5 @@
 import { setMaxListeners } from 'node:events';
+import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
 import swagger from '@fastify/swagger';
 import { HTTP_STATUS_BY_CODE, SubjectTokenError } from '@threadwork/contracts';
 import {
@@ -133,6 +134,20 @@ function sendError(reply: FastifyReply, status: number, code: string, message: s
   return reply.code(status).send({ error: { code, message } });
 }
 
+const LIVENESS_BODY = '{"status":"ok"}';
+
+/**
+ * `GET /healthz` straight from the HTTP server: a liveness probe asks whether this process's event
+ * loop answers, which needs no routing, hooks or request logger (the route of the same name below
+ * serves in-process requests, which do not pass through the server).
+ */
+function answerLiveness(req: IncomingMessage, res: ServerResponse): boolean {
+  if (req.method !== 'GET' || req.url !== '/healthz') return false;
+  res.writeHead(200, { 'content-type': 'application/json; charset=utf-8', 'content-length': LIVENESS_BODY.length });
+  res.end(LIVENESS_BODY);
+  return true;
+}
+
 /** `/prompt` of a zod issue in `body` → `body.prompt`; the root → `body`. */
 function fieldName(context: string, instancePath: string): string {
   const path = instancePath.split('/').filter(Boolean).join('.');
@@ -153,6 +168,7 @@ const FASTIFY_REQUEST_ERRORS: Record<string, string> = {
  */
 export async function buildServer(deps: GatewayDeps) {
   const app = Fastify({
+    serverFactory: (handler) => createServer((req, res) => answerLiveness(req, res) || handler(req, res)),
     loggerInstance: deps.logger,
     bodyLimit: deps.bodyLimit,
     // Above the contract's 256 so an overlong id reaches validation and is a 400 naming
@@ -161,6 +177,9 @@ export async function buildServer(deps: GatewayDeps) {
     // Fastify's own 503 for requests that arrive while it closes has a body of its own shape;
     // the hook below answers them with the contract's error instead.
     return503OnClosing: false,
+    // Probes are answered tens of thousands of times a second and log nothing: no per-request child.
+    childLoggerFactory: (logger, bindings, opts, rawRequest) =>
+      PROBE_ROUTES.has(rawRequest.url ?? '') ? logger : logger.child(bindings, opts),
     logController: new LogController({
       disableRequestLogging: (request) => PROBE_ROUTES.has(request.routeOptions.url ?? ''),
     }),
@@ -201,27 +220,42 @@ export async function buildServer(deps: GatewayDeps) {
   // Every open long-poll and stream listens for it: as many listeners as followers, not a leak.
   setMaxListeners(0, closing.signal);
   app.addHook('preClose', async () => closing.abort());
-  // A request that still reaches us while we close (on a connection that was busy when closing
-  // began) is refused the way any unavailable backend is: 503 `unavailable`, retry elsewhere.
-  app.addHook('onRequest', async (_request, reply) => {
-    if (!closing.signal.aborted) return;
-    reply.header('connection', 'close').header('retry-after', '1');
-    return sendError(reply, 503, 'unavailable', 'the server is shutting down; retry');
-  });
-
   const buckets = new TokenBuckets(deps.rateLimit);
   app.decorateRequest('user', null);
-  app.addHook('onRequest', async (request, reply) => {
-    const path = request.url.split('?')[0] ?? '';
-    if (!path.startsWith('/v1/') || PUBLIC_PATHS.has(path)) return;
+  /** Authentication and the rate limit of an API request; true when it has been answered here. */
+  const guard = async (request: FastifyRequest, reply: FastifyReply): Promise<boolean> => {
     const user = await authenticate(request, deps);
-    if (!user) return reply.code(401).send({ error: 'Unauthorized' });
+    if (!user) {
+      await reply.code(401).send({ error: 'Unauthorized' });
+      return true;
+    }
     request.user = user;
     const decision = buckets.take(user._id, Date.now());
-    if (!decision.allowed) {
-      reply.header('retry-after', String(decision.retryAfterSeconds));
-      return sendError(reply, 429, 'rate_limited', `too many requests; retry in ${decision.retryAfterSeconds} s`);
+    if (decision.allowed) return false;
+    reply.header('retry-after', String(decision.retryAfterSeconds));
+    await sendError(reply, 429, 'rate_limited', `too many requests; retry in ${decision.retryAfterSeconds} s`);
+    return true;
+  };
+  // One hook in callback style, so probes and public paths pass without a promise or a tick.
+  app.addHook('onRequest', (request, reply, done) => {
+    if (closing.signal.aborted) {
+      // A request that still reaches us while we close (on a connection that was busy when closing
+      // began) is refused the way any unavailable backend is: 503 `unavailable`, retry elsewhere.
+      reply.header('connection', 'close').header('retry-after', '1');
+      void sendError(reply, 503, 'unavailable', 'the server is shutting down; retry');
+      return;
     }
+    const path = request.url.split('?')[0] ?? '';
+    if (!path.startsWith('/v1/') || PUBLIC_PATHS.has(path)) {
+      done();
+      return;
+    }
+    guard(request, reply).then(
+      (answered) => {
+        if (!answered) done();
+      },
+      (err: unknown) => done(err instanceof Error ? err : new Error(String(err))),
+    );
   });
 
   app.setErrorHandler((err: FastifyError, request, reply) => {
