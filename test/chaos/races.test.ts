@@ -21,7 +21,7 @@ import { isAppError, request, type NatsConnection } from '@threadwork/platform';
 import { uniqueId } from '@threadwork/testing';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { RunDriver, question } from '../support/driver.js';
-import { logProblems, statusTrail } from './support/api.js';
+import { logProblems, statusTrail, waitFor } from './support/api.js';
 import { Cluster, type ChaosUser } from './support/cluster.js';
 
 // The "exactly one wins" decisions of the API issue, raced at scale against the real services as
@@ -215,28 +215,9 @@ class Runner {
   }
 }
 
-/** Polls `check` until it returns a value (API errors count as "not yet"); a timeout names `what`. */
-async function poll<T>(
-  what: string,
-  check: () => Promise<T | undefined | null | false>,
-  timeoutMs = 60_000,
-): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  let last: unknown;
-  for (;;) {
-    try {
-      const value = await check();
-      if (value) return value;
-    } catch (err) {
-      last = err;
-    }
-    if (Date.now() > deadline) {
-      throw new Error(`timed out waiting for ${what}${last ? ` (last error: ${(last as Error).message})` : ''}`);
-    }
-    // Twenty threads poll at once: a gentle pace keeps the polling from being the load.
-    await new Promise((resolve) => setTimeout(resolve, 500));
-  }
-}
+/** `waitFor` at a gentle pace: twenty threads poll at once, and the polling must not be the load. */
+const poll = <T>(what: string, check: () => Promise<T | undefined | null | false>, timeoutMs = 60_000): Promise<T> =>
+  waitFor(what, check, timeoutMs, 500);
 
 const jitter = (maxMs: number) => new Promise((resolve) => setTimeout(resolve, Math.random() * maxMs));
 

@@ -285,3 +285,16 @@ export function turnScript(steps: readonly FakeReply[]): FakeScript {
     return step;
   };
 }
+
+/**
+ * One script per prompt prefix: the newest user text that starts with a registered prefix picks
+ * the script (so a follow-up without a prefix of its own continues its thread's script).
+ */
+export function scriptsByPrompt(scripts: ReadonlyMap<string, FakeScript>): FakeScript {
+  return (req) => {
+    for (const text of [...req.userTexts].reverse()) {
+      for (const [prefix, script] of scripts) if (text.startsWith(prefix)) return script(req);
+    }
+    return [{ type: 'message', text: `no script for ${JSON.stringify(req.lastUserText)}` }];
+  };
+}

@@ -17,6 +17,7 @@ import {
   baseServiceEnv,
   createBareRepo,
   isolatedNats,
+  scriptsByPrompt,
   startFakeModel,
   uniqueDbPrefix,
   uniqueId,
@@ -65,7 +66,7 @@ export async function startStack(scripts: Map<string, FakeScript>, options: Stac
   const dbPrefix = uniqueDbPrefix();
   const baseEnv = baseServiceEnv(nats.url, dbPrefix);
   const runs = await startRuns(loadConfig(RunsConfig, { ...baseEnv, RUN_MAX_ATTEMPTS: '3', ...options.runs }));
-  const fake = await startFakeModel(dispatch(scripts));
+  const fake = await startFakeModel(scriptsByPrompt(scripts));
   const dir = mkdtempSync(join(tmpdir(), 'threadwork-runner-test-'));
   const sandboxRoot = join(dir, 'sandboxes');
   const runnerEnv = (extra: Env = {}): Env => ({
@@ -113,16 +114,6 @@ export async function startStack(scripts: Map<string, FakeScript>, options: Stac
     },
   };
   return stack;
-}
-
-/** Picks the script of the most recent user text that starts with a registered prefix. */
-function dispatch(scripts: Map<string, FakeScript>): FakeScript {
-  return (req) => {
-    for (const text of [...req.userTexts].reverse()) {
-      for (const [prefix, script] of scripts) if (text.startsWith(prefix)) return script(req);
-    }
-    return [{ type: 'message', text: `no script for ${JSON.stringify(req.lastUserText)}` }];
-  };
 }
 
 export interface Admitted {

@@ -35,6 +35,7 @@ export async function waitFor<T>(
   what: string,
   check: () => Promise<T | undefined | null | false> | T | undefined | null | false,
   timeoutMs = 30_000,
+  intervalMs = 100,
 ): Promise<T> {
   const deadline = Date.now() + timeoutMs;
   let last: unknown;
@@ -48,7 +49,7 @@ export async function waitFor<T>(
     if (Date.now() > deadline) {
       throw new Error(`timed out waiting for ${what}${last ? ` (last error: ${(last as Error).message})` : ''}`);
     }
-    await new Promise((resolve) => setTimeout(resolve, 100));
+    await new Promise((resolve) => setTimeout(resolve, intervalMs));
   }
 }
 

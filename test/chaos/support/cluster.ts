@@ -5,6 +5,7 @@ import { join } from 'node:path';
 import { createLogger, connectNats, type NatsConnection } from '@threadwork/platform';
 import {
   createBareRepo,
+  scriptsByPrompt,
   startFakeModel,
   uniqueDbPrefix,
   uniqueId,
@@ -116,7 +117,7 @@ export class Cluster {
     const dir = mkdtempSync(join(tmpdir(), 'threadwork-chaos-'));
     const nats = await startNatsServer({ binary: ensureTool('nats-server'), dir: join(dir, 'nats') });
     const ferret = await startFerretDb({ binary: ensureTool('ferretdb'), dir: join(dir, 'ferretdb') });
-    const fake = options.scripts ? await startFakeModel(dispatch(options.scripts)) : undefined;
+    const fake = options.scripts ? await startFakeModel(scriptsByPrompt(options.scripts)) : undefined;
     const gatewayPort = await freePort();
     mkdirSync(join(dir, 'repos'));
     const inherited = Object.entries(process.env).filter(
@@ -360,16 +361,6 @@ export class Cluster {
     await this.nats.stop();
     rmSync(this.dir, { recursive: true, force: true });
   }
-}
-
-/** Picks the script of the most recent user text that starts with a registered prefix. */
-function dispatch(scripts: Map<string, FakeScript>): FakeScript {
-  return (req) => {
-    for (const text of [...req.userTexts].reverse()) {
-      for (const [prefix, script] of scripts) if (text.startsWith(prefix)) return script(req);
-    }
-    return [{ type: 'message', text: `no script for ${JSON.stringify(req.lastUserText)}` }];
-  };
 }
 
 /** The pids of a process's descendants (children first), from /proc. */
