@@ -187,6 +187,18 @@ describe('a thread from creation to completion', () => {
     );
     expect(empty).toMatchObject({ events: [], next_sequence: page.next_sequence, terminal: true, status: 'completed' });
 
+    // 0 is "before the first sequence": the whole log, for the page and for the stream.
+    const fromZero = await json(
+      await stack.fetch(`/v1/runs/${created.run_id}/events?from=0&limit=1000`, { user: alice }),
+      200,
+      RunEventPage,
+    );
+    expect(fromZero).toEqual(page);
+    const stream = await stack.fetch(`/v1/runs/${created.run_id}/events/stream?from=0`, { user: alice });
+    expect(stream.status).toBe(200);
+    const streamed = [...(await stream.text()).matchAll(/^id: (\d+)$/gm)].map((m) => Number(m[1]));
+    expect(streamed).toEqual(sequences);
+
     expect((await stack.fetch(`/v1/tasks/${created.id}/runs/resumable`, { user: alice })).status).toBe(204);
     expect((await json(await stack.fetch(`/v1/tasks/${created.id}`, { user: alice }), 200, Task)).status).toBe('ready');
     expect((await json(await stack.fetch(`/v1/threads/${created.id}`, { user: alice }), 200, Thread)).status).toBe(

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { Run, RunEventPage, RunEventsQuery, RunEventsStreamQuery } from './runs.js';
+import { firstSequenceFrom, Run, RunEventPage, RunEventsQuery, RunEventsStreamQuery } from './runs.js';
 
 const at = '2025-05-01T10:00:00.000Z';
 
@@ -87,11 +87,19 @@ describe('RunEventsQuery', () => {
     expect(RunEventsQuery.parse({ from: '5', limit: '5', wait: '2.5' })).toEqual({ from: 5, limit: 5, wait: 2.5 });
   });
 
-  it('rejects limit 0 and 1001, from 0, wait over 30 and negative wait', () => {
+  it('reads from=0 (before the first sequence) as the start of the log', () => {
+    expect(RunEventsQuery.parse({ from: '0' })).toEqual({ from: 0, limit: 100, wait: 0 });
+    expect(firstSequenceFrom(0)).toBe(1);
+    expect(firstSequenceFrom(7)).toBe(7);
+    expect(RunEventsQuery.parse({ from: '' })).toEqual({ from: 1, limit: 100, wait: 0 });
+  });
+
+  it('rejects limit 0 and 1001, negative or fractional from, wait over 30 and negative wait', () => {
     expect(RunEventsQuery.safeParse({ limit: '1000' }).success).toBe(true);
     expect(RunEventsQuery.safeParse({ limit: '1001' }).success).toBe(false);
     expect(RunEventsQuery.safeParse({ limit: '0' }).success).toBe(false);
-    expect(RunEventsQuery.safeParse({ from: '0' }).success).toBe(false);
+    expect(RunEventsQuery.safeParse({ from: '-1' }).success).toBe(false);
+    expect(RunEventsQuery.safeParse({ from: '1.5' }).success).toBe(false);
     expect(RunEventsQuery.safeParse({ wait: '30' }).success).toBe(true);
     expect(RunEventsQuery.safeParse({ wait: '31' }).success).toBe(false);
     expect(RunEventsQuery.safeParse({ wait: '-1' }).success).toBe(false);
@@ -100,6 +108,7 @@ describe('RunEventsQuery', () => {
   it('leaves the stream query from optional', () => {
     expect(RunEventsStreamQuery.parse({})).toEqual({});
     expect(RunEventsStreamQuery.parse({ from: '9' })).toEqual({ from: 9 });
-    expect(RunEventsStreamQuery.safeParse({ from: '0' }).success).toBe(false);
+    expect(RunEventsStreamQuery.parse({ from: '0' })).toEqual({ from: 0 });
+    expect(RunEventsStreamQuery.safeParse({ from: '-1' }).success).toBe(false);
   });
 });

@@ -85,9 +85,19 @@ export const RUN_EVENTS_LIMIT_DEFAULT = 100;
 export const RUN_EVENTS_LIMIT_MAX = 1000;
 export const RUN_EVENTS_WAIT_MAX_SECONDS = 30;
 
+/**
+ * `from` of an event read: a sequence, or 0 for "before the first one". Sequences start at 1, so 0
+ * and 1 read the same (the gateway reads from 1, so `next_sequence` of an empty page is always a
+ * real sequence). No transform here: the schema must render as JSON Schema both ways.
+ */
+const EventsFrom = z.coerce.number().int().min(0).max(Number.MAX_SAFE_INTEGER);
+
+/** The first sequence an event read with `from` starts at. */
+export const firstSequenceFrom = (from: number): number => Math.max(from, 1);
+
 /** GET /v1/runs/{id}/events */
 export const RunEventsQuery = z.object({
-  from: queryInt({ min: 1, max: Number.MAX_SAFE_INTEGER, defaultValue: 1 }),
+  from: optionalQueryParam(EventsFrom.default(1)),
   limit: queryInt({ min: 1, max: RUN_EVENTS_LIMIT_MAX, defaultValue: RUN_EVENTS_LIMIT_DEFAULT }),
   // Seconds to long-poll when nothing is there yet; bounded so a request cannot pin a connection.
   wait: optionalQueryParam(z.coerce.number().min(0).max(RUN_EVENTS_WAIT_MAX_SECONDS).default(0)),
@@ -96,6 +106,6 @@ export type RunEventsQuery = z.infer<typeof RunEventsQuery>;
 
 /** GET /v1/runs/{id}/events/stream — without `from`, the gateway falls back to `Last-Event-ID`, then 1. */
 export const RunEventsStreamQuery = z.object({
-  from: optionalQueryParam(z.coerce.number().int().min(1).max(Number.MAX_SAFE_INTEGER).optional()),
+  from: optionalQueryParam(EventsFrom.optional()),
 });
 export type RunEventsStreamQuery = z.infer<typeof RunEventsStreamQuery>;

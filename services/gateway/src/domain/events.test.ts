@@ -23,6 +23,7 @@ const page = (overrides: Partial<RunEventPage>): RunEventPage => ({
 describe('run event streaming decisions', () => {
   it('starts at ?from, else after Last-Event-ID, else at 1', () => {
     expect(streamStart(7, 3)).toBe(7);
+    expect(streamStart(0, 3)).toBe(1);
     expect(streamStart(undefined, 3)).toBe(4);
     expect(streamStart(undefined, 0)).toBe(1);
     expect(streamStart(undefined, undefined)).toBe(1);

@@ -1,4 +1,10 @@
-import { RunStatus, isTerminalRunStatus, type RunEvent, type RunEventPage } from '@threadwork/contracts';
+import {
+  RunStatus,
+  firstSequenceFrom,
+  isTerminalRunStatus,
+  type RunEvent,
+  type RunEventPage,
+} from '@threadwork/contracts';
 
 // Pure pieces of following a run's event log: where a stream starts, how one event is framed for
 // Server-Sent Events, what to do with a live message, and when the stream is over.
@@ -9,7 +15,7 @@ const EVENT_NAME_PATTERN = /^[A-Za-z0-9_.-]{1,64}$/;
 
 /** `?from=` wins, then the sequence after `Last-Event-ID` (what a reconnecting EventSource sends), then 1. */
 export function streamStart(from: number | undefined, lastEventId: number | undefined): number {
-  if (from !== undefined) return from;
+  if (from !== undefined) return firstSequenceFrom(from);
   if (lastEventId !== undefined) return lastEventId + 1;
   return 1;
 }

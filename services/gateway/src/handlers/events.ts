@@ -1,5 +1,6 @@
 import { once } from 'node:events';
 import {
+  firstSequenceFrom,
   IdParam,
   RUN_EVENTS_LIMIT_MAX,
   RunEventPage,
@@ -34,7 +35,7 @@ const StreamHeaders = z.looseObject({
 });
 
 export const STREAM_DESCRIPTION = [
-  'Server-Sent Events of the run log. Starts at `?from=`, else after `Last-Event-ID`, else at 1.',
+  'Server-Sent Events of the run log. Starts at `?from=` (0 is the start of the log), else after `Last-Event-ID`, else at the start.',
   'Each event: `id: <sequence>`, `event: <chunk.type>` (`event` when the chunk has no usable type),',
   '`data: {"sequence", "chunk", "created_at"}` — the same object as an element of a Run event page.',
   'Stored events are sent first, then new ones as they are stored. When the run is terminal and every',
@@ -52,7 +53,7 @@ export const eventRoutes: RouteModule = (app, deps) => {
       schema: {
         summary: "Read a page of a run's events by sequence, optionally long-polling",
         description:
-          'Events with `sequence >= from`, in order. With `wait` (seconds, up to 30) and nothing to return yet, the request waits for the next stored event before answering (an empty page when none comes). `terminal` is true when the run is terminal and the page reaches the end of its log.',
+          'Events with `sequence >= from`, in order; `from` 0 or absent reads from the start of the log. With `wait` (seconds, up to 30) and nothing to return yet, the request waits for the next stored event before answering (an empty page when none comes). `terminal` is true when the run is terminal and the page reaches the end of its log.',
         tags: ['runs'],
         params: IdParam,
         querystring: RunEventsQuery,
@@ -62,7 +63,8 @@ export const eventRoutes: RouteModule = (app, deps) => {
     async (request) => {
       const owner_id = ownerOf(request);
       const run_id = pathId(request.params.id);
-      const { from, limit, wait } = request.query;
+      const { limit, wait } = request.query;
+      const from = firstSequenceFrom(request.query.from);
       const page = () => call(deps, rpc.runs.eventsPage, { owner_id, run_id, from, limit });
       if (wait <= 0) return page();
 
