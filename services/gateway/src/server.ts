@@ -22,6 +22,7 @@ import {
 import { TokenBuckets, type RateLimit } from './domain/rate-limit.js';
 import { readCookie, SESSION_COOKIE, verifySession } from './domain/session.js';
 import type { HandlerDeps, RouteModule } from './handlers/common.js';
+import { discardBody } from './oversized-body.js';
 import { conversationRoutes } from './handlers/conversation.js';
 import { eventRoutes, STREAM_DESCRIPTION } from './handlers/events.js';
 import { interactionRoutes } from './handlers/interactions.js';
@@ -275,7 +276,11 @@ export async function buildServer(deps: GatewayDeps) {
     }
     if (err instanceof SubjectTokenError) return sendError(reply, 404, 'not_found', 'resource not found');
     if (err.code === 'FST_ERR_CTP_BODY_TOO_LARGE' || err.statusCode === 413) {
-      return sendError(reply, 413, 'payload_too_large', `request body is larger than ${deps.bodyLimit} bytes`);
+      const limit = request.routeOptions.bodyLimit ?? deps.bodyLimit;
+      // Fastify asks for the connection to be closed; let the client finish sending first.
+      return discardBody(request.raw).then(() =>
+        sendError(reply, 413, 'payload_too_large', `request body is larger than ${limit} bytes`),
+      );
     }
     if (!(err instanceof AppError) && err.statusCode !== undefined && err.statusCode >= 400 && err.statusCode < 500) {
       // Fastify's own complaints about the request (JSON syntax, media type, lengths).
