@@ -72,6 +72,26 @@ export async function connectNats({ servers, name, logger }: NatsOptions): Promi
   return nc;
 }
 
+/**
+ * Whether the server answers a round trip now, for readiness probes: false at once while the
+ * connection is down (reconnecting or closed), and false when no answer comes within `timeoutMs`
+ * (a server that is connected but frozen). A flush alone would wait for the reconnect instead.
+ */
+export async function natsAnswers(nc: NatsConnection, timeoutMs: number): Promise<boolean> {
+  if (nc.isClosed()) return false;
+  let timer: NodeJS.Timeout | undefined;
+  const deadline = new Promise<boolean>((resolve) => {
+    timer = setTimeout(() => resolve(false), timeoutMs);
+  });
+  try {
+    return await Promise.race([nc.rtt().then(() => true), deadline]);
+  } catch {
+    return false;
+  } finally {
+    clearTimeout(timer);
+  }
+}
+
 const RETENTION = {
   limits: RetentionPolicy.Limits,
   workqueue: RetentionPolicy.Workqueue,

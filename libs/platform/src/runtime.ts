@@ -12,6 +12,7 @@ import {
   ensureConsumer,
   ensureStream,
   jetStreamOf,
+  natsAnswers,
   serveRpc,
   type RpcRoute,
 } from './nats.js';
@@ -81,8 +82,7 @@ export async function startRuntime({
 
     if (config.HEALTH_PORT > 0) {
       const health = await startHealthServer(config.HEALTH_PORT, async () => {
-        if (nc.isClosed()) return false;
-        await nc.flush();
+        if (!(await natsAnswers(nc, config.MONGO_SERVER_SELECTION_TIMEOUT_MS))) return false;
         // Bounded: a database that stopped answering makes the service not ready, not the probe hang.
         const database = db;
         if (database) {

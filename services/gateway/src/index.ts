@@ -1,4 +1,4 @@
-import { mongoCall, startRuntime, type Logger, type StartedService } from '@threadwork/platform';
+import { mongoCall, natsAnswers, startRuntime, type Logger, type StartedService } from '@threadwork/platform';
 import type { GatewayConfig } from './config.js';
 import { AUTH_CACHE_DEFAULTS, cacheAuthentication } from './domain/auth-cache.js';
 import { generateSessionSecret } from './domain/session.js';
@@ -44,7 +44,8 @@ export async function startGateway(config: GatewayConfig): Promise<Gateway> {
       rateLimit: { perSecond: config.RATE_LIMIT_PER_SECOND, burst: config.RATE_LIMIT_BURST },
       sessionSecret: sessionSecretOf(config, runtime.logger),
       ready: async () => {
-        if (runtime.nc.isClosed()) return false;
+        // Leaves the endpoint list while NATS is away instead of answering 503 to every request.
+        if (!(await natsAnswers(runtime.nc, config.MONGO_SERVER_SELECTION_TIMEOUT_MS))) return false;
         // Bounded: a database that stopped answering makes the gateway not ready, not the probe hang.
         await mongoCall(() => runtime.db.command({ ping: 1 }), { timeoutMs: config.MONGO_SERVER_SELECTION_TIMEOUT_MS });
         return true;

@@ -1,6 +1,9 @@
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { connectMongo, createLogger, loadConfig, serviceDbName, type MongoClient } from '@threadwork/platform';
-import { baseServiceEnv, testInfra } from '@threadwork/testing';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { baseServiceEnv, startNatsServer, testInfra, type LocalServer } from '@threadwork/testing';
+import { afterAll, beforeAll, describe, expect, inject, it, vi } from 'vitest';
 import { GatewayConfig, sessionSecretOf, startGateway, type Gateway } from '../src/index.js';
 import { createIdentityStore, type IdentityStore } from '../src/store/identity.js';
 import { signSession } from '../src/domain/session.js';
@@ -58,5 +61,52 @@ describe('startGateway', () => {
     expect(a.length).toBeGreaterThanOrEqual(32);
     expect(sessionSecretOf(config, logger)).not.toBe(a);
     expect(lines.join('')).toContain('SESSION_SECRET is not set');
+  });
+});
+
+// Needs a nats-server binary of its own to kill and restart (absent when the suite runs on given servers).
+describe.skipIf(!inject('natsServerBin'))('readiness follows NATS', () => {
+  let dir: string;
+  let nats: LocalServer;
+  let gateway: Gateway;
+
+  /** /readyz's status once it settles on `status` (each probe is bounded; this only repeats it). */
+  async function readyzBecomes(status: number): Promise<void> {
+    await vi.waitFor(
+      async () =>
+        expect((await fetch(`${gateway.url}/readyz`, { signal: AbortSignal.timeout(10_000) })).status).toBe(status),
+      { timeout: 30_000, interval: 100 },
+    );
+  }
+
+  beforeAll(async () => {
+    dir = mkdtempSync(join(tmpdir(), 'threadwork-readyz-'));
+    nats = await startNatsServer({ binary: inject('natsServerBin')!, dir });
+    gateway = await startGateway(
+      loadConfig(GatewayConfig, { ...baseServiceEnv(nats.url), PORT: '0', HOST: '127.0.0.1' }),
+    );
+  });
+  afterAll(async () => {
+    await gateway?.stop();
+    await nats?.stop();
+    rmSync(dir, { recursive: true, force: true });
+  });
+
+  it('goes not ready while NATS is down or frozen, and ready again when it is back', async () => {
+    await readyzBecomes(200);
+
+    await nats.stop('SIGKILL');
+    await readyzBecomes(503);
+    nats = await startNatsServer({ binary: inject('natsServerBin')!, dir, port: nats.port });
+    await readyzBecomes(200);
+
+    // Connected but not answering: the probe must not hang on it.
+    process.kill(nats.pid, 'SIGSTOP');
+    try {
+      await readyzBecomes(503);
+    } finally {
+      process.kill(nats.pid, 'SIGCONT');
+    }
+    await readyzBecomes(200);
   });
 });
