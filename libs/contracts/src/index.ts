@@ -14,3 +14,4 @@ export * from './subjects.js';
 export * from './streams.js';
 export * from './rpc.js';
 export * from './internal.js';
+export * from './api/components.js';

@@ -1,7 +1,7 @@
 import { setMaxListeners } from 'node:events';
 import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
 import swagger from '@fastify/swagger';
-import { HTTP_STATUS_BY_CODE, SubjectTokenError } from '@threadwork/contracts';
+import { HTTP_STATUS_BY_CODE, registerApiComponents, SubjectTokenError } from '@threadwork/contracts';
 import {
   AppError,
   httpTelemetry,
@@ -22,6 +22,8 @@ import {
 import { TokenBuckets, type RateLimit } from './domain/rate-limit.js';
 import { readCookie, SESSION_COOKIE, verifySession } from './domain/session.js';
 import type { HandlerDeps, RouteModule } from './handlers/common.js';
+import { OPERATION_IDS } from './handlers/operation-ids.js';
+import { componentsTransform } from './openapi-components.js';
 import { discardBody } from './oversized-body.js';
 import { conversationRoutes } from './handlers/conversation.js';
 import { eventRoutes, STREAM_DESCRIPTION } from './handlers/events.js';
@@ -32,6 +34,17 @@ import { reviewRoutes } from './handlers/review.js';
 import { runRoutes } from './handlers/runs.js';
 import { threadRoutes } from './handlers/threads.js';
 import type { IdentityStore, UserDoc } from './store/identity.js';
+import { z } from 'zod';
+
+/** What the probes answer. */
+const ProbeStatus = z.object({ status: z.enum(['ok', 'ready', 'not_ready']) });
+/** This document, loosely: what it must contain is the OpenAPI specification's business. */
+const OpenApiDocument = z.looseObject({
+  openapi: z.string(),
+  info: z.looseObject({ title: z.string(), version: z.string() }),
+  paths: z.record(z.string(), z.unknown()),
+});
+type OpenApiDocument = z.infer<typeof OpenApiDocument>;
 
 declare module 'fastify' {
   interface FastifyRequest {
@@ -201,10 +214,37 @@ export async function buildServer(deps: GatewayDeps) {
     parseJson(request, text, done);
   });
 
+  // Every documented operation gets its stable operationId; a new route must be named in the table.
+  app.addHook('onRoute', (route) => {
+    const methods = Array.isArray(route.method) ? route.method : [route.method];
+    if (route.schema?.hide || methods.every((method) => method === 'HEAD')) return;
+    for (const method of methods.filter((m) => m !== 'HEAD')) {
+      const operationId = OPERATION_IDS[`${method} ${route.url}`];
+      if (operationId === undefined) throw new Error(`no operationId for ${method} ${route.url} in OPERATION_IDS`);
+      route.schema = { ...route.schema, operationId };
+    }
+  });
+
+  registerApiComponents();
   await app.register(swagger, {
     openapi: {
       openapi: '3.1.0',
-      info: { title: 'Threadwork API', version: '1.0.0', description: API_DESCRIPTION },
+      info: {
+        title: 'Threadwork API',
+        version: '1.0.0',
+        description: API_DESCRIPTION,
+        license: { name: 'Apache-2.0', identifier: 'Apache-2.0' },
+      },
+      // Where the document was fetched from is where the API is: clients set `origin` to that.
+      servers: [
+        {
+          url: '{origin}',
+          description: 'This gateway',
+          variables: {
+            origin: { default: 'http://localhost:8080', description: 'Scheme, host and port of the gateway' },
+          },
+        },
+      ],
       components: {
         securitySchemes: {
           bearer: { type: 'http', scheme: 'bearer' },
@@ -214,6 +254,7 @@ export async function buildServer(deps: GatewayDeps) {
       security: [{ bearer: [] }, { session: [] }],
     },
     transform: jsonSchemaTransform,
+    transformObject: componentsTransform,
   });
 
   // Long-polls and event streams would hold `close` up until they end on their own.
@@ -296,12 +337,45 @@ export async function buildServer(deps: GatewayDeps) {
 
   app.setNotFoundHandler((_request, reply) => sendError(reply, 404, 'not_found', 'no such route'));
 
-  app.get('/healthz', { schema: { hide: true } }, async () => ({ status: 'ok' }));
-  app.get('/readyz', { schema: { hide: true } }, async (_request, reply) => {
-    const ok = await deps.ready().catch(() => false);
-    return reply.code(ok ? 200 : 503).send({ status: ok ? 'ready' : 'not_ready' });
-  });
-  app.get('/v1/openapi.json', { schema: { hide: true } }, async () => app.swagger());
+  app.get(
+    '/healthz',
+    {
+      schema: {
+        summary: 'Liveness: the process answers',
+        tags: ['probes'],
+        security: [],
+        response: { 200: ProbeStatus },
+      },
+    },
+    async () => ({ status: 'ok' as const }),
+  );
+  app.get(
+    '/readyz',
+    {
+      schema: {
+        summary: 'Readiness: NATS and the database answer',
+        tags: ['probes'],
+        security: [],
+        response: { 200: ProbeStatus, 503: ProbeStatus.describe('A backing server does not answer') },
+      },
+    },
+    async (_request, reply) => {
+      const ok = await deps.ready().catch(() => false);
+      return reply.code(ok ? 200 : 503).send({ status: ok ? 'ready' : 'not_ready' });
+    },
+  );
+  app.get(
+    '/v1/openapi.json',
+    {
+      schema: {
+        summary: 'This OpenAPI document',
+        tags: ['meta'],
+        security: [],
+        response: { 200: OpenApiDocument },
+      },
+    },
+    async () => app.swagger() as unknown as OpenApiDocument,
+  );
 
   const handlerDeps: HandlerDeps = {
     nc: deps.nc,

@@ -1,4 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { OPERATION_IDS } from '../src/handlers/operation-ids.js';
 import { startHarness, type Harness } from './harness.js';
 
 // Every operation of the public contract (spec section 4) and of DESIGN.md section 4 that a caller
@@ -38,6 +39,7 @@ const PUBLIC_OPERATIONS = [
 ] as const;
 
 interface Operation {
+  operationId?: string;
   summary?: string;
   tags?: string[];
   security?: unknown[];
@@ -49,12 +51,23 @@ interface Operation {
 describe('OpenAPI document', () => {
   let harness: Harness;
   let paths: Record<string, Record<string, Operation>>;
+  let schemas: Record<string, unknown>;
+  /** A schema with a component `$ref` replaced by the component it names. */
+  const resolve = (schema: unknown) => {
+    const ref = (schema as { $ref?: string } | undefined)?.$ref;
+    return ref?.startsWith('#/components/schemas/') ? schemas[ref.slice('#/components/schemas/'.length)] : schema;
+  };
 
   beforeAll(async () => {
     harness = await startHarness({ doubles: false });
     const res = await harness.app.inject({ url: '/v1/openapi.json' });
     expect(res.statusCode).toBe(200);
-    paths = res.json<{ paths: Record<string, Record<string, Operation>> }>().paths;
+    const document = res.json<{
+      paths: Record<string, Record<string, Operation>>;
+      components: { schemas: Record<string, unknown> };
+    }>();
+    paths = document.paths;
+    schemas = document.components.schemas;
   });
   afterAll(async () => {
     await harness?.close();
@@ -87,7 +100,7 @@ describe('OpenAPI document', () => {
 
   it('describes bodies, the 401 shape, the empty 204 and the event stream', () => {
     const createTask = paths['/v1/tasks']!.post!;
-    expect(createTask.requestBody?.content['application/json']?.schema).toMatchObject({
+    expect(resolve(createTask.requestBody?.content['application/json']?.schema)).toMatchObject({
       additionalProperties: false,
       required: expect.arrayContaining(['repository_id', 'prompt']),
     });
@@ -107,5 +120,31 @@ describe('OpenAPI document', () => {
     expect(stream.parameters?.map((p) => `${p.in}:${p.name}`)).toEqual(
       expect.arrayContaining(['query:from', 'header:last-event-id', 'path:id']),
     );
+  });
+
+  it('names each operation from the one table, uniquely', () => {
+    const ids = Object.entries(paths).flatMap(([path, ops]) =>
+      Object.entries(ops).map(([method, op]) => {
+        const route = `${method.toUpperCase()} ${path.replace(/\{(\w+)\}/g, ':$1')}`;
+        expect(op.operationId, route).toBe(OPERATION_IDS[route]);
+        return op.operationId;
+      }),
+    );
+    expect(new Set(ids).size).toBe(ids.length);
+    // The table names nothing that is not served (a stale name would be given to no operation).
+    expect(ids.sort()).toEqual(Object.values(OPERATION_IDS).sort());
+  });
+
+  it('refers to named component schemas for the shared shapes, one name per shape', () => {
+    expect(paths['/v1/runs/{id}']!.get!.responses['200']!.content!['application/json']!.schema).toEqual({
+      $ref: '#/components/schemas/Run',
+    });
+    expect(paths['/v1/threads']!.post!.requestBody!.content['application/json']!.schema).toEqual({
+      $ref: '#/components/schemas/CreateThreadBody',
+    });
+    for (const name of ['Run', 'RunEventPage', 'Thread', 'ThreadWithRun', 'Task', 'Interaction', 'ErrorBody']) {
+      expect(schemas[name], name).toBeDefined();
+    }
+    expect(Object.keys(schemas).filter((name) => name.endsWith('Input'))).toEqual([]);
   });
 });
