@@ -7,8 +7,10 @@ describe('the end of a run', () => {
 
   it('decides the terminal state from the turn and why it was stopped', () => {
     expect(decideOutcome({ status: 'completed', error: null }, null, 1000)).toEqual({ to: 'completed' });
-    // Work that finished before the cancel or the timeout landed is kept.
-    expect(decideOutcome({ status: 'completed', error: null }, 'cancel', 1000)).toEqual({ to: 'completed' });
+    // A cancel that came while the turn was going wins even if the turn then completed (the
+    // harness should have stopped); one that came after the turn ended is not passed here.
+    expect(decideOutcome({ status: 'completed', error: null }, 'cancel', 1000)).toEqual({ to: 'cancelled' });
+    // Work the timeout caught too late is kept.
     expect(decideOutcome({ status: 'completed', error: null }, 'timeout', 1000)).toEqual({ to: 'completed' });
     expect(decideOutcome({ status: 'interrupted', error: null }, 'cancel', 1000)).toEqual({ to: 'cancelled' });
     expect(decideOutcome({ status: 'failed', error }, 'cancel', 1000)).toEqual({ to: 'cancelled' });

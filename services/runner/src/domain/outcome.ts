@@ -30,16 +30,20 @@ export function continuesLostTurn(attempt: number, statusAtClaim: RunStatus): bo
 }
 
 /**
- * The run's terminal state after its turn ended. A turn that completed is `completed` even when a
- * cancel or the timeout came too late to stop it (the work is done; hiding it helps nobody).
+ * The run's terminal state after its turn ended, given the stop that came while the turn was still
+ * going. A cancel that reached the run before its turn ended wins, even over a turn that went on
+ * to complete: the user was told `cancelling`, and the harness should have stopped. A turn that
+ * completed before any cancel arrived is `completed` (the run had decided; a cancel after that
+ * changes nothing), and so is one the timeout caught too late (the work is done).
  */
 export function decideOutcome(
   turn: { status: TurnStatus; error: RunError | null },
-  stop: StopReason | null,
+  stoppedDuringTurn: StopReason | null,
   timeoutMs: number,
 ): Decision {
-  if (turn.status === 'completed') return { to: 'completed' };
+  const stop = stoppedDuringTurn;
   if (stop === 'cancel') return { to: 'cancelled' };
+  if (turn.status === 'completed') return { to: 'completed' };
   if (stop === 'timeout') return { to: 'failed', error: TIMEOUT_ERROR(timeoutMs) };
   if (turn.status === 'failed') {
     return { to: 'failed', error: turn.error ?? { code: 'harness_error', message: 'the turn failed' } };

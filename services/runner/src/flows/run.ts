@@ -150,6 +150,7 @@ class RunExecution implements LiveRun {
   private sandbox: Sandbox | null = null;
   private turnStarted = false;
   private turnEnded = false;
+  private interrupting = false;
   private readonly pendingSteers: { control_id: string; prompt: string }[] = [];
   /** Woken by an `interaction` signal (or a stop) while a question waits for its answer. */
   private wakeQuestion: (() => void) | null = null;
@@ -178,11 +179,25 @@ class RunExecution implements LiveRun {
     this.wakeQuestion?.();
     if (!this.session || !this.turnStarted || this.turnEnded) return;
     const session = this.session;
-    void session.interrupt();
+    this.interruptTurn();
     this.killTimer = setTimeout(() => {
       this.log.warn({ reason }, 'turn did not stop after the interrupt; killing the harness');
       void this.deps.sessions.discard(this.job.thread_id, session);
     }, INTERRUPT_GRACE_MS);
+  }
+
+  /**
+   * Asks the harness to end its turn, one request at a time. Called again at every later sign of
+   * life of the turn: a harness may take an interrupt that arrives just as its turn begins as
+   * nothing to interrupt (Codex answers it and goes on), and must not carry on unnoticed.
+   */
+  private interruptTurn(): void {
+    const session = this.session;
+    if (!session || this.interrupting || this.turnEnded) return;
+    this.interrupting = true;
+    void session.interrupt().finally(() => {
+      this.interrupting = false;
+    });
   }
 
   async execute(): Promise<JobResult> {
@@ -288,12 +303,15 @@ class RunExecution implements LiveRun {
       return { kind: 'nak', delayMs: 0 };
     }
 
-    const decision = decideOutcome(outcome, this.stopReason, deps.config.RUN_TIMEOUT_MS);
+    const decision = decideOutcome(outcome, outcome.stoppedDuringTurn, deps.config.RUN_TIMEOUT_MS);
     await this.report(decision.to, outcome);
     return this.finish(decision, usageOrUndefined(outcome.usage));
   }
 
-  private async runTurn(session: HarnessSession): Promise<TurnOutcome & { alive: boolean }> {
+  /** The turn's outcome, and the stop (if any) that came while the turn was still going. */
+  private async runTurn(
+    session: HarnessSession,
+  ): Promise<TurnOutcome & { alive: boolean; stoppedDuringTurn: StopReason | null }> {
     const { job } = this;
     const outcome = await session.runTurn(
       {
@@ -308,7 +326,11 @@ class RunExecution implements LiveRun {
         },
       },
       {
-        chunk: (chunk) => this.sink.push(chunk),
+        chunk: (chunk) => {
+          this.sink.push(chunk);
+          // Still going after a stop: the interrupt did not take, so ask again.
+          if (this.stopReason && this.turnStarted) this.interruptTurn();
+        },
         question: (key, questions) => this.ask(key, questions),
         started: () => {
           this.turnStarted = true;
@@ -322,7 +344,7 @@ class RunExecution implements LiveRun {
       },
     );
     this.turnEnded = true;
-    return { ...outcome, alive: session.alive };
+    return { ...outcome, alive: session.alive, stoppedDuringTurn: this.stopReason };
   }
 
   // --- signals and polling -------------------------------------------------------------------
