@@ -54,6 +54,11 @@ async function longPoll(): Promise<RunEvent[]> {
   let from = 1;
   for (;;) {
     const res = await stack.fetch(`/v1/runs/${runId}/events?from=${from}&limit=700&wait=5`, { user });
+    if (res.status === 429) {
+      // A follower of a run whose events trickle in asks often; a good client waits as told.
+      await new Promise((resolve) => setTimeout(resolve, Number(res.headers.get('retry-after') ?? 1) * 1000));
+      continue;
+    }
     const page = RunEventPage.parse(await res.json());
     seen.push(...page.events);
     expect(page.next_sequence).toBe(page.events.length ? page.events.at(-1)!.sequence + 1 : from);

@@ -11,7 +11,7 @@ import { checkAnswers, redactAnswers } from '../domain/interactions.js';
 import { newId } from '../ids.js';
 import { settledDoc, type InteractionDoc, type SettlementDoc } from '../store/interactions.js';
 import { loadRun, staleAttempt, type RunsContext } from './context.js';
-import { applySettlement, moveRun } from './lifecycle.js';
+import { appendWhileLive, applySettlement, moveRun } from './lifecycle.js';
 
 // Interactions: the runner raises one (the run waits for input), the user settles it exactly once
 // (an insert into interaction_settlements decides), the runner reads the answers back.
@@ -60,7 +60,9 @@ export async function createInteraction(
   if (doc.status === 'pending' && run.status === 'running') {
     await moveRun(ctx, run, 'waiting_for_input', { cause: `interaction:${doc._id}` });
   }
-  await ctx.log.append(run._id, [
+  // Conditional like the runner's own events: a cancel that ended the run meanwhile keeps its
+  // terminal event last, and the question is then simply not announced.
+  await appendWhileLive(ctx, run._id, [
     {
       key: `interaction:${doc._id}:requested`,
       chunk: { type: 'interaction.requested', interaction_id: doc._id, kind: doc.kind },

@@ -8,9 +8,9 @@ import {
   type RunUsage,
   type TerminalRunStatus,
 } from '@threadwork/contracts';
-import { isDuplicateKeyError, publishSignal, unavailable } from '@threadwork/platform';
+import { AppError, isDuplicateKeyError, publishSignal, unavailable } from '@threadwork/platform';
 import { isHeldByRunner } from '../domain/run-state.js';
-import { publishDomain } from '../store/event-log.js';
+import { publishDomain, type LogEntry } from '../store/event-log.js';
 import type { InteractionDoc, SettlementDoc } from '../store/interactions.js';
 import type { RunDoc, TerminalDoc } from '../store/runs.js';
 import { recordTransition } from '../metrics.js';
@@ -94,6 +94,48 @@ export async function announceMove(ctx: RunsContext, run: RunDoc): Promise<void>
     if (i + 1 >= ANNOUNCE_TRIES) throw unavailable(`the log of run ${run._id} kept moving; try again`);
   }
   await publishRunStatus(ctx, run, run.previous_status, `${run._id}:${run.status_key}`);
+}
+
+const APPEND_TRIES = 10;
+
+/**
+ * Appends events to a live run's log in order, none of them behind the run's terminal event.
+ *
+ * Each event is conditional on the log still ending where it was last seen (JetStream's expected
+ * last subject sequence): first the log's end is read, then the run is checked for a terminal
+ * decision, then the event goes in only if nothing came after that end. A terminal event that
+ * lands meanwhile makes the next append fail its condition; the run is then checked again and
+ * the rest is refused (`already_settled`), while what went in before stays. Anything else that
+ * came first (a status move, another batch) just means reading the end again. One round trip per
+ * event: pipelining would let a terminal event land in the middle of a batch.
+ */
+export async function appendWhileLive(
+  ctx: RunsContext,
+  runId: string,
+  entries: readonly LogEntry[],
+): Promise<number[]> {
+  const sequences: number[] = [];
+  let last: number | null = null;
+  for (const entry of entries) {
+    for (let attempt = 0; ; attempt++) {
+      if (last === null) {
+        last = await ctx.log.lastSequence(runId);
+        if (await ctx.store.terminals.findOne({ _id: runId })) {
+          throw new AppError('already_settled', `run ${runId} has ended`);
+        }
+      }
+      const sequence = await ctx.log.appendAfter(runId, last, entry);
+      if (sequence !== null) {
+        sequences.push(sequence);
+        // A repeat of an event already stored answers with its old sequence: read the end again.
+        last = sequence > last ? sequence : null;
+        break;
+      }
+      last = null;
+      if (attempt + 1 >= APPEND_TRIES) throw unavailable(`the log of run ${runId} kept moving; try again`);
+    }
+  }
+  return sequences;
 }
 
 /**

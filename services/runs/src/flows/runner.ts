@@ -4,7 +4,7 @@ import type { AppendRequest, ClaimRequest, RunJob, TransitionRequest } from '@th
 import { decideClaim, isHeldByRunner, isTerminal, transition } from '../domain/run-state.js';
 import { toJob, type RunDoc } from '../store/runs.js';
 import { loadRun, staleAttempt, type RunsContext } from './context.js';
-import { announceMove, finishRun, moveRun, settleIfTerminal } from './lifecycle.js';
+import { announceMove, appendWhileLive, finishRun, moveRun, settleIfTerminal } from './lifecycle.js';
 
 // What a runner asks of the runs service while it works a job: claim an attempt, move the run,
 // append events. Everything but the claim is fenced by the attempt the claim gave it.
@@ -124,11 +124,10 @@ export async function transitionRun(ctx: RunsContext, req: z.output<typeof Trans
 export async function appendEvents(ctx: RunsContext, req: z.output<typeof AppendRequest>): Promise<number[]> {
   const run = await loadRun(ctx, req.run_id);
   if (run.attempt !== req.attempt) throw staleAttempt(run, req.attempt);
-  if (run.terminal || (await ctx.store.terminals.findOne({ _id: run._id }))) {
-    throw settled(`run ${run._id} has ended`);
-  }
+  if (run.terminal) throw settled(`run ${run._id} has ended`);
   if (!isHeldByRunner(run.status)) throw invalidRequest(`run ${run._id} is not claimed yet`);
-  return ctx.log.append(
+  return appendWhileLive(
+    ctx,
     run._id,
     req.events.map((e) => ({ key: `r:${e.key}`, chunk: e.chunk })),
   );
