@@ -18,8 +18,9 @@ export default defineConfig({
     // The fault tests have a config of their own (vitest.chaos.config.ts).
     exclude: ['**/node_modules/**', 'test/chaos/**'],
     globalSetup: ['libs/testing/src/global-setup.ts'],
-    testTimeout: 30_000,
-    hookTimeout: 60_000,
+    // Hang guards, not budgets: on a loaded two-core machine a real codex turn can take long.
+    testTimeout: 120_000,
+    hookTimeout: 120_000,
     // Two cores: more workers than that only adds contention against the shared servers.
     maxWorkers: 2,
     reporters: ['default', 'json'],

@@ -1,4 +1,5 @@
 import type { ErrorCode } from '@threadwork/contracts';
+import { isTransientFailure } from './transient.js';
 
 /**
  * The one error type that crosses service boundaries. `code` is stable and part of the public
@@ -55,9 +56,14 @@ export function isAppError(err: unknown): err is AppError {
   return err instanceof AppError;
 }
 
-/** Anything thrown that is not an AppError is an internal failure; its message is not for clients. */
+/**
+ * The AppError a failure is reported as. A backing server that did not answer (a database or NATS
+ * timeout, no responder, a closed connection) is `unavailable`, retryable; anything else that is
+ * not an AppError is an internal failure, whose message is not for clients.
+ */
 export function toAppError(err: unknown): AppError {
   if (err instanceof AppError) return err;
+  if (isTransientFailure(err)) return unavailable('a backing service did not answer; retry', err);
   return new AppError('internal', 'internal error', { cause: err, retryable: false });
 }
 

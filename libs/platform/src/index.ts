@@ -6,4 +6,5 @@ export * from './mongo.js';
 export * from './nats.js';
 export * from './runtime.js';
 export * from './telemetry.js';
+export { isTransientFailure } from './transient.js';
 export * from './http-telemetry.js';

@@ -61,11 +61,10 @@ describe('mongoCall', () => {
     const hanging = new Promise<never>((_resolve, reject) => {
       fail = reject;
     });
-    const started = Date.now();
+    // `hanging` never settles on its own: without the deadline this test would hang until its timeout.
     const err = await mongoCall(() => hanging, { timeoutMs: 50 }).catch((e: unknown) => e);
     expect((err as AppError).code).toBe('unavailable');
     expect((err as AppError).message).toMatch(/within 50 ms/);
-    expect(Date.now() - started).toBeLessThan(5_000);
     // The operation failing after the deadline must not surface as an unhandled rejection.
     fail(new MongoNetworkTimeoutError('connection timed out'));
     await new Promise((resolve) => setTimeout(resolve, 10));

@@ -1,8 +1,6 @@
 import {
   MongoClient,
-  MongoNetworkError,
   MongoServerError,
-  MongoServerSelectionError,
   type Collection,
   type CreateIndexesOptions,
   type Document,
@@ -11,6 +9,9 @@ import {
 import { SpanKind, SpanStatusCode, type Span } from '@opentelemetry/api';
 import { DEFAULT_MONGO_SERVER_SELECTION_TIMEOUT_MS } from './config.js';
 import { unavailable } from './errors.js';
+import { isMongoUnavailable } from './transient.js';
+
+export { isMongoUnavailable } from './transient.js';
 import { telemetryEnabled, tracer } from './telemetry.js';
 
 export type { Collection, Db, Document } from 'mongodb';
@@ -102,50 +103,6 @@ export async function ensureIndexes<T extends Document>(
 /** Did this write lose a unique-index race (E11000)? That is how "exactly one wins" is decided. */
 export function isDuplicateKeyError(err: unknown): boolean {
   return err instanceof MongoServerError && err.code === 11000;
-}
-
-/** Driver errors that mean "no server to talk to right now", by name: not every class is exported. */
-const UNAVAILABLE_ERRORS = new Set([
-  'MongoServerSelectionError',
-  'MongoNetworkError',
-  'MongoNetworkTimeoutError',
-  'MongoTopologyClosedError',
-  'MongoNotConnectedError',
-  'MongoClientClosedError',
-  'MongoServerClosedError',
-  'MongoPoolClearedError',
-  // The pool was cleared because the server's monitor timed out (a server that stopped answering).
-  'PoolClearedOnNetworkError',
-  'MongoWaitQueueTimeoutError',
-  'MongoOperationTimeoutError',
-]);
-
-/**
- * Server answers that mean the node cannot serve the command right now (a replica set electing a
- * primary, a node shutting down or unreachable from the one asked): the retryable-writes codes.
- * Retrying is safe for us whatever the server did: every write is keyed.
- */
-const UNAVAILABLE_SERVER_CODES = new Set([
-  6, // HostUnreachable
-  7, // HostNotFound
-  89, // NetworkTimeout
-  91, // ShutdownInProgress
-  189, // PrimarySteppedDown
-  262, // ExceededTimeLimit
-  9001, // SocketException
-  10107, // NotWritablePrimary
-  11600, // InterruptedAtShutdown
-  11602, // InterruptedDueToReplStateChange
-  13435, // NotPrimaryNoSecondaryOk
-  13436, // NotPrimaryOrSecondary
-]);
-
-/** Does this driver failure mean the database is unreachable for now (a 503 worth retrying)? */
-export function isMongoUnavailable(err: unknown): boolean {
-  if (!(err instanceof Error)) return false;
-  if (err instanceof MongoNetworkError || err instanceof MongoServerSelectionError) return true;
-  if (UNAVAILABLE_ERRORS.has(err.name)) return true;
-  return err instanceof MongoServerError && typeof err.code === 'number' && UNAVAILABLE_SERVER_CODES.has(err.code);
 }
 
 export interface MongoCallOptions {

@@ -53,11 +53,10 @@ describe('backing services down', () => {
     ['POST', '/v1/runs/run_1/cancel'],
   ] as const)('%s %s answers 503 unavailable with Retry-After', async (method, url) => {
     const alice = await harness.caller();
-    const started = Date.now();
+    // A request that waited for the silent service would never answer: this test's timeout guards it.
     const res = await harness.app.inject({ method, url, headers: alice.headers });
     expect(res.statusCode).toBe(503);
     expect(res.json()).toMatchObject({ error: { code: 'unavailable' } });
     expect(res.headers['retry-after']).toBe('1');
-    expect(Date.now() - started).toBeLessThan(5_000);
   });
 });

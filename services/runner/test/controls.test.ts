@@ -136,7 +136,7 @@ describe('controls of a live run', () => {
     );
     const pid = stack.runner.harnessPids().get(admitted.threadId) as number;
     expect(pid).toBeDefined();
-    const sleeping = await waitFor('the command to run', () => sleepUnder(pid), 5_000);
+    const sleeping = await waitFor('the command to run', () => sleepUnder(pid));
 
     const { requested } = await request(stack.nc, rpc.runs.cancel, {
       owner_id: admitted.owner,
@@ -145,8 +145,8 @@ describe('controls of a live run', () => {
     expect(requested).toBe(true);
     const run = await waitForTerminal(stack, admitted.run.id);
     expect(run.status).toBe('cancelled');
-    await waitFor('the harness to exit', () => !alive(pid), 20_000);
-    await waitFor('its command to exit', () => !alive(sleeping), 20_000);
+    await waitFor('the harness to exit', () => !alive(pid));
+    await waitFor('its command to exit', () => !alive(sleeping));
     // The 30 s command was killed, not waited for: its output never went back to the model.
     expect(stack.fake.requests.filter((r) => r.lastUserText === 'CANCEL me during sleep')).toHaveLength(1);
 

@@ -50,7 +50,7 @@ describe('demo mode', () => {
       request: { action: 'answer', answers: { file: { kind: 'options', optionIds: ['NOTES.md'] } } },
     });
 
-    const run = await waitForTerminal(stack, admitted.run.id, 30_000);
+    const run = await waitForTerminal(stack, admitted.run.id);
     expect(run.status).toBe('completed');
     const workspace = join(stack.sandboxRoot, admitted.threadId, 'app');
     const demoFile = readFileSync(join(workspace, `threadwork-demo-${run.id}.md`), 'utf8');
@@ -77,7 +77,7 @@ describe('demo mode', () => {
 
   it('goes straight to work in the default mode and appends to README.md', async () => {
     const admitted = await admitRun(stack, 'Just do it', { model: undefined });
-    const run = await waitForTerminal(stack, admitted.run.id, 30_000);
+    const run = await waitForTerminal(stack, admitted.run.id);
     expect(run.status).toBe('completed');
     const workspace = join(stack.sandboxRoot, admitted.threadId, 'app');
     expect(readFileSync(join(workspace, 'README.md'), 'utf8')).toContain(`Threadwork demo run ${run.id} was here`);

@@ -157,11 +157,11 @@ export async function admitRun(
   return { run, owner: req.owner_id, threadId: req.thread_id, bare: repo, admittedAt, request: req };
 }
 
-/** Polls until `check` returns a value (bounded). */
+/** Polls until `check` returns a value; `timeoutMs` is a hang guard, generous for a loaded machine. */
 export async function waitFor<T>(
   what: string,
   check: () => Promise<T | undefined | null | false> | T | undefined | null | false,
-  timeoutMs = 20_000,
+  timeoutMs = 60_000,
 ): Promise<T> {
   const deadline = Date.now() + timeoutMs;
   for (;;) {
@@ -180,7 +180,7 @@ export async function waitForStatus(
   stack: Stack,
   runId: string,
   statuses: readonly string[],
-  timeoutMs = 20_000,
+  timeoutMs = 60_000,
 ): Promise<Run> {
   return waitFor(
     `run ${runId} to be ${statuses.join(' or ')}`,
@@ -192,7 +192,7 @@ export async function waitForStatus(
   );
 }
 
-export const waitForTerminal = (stack: Stack, runId: string, timeoutMs = 30_000) =>
+export const waitForTerminal = (stack: Stack, runId: string, timeoutMs = 60_000) =>
   waitForStatus(stack, runId, ['completed', 'failed', 'cancelled'], timeoutMs);
 
 export async function readLog(nc: NatsConnection, runId: string): Promise<RunEvent[]> {

@@ -6,7 +6,8 @@ import { admitRun, readLog, startStack, waitForTerminal, type Stack } from './he
 // Latency of a trivial scripted turn (admit → first harness event, admit → completed), cold (clone
 // + a new codex process) and warm (the thread's codex process still up), and the memory a live
 // sandbox costs: the codex process's resident set plus the runner's own growth. Printed for the
-// record; the bounds asserted are loose, to catch a regression by an order of magnitude only.
+// record; what is asserted is that the runs complete and each thread keeps its own live harness.
+// Latency targets live in `npm run bench`, against a baseline measured in the same run.
 
 const scripts = new Map<string, FakeScript>([['TRIVIAL', () => [say('ok')]]]);
 
@@ -60,7 +61,5 @@ describe('measurements', () => {
       test_process_rss: mib(rssAfter),
     };
     process.stdout.write(`runner measurements: ${JSON.stringify(report, null, 2)}\n`);
-    expect(cold.toCompleted).toBeLessThan(10_000);
-    expect(warm.toCompleted).toBeLessThan(cold.toCompleted + 1_000);
   });
 });
