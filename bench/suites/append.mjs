@@ -4,8 +4,9 @@
 import { randomUUID } from 'node:crypto';
 import { STREAM_NAMES, subjects } from '@threadwork/contracts';
 import { createLogger, encodeJson } from '@threadwork/platform';
-// The runner's own class (built), so the benchmark follows its batching if that changes.
-import { EventSink } from '../../services/runner/dist/flows/event-sink.js';
+// The runner's own class, through its package: the benchmark follows its batching if that changes,
+// and moving the class breaks the build rather than this file at run time.
+import { EventSink } from '@threadwork/runner';
 import { createHeldRun, outputChunk } from '../lib/runs.mjs';
 import { nowMs } from '../lib/sse.mjs';
 

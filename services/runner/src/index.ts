@@ -14,6 +14,8 @@ import type { RepositoryCredentials } from './sandbox/provider.js';
 
 export { RunnerConfig } from './config.js';
 export { consumerName } from './handlers/jobs.js';
+// The runner's way of appending events, for the append benchmark.
+export { EventSink } from './flows/event-sink.js';
 
 export interface RunnerService extends StartedService {
   /** Process ids of the live harness processes, by thread id. */
