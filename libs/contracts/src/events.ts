@@ -73,10 +73,17 @@ export const CommandStartedChunk = z.looseObject({
 });
 export type CommandStartedChunk = z.infer<typeof CommandStartedChunk>;
 
+/**
+ * A piece of a command's output; a command's pieces in order are its output. `replace: true` says
+ * this piece starts the output over (the harness streamed only part of it and the whole follows):
+ * drop what was read of the command before it. `truncated: true` marks the note of the output cap.
+ */
 export const CommandOutputChunk = z.looseObject({
   type: z.literal('command.output'),
   item_id: Id,
   delta: z.string(),
+  replace: z.boolean().optional(),
+  truncated: z.boolean().optional(),
   raw,
 });
 export type CommandOutputChunk = z.infer<typeof CommandOutputChunk>;

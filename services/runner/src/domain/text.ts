@@ -56,4 +56,10 @@ export class OutputBudget {
     if (capped) this.noted.add(itemId);
     return { text: kept, capped };
   }
+
+  /** Starts an item's count again, for output that replaces what was sent of it so far. */
+  reset(itemId: string): void {
+    this.used.delete(itemId);
+    this.noted.delete(itemId);
+  }
 }

@@ -54,9 +54,45 @@ describe('codex notifications → run event chunks', () => {
 
     const streamed = mapper();
     expect(streamed.map(n('item/commandExecution/outputDelta', { itemId: 'call_0', delta: 'hel' }))).toHaveLength(1);
+    // The last piece never came as a delta: it is taken from the aggregate.
     expect(
       streamed.map(n('item/completed', { item: command('failed', { aggregatedOutput: 'hello', exitCode: 2 }) })),
-    ).toEqual([{ type: 'command.completed', item_id: 'call_0', exit_code: 2 }]);
+    ).toEqual([
+      { type: 'command.output', item_id: 'call_0', delta: 'lo' },
+      { type: 'command.completed', item_id: 'call_0', exit_code: 2 },
+    ]);
+  });
+
+  /** The command's output as a reader rebuilds it from the chunks: pieces in order, `replace` starting over. */
+  const rebuilt = (chunks: readonly unknown[]) =>
+    chunks
+      .map((c) => c as { type: string; delta?: string; replace?: boolean })
+      .filter((c) => c.type === 'command.output')
+      .reduce((text, c) => (c.replace ? '' : text) + (c.delta ?? ''), '');
+
+  const run = (m: CodexTurnMapper, deltas: string[], whole: string) => [
+    ...deltas.flatMap((delta) => m.map(n('item/commandExecution/outputDelta', { itemId: 'call_0', delta }))),
+    ...m.map(n('item/completed', { item: command('completed', { aggregatedOutput: whole, exitCode: 0 }) })),
+  ];
+
+  it.each([
+    ['all of it as deltas', ['line 1\n', 'line 2\n', 'line 3\n']],
+    ['none of it as deltas', []],
+    ['its first piece missing', ['line 2\n', 'line 3\n']],
+    ['its last piece missing', ['line 1\n', 'line 2\n']],
+    ['a middle piece missing', ['line 1\n', 'line 3\n']],
+  ])('carries the whole output of a command with %s, once', (_what, deltas) => {
+    const whole = 'line 1\nline 2\nline 3\n';
+    const chunks = run(mapper(), deltas, whole);
+    expect(rebuilt(chunks)).toBe(whole);
+    expect(chunks.at(-1)).toMatchObject({ type: 'command.completed' });
+  });
+
+  it('keeps the cap when the whole output has to be sent again, and notes the cut once', () => {
+    const whole = 'é'.repeat(10); // 20 bytes
+    const chunks = run(mapper({ cap: 7 }), ['éé', 'éé'].slice(1), whole);
+    expect(rebuilt(chunks)).toBe('ééé\n[output cut at 7 bytes]\n');
+    expect(chunks.filter((c) => (c as { truncated?: boolean }).truncated)).toHaveLength(1);
   });
 
   it('caps what one command forwards and notes the cut once', () => {

@@ -54,8 +54,11 @@ export function toQuestion(q: ToolRequestUserInputQuestion): Question {
 
 export class CodexTurnMapper {
   private readonly budget: OutputBudget;
-  /** Commands whose output arrived as deltas (the completed item then repeats it in full). */
-  private readonly streamed = new Set<string>();
+  /**
+   * What each command's deltas carried, up to the output cap: the completed item repeats the whole
+   * output, and what the deltas missed is taken from there.
+   */
+  private readonly streamed = new Map<string, string>();
   private readonly usageTotal = { inputTokens: 0, outputTokens: 0, totalTokens: 0 };
   private sawUsage = false;
   lastReply: { itemId: string; text: string } | null = null;
@@ -77,9 +80,11 @@ export class CodexTurnMapper {
       case 'item/reasoning/summaryTextDelta':
       case 'item/reasoning/textDelta':
         return [{ type: 'reasoning.delta', item_id: n.params.itemId, delta: n.params.delta, ...raw }];
-      case 'item/commandExecution/outputDelta':
-        this.streamed.add(n.params.itemId);
+      case 'item/commandExecution/outputDelta': {
+        const seen = this.streamed.get(n.params.itemId) ?? '';
+        if (seen.length <= this.options.outputCapBytes) this.streamed.set(n.params.itemId, seen + n.params.delta);
         return this.output(n.params.itemId, n.params.delta, raw);
+      }
       case 'item/started':
         return this.itemStarted(n.params.item, raw);
       case 'item/completed':
@@ -130,9 +135,7 @@ export class CodexTurnMapper {
         this.lastReply = { itemId: item.id, text: item.text };
         return [{ type: 'message.completed', item_id: item.id, text: item.text, ...raw }];
       case 'commandExecution': {
-        // Short commands report their output only here, never as deltas.
-        const output =
-          !this.streamed.has(item.id) && item.aggregatedOutput ? this.output(item.id, item.aggregatedOutput, {}) : [];
+        const output = this.remainingOutput(item.id, item.aggregatedOutput ?? '');
         return [
           ...output,
           {
@@ -158,6 +161,22 @@ export class CodexTurnMapper {
       default:
         return [];
     }
+  }
+
+  /**
+   * The output the deltas did not carry, from the command's whole output as Codex returned it to
+   * the model. Short commands send no deltas at all; others may miss their last piece (the tail is
+   * added) or their first one (the deltas are then not a start of the whole, and the whole output
+   * follows once more marked `replace: true`: readers drop what they had for the command and keep
+   * this). Either way the log ends up carrying all of it, up to the cap.
+   */
+  private remainingOutput(itemId: string, whole: string): RunEventChunk[] {
+    const seen = this.streamed.get(itemId) ?? '';
+    this.streamed.delete(itemId);
+    if (whole === '' || whole === seen) return [];
+    if (whole.startsWith(seen)) return this.output(itemId, whole.slice(seen.length), {});
+    this.budget.reset(itemId);
+    return this.output(itemId, whole, {}).map((chunk, i) => (i === 0 ? { ...chunk, replace: true } : chunk));
   }
 
   private output(itemId: string, text: string, raw: object): RunEventChunk[] {
