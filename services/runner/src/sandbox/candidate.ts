@@ -27,6 +27,11 @@ export async function commitAndDiff(
   const pending = await git(repo.dir, home, ['status', '--porcelain']);
   const committed = pending.trim().length > 0;
   if (committed) await git(repo.dir, home, ['commit', '--quiet', '--no-verify', '-m', opts.message]);
+  // A thread in an empty repository that has changed nothing yet has no commit to point at: its
+  // branch starts with an empty one, so the candidate is a revision like any other.
+  else if (!(await hasCommit(repo.dir, home))) {
+    await git(repo.dir, home, ['commit', '--quiet', '--no-verify', '--allow-empty', '-m', opts.message]);
+  }
 
   const head = (await git(repo.dir, home, ['rev-parse', 'HEAD'])).trim();
   const base = await baseRevision(repo, home);
@@ -59,5 +64,14 @@ async function baseRevision(repo: SandboxRepo, home: string): Promise<string> {
     return (await git(repo.dir, home, ['merge-base', 'HEAD', `origin/${repo.base_branch}`])).trim();
   } catch {
     return repo.recorded_base;
+  }
+}
+
+async function hasCommit(dir: string, home: string): Promise<boolean> {
+  try {
+    await git(dir, home, ['rev-parse', '--verify', '--quiet', 'HEAD']);
+    return true;
+  } catch {
+    return false;
   }
 }

@@ -170,20 +170,19 @@ export class LocalSandboxProvider implements SandboxProvider {
 
     // Cloned aside and moved in place, so a clone that dies halfway leaves nothing a later run would trust.
     const partial = join(root, `.${folder}.partial-${randomBytes(4).toString('hex')}`);
+    // A repository with no commits yet (just created) has no branch to start from: the thread branch
+    // then starts from an empty tree, and its first commit is the repository's first.
+    const empty = await isEmptyRepository(root, repo.clone_url, auth);
     try {
       await rm(dir, { recursive: true, force: true });
-      await git(
-        root,
-        root,
-        ['clone', '--quiet', '--no-tags', '--branch', repo.branch, '--', repo.clone_url, partial],
-        auth,
-      );
-      await git(partial, root, ['checkout', '--quiet', '-B', branch]);
+      const from = empty ? [] : ['--branch', repo.branch];
+      await git(root, root, ['clone', '--quiet', '--no-tags', ...from, '--', repo.clone_url, partial], auth);
+      await git(partial, root, ['checkout', '--quiet', ...(empty ? ['--orphan'] : ['-B']), branch]);
       await rename(partial, dir);
     } finally {
       await rm(partial, { recursive: true, force: true });
     }
-    const base = (await git(dir, root, ['rev-parse', 'HEAD'])).trim();
+    const base = empty ? EMPTY_TREE : (await git(dir, root, ['rev-parse', 'HEAD'])).trim();
     return { dir: folder, base_branch: repo.branch, base_revision: base };
   }
 
@@ -241,4 +240,13 @@ export class LocalSandboxProvider implements SandboxProvider {
     this.statuses.set(threadId, status);
     await this.options.publish(threadId, sandboxId, status, reason);
   }
+}
+
+/** Git's id of the empty tree: the base a thread diffs against in a repository with no commits. */
+export const EMPTY_TREE = '4b825dc642cb6eb9a060e54bf8d69288fbee4904';
+
+/** Whether the repository has no refs at all (created, nothing pushed yet). */
+async function isEmptyRepository(cwd: string, url: string, auth: Record<string, string>): Promise<boolean> {
+  const refs = await git(cwd, cwd, ['ls-remote', '--', url], auth);
+  return refs.trim() === '';
 }
