@@ -88,6 +88,19 @@ describe('repositories', () => {
     expect(none.repositories).toEqual([]);
     expect((await stack.fetch('/v1/repohost/connection', { user: alice })).status).toBe(200);
   });
+
+  it('names a local repository without the path the server keeps it at', async () => {
+    const listed = await (await stack.fetch('/v1/repohost/repositories', { user: alice })).text();
+    const connection = await (await stack.fetch('/v1/repohost/connection', { user: alice })).text();
+    const created = await createThread(alice, { name: 'where' });
+    const thread = await (await stack.fetch(`/v1/threads/${created.id}`, { user: alice })).text();
+    const work = await (await stack.fetch('/v1/work', { user: alice })).text();
+    expect(created.repohost_url).toBe('local://local/widgets.git');
+    for (const body of [listed, connection, JSON.stringify(created), thread, work]) {
+      expect(body).not.toContain(stack.reposDir);
+      expect(body).not.toContain('file:');
+    }
+  });
 });
 
 describe('a thread from creation to completion', () => {

@@ -184,7 +184,14 @@ export const AccessRequest = z.object({
   owner_id: OwnerId,
   repository_ids: z.array(z.int().positive()).min(1).max(11),
 });
-export const AccessResponse = z.object({ repositories: z.array(Repository) });
+/**
+ * A repository as services see it: the public shape plus where the runner clones it from. The
+ * clone URL may be a path on the server's disk (the `local` provider), so it never leaves the
+ * deployment: clients see `url`, which names the repository without one.
+ */
+export const HostedRepository = Repository.extend({ clone_url: z.string().min(1) });
+export type HostedRepository = z.infer<typeof HostedRepository>;
+export const AccessResponse = z.object({ repositories: z.array(HostedRepository) });
 
 /** POST /v1/repohost/install-session: `return_to` is checked against the configured app scheme by repohost. */
 export const InstallSessionCreateRequest = z.object({ owner_id: OwnerId, return_to: z.string().min(1).max(2048) });

@@ -270,7 +270,8 @@ export async function serveDoubles(nc: NatsConnection, world: World, logger: Log
     [
       route(rpc.repohost.connection, async () => ({
         status: 'ready' as const,
-        message: 'Local repositories from /srv/repos (no GitHub App configured)',
+        message:
+          "Local repositories: the bare repositories in the server's REPOHOST_LOCAL_DIR (no GitHub App configured)",
         installations: [
           {
             id: 1,
@@ -291,7 +292,7 @@ export async function serveDoubles(nc: NatsConnection, world: World, logger: Log
         repositories: repository_ids.map((id) => {
           const found = world.repositories.find((r) => r.repository_id === id);
           if (!found) throw notFound('repository');
-          return found;
+          return { ...found, clone_url: found.url };
         }),
       })),
     ],

@@ -88,7 +88,7 @@ export async function startRepohost(config: RepohostConfig): Promise<StartedServ
       );
     }
 
-    const provider = combineProviders({ local, localDir: dir, github: github?.github ?? null, logger });
+    const provider = combineProviders({ local, github: github?.github ?? null, logger });
     logger.info({ provider: provider.name, dir }, 'serving repositories');
     await serveRoutes(runtime, SERVICES.repohost, repohostRoutes({ provider, js, github }), config.SHUTDOWN_TIMEOUT_MS);
   });

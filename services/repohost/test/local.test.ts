@@ -74,14 +74,23 @@ describe('repohost local provider', () => {
       default_branch: git('--git-dir', join(dir, 'alpha.git'), 'symbolic-ref', '--short', 'HEAD').trim(),
     });
     expect(beta).toMatchObject({ name: 'Beta-Service', default_branch: 'trunk' });
-    expect(fileURLToPath(alpha!.url)).toBe(join(dir, 'alpha.git'));
+    // Clients learn the repository's name, never where the server keeps it.
+    expect(alpha!.url).toBe('local://local/alpha.git');
+    expect(JSON.stringify(repositories)).not.toContain(dir);
+    expect(alpha).not.toHaveProperty('clone_url');
     expect(alpha!.avatar_url).toMatch(/^data:image\/svg\+xml,/);
   });
 
-  it('hands out a url git can clone', async () => {
-    const [alpha] = await list('alpha');
+  it("hands the runner's side a clone url git can clone, only through access", async () => {
+    const { repositories } = await request(nc, rpc.repohost.access, {
+      owner_id,
+      repository_ids: [localRepositoryId('alpha')],
+    });
+    const [alpha] = repositories;
+    expect(fileURLToPath(alpha!.clone_url)).toBe(join(dir, 'alpha.git'));
+    expect(alpha!.url).toBe('local://local/alpha.git');
     const target = join(root, 'clone');
-    git('clone', '--quiet', alpha!.url, target);
+    git('clone', '--quiet', alpha!.clone_url, target);
     expect(git('-C', target, 'rev-parse', '--is-inside-work-tree').trim()).toBe('true');
   });
 
@@ -116,7 +125,8 @@ describe('repohost local provider', () => {
     const connection = await request(nc, rpc.repohost.connection, { owner_id });
     expect(ProviderConnection.parse(connection)).toEqual({
       status: 'ready',
-      message: `Local repositories from ${dir} (no GitHub App configured)`,
+      message:
+        "Local repositories: the bare repositories in the server's REPOHOST_LOCAL_DIR (no GitHub App configured)",
       installations: [
         {
           id: 1,

@@ -147,6 +147,7 @@ describe('shapes', () => {
       avatar_url: 'https://a/o.png',
       private: false,
       default_branch: 'main',
+      clone_url: 'https://github.com/o/w.git',
     });
   });
 

@@ -1,5 +1,5 @@
 import { createHmac, timingSafeEqual } from 'node:crypto';
-import type { Installation, Repository } from '@threadwork/contracts';
+import type { HostedRepository, Installation } from '@threadwork/contracts';
 import { invalidRequest } from '@threadwork/platform';
 import type { GhRepository } from '../github/shapes.js';
 
@@ -106,8 +106,8 @@ export function parseWebhookPayload(contentType: string | undefined, body: Buffe
   return parsed as Record<string, unknown>;
 }
 
-/** A GitHub repository as the contract lists it: `url` is the https clone URL the runner clones. */
-export function githubRepository(repo: GhRepository, installationId: number): Repository {
+/** A GitHub repository: `url` (what clients see) and `clone_url` (what the runner clones) are both its https clone URL. */
+export function githubRepository(repo: GhRepository, installationId: number): HostedRepository {
   return {
     repository_id: repo.id,
     installation_id: installationId,
@@ -118,6 +118,7 @@ export function githubRepository(repo: GhRepository, installationId: number): Re
     avatar_url: repo.owner.avatar_url,
     private: repo.private,
     default_branch: repo.default_branch,
+    clone_url: repo.clone_url,
   };
 }
 

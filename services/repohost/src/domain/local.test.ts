@@ -62,16 +62,17 @@ describe('local shapes', () => {
     const repository = localRepository({
       repositoryId: 7,
       name: 'app',
-      url: 'file:///srv/repos/app.git',
+      cloneUrl: 'file:///srv/repos/app.git',
       defaultBranch: 'trunk',
     });
+    expect(repository.clone_url).toBe('file:///srv/repos/app.git');
     expect(Repository.parse(repository)).toEqual({
       repository_id: 7,
       installation_id: 1,
       owner: 'local',
       name: 'app',
       full_name: 'local/app',
-      url: 'file:///srv/repos/app.git',
+      url: 'local://local/app.git',
       avatar_url: initialAvatar('app'),
       private: true,
       default_branch: 'trunk',
@@ -85,10 +86,11 @@ describe('local shapes', () => {
   });
 
   it('describes the folder as one ready installation', () => {
-    const connection = ProviderConnection.parse(localConnection('/srv/repos'));
+    const connection = ProviderConnection.parse(localConnection());
     expect(connection).toMatchObject({
       status: 'ready',
-      message: 'Local repositories from /srv/repos (no GitHub App configured)',
+      message:
+        "Local repositories: the bare repositories in the server's REPOHOST_LOCAL_DIR (no GitHub App configured)",
       installations: [{ id: 1, account: 'local', target_type: 'User', repository_selection: 'all', suspended: false }],
       installation_requests: [],
     });

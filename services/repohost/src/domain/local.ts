@@ -1,4 +1,4 @@
-import type { Installation, ProviderConnection, Repository } from '@threadwork/contracts';
+import type { HostedRepository, Installation, ProviderConnection } from '@threadwork/contracts';
 
 // The `local` provider: bare repositories in one folder stand in for a single installation that
 // every user can see, so the stack runs with no GitHub App at all.
@@ -54,26 +54,39 @@ export function initialAvatar(name: string): string {
   return `data:image/svg+xml,${encodeURIComponent(svg)}`;
 }
 
+/**
+ * What clients see as a local repository's `url`: it names the repository (`local://local/<name>.git`,
+ * the way `https://github.com/<owner>/<name>.git` does) and says nothing of where the server keeps it.
+ */
+export function localRepositoryUrl(name: string): string {
+  return `local://${LOCAL_OWNER}/${encodeURIComponent(name)}${BARE_SUFFIX}`;
+}
+
 export function localRepository(input: {
   repositoryId: number;
   name: string;
-  url: string;
+  /** Where the runner clones it: the bare repository's `file://` URL on the server. */
+  cloneUrl: string;
   defaultBranch: string;
-}): Repository {
+}): HostedRepository {
   return {
     repository_id: input.repositoryId,
     installation_id: LOCAL_INSTALLATION_ID,
     owner: LOCAL_OWNER,
     name: input.name,
     full_name: `${LOCAL_OWNER}/${input.name}`,
-    url: input.url,
+    url: localRepositoryUrl(input.name),
     avatar_url: initialAvatar(input.name),
     private: true,
     default_branch: input.defaultBranch,
+    clone_url: input.cloneUrl,
   };
 }
 
-export function localConnection(dir: string): ProviderConnection {
+/** What clients read of the local folder: that it exists, never where it is on the server. */
+export const LOCAL_FOLDER_NOTE = "Local repositories: the bare repositories in the server's REPOHOST_LOCAL_DIR";
+
+export function localConnection(): ProviderConnection {
   const installation: Installation = {
     id: LOCAL_INSTALLATION_ID,
     account: LOCAL_OWNER,
@@ -86,7 +99,7 @@ export function localConnection(dir: string): ProviderConnection {
   };
   return {
     status: 'ready',
-    message: `Local repositories from ${dir} (no GitHub App configured)`,
+    message: `${LOCAL_FOLDER_NOTE} (no GitHub App configured)`,
     installations: [installation],
     installation_requests: [],
   };

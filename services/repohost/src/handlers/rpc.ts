@@ -1,7 +1,7 @@
 import { rpc } from '@threadwork/contracts';
 import { invalidRequest, route, type JetStreamClient, type RpcRoute } from '@threadwork/platform';
 import type { GitHubAppConfig } from '../config.js';
-import { filterRepositories, pickRepositories } from '../domain/repositories.js';
+import { filterRepositories, pickRepositories, publicRepository } from '../domain/repositories.js';
 import type { GitHubClient } from '../github/client.js';
 import type { CombinedProvider } from '../providers/combined.js';
 import { gitHubAppError } from '../providers/github.js';
@@ -25,7 +25,7 @@ export function repohostRoutes({ provider, js, github }: RoutesDeps): RpcRoute[]
   return [
     route(rpc.repohost.connection, ({ owner_id }) => provider.connection(owner_id)),
     route(rpc.repohost.repositories, async ({ owner_id, q }) => ({
-      repositories: filterRepositories(await provider.repositories(owner_id), q),
+      repositories: filterRepositories(await provider.repositories(owner_id), q).map(publicRepository),
     })),
     route(rpc.repohost.access, async ({ owner_id, repository_ids }) => ({
       repositories: pickRepositories(await provider.repositories(owner_id), repository_ids),

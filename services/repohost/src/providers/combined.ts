@@ -1,6 +1,6 @@
-import type { Repository } from '@threadwork/contracts';
+import type { HostedRepository } from '@threadwork/contracts';
 import type { Logger } from '@threadwork/platform';
-import { localConnection } from '../domain/local.js';
+import { LOCAL_FOLDER_NOTE, localConnection } from '../domain/local.js';
 import { sortRepositories } from '../domain/repositories.js';
 import type { GitHubProvider } from './github.js';
 import type { RepositoryProvider } from './provider.js';
@@ -9,7 +9,7 @@ import type { RepositoryProvider } from './provider.js';
 export type Source = 'local' | 'github';
 
 export interface SourcedRepository {
-  repository: Repository;
+  repository: HostedRepository;
   source: Source;
 }
 
@@ -24,11 +24,10 @@ export interface CombinedProvider extends RepositoryProvider {
  */
 export function combineProviders(deps: {
   local: RepositoryProvider;
-  localDir: string;
   github: GitHubProvider | null;
   logger: Logger;
 }): CombinedProvider {
-  const { local, localDir, github, logger } = deps;
+  const { local, github, logger } = deps;
   const reported = new Set<number>();
 
   async function sourced(ownerId: string): Promise<SourcedRepository[]> {
@@ -63,8 +62,8 @@ export function combineProviders(deps: {
       const connection = await github.connection(ownerId);
       const locals = await local.repositories(ownerId);
       if (locals.length === 0) return connection;
-      const [folder] = localConnection(localDir).installations;
-      const note = `Also local repositories from ${localDir}`;
+      const [folder] = localConnection().installations;
+      const note = `Also: ${LOCAL_FOLDER_NOTE.charAt(0).toLowerCase()}${LOCAL_FOLDER_NOTE.slice(1)}`;
       return {
         ...connection,
         message: connection.message ? `${connection.message}. ${note}` : note,

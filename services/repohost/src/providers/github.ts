@@ -1,4 +1,4 @@
-import type { ProviderConnection, Repository } from '@threadwork/contracts';
+import type { HostedRepository, ProviderConnection } from '@threadwork/contracts';
 import { AppError, unavailable, type Logger } from '@threadwork/platform';
 import type { GitHubAppConfig } from '../config.js';
 import { githubRepository, installationView, installUrl, isStale } from '../domain/github.js';
@@ -160,7 +160,7 @@ export function createGitHubProvider(deps: {
         }
       }
       const docs = await store.repositoriesOf(installations.map((installation) => installation._id));
-      const repositories: Repository[] = docs.map((doc) => ({
+      const repositories: HostedRepository[] = docs.map((doc) => ({
         repository_id: doc._id,
         installation_id: doc.installation_id,
         owner: doc.owner,
@@ -170,6 +170,7 @@ export function createGitHubProvider(deps: {
         avatar_url: doc.avatar_url,
         private: doc.private,
         default_branch: doc.default_branch,
+        clone_url: doc.clone_url,
       }));
       return sortRepositories(repositories);
     },

@@ -1,7 +1,7 @@
 import { mkdir, readdir, readFile, stat } from 'node:fs/promises';
 import { join } from 'node:path';
 import { pathToFileURL } from 'node:url';
-import type { Repository } from '@threadwork/contracts';
+import type { HostedRepository } from '@threadwork/contracts';
 import type { Logger } from '@threadwork/platform';
 import {
   localConnection,
@@ -70,7 +70,7 @@ export function createLocalProvider({ dir, store, logger }: LocalProviderOptions
     return null;
   }
 
-  async function read(entry: string): Promise<Repository | null> {
+  async function read(entry: string): Promise<HostedRepository | null> {
     const name = repositoryNameOf(entry);
     if (name === null) return null;
     const path = join(dir, entry);
@@ -92,13 +92,13 @@ export function createLocalProvider({ dir, store, logger }: LocalProviderOptions
     }
     const repositoryId = await idOf(name);
     if (repositoryId === null) return null;
-    return localRepository({ repositoryId, name, url: pathToFileURL(path).href, defaultBranch });
+    return localRepository({ repositoryId, name, cloneUrl: pathToFileURL(path).href, defaultBranch });
   }
 
   return {
     name: PROVIDER,
 
-    connection: async () => localConnection(dir),
+    connection: async () => localConnection(),
 
     async repositories() {
       let entries: string[];
@@ -110,7 +110,7 @@ export function createLocalProvider({ dir, store, logger }: LocalProviderOptions
       }
       // Sorted before registering so that, of two colliding names, the same one wins on every replica.
       entries.sort();
-      const repositories: Repository[] = [];
+      const repositories: HostedRepository[] = [];
       for (const entry of entries) {
         const repository = await read(entry);
         if (repository) repositories.push(repository);

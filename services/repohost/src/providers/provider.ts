@@ -1,4 +1,4 @@
-import type { ProviderConnection, Repository } from '@threadwork/contracts';
+import type { HostedRepository, ProviderConnection } from '@threadwork/contracts';
 
 /**
  * Where repositories come from. `local` (bare repositories in a folder) exists now; the GitHub App
@@ -9,5 +9,5 @@ export interface RepositoryProvider {
   /** What the owner has connected, for GET /v1/repohost/connection. */
   connection(ownerId: string): Promise<ProviderConnection>;
   /** Every repository the owner can see right now, sorted by full name. */
-  repositories(ownerId: string): Promise<Repository[]>;
+  repositories(ownerId: string): Promise<HostedRepository[]>;
 }

@@ -1,4 +1,4 @@
-import type { Repository } from '@threadwork/contracts';
+import type { HostedRepository } from '@threadwork/contracts';
 import { ensureIndexes, isDuplicateKeyError, mongoCall, type Collection, type Db } from '@threadwork/platform';
 
 // The GitHub side of repohost's collections: installations (as GitHub describes them), which of
@@ -104,7 +104,11 @@ export interface GitHubStore {
   ownersOf(installationId: number): Promise<string[]>;
 
   /** Replaces an installation's cached repositories with what GitHub listed. */
-  replaceRepositories(installationId: number, repositories: readonly Repository[], startedAt: Date): Promise<void>;
+  replaceRepositories(
+    installationId: number,
+    repositories: readonly HostedRepository[],
+    startedAt: Date,
+  ): Promise<void>;
   repositoriesOf(installationIds: readonly number[]): Promise<GitHubRepositoryDoc[]>;
   repository(id: number): Promise<GitHubRepositoryDoc | null>;
   /** Applies a `repository` webhook (rename, visibility, default branch) to a cached repository. */
@@ -242,7 +246,7 @@ export function createGitHubStore(db: Db): GitHubStore {
           owner: repository.owner,
           name: repository.name,
           full_name: repository.full_name,
-          clone_url: repository.url,
+          clone_url: repository.clone_url,
           avatar_url: repository.avatar_url,
           private: repository.private,
           default_branch: repository.default_branch,

@@ -1,4 +1,4 @@
-import type { Repository } from '@threadwork/contracts';
+import type { HostedRepository } from '@threadwork/contracts';
 import { describe, expect, it } from 'vitest';
 import {
   baseBranches,
@@ -10,7 +10,7 @@ import {
   runRepositories,
 } from './project.js';
 
-function repo(id: number, name: string): Repository {
+function repo(id: number, name: string): HostedRepository {
   return {
     repository_id: id,
     installation_id: 9,
@@ -18,6 +18,7 @@ function repo(id: number, name: string): Repository {
     name,
     full_name: `acme/${name}`,
     url: `https://git.example/acme/${name}.git`,
+    clone_url: `https://git.example/acme/${name}.git`,
     avatar_url: 'https://git.example/acme.png',
     private: true,
     default_branch: 'main',

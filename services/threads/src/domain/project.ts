@@ -1,4 +1,10 @@
-import type { CreateThreadBody, ProjectRepository, Repository, RunRepository } from '@threadwork/contracts';
+import type {
+  CreateThreadBody,
+  HostedRepository,
+  ProjectRepository,
+  Repository,
+  RunRepository,
+} from '@threadwork/contracts';
 import { notFound } from '@threadwork/platform';
 
 /** The repositories a thread works on, primary first; a repeated id is one repository, not two clones. */
@@ -19,7 +25,7 @@ export function projectKey(ownerId: string, repositoryIds: readonly number[]): s
  * any repository the owner cannot see; checking again here keeps a wrong answer from becoming a
  * project with the wrong primary.
  */
-export function inRequestedOrder(repositoryIds: readonly number[], answer: readonly Repository[]): Repository[] {
+export function inRequestedOrder<R extends Repository>(repositoryIds: readonly number[], answer: readonly R[]): R[] {
   return repositoryIds.map((id) => {
     const repository = answer.find((candidate) => candidate.repository_id === id);
     if (!repository) throw notFound('repository');
@@ -58,7 +64,7 @@ export function projectRepositories(
 /** What the runner clones for a thread: the project's repository ids with this thread's base branches. */
 export function runRepositories(
   project: readonly ProjectRepository[],
-  repositories: readonly Repository[],
+  repositories: readonly HostedRepository[],
   branches: readonly string[],
 ): RunRepository[] {
   return repositories.map((repository, index) => {
@@ -69,7 +75,7 @@ export function runRepositories(
       repository_id: repository.repository_id,
       full_name: repository.full_name,
       branch: branches[index] ?? repository.default_branch,
-      clone_url: repository.url,
+      clone_url: repository.clone_url,
     };
   });
 }

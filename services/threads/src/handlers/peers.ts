@@ -1,4 +1,11 @@
-import { rpc, subjects, type AdmitRequest, type Repository, type Run, type RunSignal } from '@threadwork/contracts';
+import {
+  rpc,
+  subjects,
+  type AdmitRequest,
+  type HostedRepository,
+  type Run,
+  type RunSignal,
+} from '@threadwork/contracts';
 import { publishSignal, request, type NatsConnection } from '@threadwork/platform';
 
 /** getMany takes at most this many ids per request (RunGetManyRequest). */
@@ -7,7 +14,7 @@ const GET_MANY_MAX = 1000;
 /** The other services threads talks to, through the contracts of libs/contracts/src/internal.ts only. */
 export interface Peers {
   /** The repositories in the order asked; `not_found` when the owner cannot see one of them. */
-  access(ownerId: string, repositoryIds: number[]): Promise<Repository[]>;
+  access(ownerId: string, repositoryIds: number[]): Promise<HostedRepository[]>;
   admit(admission: AdmitRequest): Promise<Run>;
   getRun(ownerId: string, runId: string): Promise<Run>;
   /** Runs by id; an id runs does not know is missing from the map. */

@@ -6,7 +6,7 @@ import {
   rpc,
   subjects,
   type AdmitRequest,
-  type Repository,
+  type HostedRepository,
   type Run,
   type RunStatus,
   type RunStatusEvent,
@@ -226,7 +226,7 @@ export async function serveRunsDouble(nc: NatsConnection, js: JetStreamClient, l
   };
 }
 
-export const KNOWN_REPOSITORIES: readonly Repository[] = [
+export const KNOWN_REPOSITORIES: readonly HostedRepository[] = [
   {
     repository_id: 101,
     installation_id: 7,
@@ -234,6 +234,7 @@ export const KNOWN_REPOSITORIES: readonly Repository[] = [
     name: 'app',
     full_name: 'acme/app',
     url: 'https://git.example.test/acme/app.git',
+    clone_url: 'https://git.example.test/acme/app.git',
     avatar_url: 'https://git.example.test/acme.png',
     private: true,
     default_branch: 'main',
@@ -245,6 +246,7 @@ export const KNOWN_REPOSITORIES: readonly Repository[] = [
     name: 'lib',
     full_name: 'acme/lib',
     url: 'https://git.example.test/acme/lib.git',
+    clone_url: 'https://git.example.test/acme/lib.git',
     avatar_url: 'https://git.example.test/acme.png',
     private: false,
     default_branch: 'trunk',
