@@ -15,6 +15,7 @@ import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { promisify } from 'node:util';
 import { createBareRepo, type BareRepoOptions } from './git.js';
+import { githubSchemas } from './github-schemas.js';
 
 // A fake GitHub on 127.0.0.1 for tests of the GitHub App integration. It speaks the REST shapes
 // of the endpoints Threadwork calls (under `/api/v3`, as GitHub Enterprise does, so the base URL
@@ -23,12 +24,14 @@ import { createBareRepo, type BareRepoOptions } from './git.js';
 // through `git http-backend`, so `git clone` and `git push` work against it with an installation
 // token as the password. Its web side has the app's install page (which installs the app for the
 // login given in an `x-fake-login` header and redirects to the setup URL) and the OAuth code
-// exchange. Webhooks are sent signed to the configured URL by the helpers.
+// exchange. Webhooks are sent signed to the configured URL by the helpers. Every success answer
+// and every webhook is checked against GitHub's published OpenAPI descriptions as it goes out.
 
 export interface FakeAccount {
+  /** For an enterprise, its slug (GitHub gives an enterprise account no login). */
   login: string;
   id: number;
-  type: 'User' | 'Organization';
+  type: 'User' | 'Organization' | 'Enterprise';
   avatar_url: string;
 }
 
@@ -111,6 +114,8 @@ export interface WebhookOptions {
   delivery?: string;
   /** `missing` sends no signature header; `bad` a wrong one. */
   signature?: 'good' | 'bad' | 'missing';
+  /** A payload GitHub would not send, on purpose (left out of the schema check). */
+  offSpec?: boolean;
 }
 
 export interface FakeGitHubOptions {
@@ -146,6 +151,11 @@ export interface FakeGitHub {
   readonly tokensIssued: Map<number, number>;
   /** `METHOD path` of every API request, oldest first. */
   readonly requests: string[];
+  /**
+   * Every way an answer or webhook of the fake differed from GitHub's published descriptions
+   * (`@octokit/openapi`, `@octokit/openapi-webhooks`). `close()` fails when there is any.
+   */
+  readonly schemaProblems: string[];
   account(login: string, type?: FakeAccount['type']): FakeAccount;
   addRepository(owner: string, name: string, opts?: BareRepoOptions & { private?: boolean }): FakeRepository;
   repository(fullName: string): FakeRepository;
@@ -164,7 +174,7 @@ export interface FakeGitHub {
   setStatus(fullName: string, sha: string, status: Pick<FakeCommitStatus, 'context' | 'state'>): FakeCommitStatus;
   /** Signs and posts a webhook to `webhookUrl`. */
   sendWebhook(event: string, payload: Record<string, unknown>, opts?: WebhookOptions): Promise<WebhookResult>;
-  /** Webhook payloads in GitHub's shapes, built from the fake's state. */
+  /** Webhook payloads in GitHub's shapes, built from the fake's state, checked as they are sent. */
   payloads: {
     checkRun(action: string, id: number): Record<string, unknown>;
     status(id: number): Record<string, unknown>;
@@ -224,6 +234,11 @@ export async function startFakeGitHub(options: FakeGitHubOptions): Promise<FakeG
   const jwtsSeen = new Set<string>();
   const tokensIssued = new Map<number, number>();
   const requests: string[] = [];
+  const schemaProblems: string[] = [];
+  const schemas = githubSchemas();
+  const check = (what: string, problems: string[]) => {
+    for (const problem of problems) schemaProblems.push(`${what}: ${problem}`);
+  };
   let nextId = randomInt(100_000, 900_000);
   const id = () => ++nextId;
 
@@ -243,49 +258,91 @@ export async function startFakeGitHub(options: FakeGitHubOptions): Promise<FakeG
   const apiUrl = `${webUrl}/api/v3`;
 
   // --- shapes ----------------------------------------------------------------------------------
+  // GitHub's objects differ between the REST answers and the webhook payloads: each builder takes
+  // the description it answers for, lays the fields the fake models over the schema's own
+  // placeholders, and the result is checked as it goes out.
 
-  const accountJson = (a: FakeAccount) => ({
-    login: a.login,
-    id: a.id,
-    node_id: `A_${a.id}`,
-    avatar_url: a.avatar_url,
-    type: a.type,
-    html_url: `${webUrl}/${a.login}`,
-  });
+  type Flavour = 'rest' | 'webhook';
+  const shaped = (flavour: Flavour, component: string, ours: Record<string, unknown>) =>
+    flavour === 'rest' ? schemas.restShape(component, ours) : schemas.webhookShape(component, ours);
 
-  const repositoryJson = (r: FakeRepository) => ({
+  const accountJson = (a: FakeAccount, flavour: Flavour = 'rest') =>
+    shaped(flavour, 'simple-user', {
+      login: a.login,
+      id: a.id,
+      node_id: `A_${a.id}`,
+      avatar_url: a.avatar_url,
+      type: a.type,
+      url: `${apiUrl}/users/${a.login}`,
+      html_url: `${webUrl}/${a.login}`,
+    });
+
+  const repositoryFields = (r: FakeRepository, flavour: Flavour) => ({
     id: r.id,
     node_id: `R_${r.id}`,
     name: r.name,
     full_name: r.full_name,
-    owner: accountJson(r.owner),
+    owner: accountJson(r.owner, flavour),
     private: r.private,
     html_url: `${webUrl}/${r.full_name}`,
+    url: `${apiUrl}/repos/${r.full_name}`,
     clone_url: `${webUrl}/${r.full_name}.git`,
     default_branch: r.default_branch,
     archived: false,
     disabled: false,
+    visibility: r.private ? 'private' : 'public',
   });
 
-  const installationJson = (i: FakeInstallation) => ({
-    id: i.id,
-    account: accountJson(i.account),
-    repository_selection: i.repository_selection,
-    html_url:
-      i.account.type === 'Organization'
-        ? `${webUrl}/organizations/${i.account.login}/settings/installations/${i.id}`
-        : `${webUrl}/settings/installations/${i.id}`,
-    app_id: options.appId,
-    app_slug: options.slug,
-    target_id: i.account.id,
-    target_type: i.account.type,
-    permissions: { contents: 'write', pull_requests: 'write', checks: 'read', statuses: 'read', metadata: 'read' },
-    events: ['check_run', 'check_suite', 'pull_request', 'repository', 'status'],
-    created_at: i.created_at,
-    updated_at: i.updated_at,
-    suspended_at: i.suspended_at,
-    suspended_by: null,
-  });
+  const repositoryJson = (r: FakeRepository) => shaped('rest', 'repository', repositoryFields(r, 'rest'));
+  const minimalRepositoryJson = (r: FakeRepository) => {
+    const { clone_url, default_branch, archived, disabled, visibility, ...minimal } = repositoryFields(r, 'rest');
+    return shaped('rest', 'minimal-repository', {
+      ...minimal,
+      clone_url,
+      default_branch,
+      archived,
+      disabled,
+      visibility,
+    });
+  };
+  const webhookRepositoryJson = (r: FakeRepository) =>
+    shaped('webhook', 'repository-webhooks', repositoryFields(r, 'webhook'));
+
+  const installationJson = (i: FakeInstallation, flavour: Flavour = 'rest') =>
+    shaped(flavour, 'installation', {
+      id: i.id,
+      account: i.account.type === 'Enterprise' ? enterpriseJson(i.account, flavour) : accountJson(i.account, flavour),
+      repository_selection: i.repository_selection,
+      html_url:
+        i.account.type === 'Organization'
+          ? `${webUrl}/organizations/${i.account.login}/settings/installations/${i.id}`
+          : `${webUrl}/settings/installations/${i.id}`,
+      access_tokens_url: `${apiUrl}/app/installations/${i.id}/access_tokens`,
+      repositories_url: `${apiUrl}/installation/repositories`,
+      app_id: options.appId,
+      app_slug: options.slug,
+      target_id: i.account.id,
+      target_type: i.account.type,
+      permissions: { contents: 'write', pull_requests: 'write', checks: 'read', statuses: 'read', metadata: 'read' },
+      events: ['check_run', 'check_suite', 'pull_request', 'repository', 'status'],
+      created_at: i.created_at,
+      updated_at: i.updated_at,
+      suspended_at: i.suspended_at,
+      suspended_by: null,
+    });
+
+  /** An enterprise account, as GitHub describes one: a slug and a name, no login. */
+  const enterpriseJson = (a: FakeAccount, flavour: Flavour) =>
+    shaped(flavour, 'enterprise', {
+      id: a.id,
+      node_id: `E_${a.id}`,
+      slug: a.login,
+      name: a.login,
+      html_url: `${webUrl}/enterprises/${a.login}`,
+      avatar_url: a.avatar_url,
+      created_at: '2020-01-01T00:00:00Z',
+      updated_at: '2020-01-01T00:00:00Z',
+    });
 
   function branchSha(repo: FakeRepository, branch: string): string | null {
     try {
@@ -302,15 +359,17 @@ export async function startFakeGitHub(options: FakeGitHubOptions): Promise<FakeG
     }
   }
 
-  const pullJson = (p: FakePull) => {
+  /** The fields every pull-request shape has; `merged` and mergeability only on a single pull. */
+  const pullFields = (p: FakePull, flavour: Flavour) => {
     const repo = repositories.get(p.repository_id)!;
     const headSha = branchSha(repo, p.head) ?? '0'.repeat(40);
+    const repoJson = flavour === 'rest' ? repositoryJson(repo) : webhookRepositoryJson(repo);
     const ref = (name: string, sha: string) => ({
       label: `${repo.owner.login}:${name}`,
       ref: name,
       sha,
-      repo: repositoryJson(repo),
-      user: accountJson(repo.owner),
+      repo: repoJson,
+      user: accountJson(repo.owner, flavour),
     });
     return {
       id: p.id,
@@ -320,21 +379,29 @@ export async function startFakeGitHub(options: FakeGitHubOptions): Promise<FakeG
       url: `${apiUrl}/repos/${repo.full_name}/pulls/${p.number}`,
       state: p.state,
       draft: p.draft,
-      merged: p.merged,
       merged_at: p.merged ? p.updated_at : null,
-      mergeable: p.state === 'open' ? true : null,
-      mergeable_state: p.state !== 'open' ? 'unknown' : p.draft ? 'draft' : 'clean',
+      closed_at: p.state === 'closed' ? p.updated_at : null,
       title: p.title,
       body: p.body,
       head: ref(p.head, headSha),
       base: ref(p.base, branchSha(repo, p.base) ?? '0'.repeat(40)),
-      user: { login: `${options.slug}[bot]`, id: 1, type: 'Bot' },
+      user: shaped(flavour, 'simple-user', { login: `${options.slug}[bot]`, id: 1, type: 'Bot' }),
       created_at: p.created_at,
       updated_at: p.updated_at,
     };
   };
+  const mergeability = (p: FakePull) => ({
+    merged: p.merged,
+    mergeable: p.state === 'open' ? true : null,
+    mergeable_state: p.state !== 'open' ? 'unknown' : p.draft ? 'draft' : 'clean',
+  });
+  const pullJson = (p: FakePull) => shaped('rest', 'pull-request', { ...pullFields(p, 'rest'), ...mergeability(p) });
+  // The list answers the simple shape: no `merged`, no mergeability (GitHub computes those per pull).
+  const pullSimpleJson = (p: FakePull) => shaped('rest', 'pull-request-simple', pullFields(p, 'rest'));
+  const webhookPullJson = (p: FakePull) =>
+    shaped('webhook', 'pull-request-webhook', { ...pullFields(p, 'webhook'), ...mergeability(p) });
 
-  const checkRunJson = (c: FakeCheckRun) => {
+  const checkRunFields = (c: FakeCheckRun) => {
     const repo = repositories.get(c.repository_id)!;
     return {
       id: c.id,
@@ -345,25 +412,48 @@ export async function startFakeGitHub(options: FakeGitHubOptions): Promise<FakeG
       conclusion: c.conclusion,
       details_url: c.details_url,
       html_url: `${webUrl}/${repo.full_name}/runs/${c.id}`,
+      url: `${apiUrl}/repos/${repo.full_name}/check-runs/${c.id}`,
       started_at: c.started_at,
       completed_at: c.completed_at,
-      app: { slug: 'ci', id: 2 },
       pull_requests: pulls
         .filter((p) => p.repository_id === repo.id && p.state === 'open' && branchSha(repo, p.head) === c.head_sha)
-        .map((p) => ({ number: p.number, id: p.id, head: { ref: p.head, sha: c.head_sha }, base: { ref: p.base } })),
+        .map((p) =>
+          shaped('rest', 'pull-request-minimal', {
+            number: p.number,
+            id: p.id,
+            url: `${apiUrl}/repos/${repo.full_name}/pulls/${p.number}`,
+            head: {
+              ref: p.head,
+              sha: c.head_sha,
+              repo: { id: repo.id, url: `${apiUrl}/repos/${repo.full_name}`, name: repo.name },
+            },
+            base: {
+              ref: p.base,
+              sha: branchSha(repo, p.base) ?? '0'.repeat(40),
+              repo: { id: repo.id, url: `${apiUrl}/repos/${repo.full_name}`, name: repo.name },
+            },
+          }),
+        ),
     };
   };
+  const checkRunJson = (c: FakeCheckRun) => shaped('rest', 'check-run', checkRunFields(c));
+  const webhookCheckRunJson = (c: FakeCheckRun) =>
+    shaped('webhook', 'check-run-with-simple-check-suite', {
+      ...checkRunFields(c),
+      check_suite: { head_sha: c.head_sha, status: c.status, conclusion: c.conclusion },
+    });
 
-  const statusJson = (s: FakeCommitStatus) => ({
-    id: s.id,
-    node_id: `SC_${s.id}`,
-    context: s.context,
-    state: s.state,
-    target_url: s.target_url,
-    description: null,
-    created_at: s.created_at,
-    updated_at: s.created_at,
-  });
+  const statusJson = (s: FakeCommitStatus) =>
+    shaped('rest', 'simple-commit-status', {
+      id: s.id,
+      node_id: `SC_${s.id}`,
+      context: s.context,
+      state: s.state,
+      target_url: s.target_url,
+      description: null,
+      created_at: s.created_at,
+      updated_at: s.created_at,
+    });
 
   // --- authentication --------------------------------------------------------------------------
 
@@ -506,18 +596,23 @@ export async function startFakeGitHub(options: FakeGitHubOptions): Promise<FakeG
   ): void {
     const method = req.method ?? 'GET';
     let m: RegExpExecArray | null;
+    // A success answer, checked against GitHub's description of the operation (`template`).
+    const reply = (template: string, status: number, answer: unknown) => {
+      check(`${method} ${template} ${status}`, schemas.response(method, template, status, answer));
+      sendJson(res, status, answer);
+    };
 
     if (method === 'GET' && (m = /^\/app\/installations\/(\d+)$/.exec(path))) {
       requireJwt(req);
       const installation = installations.get(Number(m[1]));
       if (!installation) throw new HttpError(404, 'Not Found');
-      return sendJson(res, 200, installationJson(installation));
+      return reply('/app/installations/{installation_id}', 200, installationJson(installation));
     }
     if (method === 'POST' && (m = /^\/app\/installations\/(\d+)\/access_tokens$/.exec(path))) {
       requireJwt(req);
       const installation = installations.get(Number(m[1]));
       if (!installation) throw new HttpError(404, 'Not Found');
-      return sendJson(res, 201, issueToken(installation, body));
+      return reply('/app/installations/{installation_id}/access_tokens', 201, issueToken(installation, body));
     }
     if (method === 'GET' && path === '/installation/repositories') {
       const token = requireToken(req, 'installation');
@@ -525,7 +620,7 @@ export async function startFakeGitHub(options: FakeGitHubOptions): Promise<FakeG
       const all = tokenRepositoryIds(token).map((rid) => repositories.get(rid)!);
       const perPage = Math.min(100, Number(query.get('per_page') ?? 30));
       const page = Math.max(1, Number(query.get('page') ?? 1));
-      return sendJson(res, 200, {
+      return reply('/installation/repositories', 200, {
         total_count: all.length,
         repository_selection: installation.repository_selection,
         repositories: all.slice((page - 1) * perPage, page * perPage).map(repositoryJson),
@@ -533,14 +628,27 @@ export async function startFakeGitHub(options: FakeGitHubOptions): Promise<FakeG
     }
     if (method === 'GET' && path === '/user') {
       const token = requireToken(req, 'user');
-      return sendJson(res, 200, accountJson(accounts.get(token.login!)!));
+      const user = accounts.get(token.login!)!;
+      return reply(
+        '/user',
+        200,
+        shaped('rest', 'public-user', {
+          ...accountJson(user),
+          name: null,
+          created_at: '2020-01-01T00:00:00Z',
+          updated_at: '2020-01-01T00:00:00Z',
+        }),
+      );
     }
     if (method === 'GET' && path === '/user/installations') {
       const token = requireToken(req, 'user');
       const user = accounts.get(token.login!)!;
       // Installations the user can reach: on their own account (organisation membership is not modelled).
       const visible = [...installations.values()].filter((i) => i.account.id === user.id);
-      return sendJson(res, 200, { total_count: visible.length, installations: visible.map(installationJson) });
+      return reply('/user/installations', 200, {
+        total_count: visible.length,
+        installations: visible.map((i) => installationJson(i)),
+      });
     }
     if ((m = /^\/repos\/([^/]+)\/([^/]+)\/pulls$/.exec(path))) {
       const repo = repoFor(req, m[1]!, m[2]!);
@@ -555,15 +663,15 @@ export async function startFakeGitHub(options: FakeGitHubOptions): Promise<FakeG
             (head === null || `${repo.owner.login}:${p.head}` === head) &&
             (base === null || p.base === base),
         );
-        return sendJson(res, 200, found.map(pullJson));
+        return reply('/repos/{owner}/{repo}/pulls', 200, found.map(pullSimpleJson));
       }
-      if (method === 'POST') return sendJson(res, 201, pullJson(createPull(repo, body)));
+      if (method === 'POST') return reply('/repos/{owner}/{repo}/pulls', 201, pullJson(createPull(repo, body)));
     }
     if ((m = /^\/repos\/([^/]+)\/([^/]+)\/pulls\/(\d+)$/.exec(path))) {
       const repo = repoFor(req, m[1]!, m[2]!);
       const pull = pulls.find((p) => p.repository_id === repo.id && p.number === Number(m![3]));
       if (!pull) throw new HttpError(404, 'Not Found');
-      if (method === 'GET') return sendJson(res, 200, pullJson(pull));
+      if (method === 'GET') return reply('/repos/{owner}/{repo}/pulls/{pull_number}', 200, pullJson(pull));
       if (method === 'PATCH') {
         if (typeof body.title === 'string') pull.title = body.title;
         if (typeof body.body === 'string') pull.body = body.body;
@@ -572,14 +680,17 @@ export async function startFakeGitHub(options: FakeGitHubOptions): Promise<FakeG
           pull.state = body.state;
         }
         pull.updated_at = new Date().toISOString();
-        return sendJson(res, 200, pullJson(pull));
+        return reply('/repos/{owner}/{repo}/pulls/{pull_number}', 200, pullJson(pull));
       }
     }
     if (method === 'GET' && (m = /^\/repos\/([^/]+)\/([^/]+)\/commits\/([^/]+)\/check-runs$/.exec(path))) {
       const repo = repoFor(req, m[1]!, m[2]!);
       const sha = resolveRef(repo, decodeURIComponent(m[3]!));
       const runs = checkRuns.filter((c) => c.repository_id === repo.id && c.head_sha === sha);
-      return sendJson(res, 200, { total_count: runs.length, check_runs: runs.map(checkRunJson) });
+      return reply('/repos/{owner}/{repo}/commits/{ref}/check-runs', 200, {
+        total_count: runs.length,
+        check_runs: runs.map(checkRunJson),
+      });
     }
     if (method === 'GET' && (m = /^\/repos\/([^/]+)\/([^/]+)\/commits\/([^/]+)\/status$/.exec(path))) {
       const repo = repoFor(req, m[1]!, m[2]!);
@@ -593,13 +704,19 @@ export async function startFakeGitHub(options: FakeGitHubOptions): Promise<FakeG
         : list.length === 0 || list.some((s) => s.state === 'pending')
           ? 'pending'
           : 'success';
-      return sendJson(res, 200, {
-        state,
-        sha,
-        total_count: list.length,
-        statuses: list.map(statusJson),
-        repository: repositoryJson(repo),
-      });
+      return reply(
+        '/repos/{owner}/{repo}/commits/{ref}/status',
+        200,
+        shaped('rest', 'combined-commit-status', {
+          state,
+          sha,
+          total_count: list.length,
+          statuses: list.map(statusJson),
+          repository: minimalRepositoryJson(repo),
+          url: `${apiUrl}/repos/${repo.full_name}/commits/${sha}/status`,
+          commit_url: `${apiUrl}/repos/${repo.full_name}/commits/${sha}`,
+        }),
+      );
     }
     throw new HttpError(404, 'Not Found');
   }
@@ -774,9 +891,31 @@ export async function startFakeGitHub(options: FakeGitHubOptions): Promise<FakeG
 
   const installationRef = (repo: FakeRepository) => {
     const installation = [...installations.values()].find((i) => installationRepositoryIds(i).includes(repo.id));
-    return installation ? { id: installation.id, node_id: `I_${installation.id}` } : undefined;
+    return installation ? { installation: { id: installation.id, node_id: `I_${installation.id}` } } : {};
   };
-  const sender = { login: 'octocat', id: 1, type: 'User' };
+  const sender = () =>
+    shaped('webhook', 'simple-user', {
+      login: 'octocat',
+      id: 1,
+      node_id: 'U_1',
+      type: 'User',
+      avatar_url: `${webUrl}/avatars/octocat.png`,
+      url: `${apiUrl}/users/octocat`,
+      html_url: `${webUrl}/octocat`,
+    });
+  /** A webhook payload, checked against GitHub's description of it as it is built. */
+  const checked = (event: string, payload: Record<string, unknown>) => {
+    check(`webhook ${event}`, schemas.webhook(event, payload));
+    return payload;
+  };
+  // Installation webhooks list repositories in this short form.
+  const listedRepository = (r: FakeRepository) => ({
+    id: r.id,
+    node_id: `R_${r.id}`,
+    name: r.name,
+    full_name: r.full_name,
+    private: r.private,
+  });
 
   const fake: FakeGitHub = {
     webUrl,
@@ -792,6 +931,7 @@ export async function startFakeGitHub(options: FakeGitHubOptions): Promise<FakeG
     jwtsSeen,
     tokensIssued,
     requests,
+    schemaProblems,
 
     account(login, type = 'User') {
       const existing = accounts.get(login);
@@ -864,7 +1004,8 @@ export async function startFakeGitHub(options: FakeGitHubOptions): Promise<FakeG
         status: run.status ?? 'queued',
         conclusion: run.conclusion ?? null,
         details_url: run.details_url ?? `${webUrl}/${repo.full_name}/actions`,
-        started_at: run.started_at ?? null,
+        // GitHub stamps a check run when it is created, queued or not.
+        started_at: run.started_at ?? new Date().toISOString().replace(/\.\d{3}Z$/, 'Z'),
         completed_at: run.completed_at ?? null,
       };
       checkRuns.push(check);
@@ -894,6 +1035,7 @@ export async function startFakeGitHub(options: FakeGitHubOptions): Promise<FakeG
     },
 
     async sendWebhook(event, payload, opts = {}) {
+      if (!opts.offSpec) check(`webhook ${event}`, schemas.webhook(event, payload));
       const delivery = opts.delivery ?? randomBytes(16).toString('hex');
       const body = JSON.stringify(payload);
       const headers: Record<string, string> = {
@@ -916,77 +1058,80 @@ export async function startFakeGitHub(options: FakeGitHubOptions): Promise<FakeG
       checkRun(action, checkId) {
         const check = checkRuns.find((c) => c.id === checkId)!;
         const repo = repositories.get(check.repository_id)!;
-        return {
+        return checked('check_run', {
           action,
-          check_run: checkRunJson(check),
-          repository: repositoryJson(repo),
-          installation: installationRef(repo),
-          sender,
-        };
+          check_run: webhookCheckRunJson(check),
+          repository: webhookRepositoryJson(repo),
+          ...installationRef(repo),
+          sender: sender(),
+        });
       },
       status(statusId) {
         const s = statuses.find((x) => x.id === statusId)!;
         const repo = repositories.get(s.repository_id)!;
-        return {
+        return checked('status', {
           id: s.id,
           sha: s.sha,
           name: repo.full_name,
           context: s.context,
+          description: null,
           state: s.state,
           target_url: s.target_url,
-          repository: repositoryJson(repo),
-          installation: installationRef(repo),
-          sender,
-        };
+          commit: shaped('webhook', 'webhook-status', {}).commit as Record<string, unknown>,
+          branches: [],
+          created_at: s.created_at,
+          updated_at: s.created_at,
+          repository: webhookRepositoryJson(repo),
+          ...installationRef(repo),
+          sender: sender(),
+        });
       },
       pullRequest(action, fullName, number) {
         const repo = fake.repository(fullName);
         const pull = pulls.find((p) => p.repository_id === repo.id && p.number === number)!;
-        return {
+        return checked('pull_request', {
           action,
           number,
-          pull_request: pullJson(pull),
-          repository: repositoryJson(repo),
-          installation: installationRef(repo),
-          sender,
-        };
+          pull_request: webhookPullJson(pull),
+          repository: webhookRepositoryJson(repo),
+          ...installationRef(repo),
+          sender: sender(),
+        });
       },
       installation(action, installationId) {
         const installation = installations.get(installationId)!;
-        return {
+        return checked('installation', {
           action,
-          installation: installationJson(installation),
-          repositories: installationRepositoryIds(installation).map((rid) => {
-            const r = repositories.get(rid)!;
-            return { id: r.id, name: r.name, full_name: r.full_name, private: r.private };
-          }),
-          sender,
-        };
+          installation: installationJson(installation, 'webhook'),
+          repositories: installationRepositoryIds(installation).map((rid) => listedRepository(repositories.get(rid)!)),
+          sender: sender(),
+        });
       },
       installationRepositories(action, installationId, repositoryIds) {
         const installation = installations.get(installationId)!;
-        const list = repositoryIds.map((rid) => {
-          const r = repositories.get(rid)!;
-          return { id: r.id, name: r.name, full_name: r.full_name, private: r.private };
-        });
-        return {
+        const list = repositoryIds.map((rid) => listedRepository(repositories.get(rid)!));
+        return checked('installation_repositories', {
           action,
-          installation: installationJson(installation),
+          installation: installationJson(installation, 'webhook'),
           repository_selection: installation.repository_selection,
           repositories_added: action === 'added' ? list : [],
           repositories_removed: action === 'removed' ? list : [],
-          sender,
-        };
+          requester: null,
+          sender: sender(),
+        });
       },
       repository(action, repositoryId, extra = {}) {
         const repo = repositories.get(repositoryId)!;
-        return {
+        return checked('repository', {
           action,
-          repository: repositoryJson(repo),
-          installation: installationRef(repo),
-          sender,
+          ...(action === 'edited' ? { changes: {} } : {}),
+          // A rename says what the name was; the fake's repository already has the new one.
+          ...(action === 'renamed' ? { changes: { repository: { name: { from: repo.name } } } } : {}),
+          repository: webhookRepositoryJson(repo),
+          ...installationRef(repo),
+          sender: sender(),
           ...extra,
-        };
+        });
       },
     },
 
@@ -994,6 +1139,11 @@ export async function startFakeGitHub(options: FakeGitHubOptions): Promise<FakeG
       server.closeAllConnections();
       await new Promise<void>((resolve) => server.close(() => resolve()));
       rmSync(root, { recursive: true, force: true });
+      if (schemaProblems.length > 0) {
+        throw new Error(
+          `the fake GitHub strayed from GitHub's descriptions:\n${[...new Set(schemaProblems)].join('\n')}`,
+        );
+      }
     },
   };
   return fake;

@@ -5,3 +5,4 @@ export * from './git.js';
 export * from './fake-model.js';
 export * from './fake-github.js';
 export * from './otlp-receiver.js';
+export * from './github-schemas.js';

@@ -522,8 +522,14 @@ describe('repohost GitHub App provider', () => {
       expect(fake.pulls.filter((p) => p.head === branch)).toHaveLength(1);
     });
 
-    it('forgets an uninstalled installation', async () => {
-      await send('installation', fake.payloads.installation('deleted', aliceInstallation));
+    it('forgets an uninstalled installation, its times given as Unix seconds as GitHub sends them', async () => {
+      const payload = fake.payloads.installation('deleted', aliceInstallation);
+      const installation = {
+        ...(payload.installation as object),
+        created_at: 1_700_000_000,
+        updated_at: 1_700_000_000,
+      };
+      await send('installation', { ...payload, installation });
       await processed();
       const connection = await request(nc, rpc.repohost.connection, { owner_id: alice });
       expect(connection.status).toBe('not_connected');

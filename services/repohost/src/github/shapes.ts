@@ -1,7 +1,22 @@
 import { z } from 'zod';
 
 // The fields of GitHub's REST answers and webhook payloads that repohost reads, parsed so that a
-// changed or unexpected answer fails loudly here instead of as an undefined deep in the code.
+// changed or unexpected answer fails loudly here instead of as an undefined deep in the code. Each
+// accepts every shape GitHub's descriptions allow for it (checked in shapes.test.ts against
+// `@octokit/openapi` and `@octokit/openapi-webhooks`), and what GitHub is known to send besides.
+
+/**
+ * A time, as an ISO 8601 string. GitHub's descriptions say strings, but installation webhooks
+ * carry `created_at`/`updated_at` as Unix seconds: both are read, and seconds become a string.
+ */
+const GhTime = z.union([
+  z.string(),
+  z
+    .number()
+    .int()
+    .nonnegative()
+    .transform((seconds) => new Date(seconds * 1000).toISOString()),
+]);
 
 export const GhAccount = z.object({
   login: z.string(),
@@ -11,14 +26,22 @@ export const GhAccount = z.object({
 });
 export type GhAccount = z.infer<typeof GhAccount>;
 
+/**
+ * An enterprise, which an installation's `account` may be instead of a user or organisation: it
+ * has a slug and a name, no login. Read as an account whose login is the slug.
+ */
+const GhEnterprise = z
+  .object({ id: z.number().int(), slug: z.string(), avatar_url: z.string() })
+  .transform(({ id, slug, avatar_url }) => ({ login: slug, id, avatar_url, type: 'Enterprise' }));
+
 export const GhInstallation = z.object({
   id: z.number().int().positive(),
-  account: GhAccount.nullable(),
+  account: z.union([GhAccount, GhEnterprise]).nullable(),
   repository_selection: z.string(),
   html_url: z.string(),
   target_type: z.string(),
-  created_at: z.string(),
-  suspended_at: z.string().nullable().optional(),
+  created_at: GhTime,
+  suspended_at: GhTime.nullable().optional(),
 });
 export type GhInstallation = z.infer<typeof GhInstallation>;
 
