@@ -1,10 +1,13 @@
 #!/usr/bin/env node
 // The whole local stack in the foreground: NATS and FerretDB (data under THREADWORK_DATA_DIR,
 // default ./.data) unless NATS_URL and MONGO_URL point elsewhere, then every service, with their
-// JSON logs printed as readable lines. Ctrl-C or SIGTERM stops everything it started, by pid.
+// JSON logs printed as readable lines. Ctrl-C or SIGTERM stops everything it started, by pid; so
+// does the death of the process that started it, and nothing it started outlives it.
 // Run through `npm start`, which builds first.
 import { randomBytes } from 'node:crypto';
-import { existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, fstatSync, mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { Socket } from 'node:net';
+import { isatty } from 'node:tty';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { setTimeout as sleep } from 'node:timers/promises';
@@ -17,12 +20,49 @@ const port = Number(process.env.PORT ?? 8080);
 const stackFile = join(dataDir, 'stack.json');
 // Order matters: services that others call come up first; they stop in reverse.
 const SERVICES = ['runs', 'repohost', 'review', 'threads', 'runner', 'gateway'];
+// A service gets this long to stop after SIGTERM (its own deadline plus a margin), then SIGKILL.
+const SERVICE_STOP_MS = Number(process.env.SHUTDOWN_TIMEOUT_MS ?? 10_000) + 2_000;
+// Output held back while nothing reads ours; past it, lines are dropped and counted.
+const OUTPUT_BUFFER_BYTES = 1024 * 1024;
 
-const color = process.stdout.isTTY ? (code, text) => `\x1b[${code}m${text}\x1b[0m` : (_code, text) => text;
+/**
+ * Our standard output, never blocking. Node writes to a pipe synchronously, so a reader that stops
+ * reading (a pager, a stuck parent) would freeze us mid-line: we would stop reading the services'
+ * logs, they would block in turn, and no one would act on SIGTERM any more. On a pipe, lines go
+ * out through a non-blocking stream instead, queued up to OUTPUT_BUFFER_BYTES and dropped beyond.
+ */
+const out = (() => {
+  const stat = fstatSync(1);
+  if (!stat.isFIFO() && !stat.isSocket()) return { write: (text) => process.stdout.write(text), flush: async () => {} };
+  const socket = new Socket({ fd: 1, readable: false, writable: true });
+  let broken = false;
+  let dropped = 0;
+  socket.on('error', () => (broken = true));
+  socket.on('drain', () => {
+    if (dropped === 0) return;
+    socket.write(`threadwork (${dropped} lines of output dropped while nothing read them)\n`);
+    dropped = 0;
+  });
+  socket.unref();
+  return {
+    write(text) {
+      if (broken) return;
+      if (socket.writableLength > OUTPUT_BUFFER_BYTES) dropped += 1;
+      else socket.write(text);
+    },
+    /** The last lines get a moment to go out before we exit, not more. */
+    async flush(timeoutMs = 500) {
+      const deadline = Date.now() + timeoutMs;
+      while (!broken && socket.writableLength > 0 && Date.now() < deadline) await sleep(10);
+    },
+  };
+})();
+
+const color = isatty(1) ? (code, text) => `\x1b[${code}m${text}\x1b[0m` : (_code, text) => text;
 const LEVEL_COLORS = { trace: 90, debug: 90, info: 32, warn: 33, error: 31, fatal: 31 };
 
 function say(line) {
-  process.stdout.write(`${color(1, 'threadwork')} ${line}\n`);
+  out.write(`${color(1, 'threadwork')} ${line}\n`);
 }
 
 /** One readable line for a pino JSON line; anything else is printed as it came. */
@@ -45,7 +85,7 @@ function pipeLines(stream, name) {
     buffered += chunk.toString();
     const lines = buffered.split('\n');
     buffered = lines.pop() ?? '';
-    for (const line of lines) if (line.trim()) process.stdout.write(pretty(name, line) + '\n');
+    for (const line of lines) if (line.trim()) out.write(pretty(name, line) + '\n');
   });
 }
 
@@ -65,11 +105,17 @@ async function stopAll(code) {
   }
   rmSync(stackFile, { force: true });
   say('stopped');
+  await out.flush();
   process.exit(code);
 }
 
 process.on('SIGINT', () => void stopAll(0));
 process.on('SIGTERM', () => void stopAll(0));
+// Started by a process that is now gone (killed without passing a signal on): stop, as for SIGTERM.
+const parent = process.ppid;
+setInterval(() => {
+  if (process.ppid !== parent) void stopAll(0);
+}, 250).unref();
 
 function startService(name, env) {
   const child = spawnGuarded(process.execPath, [join(root, 'services', name, 'dist', 'main.js')], {
@@ -92,11 +138,22 @@ function startService(name, env) {
     async stop() {
       if (child.exitCode !== null || child.signalCode !== null) return;
       child.kill('SIGTERM');
-      const killer = setTimeout(() => child.kill('SIGKILL'), 15_000);
+      const killer = setTimeout(() => child.kill('SIGKILL'), SERVICE_STOP_MS);
       await exited;
       clearTimeout(killer);
     },
   };
+}
+
+/** A server we started: stopped with the rest; its death stops the stack, as a service's does. */
+function watchServer(name, server) {
+  server.exited.then(() => {
+    if (!stopping) {
+      say(`${name} exited unexpectedly; stopping the stack`);
+      void stopAll(1);
+    }
+  });
+  return { name, pid: server.pid, stop: () => server.stop() };
 }
 
 async function waitReady(url, timeoutMs) {
@@ -122,9 +179,9 @@ async function main() {
     const nats = await startNatsServer({
       binary: toolPath('nats-server'),
       dir: join(dataDir, 'nats'),
-      onLine: (line) => /\[(ERR|WRN|FTL)\]/.test(line) && process.stdout.write(pretty('nats', line) + '\n'),
+      onLine: (line) => /\[(ERR|WRN|FTL)\]/.test(line) && out.write(pretty('nats', line) + '\n'),
     });
-    started.push({ name: 'nats-server', pid: nats.pid, stop: () => nats.stop() });
+    started.push(watchServer('nats-server', nats));
     natsUrl = nats.url;
     say(`NATS with JetStream at ${natsUrl} (data in ${join(dataDir, 'nats')})`);
   }
@@ -132,9 +189,9 @@ async function main() {
     const ferret = await startFerretDb({
       binary: toolPath('ferretdb'),
       dir: join(dataDir, 'ferretdb'),
-      onLine: (line) => /level=ERROR|panic/.test(line) && process.stdout.write(pretty('ferretdb', line) + '\n'),
+      onLine: (line) => /level=ERROR|panic/.test(line) && out.write(pretty('ferretdb', line) + '\n'),
     });
-    started.push({ name: 'ferretdb', pid: ferret.pid, stop: () => ferret.stop() });
+    started.push(watchServer('ferretdb', ferret));
     mongoUrl = ferret.url;
     say(`FerretDB (MongoDB wire protocol on SQLite) at ${mongoUrl} (data in ${join(dataDir, 'ferretdb')})`);
   }

@@ -11,6 +11,7 @@ import { ensureTools, toolsDir } from './tools.mjs';
 const root = resolve(dirname(fileURLToPath(import.meta.url)), '..', '..');
 const pkg = JSON.parse(readFileSync(join(root, 'package.json'), 'utf8'));
 const PNPM_VERSION = pkg.packageManager.replace(/^pnpm@/, '');
+const SETPRIV = '/usr/bin/setpriv';
 
 function log(line) {
   process.stderr.write(`threadwork: ${line}\n`);
@@ -62,14 +63,42 @@ function withPnpmOnPath(pnpm) {
   return env;
 }
 
-/** Runs a long-lived child in the foreground, forwarding Ctrl-C and SIGTERM; resolves with its exit code. */
+/** The parent of a process, from /proc on Linux; null where that cannot be read. */
+function parentOf(pid) {
+  try {
+    // Field 4 of /proc/<pid>/stat, after the command name in parentheses (which may hold spaces).
+    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+    return Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[1]);
+  } catch {
+    return null;
+  }
+}
+
+/**
+ * Runs a long-lived child in the foreground, forwarding Ctrl-C and SIGTERM; resolves with its exit
+ * code. Nothing it started outlives us: on Linux the child gets SIGTERM if we die, even by SIGKILL
+ * (`setpriv --pdeathsig`, which then execs the command), and if our own parent goes away without a
+ * word — npm passes SIGTERM to the shell it ran us in, not to us; killed, it leaves that shell
+ * waiting for us — we pass a SIGTERM on ourselves.
+ */
 function foreground(cmd, args, env) {
-  const child = spawn(cmd, args, { cwd: root, stdio: 'inherit', env });
+  const guarded = process.platform === 'linux' && existsSync(SETPRIV);
+  const child = guarded
+    ? spawn(SETPRIV, ['--pdeathsig', 'SIGTERM', '--', cmd, ...args], { cwd: root, stdio: 'inherit', env })
+    : spawn(cmd, args, { cwd: root, stdio: 'inherit', env });
   const forward = (signal) => child.kill(signal);
   process.on('SIGINT', forward);
   process.on('SIGTERM', forward);
+  const lineage = [process.ppid, parentOf(process.ppid)];
+  const orphaned = setInterval(() => {
+    if (process.ppid === lineage[0] && parentOf(lineage[0]) === lineage[1]) return;
+    clearInterval(orphaned);
+    forward('SIGTERM');
+    log('the process that started us is gone; stopping');
+  }, 250);
   return new Promise((resolveExit) =>
     child.on('exit', (code, signal) => {
+      clearInterval(orphaned);
       process.off('SIGINT', forward);
       process.off('SIGTERM', forward);
       resolveExit(code ?? (signal === 'SIGINT' || signal === 'SIGTERM' ? 0 : 1));

@@ -1,7 +1,7 @@
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { ConfigError } from './config.js';
-import type { Logger } from './logger.js';
+import { flushLogs, type Logger } from './logger.js';
 
 type StopFn = () => Promise<void> | void;
 
@@ -40,6 +40,8 @@ export interface RunningService {
  */
 export function stopOnSignal(service: RunningService, logger: Logger, timeoutMs: number): void {
   let stopping = false;
+  // The last lines get a moment to reach a reader that is slow, none at all to wait for one that is stuck.
+  const exit = (code: number) => void flushLogs().then(() => process.exit(code));
   const onSignal = (signal: NodeJS.Signals) => {
     if (stopping) {
       logger.warn({ signal }, 'second signal, exiting now');
@@ -49,17 +51,17 @@ export function stopOnSignal(service: RunningService, logger: Logger, timeoutMs:
     logger.info({ signal }, 'stopping');
     const deadline = setTimeout(() => {
       logger.error({ timeoutMs }, 'shutdown deadline passed, exiting');
-      process.exit(1);
+      exit(1);
     }, timeoutMs + 1_000);
     deadline.unref();
     service.stop().then(
       () => {
         logger.info('stopped');
-        process.exit(0);
+        exit(0);
       },
       (err: unknown) => {
         logger.error({ err }, 'failed to stop cleanly');
-        process.exit(1);
+        exit(1);
       },
     );
   };

@@ -1,3 +1,5 @@
+import { fstatSync } from 'node:fs';
+import { Socket } from 'node:net';
 import { trace } from '@opentelemetry/api';
 import { pino, type Logger, type LoggerOptions, type DestinationStream } from 'pino';
 
@@ -38,6 +40,64 @@ export interface LoggerConfig {
   destination?: DestinationStream;
 }
 
+/** Lines kept while nothing reads the log, at most; past it new lines are dropped, not queued. */
+export const LOG_BUFFER_BYTES = 4 * 1024 * 1024;
+
+const outputs = new Set<Socket>();
+
+/**
+ * Standard output for logs, written without ever blocking the process. Written synchronously (pino's
+ * default), a log line to a pipe whose reader stopped reading — a supervisor that is itself stuck or
+ * being killed — waits in the kernel for good, and the process cannot even act on SIGTERM. On a pipe
+ * or socket, lines here go out through a non-blocking stream: queued up to `LOG_BUFFER_BYTES` while
+ * the reader is slow and dropped beyond, and a reader that is gone (EPIPE) ends logging, not the
+ * service. Files and terminals, which do not hold writers up, keep pino's synchronous default.
+ */
+export function stdoutDestination(fd = 1): DestinationStream {
+  // One per descriptor for the whole process: every logger created shares it (and its queue).
+  let destination = destinations.get(fd);
+  if (!destination) {
+    destination = openDestination(fd);
+    destinations.set(fd, destination);
+  }
+  return destination;
+}
+
+const destinations = new Map<number, DestinationStream>();
+
+function openDestination(fd: number): DestinationStream {
+  const stat = fstatSync(fd);
+  if (!stat.isFIFO() && !stat.isSocket()) return pino.destination({ dest: fd, sync: true });
+  const socket = new Socket({ fd, readable: false, writable: true });
+  let broken = false;
+  socket.on('error', () => {
+    broken = true;
+    outputs.delete(socket);
+  });
+  // Logging alone never keeps a process alive; a write in flight still completes.
+  socket.unref();
+  outputs.add(socket);
+  return {
+    write(line: string) {
+      if (!broken && socket.writableLength < LOG_BUFFER_BYTES) socket.write(line);
+    },
+  };
+}
+
+/**
+ * Waits, at most `timeoutMs`, for queued log lines to reach their reader: called before a process
+ * exits on purpose, so a reader that is slow gets the last lines and one that does not read at all
+ * does not keep the process alive.
+ */
+export async function flushLogs(timeoutMs = 1_000): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  for (const socket of outputs) {
+    while (socket.writableLength > 0 && !socket.destroyed && Date.now() < deadline) {
+      await new Promise((resolve) => setTimeout(resolve, 10).unref());
+    }
+  }
+}
+
 /** JSON logger carrying the active span's trace_id/span_id on every line. */
 export function createLogger({ service, level = 'info', destination }: LoggerConfig): Logger {
   const options: LoggerOptions = {
@@ -53,5 +113,5 @@ export function createLogger({ service, level = 'info', destination }: LoggerCon
       return { trace_id: ctx.traceId, span_id: ctx.spanId };
     },
   };
-  return destination ? pino(options, destination) : pino(options);
+  return pino(options, destination ?? stdoutDestination());
 }

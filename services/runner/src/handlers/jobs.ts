@@ -52,6 +52,11 @@ export async function startJobConsumer(
   const consumer = await js.consumers.get(STREAM_NAMES.runJobs, durable);
   const inflight = new Set<Promise<void>>();
   let stopping = false;
+  // Stopping does not wait for a pull or a pause in progress: with NATS gone, a pull never ends.
+  let signalStop!: () => void;
+  const stopped = new Promise<null>((resolve) => {
+    signalStop = () => resolve(null);
+  });
 
   const work = (msg: JsMsg) =>
     withSpan(`consume ${msg.subject}`, { kind: SpanKind.CONSUMER, parent: extractTraceContext(msg.headers) }, () =>
@@ -61,24 +66,28 @@ export async function startJobConsumer(
   const loop = (async () => {
     while (!stopping) {
       if (inflight.size >= opts.concurrency) {
-        await Promise.race(inflight);
+        await Promise.race([...inflight, stopped]);
         continue;
       }
       let msg: JsMsg | null;
+      const pull = consumer.next({ expires: PULL_EXPIRES_MS });
       try {
-        msg = await consumer.next({ expires: PULL_EXPIRES_MS });
+        msg = await Promise.race([pull, stopped]);
       } catch (err) {
         if (stopping) break;
         opts.logger.warn({ err }, 'pulling a job failed; trying again');
-        await sleep(1_000);
+        await Promise.race([sleep(1_000), stopped]);
         continue;
       }
-      if (!msg) continue;
       if (stopping) {
-        // Pulled while stopping: straight back to the stream for another runner.
-        msg.nak();
+        // Pulled while stopping, now or later: straight back to the stream for another runner.
+        void pull.then(
+          (late) => late?.nak(),
+          () => {},
+        );
         break;
       }
+      if (!msg) continue;
       const job = work(msg);
       inflight.add(job);
       void job.finally(() => inflight.delete(job));
@@ -88,6 +97,7 @@ export async function startJobConsumer(
   return {
     async stop(timeoutMs) {
       stopping = true;
+      signalStop();
       let timer: NodeJS.Timeout | undefined;
       await Promise.race([
         Promise.allSettled([loop, ...inflight]),
