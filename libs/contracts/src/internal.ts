@@ -106,7 +106,12 @@ export const EventsPageRequest = z.object({
 });
 
 /** The runner claims the next attempt of a run it took from RUN_JOBS; a lost race is `already_settled`. */
-export const ClaimRequest = z.object({ run_id: Id, runner_id: Id });
+/**
+ * `claim_id` names one claim of a job by a runner, the same on every retry of that call: a retry
+ * whose first try was applied (its answer lost) gets the attempt it already claimed, instead of
+ * claiming the next one and fencing itself out.
+ */
+export const ClaimRequest = z.object({ run_id: Id, runner_id: Id, claim_id: Id.optional() });
 export const ClaimResponse = z.object({ run: Run, attempt: z.int().min(0), job: RunJob });
 
 /** Moves a run; rejected unless `attempt` is the run's current attempt (a stale runner is fenced out). */

@@ -117,6 +117,32 @@ describe('run lifecycle', () => {
     );
   });
 
+  it('gives a retried claim the attempt its first try made, applied or still under way', async () => {
+    // Retried after the first try was applied (its answer lost): the same attempt, nothing burnt.
+    const { run } = await admit();
+    const claim = { run_id: run.id, runner_id: 'runner-a', claim_id: 'clm_once' };
+    const first = await request(h.nc, rpc.runs.claim, claim);
+    const retry = await request(h.nc, rpc.runs.claim, claim);
+    expect([first.attempt, retry.attempt]).toEqual([0, 0]);
+    expect(retry.run).toMatchObject({ status: 'starting', attempt: 0 });
+    await request(h.nc, rpc.runs.transition, { run_id: run.id, attempt: 0, to: 'running' });
+    expect(await request(h.nc, rpc.runs.claim, claim)).toMatchObject({ attempt: 0, run: { status: 'running' } });
+    // A different claim (a redelivery to another runner) still takes the next attempt over.
+    const other = await request(h.nc, rpc.runs.claim, { run_id: run.id, runner_id: 'runner-b', claim_id: 'clm_other' });
+    expect(other.attempt).toBe(1);
+    // …and fences the first claim: its retry now learns the run moved on.
+    expect((await failure(request(h.nc, rpc.runs.claim, claim))).code).toBe('already_settled');
+
+    // Retried while the first try is still under way: both tries answer the one attempt.
+    for (let i = 0; i < 5; i++) {
+      const { run: raced } = await admit();
+      const twin = { run_id: raced.id, runner_id: 'runner-a', claim_id: `clm_twin_${i}` };
+      const answers = await Promise.all([request(h.nc, rpc.runs.claim, twin), request(h.nc, rpc.runs.claim, twin)]);
+      expect(answers.map((a) => a.attempt)).toEqual([0, 0]);
+      expect(await request(h.nc, rpc.runs.get, { run_id: raced.id })).toMatchObject({ status: 'starting', attempt: 0 });
+    }
+  });
+
   it('lets one of several runners racing for the same attempt win it', async () => {
     for (let i = 0; i < 5; i++) {
       const { run } = await admit();
@@ -231,35 +257,12 @@ describe('run lifecycle', () => {
     // A user's cancel moves the run to `cancelling`; between its look for a terminal decision and
     // its append, the runner's completion is decided and logged. The terminal event stays last.
     const { run, attempt } = await runningRun(h.nc);
-    const log = createEventLog({ nc: h.nc, js: jetstream(h.nc), jsm: h.jsm });
-    let overtaken = false;
-    const overtake = async () => {
-      if (overtaken) return;
-      overtaken = true;
-      await request(h.nc, rpc.runs.transition, { run_id: run.id, attempt, to: 'completed' });
-    };
-    const ctx: RunsContext = {
-      store: h.store,
-      interactions: h.interactions,
-      nc: h.nc,
-      js: jetstream(h.nc),
-      config: loadConfig(RunsConfig, baseServiceEnv(h.nats.url)),
-      logger: createLogger({ service: 'runs-test', level: 'silent' }),
-      log: {
-        ...log,
-        async append(runId, entries, at) {
-          await overtake();
-          return log.append(runId, entries, at);
-        },
-        async appendAfter(runId, last, entry, at) {
-          await overtake();
-          return log.appendAfter(runId, last, entry, at);
-        },
-      },
-    };
+    const ctx = contextDecidingAt(1, () =>
+      request(h.nc, rpc.runs.transition, { run_id: run.id, attempt, to: 'completed' }),
+    );
     const doc = await h.store.runs.findOne({ _id: run.id });
     await moveRun(ctx, doc!, 'cancelling', { cause: 'cancel' });
-    expect(overtaken).toBe(true);
+    expect(ctx.decided()).toBe(true);
     expect(await statusLog(h.nc, run.id)).toEqual(['queued', 'starting', 'running', 'completed']);
     expect(await request(h.nc, rpc.runs.get, { run_id: run.id })).toMatchObject({
       status: 'completed',

@@ -1,3 +1,4 @@
+import { randomBytes } from 'node:crypto';
 import {
   domainEvents,
   rpc,
@@ -112,7 +113,14 @@ export async function executeJob(
   const log = deps.logger.child({ run_id: job.run_id, thread_id: job.thread_id });
   let claim: { run: Run; attempt: number; job: RunJob };
   try {
-    claim = await call(deps.nc, rpc.runs.claim, { run_id: job.run_id, runner_id: deps.runnerId }, 10_000);
+    // One claim id for this take of the job: retries of the call get the attempt a lost answer carried.
+    const claimId = `clm_${randomBytes(12).toString('hex')}`;
+    claim = await call(
+      deps.nc,
+      rpc.runs.claim,
+      { run_id: job.run_id, runner_id: deps.runnerId, claim_id: claimId },
+      10_000,
+    );
   } catch (err) {
     if (isAppError(err) && err.code === 'not_found') {
       log.info({ reason: err.message }, 'job dropped: the run does not exist');

@@ -27,6 +27,16 @@ export async function claimRun(
   let run = await loadRun(ctx, req.run_id);
   if (!run.terminal) run = (await settleIfTerminal(ctx, run)) ?? run;
   const last = await ctx.store.attempts.find({ run_id: run._id }).sort({ attempt: -1 }).limit(1).next();
+  // A retry of a claim already made (its answer lost, or the first try still under way): the
+  // attempt it made is the caller's — finish adopting it rather than claim the next one — unless
+  // a later claim has taken the run over since, which fences this one out.
+  const mine = req.claim_id ? await ctx.store.attempts.findOne({ run_id: run._id, claim_id: req.claim_id }) : null;
+  if (mine) {
+    if (last && last.attempt > mine.attempt) {
+      throw settled(`attempt ${mine.attempt} of run ${run._id} was taken over by attempt ${last.attempt}`);
+    }
+    return adoptAttempt(ctx, run, mine.attempt, req.runner_id);
+  }
   const decision = decideClaim(run.status, last?.attempt ?? null, ctx.config.RUN_MAX_ATTEMPTS);
 
   switch (decision.kind) {
@@ -53,23 +63,44 @@ export async function claimRun(
       run_id: run._id,
       attempt,
       runner_id: req.runner_id,
+      ...(req.claim_id ? { claim_id: req.claim_id } : {}),
       at: new Date(),
     });
   } catch (err) {
-    if (isDuplicateKeyError(err)) throw settled(`attempt ${attempt} of run ${run._id} was claimed by another runner`);
-    throw err;
+    if (!isDuplicateKeyError(err)) throw err;
+    // A twin of this very claim (a retry racing its first try) inserted it: it is ours too.
+    const holder = await ctx.store.attempts.findOne({ _id: `${run._id}:${attempt}` });
+    if (req.claim_id && holder?.claim_id === req.claim_id) return adoptAttempt(ctx, run, attempt, req.runner_id);
+    throw settled(`attempt ${attempt} of run ${run._id} was claimed by another runner`);
   }
+  return adoptAttempt(ctx, run, attempt, req.runner_id);
+}
 
-  const claimed = decision.first
-    ? await moveRun(ctx, run, 'starting', { attempt, runner_id: req.runner_id, cause: 'claim' })
-    : await takeOver(ctx, run, attempt, req.runner_id);
-  if (!claimed || claimed.terminal || claimed.attempt !== attempt) {
-    const now = claimed ?? (await loadRun(ctx, run._id));
+/**
+ * Makes the run's attempt the one claimed: a queued run starts, a held one is taken over. Done by
+ * the claim and, with the same outcome, by a retry of it; when a twin got there first, the run
+ * already shows the attempt, and that is success too.
+ */
+async function adoptAttempt(
+  ctx: RunsContext,
+  run: RunDoc,
+  attempt: number,
+  runnerId: string,
+): Promise<{ run: RunDoc; attempt: number; job: RunJob }> {
+  let claimed: RunDoc | null = run.attempt === attempt && run.status !== 'queued' ? run : null;
+  if (!claimed && run.attempt <= attempt && !run.terminal) {
+    claimed =
+      run.status === 'queued'
+        ? await moveRun(ctx, run, 'starting', { attempt, runner_id: runnerId, cause: 'claim' })
+        : await takeOver(ctx, run, attempt, runnerId);
+  }
+  const now = claimed ?? (await loadRun(ctx, run._id));
+  if (now.terminal || now.attempt !== attempt || now.status === 'queued') {
     throw settled(
       `run ${run._id} moved on while attempt ${attempt} was claimed (now ${now.status}, attempt ${now.attempt})`,
     );
   }
-  return { run: claimed, attempt, job: toJob(claimed) };
+  return { run: now, attempt, job: toJob(now) };
 }
 
 /** A redelivered job's runner takes the run over where it stands; the status does not change. */

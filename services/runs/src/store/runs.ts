@@ -86,6 +86,8 @@ export interface AttemptDoc {
   run_id: string;
   attempt: number;
   runner_id: string;
+  /** The claim call that made it (repeated on its retries); absent for callers that send none. */
+  claim_id?: string;
   at: Date;
 }
 
