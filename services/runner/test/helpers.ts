@@ -1,5 +1,5 @@
 import { execFileSync } from 'node:child_process';
-import { mkdtempSync, rmSync } from 'node:fs';
+import { mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { rpc, type RpcRequest, type Run, type RunEvent } from '@threadwork/contracts';
@@ -232,6 +232,24 @@ export function git(cwd: string, ...args: string[]): string {
 }
 
 /** Whether a process is alive (signal 0 checks without signalling). */
+/**
+ * Processes of a thread's harness still running anywhere on this machine: those whose environment
+ * names the thread's harness home (any runner's, the processes they started included).
+ */
+export function harnessesOf(sandboxRoot: string, threadId: string): number[] {
+  const marker = `CODEX_HOME=${join(sandboxRoot, threadId, 'codex-home')}\0`;
+  const found: number[] = [];
+  for (const entry of readdirSync('/proc')) {
+    if (!/^\d+$/.test(entry)) continue;
+    try {
+      if (readFileSync(`/proc/${entry}/environ`, 'utf8').includes(marker)) found.push(Number(entry));
+    } catch {
+      // gone meanwhile, or not ours to read
+    }
+  }
+  return found;
+}
+
 export function alive(pid: number): boolean {
   try {
     process.kill(pid, 0);

@@ -236,8 +236,11 @@ class RunExecution implements LiveRun {
       if (this.session) {
         // A fenced attempt's harness is stopped, not kept for the thread's next run: the thread was
         // taken over, so its process holds a conversation that misses the new attempt's turn, and
-        // left running it would go on acting in a workspace that is no longer this attempt's.
-        if (this.isFenced) await this.deps.sessions.discard(job.thread_id, this.session);
+        // left running it would go on acting in a workspace that is no longer this attempt's. A
+        // cancelled or timed-out run takes its harness with it too, also when the stop came while
+        // the harness was still starting and no turn had begun.
+        const stopped = this.stopReason === 'cancel' || this.stopReason === 'timeout';
+        if (this.isFenced || stopped) await this.deps.sessions.discard(job.thread_id, this.session);
         else this.deps.sessions.release(job.thread_id, this.session);
       }
     }
