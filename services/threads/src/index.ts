@@ -4,6 +4,7 @@ import type { ThreadsConfig } from './config.js';
 import { createDomainHandler, THREADS_DOMAIN_SUBJECTS } from './handlers/events.js';
 import { createPeers } from './handlers/peers.js';
 import { threadsRoutes } from './handlers/routes.js';
+import { sweep } from './handlers/sweep.js';
 import { createThreadsStore } from './store/store.js';
 
 export { ThreadsConfig } from './config.js';
@@ -14,9 +15,22 @@ export const THREADS_CONSUMER = 'threads';
 export async function startThreads(config: ThreadsConfig): Promise<StartedService> {
   const runtime = await startRuntime({ name: 'threads', config, mongo: true });
   return bootService(runtime, async ({ db, nc, logger }) => {
-    const store = createThreadsStore(db);
+    const store = createThreadsStore(db, { idempotencyTtlMs: config.IDEMPOTENCY_TTL_MS });
     await store.ensureIndexes();
     const deps = { store, peers: createPeers(nc), logger };
+
+    if (config.SWEEP_INTERVAL_MS > 0) {
+      let sweeping = false;
+      const timer = setInterval(() => {
+        if (sweeping) return;
+        sweeping = true;
+        sweep(deps, new Date(), config.IDEMPOTENCY_TTL_MS)
+          .catch((err: unknown) => logger.warn({ err }, 'sweep failed; trying again at the next interval'))
+          .finally(() => (sweeping = false));
+      }, config.SWEEP_INTERVAL_MS);
+      timer.unref();
+      runtime.lifecycle.add('sweep', () => clearInterval(timer));
+    }
 
     // Only the subjects threads reacts to; each event acked once handled (handling is idempotent).
     const handle = createDomainHandler(deps);

@@ -48,7 +48,8 @@ async function requestIds<Ids extends Record<string, string>>(
 /**
  * threads.message: an idle thread admits a new run for the message; an active one answers
  * `thread_busy` (queue or steer instead). The runs service decides who holds the thread, so a
- * send that races another admission loses there, and its message is removed again.
+ * send that races another admission loses there; its message stays hidden until the sweep
+ * removes it (handlers/sweep.ts).
  */
 export async function sendMessage(deps: Deps, target: Target & { body: SendMessageBody }): Promise<MessageAccepted> {
   const thread = await ownedThread(deps, target.owner_id, target.thread_id, 'thread');

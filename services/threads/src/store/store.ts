@@ -46,7 +46,12 @@ async function insertIfAbsent<T extends Document>(collection: Collection<T>, doc
  * The collections threads owns (DESIGN.md section 1). Every "exactly one wins" decision here is an
  * insert against a unique index, never a conditional update: FerretDB does not make those atomic.
  */
-export function createThreadsStore(db: Db) {
+export interface ThreadsStoreOptions {
+  /** How long an idempotency record binds its `client_request_id`. */
+  idempotencyTtlMs: number;
+}
+
+export function createThreadsStore(db: Db, { idempotencyTtlMs }: ThreadsStoreOptions) {
   const projects = db.collection<ProjectRecord>('projects');
   const threads = db.collection<ThreadRecord>('threads');
   const messages = db.collection<MessageRecord>('messages');
@@ -85,6 +90,11 @@ export function createThreadsStore(db: Db) {
           options: { name: 'run' },
           serves: 'show the user message of a run when a status event of that run arrives',
         },
+        {
+          key: { visible: 1, created_at: 1 },
+          options: { name: 'hidden_created' },
+          serves: 'the sweep: hidden messages older than the idempotency window',
+        },
       ]);
       await ensureIndexes(controls, [
         {
@@ -98,7 +108,13 @@ export function createThreadsStore(db: Db) {
           serves: "a thread's controls, oldest first",
         },
       ]);
-      // requests: looked up by _id only (`${owner}:${op}:${client_request_id}`), the default index.
+      await ensureIndexes(requests, [
+        {
+          key: { created_at: 1 },
+          options: { name: 'created' },
+          serves: 'the sweep: idempotency records past their window (claims look up by _id)',
+        },
+      ]);
     },
 
     /**
@@ -111,23 +127,58 @@ export function createThreadsStore(db: Db) {
       bodyHash: string,
       candidate: Ids,
     ): Promise<Ids> {
-      const record: RequestRecord<Ids> = {
-        _id: key,
-        owner_id: ownerId,
-        body_hash: bodyHash,
-        ids: candidate,
-        created_at: new Date(),
-      };
-      if (await insertIfAbsent(requests as unknown as Collection<RequestRecord<Ids>>, record)) return candidate;
-      const winner = await mongoCall(() => requests.findOne({ _id: key }));
-      // The duplicate-key error means the winner's document is committed; not finding it is a
-      // transient oddity of the server, worth a retry rather than a second set of ids.
-      if (!winner) throw unavailable('idempotency record not readable yet');
-      if (winner.body_hash !== bodyHash) {
-        throw conflict('idempotency_conflict', 'client_request_id was already used with a different request');
+      // Twice at most: a record found past its window is removed and the claim made afresh.
+      for (let attempt = 0; ; attempt++) {
+        const now = new Date();
+        const record: RequestRecord<Ids> = {
+          _id: key,
+          owner_id: ownerId,
+          body_hash: bodyHash,
+          ids: candidate,
+          created_at: now,
+        };
+        if (await insertIfAbsent(requests as unknown as Collection<RequestRecord<Ids>>, record)) return candidate;
+        const winner = await mongoCall(() => requests.findOne({ _id: key }));
+        // The duplicate-key error means the winner's document is committed; not finding it is a
+        // transient oddity of the server (or a sweep that just removed it), worth a retry rather
+        // than a second set of ids.
+        if (!winner) throw unavailable('idempotency record not readable yet');
+        if (winner.created_at.getTime() <= now.getTime() - idempotencyTtlMs && attempt === 0) {
+          // Expired: the id is free. Removed only as found (same time), so a fresh claim that
+          // raced us here is never the one removed; whoever inserts next wins, as for a new id.
+          await mongoCall(() => requests.deleteOne({ _id: key, created_at: winner.created_at }));
+          continue;
+        }
+        if (winner.body_hash !== bodyHash) {
+          throw conflict('idempotency_conflict', 'client_request_id was already used with a different request');
+        }
+        return winner.ids as Ids;
       }
-      return winner.ids as Ids;
     },
+
+    /** Idempotency records past their window, removed (claims treat them as absent already). */
+    async sweepRequests(now: Date): Promise<number> {
+      const before = new Date(now.getTime() - idempotencyTtlMs);
+      const { deletedCount } = await mongoCall(() => requests.deleteMany({ created_at: { $lt: before } }));
+      return deletedCount;
+    },
+
+    /** Up to `limit` messages still hidden that were written before `before`, oldest first. */
+    hiddenMessagesBefore: (before: Date, limit: number) =>
+      mongoCall(() =>
+        messages
+          .find({ visible: false, created_at: { $lt: before } })
+          .sort({ created_at: 1 })
+          .limit(limit)
+          .toArray(),
+      ),
+
+    deleteHiddenMessage: (id: string) => mongoCall(() => messages.deleteOne({ _id: id, visible: false })),
+
+    /** Whether a control still waiting to admit its run carries this message. */
+    hasPendingControlFor: async (threadId: string, messageId: string) =>
+      (await mongoCall(() => controls.findOne({ thread_id: threadId, message_id: messageId, status: 'pending' }))) !==
+      null,
 
     async findOrCreateProject(project: ProjectRecord): Promise<ProjectRecord> {
       const existing = await mongoCall(() => projects.findOne({ key: project.key }));
