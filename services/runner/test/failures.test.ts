@@ -84,8 +84,9 @@ describe('failing runs', () => {
     expect(run.status).toBe('failed');
     expect(run.error?.code).toBe('harness_timeout');
     for (const pid of harnesses) await waitFor('the harness to exit', () => !alive(pid));
-    await waitFor('no process of the run’s harness to be left', () =>
-      harnessesOf(stack.sandboxRoot, admitted.threadId).length === 0,
+    await waitFor(
+      'no process of the run’s harness to be left',
+      () => harnessesOf(stack.sandboxRoot, admitted.threadId).length === 0,
     );
   });
 

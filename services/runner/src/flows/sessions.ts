@@ -16,7 +16,10 @@ interface Live {
 
 export interface AcquireOptions {
   model: string;
-  /** A takeover after a crash: the stored session must be resumed, a fresh one would lose the turn's context. */
+  /**
+   * A takeover after a crash: the stored session must be resumed, a fresh one would lose the turn's
+   * context — unless the harness never recorded any of it, when a fresh one loses nothing.
+   */
   mustResume: boolean;
 }
 
@@ -49,10 +52,11 @@ export class SessionPool {
     try {
       session = await this.harness.start({ ...options, resumeSessionId: sandbox.sessionId });
     } catch (err) {
-      if (!(err instanceof ResumeFailedError) || opts.mustResume) throw err;
-      // The conversation is lost (e.g. its state was cleaned up); the workspace is not, so carry on in it.
+      if (!(err instanceof ResumeFailedError) || (opts.mustResume && !err.neverRecorded)) throw err;
+      // The conversation is lost (e.g. its state was cleaned up), or it never held anything (its
+      // first turn was lost as it began); the workspace is not, so carry on in it.
       this.logger.warn(
-        { err, thread_id: sandbox.threadId },
+        { err, thread_id: sandbox.threadId, never_recorded: err.neverRecorded },
         'stored harness session could not be resumed; starting anew',
       );
       session = await this.harness.start({ ...options, resumeSessionId: null });

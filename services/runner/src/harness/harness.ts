@@ -70,6 +70,17 @@ export interface SessionOptions {
 
 export class ResumeFailedError extends Error {
   override name = 'ResumeFailedError';
+
+  constructor(
+    message: string,
+    /**
+     * The harness holds nothing of the session: it was lost before anything of it was recorded
+     * (a runner killed as its first turn began). Nothing of the conversation is lost by starting anew.
+     */
+    readonly neverRecorded = false,
+  ) {
+    super(message);
+  }
 }
 
 export interface Harness {

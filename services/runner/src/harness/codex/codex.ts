@@ -1,4 +1,6 @@
 import { spawn } from 'node:child_process';
+import { readdir } from 'node:fs/promises';
+import { join } from 'node:path';
 import type { RunError } from '@threadwork/contracts';
 import type { Logger } from '@threadwork/platform';
 import {
@@ -82,7 +84,9 @@ export class CodexHarness implements Harness {
           );
           threadId = resumed.thread.id;
         } catch (err) {
-          if (err instanceof CodexRpcError) throw new ResumeFailedError(err.message);
+          if (err instanceof CodexRpcError) {
+            throw new ResumeFailedError(err.message, !(await hasRollout(opts.home, opts.resumeSessionId)));
+          }
           throw err;
         }
       } else {
@@ -94,6 +98,25 @@ export class CodexHarness implements Harness {
       throw err;
     }
   }
+}
+
+/**
+ * Whether Codex ever recorded the session: it writes one rollout file per thread, named after the
+ * thread's id, under `sessions/` (or `archived_sessions/`) of its home, once the thread's first turn
+ * has begun. A thread lost before that has nothing to resume.
+ */
+async function hasRollout(home: string, threadId: string): Promise<boolean> {
+  for (const dir of ['sessions', 'archived_sessions']) {
+    let names: string[];
+    try {
+      names = await readdir(join(home, dir), { recursive: true });
+    } catch (err) {
+      if ((err as NodeJS.ErrnoException).code === 'ENOENT') continue;
+      throw err;
+    }
+    if (names.some((name) => name.endsWith(`-${threadId}.jsonl`))) return true;
+  }
+  return false;
 }
 
 interface ActiveTurn {
