@@ -1,6 +1,17 @@
+import { execFileSync } from 'node:child_process';
 import { describe, expect, it } from 'vitest';
 import { z } from 'zod';
-import { Cursor, Id, IdParam, Prompt, Timestamp, pageLimit, queryInt } from './common.js';
+import {
+  BranchName,
+  Cursor,
+  Id,
+  IdParam,
+  Prompt,
+  Timestamp,
+  branchNameProblem,
+  pageLimit,
+  queryInt,
+} from './common.js';
 
 describe('Id', () => {
   it('accepts 1 and 256 characters', () => {
@@ -66,5 +77,58 @@ describe('query helpers', () => {
   it('bounds cursors', () => {
     expect(Cursor.safeParse('c'.repeat(256)).success).toBe(true);
     expect(Cursor.safeParse('c'.repeat(257)).success).toBe(false);
+  });
+});
+
+describe('BranchName', () => {
+  // Names git takes and refuses, and its own verdict on each as the reference.
+  const names = [
+    'main',
+    'release/2.x',
+    'feature/añadir-ñ',
+    'v1.0',
+    'a@b',
+    '--upload-pack=touch /tmp/pwned',
+    '-x',
+    'a..b',
+    'a b',
+    'a~1',
+    'a^',
+    'a:b',
+    'a?',
+    'a*',
+    'a[b',
+    'a\\b',
+    'a@{1}',
+    '@',
+    '/a',
+    'a/',
+    'a//b',
+    'a.',
+    '.a',
+    'a/.b',
+    'a.lock',
+    'a/b.lock/c',
+    'tab\there',
+  ];
+
+  it.each(names)('agrees with git check-ref-format --branch on %j', (name) => {
+    let git: boolean;
+    try {
+      execFileSync('git', ['check-ref-format', '--branch', name], { stdio: 'ignore' });
+      // Refused here though git takes them: a leading "-" (an option to a command line), and "@",
+      // which git's --branch reads as the current branch rather than a name.
+      git = !name.startsWith('-') && name !== '@';
+    } catch {
+      git = false;
+    }
+    expect(branchNameProblem(name) === null).toBe(git);
+    expect(BranchName.safeParse(name).success).toBe(git);
+  });
+
+  it('says what is wrong', () => {
+    const result = BranchName.safeParse('--upload-pack=x');
+    expect(result.success).toBe(false);
+    expect(result.error?.issues[0]?.message).toBe('not a branch name: must not start with "-"');
   });
 });

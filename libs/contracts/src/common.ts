@@ -19,6 +19,39 @@ export type Timestamp = z.infer<typeof Timestamp>;
 export const JsonValue = z.unknown().describe('Any JSON value');
 export type JsonValue = z.infer<typeof JsonValue>;
 
+/**
+ * Why `name` is not a branch name git would accept (`git check-ref-format --branch`), or null.
+ * Also refused: a leading `-`, which a command line would read as an option.
+ */
+export function branchNameProblem(name: string): string | null {
+  if (name.startsWith('-')) return 'must not start with "-"';
+  if (name === '@') return 'must not be "@"';
+  // eslint-disable-next-line no-control-regex -- control characters are exactly what is refused
+  if (/[\x00-\x20\x7f~^:?*[\\]/.test(name))
+    return 'must not contain spaces, control characters or any of ~ ^ : ? * [ \\';
+  if (name.includes('..')) return 'must not contain ".."';
+  if (name.includes('@{')) return 'must not contain "@{"';
+  if (name.startsWith('/') || name.endsWith('/') || name.includes('//'))
+    return 'must not start or end with "/" or contain "//"';
+  if (name.endsWith('.')) return 'must not end with "."';
+  for (const part of name.split('/')) {
+    if (part.startsWith('.')) return 'no part of it may start with "."';
+    if (part.endsWith('.lock')) return 'no part of it may end with ".lock"';
+  }
+  return null;
+}
+
+/** A branch name: what git accepts as one, never anything a command line could take for an option. */
+export const BranchName = z
+  .string()
+  .min(1)
+  .max(255)
+  .superRefine((name, ctx) => {
+    const problem = branchNameProblem(name);
+    if (problem) ctx.addIssue({ code: 'custom', message: `not a branch name: ${problem}` });
+  })
+  .describe('A branch name as `git check-ref-format --branch` accepts it, not starting with "-"');
+
 /** Prompts and other caller text that ends up in a model's context. */
 export const PROMPT_MAX_LENGTH = 4096;
 export const Prompt = z.string().min(1).max(PROMPT_MAX_LENGTH);

@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { Cursor, Id, JsonValue, Prompt, Timestamp } from './common.js';
+import { BranchName, Cursor, Id, JsonValue, Prompt, Timestamp } from './common.js';
 import { ControlList, ControlSubmission, TaskControlList } from './api/controls.js';
 import { AnswerRequest, AnswerResult, Interaction, InteractionList, Question } from './api/interactions.js';
 import { MessageAccepted, MessagePage, SendMessageBody } from './api/messages.js';
@@ -39,7 +39,7 @@ export const RunRepository = z.object({
   repository_id: z.int().positive(),
   full_name: z.string().min(1),
   /** Base branch the thread branch starts from. */
-  branch: z.string().min(1),
+  branch: BranchName,
   /** Where to clone from (repohost hands out credentials separately, never in here). */
   clone_url: z.string().min(1),
 });

@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { Id, Prompt, Timestamp } from '../common.js';
+import { BranchName, Id, Prompt, Timestamp } from '../common.js';
 import { CollaborationMode, SandboxStatus, TaskStatus, ThreadStatus } from '../values.js';
 import { Message } from './messages.js';
 import { RunRef } from './runs.js';
@@ -94,7 +94,7 @@ export const CreateThreadBody = z.strictObject({
   collaboration_mode: CollaborationMode.optional(),
   name: Id.optional(),
   // Base branch; the repository's default branch when absent.
-  branch: Id.optional(),
+  branch: BranchName.optional(),
   client_request_id: Id.optional(),
   message_id: Id.optional(),
 });

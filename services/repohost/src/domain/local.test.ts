@@ -55,6 +55,12 @@ describe('parseHeadRef', () => {
     expect(parseHeadRef('ref: refs/tags/v1\n')).toBeNull();
     expect(parseHeadRef('')).toBeNull();
   });
+
+  it('gives null for a name no branch may have, such as one a command line would take for an option', () => {
+    expect(parseHeadRef('ref: refs/heads/--upload-pack=touch /tmp/pwned\n')).toBeNull();
+    expect(parseHeadRef('ref: refs/heads/-x\n')).toBeNull();
+    expect(parseHeadRef('ref: refs/heads/a..b\n')).toBeNull();
+  });
 });
 
 describe('local shapes', () => {

@@ -1,4 +1,9 @@
-import type { HostedRepository, Installation, ProviderConnection } from '@threadwork/contracts';
+import {
+  branchNameProblem,
+  type HostedRepository,
+  type Installation,
+  type ProviderConnection,
+} from '@threadwork/contracts';
 
 // The `local` provider: bare repositories in one folder stand in for a single installation that
 // every user can see, so the stack runs with no GitHub App at all.
@@ -34,11 +39,13 @@ export function repositoryNameOf(entry: string): string | null {
 
 /**
  * The default branch from a bare repository's `HEAD` (`ref: refs/heads/<branch>`). A detached
- * HEAD (a bare commit id) names no branch to start threads from, so it yields null.
+ * HEAD (a bare commit id) names no branch to start threads from, so it yields null; so does a name
+ * that is no branch name (one a command line would take for an option, say).
  */
 export function parseHeadRef(head: string): string | null {
   const match = /^ref:\s*refs\/heads\/(\S+)\s*$/.exec(head.trim());
-  return match?.[1] ?? null;
+  const branch = match?.[1] ?? null;
+  return branch !== null && branchNameProblem(branch) === null ? branch : null;
 }
 
 const AVATAR_COLORS = ['#4f46e5', '#0891b2', '#059669', '#ca8a04', '#dc2626', '#9333ea', '#db2777', '#475569'];

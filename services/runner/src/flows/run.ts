@@ -37,8 +37,8 @@ import {
   type StopReason,
 } from '../domain/outcome.js';
 import { ResumeFailedError, type HarnessSession, type QuestionAnswers, type TurnOutcome } from '../harness/harness.js';
-import { commitAndDiff } from '../sandbox/candidate.js';
-import { credentialEnv, git } from '../sandbox/git.js';
+import { commitAndDiff, runnerRepo } from '../sandbox/candidate.js';
+import { git, remoteRevisions } from '../sandbox/git.js';
 import {
   SandboxError,
   type RepositoryCredentials,
@@ -466,13 +466,13 @@ class RunExecution implements LiveRun {
     if (sandbox) {
       for (const repo of sandbox.repos) {
         try {
-          const candidate = await commitAndDiff(repo, sandbox.dir, {
+          const candidate = await commitAndDiff(repo, {
             message: commitMessage(job),
             maxDiffBytes: deps.config.DIFF_MAX_BYTES,
           });
           // A run that did not complete reports a candidate only if it changed something.
           if (to !== 'completed' && !candidate.committed) continue;
-          if (candidate.committed) await this.pushBranch(repo, sandbox.dir);
+          if (candidate.committed) await this.pushBranch(repo);
           const event: CandidateProducedEvent = {
             thread_id: job.thread_id,
             run_id: job.run_id,
@@ -533,21 +533,43 @@ class RunExecution implements LiveRun {
   }
 
   /**
-   * Publishes the thread branch to the repository it came from, where repohost opens or updates
-   * the pull request (a local bare repository just gets the branch). The branch is the thread's
-   * own, so it is forced: it moves with the thread, whatever was pushed to it before. A push that
-   * fails leaves the candidate in the sandbox and says so in the run's events.
+   * Publishes the thread branch to the repository it came from (its canonical URL, from the job;
+   * never a remote the workspace names), where repohost opens or updates the pull request (a local
+   * bare repository just gets the branch). The push leases on the revision the remote's branch had
+   * when the run began: it replaces what this thread pushed before, never something pushed since —
+   * e.g. by the attempt that took this run over. When the branch did move, a run that is still
+   * this attempt's reads it again and pushes once more. A push that fails leaves the candidate in
+   * the sandbox and says so in the run's events.
    */
-  private async pushBranch(repo: SandboxRepo, home: string): Promise<void> {
+  private async pushBranch(repo: SandboxRepo): Promise<void> {
+    const ref = `refs/heads/${repo.branch}`;
     try {
-      const url = (await git(repo.dir, home, ['remote', 'get-url', 'origin'])).trim();
-      const token = await this.deps.credentials(this.job.owner_id, repo.repository_id, url);
-      await git(
-        repo.dir,
-        home,
-        ['push', '--quiet', '--force', 'origin', `HEAD:refs/heads/${repo.branch}`],
-        credentialEnv(token),
-      );
+      if (!repo.clone_url) throw new Error('the repository has no known URL');
+      const token = await this.deps.credentials(this.job.owner_id, repo.repository_id, repo.clone_url);
+      const remote = { url: repo.clone_url, token };
+      let lease = repo.start_revision ?? '';
+      for (let tries = 0; ; tries++) {
+        try {
+          await git(
+            repo.gitDir,
+            ['push', '--quiet', `--force-with-lease=${ref}:${lease}`, '--', remote.url, `HEAD:${ref}`],
+            {
+              repo: runnerRepo(repo),
+              remote,
+            },
+          );
+          return;
+        } catch (err) {
+          if (tries > 0 || !/stale info|fetch first|rejected/.test(errorMessage(err))) throw err;
+          await this.refresh();
+          if (this.isFenced) throw new Error("this attempt was taken over; the branch is the new attempt's");
+          lease = (await remoteRevisions(repo.gitDir, remote, [ref])).revisions.get(ref) ?? '';
+          this.log.warn(
+            { repo: repo.full_name },
+            'the thread branch moved on the remote since the run began; pushing over it',
+          );
+        }
+      }
     } catch (err) {
       this.log.warn({ err, repo: repo.full_name }, 'the thread branch could not be pushed');
       this.sink.push({ type: 'error', code: 'push_failed', message: `${repo.full_name}: ${errorMessage(err)}` });

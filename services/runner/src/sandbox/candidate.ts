@@ -1,7 +1,8 @@
 import type { DiffFile, ReviewStats } from '@threadwork/contracts';
 import { parseNameStatus, parseNumstat } from '../domain/diff.js';
 import { cutAtLine } from '../domain/text.js';
-import { git, gitBounded } from './git.js';
+import { makeAgentRepo } from './agent-repo.js';
+import { git, gitBounded, type GitRepo } from './git.js';
 import type { SandboxRepo } from './provider.js';
 
 // After a run: the workspace committed on the thread branch, and what review needs of it — the
@@ -20,32 +21,37 @@ export interface Candidate {
 
 export async function commitAndDiff(
   repo: SandboxRepo,
-  home: string,
   opts: { message: string; maxDiffBytes: number },
 ): Promise<Candidate> {
-  await git(repo.dir, home, ['add', '-A']);
-  const pending = await git(repo.dir, home, ['status', '--porcelain']);
+  const mine = { repo: runnerRepo(repo) };
+  const cwd = repo.gitDir;
+  await git(cwd, ['add', '-A'], mine);
+  const pending = await git(cwd, ['status', '--porcelain'], mine);
   const committed = pending.trim().length > 0;
-  if (committed) await git(repo.dir, home, ['commit', '--quiet', '--no-verify', '-m', opts.message]);
+  if (committed) await git(cwd, ['commit', '--quiet', '--no-verify', '-m', opts.message], mine);
   // A thread in an empty repository that has changed nothing yet has no commit to point at: its
   // branch starts with an empty one, so the candidate is a revision like any other.
-  else if (!(await hasCommit(repo.dir, home))) {
-    await git(repo.dir, home, ['commit', '--quiet', '--no-verify', '--allow-empty', '-m', opts.message]);
+  else if (!(await hasCommit(repo))) {
+    await git(cwd, ['commit', '--quiet', '--no-verify', '--allow-empty', '-m', opts.message], mine);
   }
 
-  const head = (await git(repo.dir, home, ['rev-parse', 'HEAD'])).trim();
-  const base = await baseRevision(repo, home);
-  const range = [base, head];
+  const head = (await git(cwd, ['rev-parse', 'HEAD'], mine)).trim();
+  // The agent's repository shows the commit too (a clean status, the branch where it now is).
+  if (repo.clone_url) {
+    await makeAgentRepo(mine.repo, { url: repo.clone_url, baseBranch: repo.base_branch, branch: repo.branch });
+  }
+  const base = await baseRevision(repo);
+  const range = [base, head, '--'];
   const raw = await gitBounded(
-    repo.dir,
-    home,
+    cwd,
+    mine.repo,
     ['diff', '--no-color', '--no-ext-diff', '-M', ...range],
     opts.maxDiffBytes,
   );
   const cut = cutAtLine(raw.text, opts.maxDiffBytes);
   const [nameStatus, numstat] = await Promise.all([
-    git(repo.dir, home, ['diff', '--name-status', '-z', '-M', ...range]),
-    git(repo.dir, home, ['diff', '--numstat', '-z', '-M', ...range]),
+    git(cwd, ['diff', '--no-ext-diff', '--name-status', '-z', '-M', ...range], mine),
+    git(cwd, ['diff', '--no-ext-diff', '--numstat', '-z', '-M', ...range], mine),
   ]);
   return {
     committed,
@@ -58,18 +64,24 @@ export async function commitAndDiff(
   };
 }
 
+/** The runner's repository for a workspace: its own git directory, the workspace as work tree. */
+export function runnerRepo(repo: SandboxRepo): GitRepo {
+  return { gitDir: repo.gitDir, workTree: repo.dir };
+}
+
 /** Where the thread branch left the base branch, as far as the last fetch knows; else where it was cut. */
-async function baseRevision(repo: SandboxRepo, home: string): Promise<string> {
+async function baseRevision(repo: SandboxRepo): Promise<string> {
   try {
-    return (await git(repo.dir, home, ['merge-base', 'HEAD', `origin/${repo.base_branch}`])).trim();
+    const ref = `refs/remotes/origin/${repo.base_branch}`;
+    return (await git(repo.gitDir, ['merge-base', 'HEAD', ref], { repo: runnerRepo(repo) })).trim();
   } catch {
     return repo.recorded_base;
   }
 }
 
-async function hasCommit(dir: string, home: string): Promise<boolean> {
+async function hasCommit(repo: SandboxRepo): Promise<boolean> {
   try {
-    await git(dir, home, ['rev-parse', '--verify', '--quiet', 'HEAD']);
+    await git(repo.gitDir, ['rev-parse', '--verify', '--quiet', 'HEAD'], { repo: runnerRepo(repo) });
     return true;
   } catch {
     return false;

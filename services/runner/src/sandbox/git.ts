@@ -1,8 +1,20 @@
 import { execFile, spawn } from 'node:child_process';
+import { mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { promisify } from 'node:util';
 
-// The real git, run with an environment of its own: no prompts (a missing credential fails fast
-// instead of hanging a run), no user or system configuration, and the identity commits carry.
+// The runner's own git. The agent controls everything in the workspace, `.git` included — its
+// config (filters, `url.*.insteadOf`, `core.sshCommand`, credential helpers), its hooks, its
+// remotes — so the runner never runs git on a repository the agent can write: each sandbox
+// repository has a git directory of the runner's, outside the workspace, used with the workspace
+// as its work tree (`GIT_DIR` + `GIT_WORK_TREE`). On top of that every command runs with:
+// - no system or global configuration (`GIT_CONFIG_NOSYSTEM`, `GIT_CONFIG_GLOBAL=/dev/null`);
+// - hooks and the file-system monitor off, and no credential helper but the runner's;
+// - one transport allowed: the scheme of the repository's canonical URL, which comes with the job
+//   (`https`, or `file` for the local provider), never a remote read from a repository;
+// - a token handed over by a credential helper reading a file private to that one command, never
+//   through an environment variable or an argument another process could read.
 
 const run = promisify(execFile);
 
@@ -10,55 +22,102 @@ const GIT_MAX_BUFFER = 64 * 1024 * 1024;
 
 export const THREADWORK_AUTHOR = { name: 'Threadwork', email: 'threadwork@localhost' };
 
-export function gitEnv(home: string): Record<string, string> {
-  return {
-    PATH: process.env.PATH ?? '/usr/local/bin:/usr/bin:/bin',
-    HOME: home,
-    LANG: 'C.UTF-8',
-    GIT_TERMINAL_PROMPT: '0',
-    GIT_CONFIG_NOSYSTEM: '1',
-    GIT_AUTHOR_NAME: THREADWORK_AUTHOR.name,
-    GIT_AUTHOR_EMAIL: THREADWORK_AUTHOR.email,
-    GIT_COMMITTER_NAME: THREADWORK_AUTHOR.name,
-    GIT_COMMITTER_EMAIL: THREADWORK_AUTHOR.email,
-  };
+/** A repository as the runner works it: its own git directory, and the workspace as work tree. */
+export interface GitRepo {
+  gitDir: string;
+  workTree: string | null;
+}
+
+/** The one remote a command may talk to, with the token for it (null when none is needed). */
+export interface RemoteAccess {
+  url: string;
+  token: string | null;
 }
 
 export class GitError extends Error {
   override name = 'GitError';
 }
 
-/**
- * Git configuration carrying a short-lived repository token as an HTTP header, through git's
- * environment (`GIT_CONFIG_*`): never written to a repository's config, never on a command line.
- */
-export function credentialEnv(token: string | null): Record<string, string> {
-  if (!token) return {};
-  const basic = Buffer.from(`x-access-token:${token}`).toString('base64');
+/** Options every command gets, ahead of its own: they override whatever a repository's config says. */
+const HARDENED = [
+  ['core.hooksPath', '/dev/null'],
+  ['core.fsmonitor', 'false'],
+  // An empty value empties the list of helpers gathered so far (a repository's own included).
+  ['credential.helper', ''],
+].flatMap(([key, value]) => ['-c', `${key}=${value}`]);
+
+/** The transports git may use to reach `url`: its scheme only, for the schemes a repository may have. */
+export function allowedProtocol(url: string): string {
+  let scheme: string;
+  try {
+    scheme = new URL(url).protocol.replace(/:$/, '');
+  } catch {
+    throw new GitError('the repository URL is not a URL');
+  }
+  if (!['https', 'http', 'file'].includes(scheme))
+    throw new GitError(`the repository URL's scheme ${scheme} is not allowed`);
+  return scheme;
+}
+
+function environment(repo: GitRepo | undefined, allow: string | undefined): Record<string, string> {
   return {
-    GIT_CONFIG_COUNT: '1',
-    GIT_CONFIG_KEY_0: 'http.extraHeader',
-    GIT_CONFIG_VALUE_0: `Authorization: Basic ${basic}`,
+    PATH: process.env.PATH ?? '/usr/local/bin:/usr/bin:/bin',
+    HOME: tmpdir(),
+    LANG: 'C.UTF-8',
+    GIT_TERMINAL_PROMPT: '0',
+    GIT_CONFIG_NOSYSTEM: '1',
+    GIT_CONFIG_GLOBAL: '/dev/null',
+    // Git's own list of transports; nothing (not even a submodule's URL) gets past it.
+    GIT_ALLOW_PROTOCOL: allow ?? 'none',
+    GIT_AUTHOR_NAME: THREADWORK_AUTHOR.name,
+    GIT_AUTHOR_EMAIL: THREADWORK_AUTHOR.email,
+    GIT_COMMITTER_NAME: THREADWORK_AUTHOR.name,
+    GIT_COMMITTER_EMAIL: THREADWORK_AUTHOR.email,
+    ...(repo ? { GIT_DIR: repo.gitDir } : {}),
+    ...(repo?.workTree ? { GIT_WORK_TREE: repo.workTree } : {}),
   };
 }
 
-export async function git(
-  cwd: string,
-  home: string,
-  args: string[],
-  extraEnv: Record<string, string> = {},
-): Promise<string> {
+/**
+ * Runs `fn` with the arguments that hand `remote`'s token to git for one command: a credential
+ * helper reading it from a file in a directory of its own (mode 0700), removed afterwards.
+ */
+async function withCredentials<T>(remote: RemoteAccess | undefined, fn: (args: string[]) => Promise<T>): Promise<T> {
+  if (!remote?.token) return fn([]);
+  const dir = await mkdtemp(join(tmpdir(), 'threadwork-git-'));
   try {
-    const { stdout } = await run('git', args, {
-      cwd,
-      env: { ...gitEnv(home), ...extraEnv },
-      maxBuffer: GIT_MAX_BUFFER,
-    });
-    return stdout;
-  } catch (err) {
-    const stderr = (err as { stderr?: string }).stderr?.trim();
-    throw new GitError(`git ${args[0]} failed${stderr ? `: ${stderr}` : ''}`, { cause: err });
+    const file = join(dir, 'token');
+    await writeFile(file, remote.token, { mode: 0o600 });
+    // Answers `get` only: git's `store`/`erase` go nowhere.
+    const helper = `!f() { test "$1" = get || exit 0; printf 'username=x-access-token\\npassword='; cat '${file}'; printf '\\n'; }; f`;
+    return await fn(['-c', `credential.helper=${helper}`]);
+  } finally {
+    await rm(dir, { recursive: true, force: true });
   }
+}
+
+export interface GitOptions {
+  /** The repository; without it git runs in `cwd` on no repository (clone, ls-remote, init). */
+  repo?: GitRepo;
+  /** The remote this command talks to; without it no transport is allowed. */
+  remote?: RemoteAccess;
+}
+
+export async function git(cwd: string, args: string[], opts: GitOptions = {}): Promise<string> {
+  const allow = opts.remote ? allowedProtocol(opts.remote.url) : undefined;
+  return withCredentials(opts.remote, async (credentials) => {
+    try {
+      const { stdout } = await run('git', [...HARDENED, ...credentials, ...args], {
+        cwd,
+        env: environment(opts.repo, allow),
+        maxBuffer: GIT_MAX_BUFFER,
+      });
+      return stdout;
+    } catch (err) {
+      const stderr = (err as { stderr?: string }).stderr?.trim();
+      throw new GitError(`git ${args[0]} failed${stderr ? `: ${stderr}` : ''}`, { cause: err });
+    }
+  });
 }
 
 /**
@@ -67,12 +126,16 @@ export async function git(
  */
 export function gitBounded(
   cwd: string,
-  home: string,
+  repo: GitRepo,
   args: string[],
   maxBytes: number,
 ): Promise<{ text: string; more: boolean }> {
   return new Promise((resolve, reject) => {
-    const child = spawn('git', args, { cwd, env: gitEnv(home), stdio: ['ignore', 'pipe', 'pipe'] });
+    const child = spawn('git', [...HARDENED, ...args], {
+      cwd,
+      env: environment(repo, undefined),
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
     const chunks: Buffer[] = [];
     let size = 0;
     let more = false;
@@ -98,4 +161,19 @@ export function gitBounded(
       resolve({ text: Buffer.concat(chunks).toString('utf8'), more });
     });
   });
+}
+
+/** A ref's revision on the remote, or null when it has none (one `ls-remote`). */
+export async function remoteRevisions(
+  cwd: string,
+  remote: RemoteAccess,
+  refs: readonly string[],
+): Promise<{ empty: boolean; revisions: Map<string, string> }> {
+  const out = await git(cwd, ['ls-remote', '--', remote.url], { remote });
+  const revisions = new Map<string, string>();
+  for (const line of out.split('\n')) {
+    const [revision, ref] = line.split('\t');
+    if (revision && ref && refs.includes(ref)) revisions.set(ref, revision);
+  }
+  return { empty: out.trim() === '', revisions };
 }

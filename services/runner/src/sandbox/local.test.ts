@@ -2,6 +2,7 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { pathToFileURL } from 'node:url';
 import type { RunJob } from '@threadwork/contracts';
 import { createLogger } from '@threadwork/platform';
 import { createBareRepo } from '@threadwork/testing';
@@ -39,7 +40,7 @@ function job(threadId: string): RunJob {
         repository_id: 1,
         full_name: 'local/app',
         branch: 'main',
-        clone_url: join(dir, 'repos', 'app.git'),
+        clone_url: pathToFileURL(join(dir, 'repos', 'app.git')).href,
       },
     ],
   };

@@ -5,7 +5,8 @@ import { join } from 'node:path';
 import type { RunJob, RunRepository, SandboxStatus } from '@threadwork/contracts';
 import type { Logger } from '@threadwork/platform';
 import { killTree, startTime } from '../harness/processes.js';
-import { credentialEnv, git } from './git.js';
+import { makeAgentRepo } from './agent-repo.js';
+import { git, remoteRevisions, type RemoteAccess } from './git.js';
 import {
   SandboxError,
   type Sandbox,
@@ -15,13 +16,17 @@ import {
   type SandboxStatusPublisher,
 } from './provider.js';
 
-// The `local` provider: `<SANDBOX_ROOT>/<thread id>/` holds one clone per project repository,
-// `codex-home/` (the harness's state) and `threadwork.json` (what the runner must remember across
-// processes: the sandbox id, the harness session to resume and the process serving it, the
-// repositories and their bases).
+// The `local` provider: `<SANDBOX_ROOT>/<thread id>/` holds one workspace per project repository,
+// `codex-home/` (the harness's state), `git/<folder>.git` (the runner's own git directory of each
+// repository, whose work tree is the workspace: see git.ts) and `threadwork.json` (what the runner
+// must remember across processes: the sandbox id, the harness session to resume and the process
+// serving it, the repositories and their bases). Each workspace also has a `.git` of the agent's:
+// a repository of its own on the thread branch (objects borrowed from the runner's), made anew for
+// every run, which the runner never reads.
 
 const STATE_FILE = 'threadwork.json';
 const HARNESS_HOME = 'codex-home';
+const GIT_DIRS = 'git';
 
 interface RepoState {
   dir: string;
@@ -82,17 +87,20 @@ export class LocalSandboxProvider implements SandboxProvider {
       repos: {},
     };
     await this.publish(job.thread_id, state.sandbox_id, 'initializing', null);
+    const starts = new Map<string, string | null>();
     try {
       await mkdir(join(dir, HARNESS_HOME), { recursive: true });
-      const taken = new Set([HARNESS_HOME, STATE_FILE, ...Object.values(state.repos).map((r) => r.dir)]);
+      await mkdir(join(dir, GIT_DIRS), { recursive: true });
+      const taken = new Set([HARNESS_HOME, STATE_FILE, GIT_DIRS, ...Object.values(state.repos).map((r) => r.dir)]);
       for (const repo of job.repositories) {
         const known = state.repos[repo.project_repository_id];
         const folder = known?.dir ?? pickFolder(repo, taken);
         taken.add(folder);
-        const auth = credentialEnv(
-          (await this.options.credentials?.(job.owner_id, repo.repository_id, repo.clone_url)) ?? null,
-        );
-        state.repos[repo.project_repository_id] = await this.prepareRepo(dir, folder, repo, job.thread_id, known, auth);
+        const token = (await this.options.credentials?.(job.owner_id, repo.repository_id, repo.clone_url)) ?? null;
+        const remote = { url: repo.clone_url, token };
+        const prepared = await this.prepareRepo(dir, folder, repo, job.thread_id, known, remote);
+        state.repos[repo.project_repository_id] = prepared.state;
+        starts.set(repo.project_repository_id, prepared.start);
         // Recorded at once: a clone that is in place but not in the state would be cloned over next time.
         await this.writeState(dir, state);
       }
@@ -101,7 +109,7 @@ export class LocalSandboxProvider implements SandboxProvider {
       await this.publish(job.thread_id, state.sandbox_id, 'failed', reason);
       throw new SandboxError(`the sandbox could not be prepared: ${reason}`, { cause: err });
     }
-    const sandbox = this.toSandbox(dir, state, job.repositories);
+    const sandbox = this.toSandbox(dir, state, job.repositories, starts);
     await this.publish(job.thread_id, state.sandbox_id, 'ready', null);
     return sandbox;
   }
@@ -110,8 +118,9 @@ export class LocalSandboxProvider implements SandboxProvider {
     const dir = join(this.options.root, folderName(threadId));
     const state = await this.readState(dir);
     if (!state || !existsSync(join(dir, HARNESS_HOME))) return null;
-    if (Object.values(state.repos).some((r) => !existsSync(join(dir, r.dir, '.git')))) return null;
-    return this.toSandbox(dir, state, null);
+    const present = (r: RepoState) => existsSync(join(dir, r.dir)) && existsSync(gitDirOf(dir, r.dir));
+    if (!Object.values(state.repos).every(present)) return null;
+    return this.toSandbox(dir, state, null, new Map());
   }
 
   async rememberSession(sandbox: Sandbox, sessionId: string | null, harnessPid?: number): Promise<void> {
@@ -146,47 +155,96 @@ export class LocalSandboxProvider implements SandboxProvider {
     await this.publish(threadId, state?.sandbox_id ?? null, 'stopped', 'idle');
   }
 
+  /**
+   * One repository of the sandbox, ready for a run: cloned on first use (the thread branch from the
+   * remote's thread branch when a sandbox elsewhere pushed one, else from the requested base),
+   * refreshed later (the base fetched, the thread branch kept); then the agent's `.git` made anew.
+   * Answers the state to keep and the remote's thread-branch revision now (null: none), which the
+   * run's push leases against.
+   */
   private async prepareRepo(
     root: string,
     folder: string,
     repo: RunRepository,
     threadId: string,
     known: RepoState | undefined,
-    auth: Record<string, string>,
-  ): Promise<RepoState> {
-    const dir = join(root, folder);
+    remote: RemoteAccess,
+  ): Promise<{ state: RepoState; start: string | null }> {
+    const workTree = join(root, folder);
+    const gitDir = gitDirOf(root, folder);
     const branch = threadBranch(threadId);
-    if (known && existsSync(join(dir, '.git'))) {
-      // Later runs continue on the thread branch; the fetch only refreshes what the diff is taken against.
-      try {
-        await git(dir, root, ['fetch', '--quiet', '--no-tags', 'origin', repo.branch], auth);
-      } catch (err) {
-        this.options.logger.warn({ err, repo: repo.full_name }, 'fetch failed; continuing with the clone as it is');
-      }
-      const head = (await git(dir, root, ['rev-parse', '--abbrev-ref', 'HEAD'])).trim();
-      if (head !== branch) await git(dir, root, ['checkout', '--quiet', branch]);
-      return known;
-    }
+    const baseRef = `refs/heads/${repo.branch}`;
+    const threadRef = `refs/heads/${branch}`;
+    const { empty, revisions } = await remoteRevisions(root, remote, [baseRef, threadRef]);
+    const start = revisions.get(threadRef) ?? null;
 
-    // Cloned aside and moved in place, so a clone that dies halfway leaves nothing a later run would trust.
-    const partial = join(root, `.${folder}.partial-${randomBytes(4).toString('hex')}`);
-    // A repository with no commits yet (just created) has no branch to start from: the thread branch
-    // then starts from an empty tree, and its first commit is the repository's first.
-    const empty = await isEmptyRepository(root, repo.clone_url, auth);
-    try {
-      await rm(dir, { recursive: true, force: true });
-      const from = empty ? [] : ['--branch', repo.branch];
-      await git(root, root, ['clone', '--quiet', '--no-tags', ...from, '--', repo.clone_url, partial], auth);
-      await git(partial, root, ['checkout', '--quiet', ...(empty ? ['--orphan'] : ['-B']), branch]);
-      await rename(partial, dir);
-    } finally {
-      await rm(partial, { recursive: true, force: true });
+    if (known && existsSync(workTree) && existsSync(gitDir)) {
+      // Later runs continue on the thread branch; the fetch only refreshes what the diff is taken against.
+      if (revisions.has(baseRef)) {
+        try {
+          await git(
+            root,
+            ['fetch', '--quiet', '--no-tags', '--', remote.url, `+${baseRef}:refs/remotes/origin/${repo.branch}`],
+            {
+              repo: { gitDir, workTree },
+              remote,
+            },
+          );
+        } catch (err) {
+          this.options.logger.warn({ err, repo: repo.full_name }, 'fetch failed; continuing with the clone as it is');
+        }
+      }
+      await makeAgentRepo({ gitDir, workTree }, { url: repo.clone_url, baseBranch: repo.branch, branch });
+      return { state: known, start };
     }
-    const base = empty ? EMPTY_TREE : (await git(dir, root, ['rev-parse', 'HEAD'])).trim();
-    return { dir: folder, base_branch: repo.branch, base_revision: base };
+    if (!empty && !revisions.has(baseRef))
+      throw new SandboxError(`the branch ${repo.branch} does not exist in ${repo.full_name}`);
+
+    // Made aside and moved in place, so a clone that dies halfway leaves nothing a later run would trust.
+    const suffix = randomBytes(4).toString('hex');
+    const partial = { gitDir: `${gitDir}.partial-${suffix}`, workTree: join(root, `.${folder}.partial-${suffix}`) };
+    try {
+      await rm(workTree, { recursive: true, force: true });
+      await rm(gitDir, { recursive: true, force: true });
+      await git(root, ['init', '--quiet', '--bare', '--', partial.gitDir]);
+      await mkdir(partial.workTree);
+      const into = { repo: partial, remote };
+      await git(root, ['config', 'core.bare', 'false'], into);
+      await git(root, ['config', 'remote.origin.url', remote.url], into);
+      if (!empty) {
+        const refspecs = [`+${baseRef}:refs/remotes/origin/${repo.branch}`];
+        if (start) refspecs.push(`+${threadRef}:refs/remotes/origin/${branch}`);
+        await git(root, ['fetch', '--quiet', '--no-tags', '--', remote.url, ...refspecs], into);
+        // A thread whose branch was pushed from a sandbox that is gone carries on from it.
+        const from = start ? `refs/remotes/origin/${branch}` : `refs/remotes/origin/${repo.branch}`;
+        await git(partial.workTree, ['checkout', '--quiet', '-B', branch, from, '--'], into);
+      } else {
+        // A repository with no commits yet (just created) has no branch to start from: the thread
+        // branch starts from an empty tree, and its first commit is the repository's first.
+        await git(root, ['symbolic-ref', 'HEAD', threadRef], into);
+      }
+      await rename(partial.gitDir, gitDir);
+      await rename(partial.workTree, workTree);
+    } finally {
+      await rm(partial.workTree, { recursive: true, force: true });
+      await rm(partial.gitDir, { recursive: true, force: true });
+    }
+    const theirs = { gitDir, workTree };
+    const base = empty
+      ? EMPTY_TREE
+      : (
+          await git(root, ['rev-parse', '--verify', `refs/remotes/origin/${repo.branch}^{commit}`], { repo: theirs })
+        ).trim();
+    await makeAgentRepo(theirs, { url: repo.clone_url, baseBranch: repo.branch, branch });
+    return { state: { dir: folder, base_branch: repo.branch, base_revision: base }, start };
   }
 
-  private toSandbox(dir: string, state: SandboxState, repositories: readonly RunRepository[] | null): Sandbox {
+  private toSandbox(
+    dir: string,
+    state: SandboxState,
+    repositories: readonly RunRepository[] | null,
+    starts: ReadonlyMap<string, string | null>,
+  ): Sandbox {
     const byId = new Map(repositories?.map((r) => [r.project_repository_id, r]));
     const repos: SandboxRepo[] = Object.entries(state.repos).flatMap(([id, r]) => {
       const repo = byId.get(id);
@@ -197,6 +255,9 @@ export class LocalSandboxProvider implements SandboxProvider {
           repository_id: repo?.repository_id ?? 0,
           full_name: repo?.full_name ?? r.dir,
           dir: join(dir, r.dir),
+          gitDir: gitDirOf(dir, r.dir),
+          clone_url: repo?.clone_url ?? null,
+          start_revision: starts.get(id) ?? null,
           base_branch: repo?.branch ?? r.base_branch,
           branch: threadBranch(state.thread_id),
           recorded_base: r.base_revision,
@@ -245,8 +306,7 @@ export class LocalSandboxProvider implements SandboxProvider {
 /** Git's id of the empty tree: the base a thread diffs against in a repository with no commits. */
 export const EMPTY_TREE = '4b825dc642cb6eb9a060e54bf8d69288fbee4904';
 
-/** Whether the repository has no refs at all (created, nothing pushed yet). */
-async function isEmptyRepository(cwd: string, url: string, auth: Record<string, string>): Promise<boolean> {
-  const refs = await git(cwd, cwd, ['ls-remote', '--', url], auth);
-  return refs.trim() === '';
+/** The runner's git directory of a workspace folder. */
+function gitDirOf(root: string, folder: string): string {
+  return join(root, GIT_DIRS, `${folder}.git`);
 }

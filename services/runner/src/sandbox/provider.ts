@@ -8,8 +8,14 @@ export interface SandboxRepo {
   project_repository_id: string;
   repository_id: number;
   full_name: string;
-  /** The clone. */
+  /** The workspace: the agent's, `.git` included. */
   dir: string;
+  /** The runner's git directory for the workspace, outside it: the only one the runner uses. */
+  gitDir: string;
+  /** The repository's canonical URL, from the job: the only remote the runner talks to (null: not known here). */
+  clone_url: string | null;
+  /** The thread branch's revision on the remote when the run began (null: it had none); pushes lease on it. */
+  start_revision: string | null;
   base_branch: string;
   /** `threadwork/<thread id>`: every run of the thread commits here. */
   branch: string;

@@ -1,0 +1,62 @@
+import { randomBytes } from 'node:crypto';
+import { rename, rm, writeFile } from 'node:fs/promises';
+import { dirname, join } from 'node:path';
+import { git, type GitRepo } from './git.js';
+
+// The agent's own repository in a workspace (`<workspace>/.git`). The agent may do anything to it —
+// commit, rewrite history, add hooks or config — and the runner never runs git on it: the runner's
+// git directory is elsewhere (git.ts). It is made anew from the runner's at the start of every run
+// and after every commit the runner makes, so the agent always finds the thread branch as it stands
+// and a clean status; what the agent did to the previous one is gone, its files are not touched.
+
+export interface AgentRepoShape {
+  /** The repository's URL, as the agent's `origin` (it holds no credential). */
+  url: string;
+  baseBranch: string;
+  /** The thread branch, checked out. */
+  branch: string;
+}
+
+/**
+ * Replaces the workspace's `.git` with a fresh repository on the runner's current revision: the
+ * thread branch and `origin/<base>` at the runner's revisions, the index matching the branch, the
+ * objects borrowed from the runner's repository (`alternates`), nothing copied.
+ */
+export async function makeAgentRepo(runner: GitRepo, shape: AgentRepoShape): Promise<void> {
+  const workTree = runner.workTree;
+  if (!workTree) throw new Error('the runner repository has no work tree');
+  // Made beside the runner's git directory (a place of the runner's), then moved in whole.
+  const cwd = dirname(runner.gitDir);
+  const aside = join(cwd, `.agent-git-${randomBytes(4).toString('hex')}`);
+  try {
+    const agent = { repo: { gitDir: aside, workTree } };
+    await git(cwd, ['init', '--quiet', '--bare', '--', aside]);
+    await git(cwd, ['config', 'core.bare', 'false'], agent);
+    await git(cwd, ['config', 'remote.origin.url', shape.url], agent);
+    await git(cwd, ['config', 'remote.origin.fetch', '+refs/heads/*:refs/remotes/origin/*'], agent);
+    await writeFile(join(aside, 'objects', 'info', 'alternates'), `${join(runner.gitDir, 'objects')}\n`);
+    await git(cwd, ['symbolic-ref', 'HEAD', `refs/heads/${shape.branch}`], agent);
+    const head = await revision(cwd, runner, 'HEAD');
+    if (head) {
+      await git(cwd, ['update-ref', `refs/heads/${shape.branch}`, head], agent);
+      // The index only: read-tree does not look at the work tree, whatever the agent left there.
+      await git(cwd, ['read-tree', head], agent);
+    }
+    const base = await revision(cwd, runner, `refs/remotes/origin/${shape.baseBranch}`);
+    if (base) await git(cwd, ['update-ref', `refs/remotes/origin/${shape.baseBranch}`, base], agent);
+    // rm does not follow a symlink the agent may have put in place of its `.git`.
+    await rm(join(workTree, '.git'), { recursive: true, force: true });
+    await rename(aside, join(workTree, '.git'));
+  } finally {
+    await rm(aside, { recursive: true, force: true });
+  }
+}
+
+/** A revision of a repository, or null when the name does not resolve (no commit yet). */
+export async function revision(cwd: string, repo: GitRepo, name: string): Promise<string | null> {
+  try {
+    return (await git(cwd, ['rev-parse', '--verify', '--quiet', `${name}^{commit}`], { repo })).trim() || null;
+  } catch {
+    return null;
+  }
+}
