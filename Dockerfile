@@ -50,16 +50,18 @@ RUN --mount=type=cache,id=threadwork-pnpm-store,target=/root/.local/share/pnpm/s
  && mkdir -p /out \
  && cp -a package.json node_modules /out/ \
  && pnpm --filter-prod "{./services/*}..." exec sh -c \
-      'dest="/out/${PWD#/src/}" && mkdir -p "$dest" && cp -a package.json dist node_modules "$dest/"' \
+      'dest="/out/${PWD#/src/}" && mkdir -p "$dest" && cp -a package.json dist node_modules "$dest/" \
+        && if [ -d jail ]; then cp -a jail "$dest/"; fi' \
  && find /out -name '*.tsbuildinfo' -delete
 
 # ---------------------------------------------------------------------------------------------------
 FROM ${NODE_IMAGE} AS runtime
 
 # tini: PID 1 that forwards signals (graceful shutdown) and reaps the harness's children.
-# git: the runner clones, commits and pushes workspaces; ca-certificates for HTTPS remotes.
+# git: the runner clones, commits and pushes workspaces; ca-certificates for HTTPS remotes;
+# bubblewrap: the jail around each sandbox's harness (the runner's SANDBOX_JAIL, `required` here).
 RUN apt-get update \
- && apt-get install --yes --no-install-recommends tini git ca-certificates \
+ && apt-get install --yes --no-install-recommends tini git ca-certificates bubblewrap \
  && rm -rf /var/lib/apt/lists/*
 
 # A fixed, non-root identity (the Helm chart's runAsUser/fsGroup match it). The data folders exist

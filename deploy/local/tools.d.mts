@@ -9,3 +9,4 @@ export declare function ensureTool(
   opts?: { log?: (line: string) => void },
 ): string;
 export declare function ensureTools(names: ('nats-server' | 'ferretdb' | 'helm')[]): Record<string, string>;
+export declare function ensureSystemPackages(names?: 'bubblewrap'[]): void;

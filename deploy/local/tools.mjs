@@ -140,3 +140,36 @@ export function ensureTools(names) {
     throw err;
   }
 }
+
+/** Debian packages the stack needs from the system, by the file that shows each one is installed. */
+const SYSTEM_PACKAGES = {
+  // The jail around each sandbox's harness (the runner's SANDBOX_JAIL).
+  bubblewrap: '/usr/bin/bwrap',
+};
+
+/**
+ * Installs the missing system packages with apt-get when this process may (root, Debian); otherwise
+ * says what to install. Without bubblewrap the runner runs harnesses unjailed (SANDBOX_JAIL=auto).
+ */
+export function ensureSystemPackages(names = Object.keys(SYSTEM_PACKAGES)) {
+  const missing = names.filter((name) => !existsSync(SYSTEM_PACKAGES[name]));
+  if (missing.length === 0) return;
+  const aptGet = '/usr/bin/apt-get';
+  if (process.getuid?.() !== 0 || !existsSync(aptGet)) {
+    process.stderr.write(
+      `threadwork: missing system packages: ${missing.join(' ')} — install them (Debian: apt-get install ${missing.join(' ')})\n`,
+    );
+    return;
+  }
+  process.stderr.write(`threadwork: installing ${missing.join(' ')} with apt-get (first time only)…\n`);
+  const env = { ...process.env, DEBIAN_FRONTEND: 'noninteractive' };
+  const install = () =>
+    spawnSync(aptGet, ['install', '-y', '--no-install-recommends', ...missing], {
+      env,
+      stdio: ['ignore', 'inherit', 'inherit'],
+    });
+  if (install().status !== 0) {
+    spawnSync(aptGet, ['update'], { env, stdio: ['ignore', 'inherit', 'inherit'] });
+    if (install().status !== 0) process.stderr.write(`threadwork: apt-get could not install ${missing.join(' ')}\n`);
+  }
+}

@@ -6,7 +6,7 @@ import { spawn, spawnSync } from 'node:child_process';
 import { existsSync, mkdirSync, readFileSync, rmSync } from 'node:fs';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { ensureTools, toolsDir } from './tools.mjs';
+import { ensureSystemPackages, ensureTools, toolsDir } from './tools.mjs';
 
 const root = resolve(dirname(fileURLToPath(import.meta.url)), '..', '..');
 const pkg = JSON.parse(readFileSync(join(root, 'package.json'), 'utf8'));
@@ -119,6 +119,7 @@ switch (command) {
     break;
   }
   case 'tools': {
+    ensureSystemPackages();
     const paths = ensureTools(rest.length ? rest : ['nats-server', 'ferretdb', 'helm']);
     for (const [name, path] of Object.entries(paths)) process.stdout.write(`${name}\t${path}\n`);
     break;
@@ -129,6 +130,7 @@ switch (command) {
     const pnpm = ensurePnpm();
     pnpmInstall(pnpm);
     ensureTools(['nats-server', 'ferretdb', 'helm']);
+    ensureSystemPackages();
     const env = withPnpmOnPath(pnpm);
     run(pnpm, ['-r', '--workspace-concurrency=2', 'build'], { env });
     const suite = await foreground(pnpm, ['exec', 'vitest', 'run', ...rest], env);
@@ -140,6 +142,7 @@ switch (command) {
     const pnpm = ensurePnpm();
     pnpmInstall(pnpm);
     ensureTools(['nats-server', 'ferretdb']);
+    ensureSystemPackages();
     const env = withPnpmOnPath(pnpm);
     run(pnpm, ['-r', '--workspace-concurrency=2', 'build'], { env });
     process.exitCode = await foreground(pnpm, ['exec', 'vitest', 'run', '--config', CHAOS_CONFIG, ...rest], env);
@@ -149,6 +152,7 @@ switch (command) {
     const pnpm = ensurePnpm();
     pnpmInstall(pnpm);
     if (needServers) ensureTools(['nats-server', 'ferretdb']);
+    ensureSystemPackages();
     const env = withPnpmOnPath(pnpm);
     run(pnpm, ['-r', '--workspace-concurrency=2', 'build'], { env });
     process.exitCode = await foreground(process.execPath, [join(root, 'deploy', 'local', 'stack.mjs'), ...rest], env);

@@ -144,6 +144,8 @@ Argument: (dict "root" $ "name" "gateway" "svc" .Values.gateway).
       fieldPath: metadata.name
 - name: RUNNER_CONCURRENCY
   value: {{ .svc.concurrency | quote }}
+- name: SANDBOX_JAIL
+  value: {{ .svc.jail | default "required" | quote }}
 {{- with .svc.modelBaseUrl }}
 - name: MODEL_BASE_URL
   value: {{ . | quote }}

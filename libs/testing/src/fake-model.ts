@@ -24,6 +24,8 @@ export interface FakeModelRequest {
   metadata: Record<string, unknown>;
   /** The raw request body. */
   body: Record<string, unknown>;
+  /** The request's Authorization header (the model key as the endpoint received it), or null. */
+  authorization: string | null;
 }
 
 export type FakeReplyItem =
@@ -69,7 +71,7 @@ export async function startFakeModel(script: FakeScript): Promise<FakeModelServe
       return;
     }
     const body = JSON.parse(await readBody(req)) as Record<string, unknown>;
-    const parsed = parseRequest(body);
+    const parsed = { ...parseRequest(body), authorization: req.headers.authorization ?? null };
     requests.push(parsed);
     const reply = await current(parsed);
     if ('status' in reply) {
@@ -115,7 +117,7 @@ async function readBody(req: IncomingMessage): Promise<string> {
 const INJECTED =
   /^\s*<(environment_context|user_instructions|permissions|INSTRUCTIONS|collaboration_mode|turn_aborted)/;
 
-function parseRequest(body: Record<string, unknown>): FakeModelRequest {
+function parseRequest(body: Record<string, unknown>): Omit<FakeModelRequest, 'authorization'> {
   const input = Array.isArray(body.input) ? (body.input as Record<string, unknown>[]) : [];
   const userTexts: string[] = [];
   const toolOutputs: { call_id: string; output: string }[] = [];

@@ -58,6 +58,13 @@ export const RunnerConfig = z.object({
   THREADWORK_DEMO: env.bool(false),
   /** Codex's sandbox: `workspace-write` where bubblewrap works, else `danger-full-access` inside an outer sandbox. */
   CODEX_SANDBOX_MODE: z.enum(['danger-full-access', 'workspace-write']).default('danger-full-access'),
+  /**
+   * The jail around each sandbox's harness (bubblewrap; src/sandbox/jail.ts): `required` refuses to
+   * start without a working one, `auto` uses one when it works and says loudly when it does not,
+   * `off` runs harnesses as the runner's own processes (development only). Default: `required`
+   * with NODE_ENV=production, else `auto`.
+   */
+  SANDBOX_JAIL: z.enum(['required', 'auto', 'off']).optional(),
   /** Keep each harness-native notification under `raw` in the run events (for debugging adapters). */
   EVENTS_INCLUDE_RAW: env.bool(false),
 });

@@ -47,7 +47,13 @@ export class SessionPool {
     await this.sandboxes.stopHarness(sandbox);
 
     if (opts.mustResume && !sandbox.sessionId) throw new ResumeFailedError('no harness session was stored');
-    const options = { cwd: sandbox.cwd, home: sandbox.harnessHome, env: sandbox.env, model: opts.model };
+    const options = {
+      cwd: sandbox.cwd,
+      home: sandbox.harnessHome,
+      env: sandbox.env,
+      model: opts.model,
+      mounts: sandbox.mounts,
+    };
     let session: HarnessSession;
     try {
       session = await this.harness.start({ ...options, resumeSessionId: sandbox.sessionId });

@@ -66,6 +66,8 @@ export interface SessionOptions {
   model: string;
   /** Resume this conversation instead of starting one. */
   resumeSessionId: string | null;
+  /** What the jail shows of the host, when the harness runs in one. */
+  mounts: { writable: readonly string[]; readable: readonly string[] };
 }
 
 export class ResumeFailedError extends Error {

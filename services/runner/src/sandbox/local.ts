@@ -27,6 +27,8 @@ import {
 const STATE_FILE = 'threadwork.json';
 const HARNESS_HOME = 'codex-home';
 const GIT_DIRS = 'git';
+/** The agent's HOME (its dotfiles), apart from the sandbox's state. */
+const AGENT_HOME = 'home';
 
 interface RepoState {
   dir: string;
@@ -91,7 +93,14 @@ export class LocalSandboxProvider implements SandboxProvider {
     try {
       await mkdir(join(dir, HARNESS_HOME), { recursive: true });
       await mkdir(join(dir, GIT_DIRS), { recursive: true });
-      const taken = new Set([HARNESS_HOME, STATE_FILE, GIT_DIRS, ...Object.values(state.repos).map((r) => r.dir)]);
+      await mkdir(join(dir, AGENT_HOME), { recursive: true });
+      const taken = new Set([
+        HARNESS_HOME,
+        STATE_FILE,
+        GIT_DIRS,
+        AGENT_HOME,
+        ...Object.values(state.repos).map((r) => r.dir),
+      ]);
       for (const repo of job.repositories) {
         const known = state.repos[repo.project_repository_id];
         const folder = known?.dir ?? pickFolder(repo, taken);
@@ -265,6 +274,7 @@ export class LocalSandboxProvider implements SandboxProvider {
       ];
     });
     const harnessHome = join(dir, HARNESS_HOME);
+    const home = join(dir, AGENT_HOME);
     return {
       id: state.sandbox_id,
       threadId: state.thread_id,
@@ -273,11 +283,15 @@ export class LocalSandboxProvider implements SandboxProvider {
       harnessHome,
       env: {
         PATH: process.env.PATH ?? '/usr/local/bin:/usr/bin:/bin',
-        HOME: dir,
+        HOME: home,
         CODEX_HOME: harnessHome,
         LANG: process.env.LANG ?? 'C.UTF-8',
       },
       repos,
+      mounts: {
+        writable: [...repos.map((r) => r.dir), harnessHome, home],
+        readable: repos.map((r) => join(r.gitDir, 'objects')),
+      },
       sessionId: state.session_id,
     };
   }

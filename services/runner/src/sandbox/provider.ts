@@ -32,6 +32,13 @@ export interface Sandbox {
   cwd: string;
   /** The harness's own state (CODEX_HOME): sessions live here, which is what makes a resume work. */
   harnessHome: string;
+  /**
+   * What a jail around the harness shows of the host, at the same paths: read-write the workspaces,
+   * the harness home and the agent's HOME; read-only the objects of the runner's git directories
+   * (the agent's repositories borrow them). Nothing else of the sandbox — its state, the runner's
+   * git directories — is in it.
+   */
+  mounts: { writable: string[]; readable: string[] };
   /** The harness's whole environment: nothing of the runner's own (no NATS, Mongo or service secrets). */
   env: Record<string, string>;
   repos: SandboxRepo[];

@@ -1,5 +1,6 @@
 import { spawn } from 'node:child_process';
-import { readdir } from 'node:fs/promises';
+import { mkdtemp, readdir, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { RunError } from '@threadwork/contracts';
 import type { Logger } from '@threadwork/platform';
@@ -13,6 +14,8 @@ import {
   type TurnOutcome,
 } from '../harness.js';
 import { descendants, signal } from '../processes.js';
+import { BRIDGE_PORT, jailed } from '../../sandbox/jail.js';
+import { startModelProxy, type ModelProxy } from '../../sandbox/model-proxy.js';
 import { appServerArgs, codexCommand, guarded, type ProviderSettings } from './launch.js';
 import { CodexTurnMapper, toQuestion } from './mapping.js';
 import type { ServerNotification } from './protocol/ServerNotification.js';
@@ -31,6 +34,8 @@ export interface CodexHarnessOptions {
   sandboxMode: ProviderSettings['sandboxMode'];
   outputCapBytes: number;
   includeRaw: boolean;
+  /** Run each app-server in a jail (sandbox/jail.ts), reaching the model through the runner's proxy. */
+  jail: boolean;
   logger: Logger;
 }
 
@@ -46,16 +51,53 @@ export class CodexHarness implements Harness {
 
   constructor(private readonly options: CodexHarnessOptions) {}
 
+  /** A model proxy for one jailed process, its socket in a directory private to the runner. */
+  private async startProxy(): Promise<{ dir: string; proxy: ModelProxy; close(): Promise<void> }> {
+    const dir = await mkdtemp(join(tmpdir(), 'threadwork-jail-'));
+    try {
+      const proxy = await startModelProxy(join(dir, 'model.sock'), {
+        baseUrl: this.options.baseUrl,
+        apiKey: this.options.apiKey,
+        logger: this.options.logger,
+      });
+      return {
+        dir,
+        proxy,
+        async close() {
+          await proxy.close();
+          await rm(dir, { recursive: true, force: true });
+        },
+      };
+    } catch (err) {
+      await rm(dir, { recursive: true, force: true });
+      throw err;
+    }
+  }
+
   async start(opts: SessionOptions): Promise<HarnessSession> {
     const { logger } = this.options;
-    const cmd = guarded(codexCommand());
+    // Jailed, the process reaches the model through a proxy of the runner's that adds the key; else
+    // it gets the key in one variable, which Codex keeps from the agent's commands.
+    const proxy = this.options.jail ? await this.startProxy() : null;
+    const key = proxy ? null : this.options.apiKey;
     const args = appServerArgs({
       model: opts.model,
-      baseUrl: this.options.baseUrl,
-      keyEnv: this.options.apiKey ? CODEX_MODEL_KEY_ENV : null,
+      baseUrl: proxy ? `http://127.0.0.1:${BRIDGE_PORT}${proxy.proxy.basePath}` : this.options.baseUrl,
+      keyEnv: key ? CODEX_MODEL_KEY_ENV : null,
       sandboxMode: this.options.sandboxMode,
     });
-    const env = { ...opts.env, ...(this.options.apiKey ? { [CODEX_MODEL_KEY_ENV]: this.options.apiKey } : {}) };
+    const env = { ...opts.env, ...(key ? { [CODEX_MODEL_KEY_ENV]: key } : {}) };
+    const codex = codexCommand();
+    const cmd = guarded(
+      proxy
+        ? jailed(codex, {
+            cwd: opts.cwd,
+            writable: opts.mounts.writable,
+            readable: opts.mounts.readable,
+            runDir: proxy.dir,
+          })
+        : codex,
+    );
     // Its own process group, so stopping it also stops the commands it started.
     const child = spawn(cmd.command, [...cmd.args, ...args], {
       cwd: opts.cwd,
@@ -64,6 +106,7 @@ export class CodexHarness implements Harness {
       detached: true,
     });
     const rpc = new CodexRpc(child, logger);
+    if (proxy) void rpc.exited.then(() => proxy.close());
     try {
       await rpc.request(
         'initialize',

@@ -1,4 +1,4 @@
-import { existsSync } from 'node:fs';
+import { existsSync, realpathSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { dirname, join } from 'node:path';
 
@@ -21,7 +21,9 @@ export interface Command {
 
 export function codexCommand(): Command {
   const require = createRequire(import.meta.url);
-  const packageJson = require.resolve('@openai/codex/package.json');
+  // The real path: with pnpm the platform package sits beside the real one, not beside a link to it
+  // (resolvers that keep links, like vite's, would otherwise miss it).
+  const packageJson = realpathSync(require.resolve('@openai/codex/package.json'));
   const native = NATIVE[`${process.platform}-${process.arch}`];
   if (native) {
     try {

@@ -1,0 +1,115 @@
+import { execFile } from 'node:child_process';
+import { existsSync } from 'node:fs';
+import { dirname, join } from 'node:path';
+import { promisify } from 'node:util';
+import type { Command } from '../harness/codex/launch.js';
+
+// The jail a sandbox's harness runs in (bubblewrap): everything the agent starts runs inside it.
+// - System directories read-only (`/usr`, `/bin`, `/lib*`, a short list of `/etc`), nothing else of
+//   the host's file system: not the other sandboxes, not the runner's state or git directories
+//   (only their objects, read-only, which the agent's repository borrows), not the data directory.
+// - Writable: this sandbox's workspaces, the harness's home and the agent's HOME; `/tmp` private.
+// - New namespaces for everything (`--unshare-all`): its own PID namespace (the host's processes
+//   are not visible, and everything in it dies with the harness), its own network namespace with
+//   nothing but loopback, its own user namespace with no capabilities.
+// - Only the environment the harness is given (the runner's own never reaches it).
+// - The model endpoint through the runner's proxy on a unix socket (model-proxy.ts), relayed to a
+//   loopback port inside by a bridge: the model key stays outside.
+
+const BWRAP = '/usr/bin/bwrap';
+
+/** Where the model proxy's socket directory appears inside the jail. */
+export const JAIL_RUN_DIR = '/run/threadwork';
+/** The loopback port the bridge listens on inside the jail. */
+export const BRIDGE_PORT = 18080;
+const BRIDGE = join(import.meta.dirname, '..', '..', 'jail', 'bridge.mjs');
+
+/** Host `/etc` entries a shell, git and common tools need; the rest of `/etc` stays out. */
+const ETC = [
+  'passwd',
+  'group',
+  'hosts',
+  'nsswitch.conf',
+  'ssl',
+  'ca-certificates',
+  'ca-certificates.conf',
+  'alternatives',
+  'ld.so.cache',
+  'ld.so.conf',
+  'ld.so.conf.d',
+  'localtime',
+  'timezone',
+  'mime.types',
+  'os-release',
+  'debian_version',
+  'gitconfig',
+];
+const SYSTEM = ['/usr', '/bin', '/sbin', '/lib', '/lib32', '/lib64', '/libx32'];
+
+export interface JailLayout {
+  /** The harness's working directory (a workspace). */
+  cwd: string;
+  /** Read-write inside, at the same paths: the workspaces, the harness home, the agent's HOME. */
+  writable: readonly string[];
+  /** Read-only inside, at the same paths. */
+  readable: readonly string[];
+  /** Host directory holding the model proxy's socket; appears as JAIL_RUN_DIR. */
+  runDir: string;
+}
+
+function bwrapArgs(layout: JailLayout, programs: readonly string[]): string[] {
+  const args = ['--unshare-all', '--die-with-parent', '--new-session', '--cap-drop', 'ALL'];
+  for (const dir of SYSTEM) args.push('--ro-bind-try', dir, dir);
+  for (const entry of ETC) args.push('--ro-bind-try', `/etc/${entry}`, `/etc/${entry}`);
+  args.push('--proc', '/proc', '--dev', '/dev', '--tmpfs', '/tmp');
+  for (const path of programs) args.push('--ro-bind', path, path);
+  for (const path of layout.readable) args.push('--ro-bind', path, path);
+  for (const path of layout.writable) args.push('--bind', path, path);
+  args.push('--bind', layout.runDir, JAIL_RUN_DIR);
+  args.push('--hostname', 'sandbox', '--chdir', layout.cwd);
+  return args;
+}
+
+/** Files and directories of a command the jail must show (read-only) for it to run. */
+function programPaths(cmd: Command): string[] {
+  const paths = [process.execPath, BRIDGE];
+  // The native codex binary sits in `vendor/<triple>/bin/` beside the tools it ships (`path/rg`).
+  if (cmd.command !== process.execPath) paths.push(dirname(dirname(cmd.command)));
+  else if (cmd.args[0]) paths.push(dirname(dirname(cmd.args[0])));
+  return paths.filter((path) => !SYSTEM.some((dir) => path === dir || path.startsWith(`${dir}/`)));
+}
+
+/**
+ * `cmd` inside the jail, behind the bridge to the model proxy: the jail's shell starts the bridge,
+ * waits until it listens, then becomes the harness (so the harness is the jail's main process:
+ * when it exits, the jail and everything in it goes).
+ */
+export function jailed(cmd: Command, layout: JailLayout): Command {
+  const ready = '/tmp/.threadwork-bridge-ready';
+  const script = [
+    `"${process.execPath}" "${BRIDGE}" "${JAIL_RUN_DIR}/model.sock" ${BRIDGE_PORT} ${ready} &`,
+    'i=0',
+    `while [ ! -e ${ready} ]; do i=$((i+1)); if [ $i -gt 3000 ]; then echo "the model bridge did not start" >&2; exit 97; fi; sleep 0.01; done`,
+    'exec "$@"',
+  ].join('\n');
+  return {
+    command: BWRAP,
+    args: [...bwrapArgs(layout, programPaths(cmd)), '--', '/bin/sh', '-c', script, 'sh', cmd.command, ...cmd.args],
+  };
+}
+
+export type JailMode = 'required' | 'auto' | 'off';
+
+/** Whether a jail can be made here: bubblewrap present and allowed to create its namespaces. */
+export async function probeJail(): Promise<{ ok: true } | { ok: false; reason: string }> {
+  if (!existsSync(BWRAP))
+    return { ok: false, reason: `${BWRAP} is not installed (Debian: apt-get install bubblewrap)` };
+  const layout: JailLayout = { cwd: '/', writable: [], readable: [], runDir: '/tmp' };
+  try {
+    await promisify(execFile)(BWRAP, [...bwrapArgs(layout, []), '--', '/bin/true'], { timeout: 10_000 });
+    return { ok: true };
+  } catch (err) {
+    const stderr = (err as { stderr?: string }).stderr?.trim();
+    return { ok: false, reason: `bubblewrap cannot create a jail here: ${stderr || (err as Error).message}` };
+  }
+}

@@ -1,0 +1,143 @@
+import { existsSync, readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { say, shell, uniqueId, type FakeScript } from '@threadwork/testing';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { createThread, readLog, waitForTerminal } from '../chaos/support/api.js';
+import { Cluster, type ChaosUser } from '../chaos/support/cluster.js';
+
+// The agent as an attacker inside its sandbox, against the jail (src/sandbox/jail.ts in the
+// runner): the real codex binary, driven by the fake model, runs each attack as a shell command in
+// a whole deployment, and writes what it found into its workspace for the test to read.
+
+const MODEL_KEY = `sk-jail-${uniqueId()}`;
+const SESSION_SECRET = `session-${uniqueId()}`.padEnd(48, 's');
+
+/** One attack per prompt: the command runs, then the agent says it is done. */
+const attacks = new Map<string, string>();
+const scripts = new Map<string, FakeScript>([
+  [
+    'ATTACK',
+    (req) => {
+      if (req.toolOutputsSinceLastUser.length > 0) return [say('Done.')];
+      const name = req.lastUserText.split(' ')[1] ?? '';
+      return [shell(attacks.get(name) ?? 'echo unknown attack')];
+    },
+  ],
+]);
+
+let cluster: Cluster;
+let user: ChaosUser;
+
+beforeAll(async () => {
+  cluster = await Cluster.start({
+    runners: 1,
+    scripts,
+    env: { SESSION_SECRET },
+    runnerEnv: { MODEL_API_KEY: MODEL_KEY, SANDBOX_JAIL: 'required' },
+  });
+  user = cluster.createUser();
+});
+afterAll(async () => {
+  await cluster?.stop();
+});
+
+/** Runs one attack in a thread of its own; answers what it wrote to `found.txt` in its workspace. */
+async function attack(name: string, command: string): Promise<{ found: string; threadId: string; repo: string }> {
+  attacks.set(name, `{ ${command}\n} > found.txt 2>&1; true`);
+  const repo = uniqueId('jail');
+  const repositoryId = await cluster.addRepo(user, repo);
+  const thread = await createThread(cluster, user, { repository_id: repositoryId, prompt: `ATTACK ${name}` });
+  const run = await waitForTerminal(cluster, user, thread.run_id, 120_000);
+  expect(run.status, JSON.stringify(run.error)).toBe('completed');
+  const file = join(cluster.sandboxRoot, thread.id, repo, 'found.txt');
+  if (!existsSync(file)) {
+    const log = await readLog(cluster, user, thread.run_id);
+    throw new Error(`${name}: no found.txt; ${JSON.stringify(log.map((e) => e.chunk)).slice(0, 4000)}`);
+  }
+  const found = readFileSync(file, 'utf8');
+  return { found, threadId: thread.id, repo };
+}
+
+describe('an agent in its jail', () => {
+  it('finds no secret in any process environment it can see, and none of the host’s processes', async () => {
+    const { found } = await attack(
+      'environ',
+      [
+        'for f in /proc/[0-9]*/environ; do echo "== $f"; tr "\\0" "\\n" < "$f"; done',
+        'echo "== processes"; for p in /proc/[0-9]*; do tr "\\0" " " < $p/cmdline; echo; done',
+      ].join('\n'),
+    );
+    expect(found).toContain('== processes');
+    expect(found).toContain('CODEX_HOME=');
+    for (const secret of [MODEL_KEY, SESSION_SECRET, cluster.env.NATS_URL!, cluster.env.MONGO_URL!]) {
+      expect(found).not.toContain(secret);
+    }
+    expect(found).not.toMatch(/NATS_URL|MONGO_URL|SESSION_SECRET|MODEL_API_KEY/);
+    expect(found).not.toContain('runner/dist/main.js');
+    expect(found).not.toContain('nats-server');
+    // The model still got its key: the runner's proxy adds it outside the jail.
+    const asked = cluster.fake!.requests.filter((r) => r.lastUserText === 'ATTACK environ');
+    expect(asked.length).toBeGreaterThan(0);
+    for (const request of asked) expect(request.authorization).toBe(`Bearer ${MODEL_KEY}`);
+  });
+
+  it('cannot list or read another thread’s workspace, nor the deployment’s data', async () => {
+    const other = await attack('plant', 'echo "another user’s secret" > secret.txt; cat secret.txt');
+    expect(other.found).toContain('another user’s secret');
+    const otherFile = join(cluster.sandboxRoot, other.threadId, other.repo, 'secret.txt');
+    const { found } = await attack(
+      'snoop',
+      [
+        `echo "== sandboxes"; ls -a ${cluster.sandboxRoot}`,
+        `echo "== other"; cat ${otherFile}`,
+        `echo "== data"; ls -a ${cluster.dir}`,
+        `echo "== repos"; ls -a ${cluster.reposDir}`,
+      ].join('\n'),
+    );
+    expect(found).not.toContain('another user’s secret');
+    const listing = found.slice(found.indexOf('== sandboxes'), found.indexOf('== other'));
+    expect(listing).not.toContain(other.threadId);
+    expect(found).not.toMatch(/ferretdb|nats\b/);
+    expect(found).toMatch(/== other\n.*No such file or directory/);
+  });
+
+  it('reaches neither NATS, nor the database, nor any address outside', async () => {
+    const [natsHost, natsPort] = new URL(cluster.env.NATS_URL!).host.split(':');
+    const [mongoHost, mongoPort] = new URL(cluster.env.MONGO_URL!).host.split(':');
+    const probe = (label: string, host: string, port: string) =>
+      `if timeout 5 bash -c 'exec 3<>/dev/tcp/${host}/${port}' 2>/dev/null; then echo "${label}: connected"; else echo "${label}: refused"; fi`;
+    const { found } = await attack(
+      'network',
+      [
+        probe('nats', natsHost!, natsPort!),
+        probe('mongo', mongoHost!, mongoPort!),
+        probe('outside', '1.1.1.1', '80'),
+        probe('model', new URL(cluster.fake!.baseUrl).hostname, new URL(cluster.fake!.baseUrl).port),
+      ].join('\n'),
+    );
+    expect(found).toContain('nats: refused');
+    expect(found).toContain('mongo: refused');
+    expect(found).toContain('outside: refused');
+    // Not even the model endpoint directly: only through the runner's proxy.
+    expect(found).toContain('model: refused');
+    expect(found).not.toContain('connected');
+  });
+
+  it('cannot write where the runner keeps the sandbox’s state: its state file and git directories stay as they were', async () => {
+    const { found, threadId, repo } = await attack(
+      'state',
+      [
+        'root=$(dirname "$PWD")',
+        'echo "{}" > "$root/threadwork.json" && echo "wrote state"',
+        'ls -a "$root"',
+        'rm -r "$root/git" && echo "removed git"',
+      ].join('\n'),
+    );
+    // Whatever it wrote stayed in the jail: the runner's state and git directories are intact.
+    const state = JSON.parse(readFileSync(join(cluster.sandboxRoot, threadId, 'threadwork.json'), 'utf8'));
+    expect(state.thread_id).toBe(threadId);
+    expect(readFileSync(join(cluster.sandboxRoot, threadId, 'git', `${repo}.git`, 'HEAD'), 'utf8')).toContain('ref:');
+    // The agent's writes went to the jail's own scratch space (and `git/` is not removable there).
+    expect(found).not.toContain('removed git');
+  });
+});
