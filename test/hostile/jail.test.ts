@@ -1,8 +1,8 @@
-import { existsSync, readFileSync } from 'node:fs';
+import { existsSync, readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { say, shell, uniqueId, type FakeScript } from '@threadwork/testing';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { createThread, readLog, waitForTerminal } from '../chaos/support/api.js';
+import { createThread, readLog, waitFor, waitForTerminal } from '../chaos/support/api.js';
 import { Cluster, type ChaosUser } from '../chaos/support/cluster.js';
 
 // The agent as an attacker inside its sandbox, against the jail (src/sandbox/jail.ts in the
@@ -24,6 +24,20 @@ const scripts = new Map<string, FakeScript>([
     },
   ],
 ]);
+
+/** Processes on this machine whose command line contains `text`. */
+function processesMatching(text: string): number[] {
+  return readdirSync('/proc')
+    .filter((entry) => /^\d+$/.test(entry))
+    .filter((pid) => {
+      try {
+        return readFileSync(`/proc/${pid}/cmdline`, 'utf8').replaceAll('\0', ' ').includes(text);
+      } catch {
+        return false;
+      }
+    })
+    .map(Number);
+}
 
 let cluster: Cluster;
 let user: ChaosUser;
@@ -139,5 +153,22 @@ describe('an agent in its jail', () => {
     expect(readFileSync(join(cluster.sandboxRoot, threadId, 'git', `${repo}.git`, 'HEAD'), 'utf8')).toContain('ref:');
     // The agent's writes went to the jail's own scratch space (and `git/` is not removable there).
     expect(found).not.toContain('removed git');
+  });
+
+  it('leaves nothing running after its run but the harness kept warm for the next', async () => {
+    const marker = String(7000 + Math.floor(Math.random() * 999));
+    const { threadId } = await attack(
+      'linger',
+      [
+        `setsid sleep ${marker}1 > /dev/null 2>&1 < /dev/null &`,
+        `nohup sleep ${marker}2 > /dev/null 2>&1 < /dev/null &`,
+        `(trap "" HUP TERM; exec sleep ${marker}3) > /dev/null 2>&1 < /dev/null &`,
+        'echo started',
+      ].join('\n'),
+    );
+    const lingering = () => processesMatching(`sleep ${marker}`);
+    await waitFor('what the agent left running to be stopped', () => (lingering().length === 0 ? true : undefined));
+    const runner = cluster.runners()[0]!;
+    expect(cluster.harnessPids(runner.pid, threadId).length).toBeGreaterThan(0);
   });
 });

@@ -241,7 +241,20 @@ class RunExecution implements LiveRun {
         // the harness was still starting and no turn had begun.
         const stopped = this.stopReason === 'cancel' || this.stopReason === 'timeout';
         if (this.isFenced || stopped) await this.deps.sessions.discard(job.thread_id, this.session);
-        else this.deps.sessions.release(job.thread_id, this.session);
+        else {
+          // Kept warm for the thread's next run, and nothing else: what the agent left running goes.
+          const leftovers = await this.session.stopLeftovers().catch((err: unknown) => {
+            this.log.warn({ err }, 'the processes the agent left running could not be listed');
+            return [];
+          });
+          if (leftovers.length > 0) {
+            this.log.warn(
+              { processes: leftovers.map((p) => p.slice(0, 200)) },
+              'stopped processes the agent left running',
+            );
+          }
+          this.deps.sessions.release(job.thread_id, this.session);
+        }
       }
     }
   }

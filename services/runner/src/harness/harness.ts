@@ -54,6 +54,11 @@ export interface HarnessSession {
   interrupt(): Promise<void>;
   /** Stops the process: asks it to exit, then kills it by pid. */
   stop(): Promise<void>;
+  /**
+   * Kills every process the agent left running (background jobs, `setsid` daemons, the harness's
+   * idle shells), keeping the harness itself warm for the thread's next run; answers what it killed.
+   */
+  stopLeftovers(): Promise<string[]>;
 }
 
 export interface SessionOptions {

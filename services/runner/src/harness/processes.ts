@@ -1,4 +1,4 @@
-import { readdirSync, readFileSync } from 'node:fs';
+import { readdirSync, readFileSync, realpathSync } from 'node:fs';
 
 // A harness runs commands in sessions of their own (a PTY per command), outside its process
 // group, so stopping it by group misses them. Its descendants are found by walking parent ids in
@@ -49,6 +49,41 @@ export function descendants(pid: number): number[] {
     }
   }
   return out;
+}
+
+/** A process's command line, its arguments joined by spaces; null when it is gone. */
+export function commandLine(pid: number): string | null {
+  try {
+    return readFileSync(`/proc/${pid}/cmdline`, 'utf8').replace(/\0+$/, '').replaceAll('\0', ' ');
+  } catch {
+    return null;
+  }
+}
+
+/** The executable a process runs; null when it is gone or cannot be read. */
+export function executable(pid: number): string | null {
+  try {
+    return realpathSync(`/proc/${pid}/exe`);
+  } catch {
+    return null;
+  }
+}
+
+/**
+ * What runs below `root` besides `keep` and the processes between `root` and them: the processes
+ * to stop to leave only those running.
+ */
+export function besides(root: number, keep: (pid: number) => boolean): number[] {
+  const parents = parentIds();
+  const below = descendants(root);
+  const kept = new Set<number>([root]);
+  for (const pid of below) {
+    if (!keep(pid)) continue;
+    // The process and its ancestors up to root (a jail's init, the shell that became the harness).
+    for (let p: number | undefined = pid; p !== undefined && p !== root && !kept.has(p); p = parents.get(p))
+      kept.add(p);
+  }
+  return below.filter((pid) => !kept.has(pid));
 }
 
 /**

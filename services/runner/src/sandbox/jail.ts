@@ -23,6 +23,8 @@ export const JAIL_RUN_DIR = '/run/threadwork';
 /** The loopback port the bridge listens on inside the jail. */
 export const BRIDGE_PORT = 18080;
 const BRIDGE = join(import.meta.dirname, '..', '..', 'jail', 'bridge.mjs');
+/** The bridge's script, as it shows in the bridge process's command line. */
+export const BRIDGE_SCRIPT = BRIDGE;
 
 /** Host `/etc` entries a shell, git and common tools need; the rest of `/etc` stays out. */
 const ETC = [

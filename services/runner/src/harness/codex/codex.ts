@@ -1,4 +1,5 @@
 import { spawn } from 'node:child_process';
+import { realpathSync } from 'node:fs';
 import { mkdtemp, readdir, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -13,8 +14,8 @@ import {
   type TurnListener,
   type TurnOutcome,
 } from '../harness.js';
-import { descendants, signal } from '../processes.js';
-import { BRIDGE_PORT, jailed } from '../../sandbox/jail.js';
+import { besides, commandLine, descendants, executable, signal } from '../processes.js';
+import { BRIDGE_PORT, BRIDGE_SCRIPT, jailed } from '../../sandbox/jail.js';
 import { startModelProxy, type ModelProxy } from '../../sandbox/model-proxy.js';
 import { appServerArgs, codexCommand, guarded, type ProviderSettings } from './launch.js';
 import { CodexTurnMapper, toQuestion } from './mapping.js';
@@ -135,7 +136,7 @@ export class CodexHarness implements Harness {
       } else {
         threadId = (await rpc.request('thread/start', { cwd: opts.cwd }, START_TIMEOUT_MS)).thread.id;
       }
-      return new CodexSession(rpc, threadId, opts.cwd, this.options);
+      return new CodexSession(rpc, threadId, opts.cwd, codex.command, this.options);
     } catch (err) {
       rpc.kill();
       throw err;
@@ -184,6 +185,8 @@ class CodexSession implements HarnessSession {
     private readonly rpc: CodexRpc,
     readonly sessionId: string,
     private readonly cwd: string,
+    /** The executable the harness process runs (to tell it from what the agent started). */
+    private readonly binary: string,
     private readonly options: CodexHarnessOptions,
   ) {
     this.exited = rpc.exited.then(() => undefined);
@@ -293,6 +296,18 @@ class CodexSession implements HarnessSession {
     if (!graceful) this.rpc.kill();
     for (const child of below) signal(child, 'SIGKILL');
     await this.rpc.exited;
+  }
+
+  async stopLeftovers(): Promise<string[]> {
+    const pid = this.rpc.pid;
+    if (pid === undefined || this.rpc.hasExited || this.turn) return [];
+    // Kept: the Codex process (and the jail's init and shell above it) and the jail's model bridge.
+    const codex = realpathSync(this.binary);
+    const keep = (p: number) => executable(p) === codex || (commandLine(p)?.includes(BRIDGE_SCRIPT) ?? false);
+    const leftovers = besides(pid, keep).filter((p) => executable(p) !== codex);
+    const killed = leftovers.map((p) => commandLine(p) ?? String(p));
+    for (const p of leftovers) signal(p, 'SIGKILL');
+    return killed.filter((line) => line !== '');
   }
 
   private onNotification(n: ServerNotification): void {
