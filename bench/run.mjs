@@ -7,7 +7,7 @@
 //                      [--append-events 20000] [--followers 1000] [--sse-rate 20] [--sse-seconds 10]
 //                      [--turns 20] [--sandboxes 4] [--profile gateway,runs] [--json out.json]
 //
-// Benchmarks (--only): run-read healthz event-pages append followers sandboxes turns.
+// Benchmarks (--only): run-read healthz event-pages append followers sandboxes turns jail.
 import { mkdtempSync, writeFileSync } from 'node:fs';
 import { cpus, loadavg, tmpdir, totalmem } from 'node:os';
 import { join } from 'node:path';
@@ -23,7 +23,7 @@ import { eventPagesBenchmark, healthBenchmark, runReadBenchmark } from './suites
 import { followersBenchmark } from './suites/followers.mjs';
 import { benchScript, sandboxMemoryBenchmark, turnsBenchmark } from './suites/runner.mjs';
 
-const BENCHMARKS = ['run-read', 'healthz', 'event-pages', 'append', 'followers', 'sandboxes', 'turns'];
+const BENCHMARKS = ['run-read', 'healthz', 'event-pages', 'append', 'followers', 'sandboxes', 'turns', 'jail'];
 
 const FULL = {
   seconds: 10,
@@ -126,6 +126,14 @@ async function main(stack, fake) {
   await step('turns', `benchmark 6: ${opts.turns} trivial turns, cold and warm`, () =>
     turnsBenchmark(stack, { turns: opts.turns }),
   );
+  await step('jail', `benchmark 8: ${opts.turns} trivial turns, cold and warm, jailed and not`, async () => {
+    // The same turns through a runner that jails each sandbox, then through one that does not.
+    await stack.restartRunner({ SANDBOX_JAIL: 'required' });
+    const jailed = await turnsBenchmark(stack, { turns: opts.turns });
+    await stack.restartRunner({ SANDBOX_JAIL: 'off' });
+    const bare = await turnsBenchmark(stack, { turns: opts.turns });
+    return { jailed, bare };
+  });
   return results;
 }
 
@@ -238,6 +246,25 @@ function report(results) {
       ),
     );
   }
+  const jailed = results.jail;
+  if (jailed) {
+    for (const [kind, label] of [
+      ['cold', 'new thread'],
+      ['warm', 'follow-up in a warm sandbox'],
+    ]) {
+      const value = jailed.jailed[kind].completedMs / jailed.bare[kind].completedMs;
+      rows.push(
+        summaryRow(
+          8,
+          `trivial turn, ${label} → completed: jailed vs no jail, medians of ${jailed.jailed[kind].samples}`,
+          `${int(jailed.jailed[kind].completedMs)} ms`,
+          `${int(jailed.bare[kind].completedMs)} ms`,
+          value,
+          { text: '≤ 1.25×', met: value <= 1.25 },
+        ),
+      );
+    }
+  }
   const turns = results.turns;
   if (turns) {
     for (const [kind, label] of [
@@ -326,6 +353,34 @@ function report(results) {
           side('ours: gateway stream', followers.ours),
           side('baseline: bare fastify forwarding run.live', followers.baseline),
         ],
+      ),
+    );
+  }
+  const jail = results.jail;
+  if (jail) {
+    out();
+    const ratio = (a, b) => (b > 0 ? `${(a / b).toFixed(2)}×` : '—');
+    const row = (label, kind) => [
+      label,
+      jail.jailed[kind].samples,
+      int(jail.jailed[kind].completedMs),
+      int(jail.bare[kind].completedMs),
+      ratio(jail.jailed[kind].completedMs, jail.bare[kind].completedMs),
+      int(jail.jailed[kind].firstEventMs),
+      int(jail.bare[kind].firstEventMs),
+    ];
+    out(
+      table(
+        [
+          'trivial turn (median)',
+          'samples',
+          'jailed → completed ms',
+          'no jail → completed ms',
+          'jailed / no jail',
+          'jailed → first event ms',
+          'no jail → first event ms',
+        ],
+        [row('cold: new thread', 'cold'), row('warm: follow-up message', 'warm')],
       ),
     );
   }

@@ -206,6 +206,22 @@ export async function startStack({ runnerEnv = {}, profile = [], profileDir } = 
     const repos = await (await fetch(`${base}/v1/repohost/repositories`, { headers })).json();
     const repositoryId = repos.repositories[0].repository_id;
 
+    /** Replaces the runner with one started with `extra` on top of its settings; resolves once it consumes. */
+    stack.restartRunner = async (extra = {}) => {
+      const old = services.get('runner');
+      await old.stop();
+      const runner = startNode('runner', join(root, 'services', 'runner', 'dist', 'main.js'), {
+        env: { ...env, ...runnerEnv, ...extra },
+      });
+      services.set('runner', runner);
+      stops.push(() => runner.stop());
+      await waitUntil('runner', async () => {
+        if (!runner.running) throw new Error(`the runner exited:\n${runner.output()}`);
+        const info = await jsm.consumers.info(STREAM_NAMES.runJobs, RUNNER_CONSUMER);
+        return info.num_waiting > 0;
+      });
+    };
+
     return Object.assign(stack, {
       base,
       baselineBase,
