@@ -1,15 +1,18 @@
 import { STREAM_NAMES, type ThreadWithRun } from '@threadwork/contracts';
 import { jetStreamOf } from '@threadwork/platform';
-import { say, shell, type FakeScript } from '@threadwork/testing';
+import { say, type FakeReply, type FakeScript } from '@threadwork/testing';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createThread, getRun, logProblems, readLog, statusTrail, waitFor, waitForTerminal } from './support/api.js';
 import { Cluster, type ChaosUser } from './support/cluster.js';
 
-// Fault: a poison job — one whose run kills whichever runner works it (here its agent walks up
-// its process ancestry to the runner and `kill -9`s it). Runners are restarted when they die, as
-// their supervisor would. The job must be tried RUN_MAX_ATTEMPTS times (one runner death each),
-// then its run fails `runner_lost` and the job is gone from RUN_JOBS for good; every other run,
-// before, during and after, completes — including those whose runner the poison took down with it.
+// Fault: a poison job — one whose processing kills whichever runner works it. The agent itself
+// cannot (its jail shows it no process of the host), so the fault comes from the model's side:
+// the fake model, asked for the poison's turn, `kill -9`s the runner whose harness works the
+// poison's sandbox — as a crash in the runner triggered by that job would. Runners are restarted
+// when they die, as their supervisor would. The job must be tried RUN_MAX_ATTEMPTS times (one
+// runner death each), then its run fails `runner_lost` and the job is gone from RUN_JOBS for
+// good; every other run, before, during and after, completes — including those whose runner the
+// poison took down with it.
 
 const ROUNDS = Number(process.env.CHAOS_ROUNDS ?? 2);
 /** The runs service's default: attempts one run may take before it fails `runner_lost`. */
@@ -18,22 +21,18 @@ const ACK_WAIT_MS = 2_000;
 /** The runners' durable RUN_JOBS consumer for the Codex harness (`runner-<harness>`). */
 const JOB_CONSUMER = 'runner-codex';
 
-/**
- * Up the process tree (field 4 of /proc/<pid>/stat is the parent) to the runner, then SIGKILL it.
- * The pattern is written so that it does not match this script's own command line.
- */
-const KILL_MY_RUNNER = [
-  'p=$PPID',
-  'while [ "$p" -gt 1 ]; do',
-  '  if tr "\\0" " " < /proc/$p/cmdline | grep -q "runner/dis[t]/main[.]js"; then kill -9 "$p"; exit 0; fi',
-  '  p=$(sed "s/.*) //" /proc/$p/stat | cut -d" " -f2)',
-  'done',
-  'echo "no runner above me"',
-].join('\n');
+/** The poison's thread in the round under way (its sandbox is where the harness to kill works). */
+let poisonThread: string | null = null;
+
+/** SIGKILL of the runner working the poison's sandbox; the model call it made never gets an answer. */
+function killPoisonedRunner(): FakeReply {
+  const runner = poisonThread ? cluster.runnerHolding(poisonThread) : undefined;
+  if (runner) process.kill(runner.pid, 'SIGKILL');
+  return { items: [say(runner ? 'killed' : 'no runner found')], delayMs: 60_000 };
+}
 
 const scripts = new Map<string, FakeScript>([
-  // The poison: every attempt's agent runs the command that kills its runner; it never gets past it.
-  ['POISON', (req) => (req.toolOutputsSinceLastUser.length === 0 ? [shell(KILL_MY_RUNNER)] : [say('I survived')])],
+  ['POISON', () => killPoisonedRunner()],
   // Ordinary work: one message.
   ['PLAIN', () => [say('Plain work, done.')]],
 ]);
@@ -78,6 +77,7 @@ describe('a job that crashes every runner that takes it', () => {
         await ordinary('before');
         const prompt = `POISON round ${round}`;
         const poison = await createThread(cluster, user, { repository_id: repoId, prompt });
+        poisonThread = poison.id;
         // Ordinary threads keep coming while the poison takes runners down, one every death or so.
         let failedPoison = await getRun(cluster, user, poison.run_id);
         for (let i = 0; !failedPoison.terminal; i++) {

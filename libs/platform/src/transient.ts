@@ -40,9 +40,17 @@ const UNAVAILABLE_SERVER_CODES = new Set([
   13436, // NotPrimaryOrSecondary
 ]);
 
+/**
+ * Socket failures the driver sometimes passes through unwrapped: a pooled connection written to
+ * after the server closed it ("This socket has been ended by the other party", EPIPE), or reset.
+ */
+const SOCKET_ERROR_CODES = new Set(['EPIPE', 'ECONNRESET', 'ECONNREFUSED', 'ECONNABORTED', 'ENOTCONN', 'ETIMEDOUT']);
+
 /** Does this driver failure mean the database is unreachable for now (a 503 worth retrying)? */
 export function isMongoUnavailable(err: unknown): boolean {
   if (!(err instanceof Error)) return false;
+  const code = (err as NodeJS.ErrnoException).code;
+  if (typeof code === 'string' && SOCKET_ERROR_CODES.has(code)) return true;
   if (err instanceof MongoNetworkError || err instanceof MongoServerSelectionError) return true;
   if (UNAVAILABLE_ERRORS.has(err.name)) return true;
   return err instanceof MongoServerError && typeof err.code === 'number' && UNAVAILABLE_SERVER_CODES.has(err.code);

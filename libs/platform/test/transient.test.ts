@@ -1,4 +1,5 @@
 import { jetstream } from '@nats-io/jetstream';
+import { createServer, connect, type AddressInfo } from 'node:net';
 import { MongoClient } from 'mongodb';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { connectNats, createLogger, isTransientFailure, toAppError, type NatsConnection } from '../src/index.js';
@@ -69,6 +70,25 @@ describe('failures of backing servers are unavailable, not internal', () => {
       expectUnavailable(await thrown(() => client.db('x').command({ ping: 1 })));
     } finally {
       await client.close();
+    }
+  });
+
+  it('a write on a connection the database closed (the driver passes the socket error through)', async () => {
+    // What the MongoDB driver threw when FerretDB was killed under a pooled connection: Node's own
+    // "This socket has been ended by the other party" (EPIPE), unwrapped. Made here by a real socket.
+    const server = createServer((socket) => socket.end());
+    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+    const socket = connect((server.address() as AddressInfo).port, '127.0.0.1');
+    // The same error is emitted as well; the callback's copy is the one checked.
+    socket.on('error', () => {});
+    try {
+      await new Promise((resolve) => socket.once('end', resolve));
+      const err = await new Promise<unknown>((resolve) => socket.write('ping', (e) => resolve(e)));
+      expect(String(err)).toContain('ended by the other party');
+      expectUnavailable(err);
+    } finally {
+      socket.destroy();
+      await new Promise((resolve) => server.close(resolve));
     }
   });
 
