@@ -127,6 +127,10 @@ describe('an agent in its jail', () => {
         probe('mongo', mongoHost!, mongoPort!),
         probe('outside', '1.1.1.1', '80'),
         probe('model', new URL(cluster.fake!.baseUrl).hostname, new URL(cluster.fake!.baseUrl).port),
+        // Through the jail's bridge, the rest of the provider's API (which the key would open).
+        ...['/v1/files', '/v1/organization/users', '/v1/%2e%2e/admin', '/v1/responses/../files', '/admin'].map(
+          (path) => `echo "proxy ${path}: $(curl -s -o /dev/null -w '%{http_code}' http://127.0.0.1:18080${path})"`,
+        ),
       ].join('\n'),
     );
     expect(found).toContain('nats: refused');
@@ -135,6 +139,15 @@ describe('an agent in its jail', () => {
     // Not even the model endpoint directly: only through the runner's proxy.
     expect(found).toContain('model: refused');
     expect(found).not.toContain('connected');
+    for (const path of [
+      '/v1/files',
+      '/v1/organization/users',
+      '/v1/%2e%2e/admin',
+      '/v1/responses/../files',
+      '/admin',
+    ]) {
+      expect(found).toContain(`proxy ${path}: 403`);
+    }
   });
 
   it('cannot write where the runner keeps the sandbox’s state: its state file and git directories stay as they were', async () => {

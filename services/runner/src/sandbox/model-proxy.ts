@@ -45,6 +45,20 @@ export interface ModelProxy {
   close(): Promise<void>;
 }
 
+/** The requests a harness makes of a Responses API: a turn, its compaction, the model list. */
+const ALLOWED: readonly { method: string; path: RegExp }[] = [
+  { method: 'POST', path: /^\/responses(\/compact)?$/ },
+  { method: 'GET', path: /^\/models(\/[A-Za-z0-9._:-]+)?$/ },
+];
+
+function allowed(method: string, url: string, basePath: string): boolean {
+  const [pathname = ''] = url.split('?');
+  // No encoded or dot segments that the endpoint could resolve to somewhere else.
+  if (!pathname.startsWith(`${basePath}/`) || /%|\/\.\.?(\/|$)/.test(pathname)) return false;
+  const rest = pathname.slice(basePath.length);
+  return ALLOWED.some((rule) => rule.method === method && rule.path.test(rest));
+}
+
 export async function startModelProxy(socketPath: string, opts: ModelProxyOptions): Promise<ModelProxy> {
   const upstream = new URL(opts.baseUrl);
   const basePath = upstream.pathname.replace(/\/+$/, '');
@@ -52,8 +66,10 @@ export async function startModelProxy(socketPath: string, opts: ModelProxyOption
 
   const serve = (req: IncomingMessage, res: ServerResponse) => {
     const path = req.url ?? '/';
-    // The model API's paths only; nothing else of the endpoint's host, and no other host.
-    if (!path.startsWith(`${basePath}/`) || path.includes('/../') || path.includes('/./')) {
+    // What the harness needs of the model API, and nothing else of the endpoint's host (with the
+    // key added, the rest of the provider's API — files, fine-tuning, the organisation — would be
+    // the agent's to call), and no other host.
+    if (!allowed(req.method ?? 'GET', path, basePath)) {
       opts.logger.warn({ path: path.slice(0, 200), method: req.method }, 'refused a harness request off the model API');
       res.writeHead(403, { 'content-type': 'text/plain' }).end('only the model API is reachable from the sandbox\n');
       return;
