@@ -1,5 +1,5 @@
 import { spawn, type ChildProcess } from 'node:child_process';
-import { readdirSync, readFileSync, rmSync } from 'node:fs';
+import { readdirSync, readFileSync, rmSync, truncateSync } from 'node:fs';
 import { join } from 'node:path';
 import { createInterface } from 'node:readline';
 import { loadConfig } from '@threadwork/platform';
@@ -132,42 +132,52 @@ describe('a runner that crashes mid-run', () => {
     expect(resumed?.userTexts).toEqual(['RECOVER from a crash', 'RECOVER from a crash']);
   });
 
-  it('starts the turn over in a new session when the crashed one had recorded nothing to resume', async () => {
-    await stack.runner.stop();
-    crashed = await startRunnerProcess(stack.runnerEnv());
-    const prompt = 'RECOVER what was never recorded';
-    const admitted = await admitRun(stack, prompt);
-    await waitFor('the model to be asked', () => stack.fake.requests.some((r) => r.lastUserText === prompt));
-    crashed.kill('SIGKILL');
-    await waitFor('the crashed runner to be gone', () => !alive(crashed?.pid as number));
-    // As when the runner dies the moment the turn begins, before Codex wrote the thread's rollout:
-    // the workspace and the stored session id are there, the conversation is not.
-    const home = join(stack.sandboxRoot, admitted.threadId, 'codex-home');
-    const rollouts = ['sessions', 'archived_sessions'].map((dir) => join(home, dir));
-    await waitFor(
-      'the crashed runner’s harness to exit',
-      () => harnessesOf(stack.sandboxRoot, admitted.threadId).length === 0,
-    );
-    // What the runner checks to tell "never recorded" apart: Codex names a thread's rollout after it.
-    const { session_id } = JSON.parse(
-      readFileSync(join(stack.sandboxRoot, admitted.threadId, 'threadwork.json'), 'utf8'),
-    );
-    const recorded = readdirSync(rollouts[0]!, { recursive: true }).map(String);
-    expect(recorded.filter((name) => name.endsWith(`-${session_id}.jsonl`))).toHaveLength(1);
-    for (const dir of rollouts) rmSync(dir, { recursive: true, force: true });
-    stack.runner = await startRunner(loadConfig(RunnerConfig, stack.runnerEnv()));
+  it.each([
+    ['removed', (file: string) => rmSync(file)],
+    ['empty', (file: string) => truncateSync(file, 0)],
+    ['cut inside its first line', (file: string) => truncateSync(file, 40)],
+  ])(
+    'starts the turn over in a new session when the crashed one had recorded nothing to resume (rollout %s)',
+    async (label, spoil) => {
+      await stack.runner.stop();
+      crashed = await startRunnerProcess(stack.runnerEnv());
+      const prompt = `RECOVER what was never recorded (${label})`;
+      const admitted = await admitRun(stack, prompt);
+      await waitFor('the model to be asked', () => stack.fake.requests.some((r) => r.lastUserText === prompt));
+      crashed.kill('SIGKILL');
+      await waitFor('the crashed runner to be gone', () => !alive(crashed?.pid as number));
+      // As when the runner dies the moment the turn begins, before Codex wrote the thread's rollout:
+      // the workspace and the stored session id are there, the conversation is not.
+      const home = join(stack.sandboxRoot, admitted.threadId, 'codex-home');
+      const sessions = join(home, 'sessions');
+      await waitFor(
+        'the crashed runner’s harness to exit',
+        () => harnessesOf(stack.sandboxRoot, admitted.threadId).length === 0,
+      );
+      // What the runner checks to tell "never recorded" apart: Codex names a thread's rollout after it.
+      const { session_id } = JSON.parse(
+        readFileSync(join(stack.sandboxRoot, admitted.threadId, 'threadwork.json'), 'utf8'),
+      );
+      const recorded = readdirSync(sessions, { recursive: true })
+        .map(String)
+        .filter((name) => name.endsWith(`-${session_id}.jsonl`));
+      expect(recorded).toHaveLength(1);
+      // As the runner died before Codex wrote it, or while it wrote its first line.
+      spoil(join(sessions, recorded[0]!));
+      stack.runner = await startRunner(loadConfig(RunnerConfig, stack.runnerEnv()));
 
-    const run = await waitForTerminal(stack, admitted.run.id);
-    expect(run.status, JSON.stringify(run.error)).toBe('completed');
-    expect(run.attempt).toBe(1);
-    // A new conversation: the turn's prompt once, not a resumed one holding it twice.
-    const retried = stack.fake.requests.find(
-      (r) => r.metadata.threadwork_attempt === '1' && r.userTexts.includes(prompt),
-    );
-    expect(retried?.userTexts).toEqual([prompt]);
-    const log = shape(await readLog(stack.nc, run.id));
-    expect(log.filter((t) => t.startsWith('run.status:completed'))).toHaveLength(1);
-  });
+      const run = await waitForTerminal(stack, admitted.run.id);
+      expect(run.status, JSON.stringify(run.error)).toBe('completed');
+      expect(run.attempt).toBe(1);
+      // A new conversation: the turn's prompt once, not a resumed one holding it twice.
+      const retried = stack.fake.requests.find(
+        (r) => r.metadata.threadwork_attempt === '1' && r.userTexts.includes(prompt),
+      );
+      expect(retried?.userTexts).toEqual([prompt]);
+      const log = shape(await readLog(stack.nc, run.id));
+      expect(log.filter((t) => t.startsWith('run.status:completed'))).toHaveLength(1);
+    },
+  );
 
   it('fails the run runner_lost when the crashed runner’s workspace did not survive', async () => {
     await stack.runner.stop();

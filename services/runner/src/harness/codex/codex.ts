@@ -1,6 +1,6 @@
 import { spawn } from 'node:child_process';
 import { realpathSync } from 'node:fs';
-import { mkdtemp, readdir, rm } from 'node:fs/promises';
+import { mkdtemp, open, readdir, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { RunError } from '@threadwork/contracts';
@@ -147,7 +147,8 @@ export class CodexHarness implements Harness {
 /**
  * Whether Codex ever recorded the session: it writes one rollout file per thread, named after the
  * thread's id, under `sessions/` (or `archived_sessions/`) of its home, once the thread's first turn
- * has begun. A thread lost before that has nothing to resume.
+ * has begun, the session's metadata as its first line. A thread lost before that line was whole
+ * (no file, an empty one, a line cut short) has nothing to resume.
  */
 async function hasRollout(home: string, threadId: string): Promise<boolean> {
   for (const dir of ['sessions', 'archived_sessions']) {
@@ -158,9 +159,30 @@ async function hasRollout(home: string, threadId: string): Promise<boolean> {
       if ((err as NodeJS.ErrnoException).code === 'ENOENT') continue;
       throw err;
     }
-    if (names.some((name) => name.endsWith(`-${threadId}.jsonl`))) return true;
+    for (const name of names.filter((n) => n.endsWith(`-${threadId}.jsonl`))) {
+      if (await startsWithWholeLine(join(home, dir, name))) return true;
+    }
   }
   return false;
+}
+
+/** Whether a JSON-lines file begins with a complete line that parses. */
+async function startsWithWholeLine(file: string): Promise<boolean> {
+  const handle = await open(file, 'r');
+  try {
+    const buffer = Buffer.alloc(1 << 20);
+    const { bytesRead } = await handle.read(buffer, 0, buffer.length, 0);
+    const text = buffer.subarray(0, bytesRead).toString('utf8');
+    const end = text.indexOf('\n');
+    if (end < 0) return false;
+    JSON.parse(text.slice(0, end));
+    return true;
+  } catch (err) {
+    if (err instanceof SyntaxError) return false;
+    throw err;
+  } finally {
+    await handle.close();
+  }
 }
 
 interface ActiveTurn {
