@@ -231,7 +231,6 @@ export function git(cwd: string, ...args: string[]): string {
   return execFileSync('git', args, { cwd, encoding: 'utf8' });
 }
 
-/** Whether a process is alive (signal 0 checks without signalling). */
 /**
  * Processes of a thread's harness still running anywhere on this machine: those whose environment
  * names the thread's harness home (any runner's, the processes they started included).
@@ -250,6 +249,7 @@ export function harnessesOf(sandboxRoot: string, threadId: string): number[] {
   return found;
 }
 
+/** Whether a process is alive (signal 0 checks without signalling). */
 export function alive(pid: number): boolean {
   try {
     process.kill(pid, 0);

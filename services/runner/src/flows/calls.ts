@@ -1,4 +1,4 @@
-import { subjects, type RpcEndpoint } from '@threadwork/contracts';
+import { rpc, subjects, type RpcEndpoint } from '@threadwork/contracts';
 import {
   isAppError,
   publishJson,
@@ -30,6 +30,12 @@ export async function call<E extends RpcEndpoint>(
       await sleep(Math.min(2_000, 100 * 2 ** attempt));
     }
   }
+}
+
+/** Whether a run is live at `attempt`, as the runs service sees it now (a newer attempt fences an older one out). */
+export async function attemptHolds(nc: NatsConnection, runId: string, attempt: number): Promise<boolean> {
+  const run = await call(nc, rpc.runs.get, { run_id: runId });
+  return run.attempt === attempt && !run.terminal;
 }
 
 export interface DomainEventDef {

@@ -41,12 +41,14 @@ import { commitAndDiff, runnerRepo } from '../sandbox/candidate.js';
 import { git, remoteRevisions } from '../sandbox/git.js';
 import {
   SandboxError,
+  SandboxTakenError,
+  type SandboxClaim,
   type RepositoryCredentials,
   type Sandbox,
   type SandboxProvider,
   type SandboxRepo,
 } from '../sandbox/provider.js';
-import { call, publishDomain } from './calls.js';
+import { attemptHolds, call, publishDomain } from './calls.js';
 import { EventSink } from './event-sink.js';
 
 let sandboxStartHistogram: Histogram | undefined;
@@ -268,16 +270,17 @@ class RunExecution implements LiveRun {
     // A takeover continues the lost attempt's turn, which needs what it left on this disk; one lost
     // before its turn began starts the run as a first attempt would.
     const takeover = continuesLostTurn(this.attempt, this.status);
-    if (takeover && !(await deps.sandboxes.find(job.thread_id))) {
+    if (takeover && !(await deps.sandboxes.exists(job.thread_id))) {
       return this.finish({ to: 'failed', error: runnerLost('its workspace is not on this runner') });
     }
     try {
       const started = performance.now();
       this.sandbox = await withSpan('prepare sandbox', { attributes: { 'threadwork.thread_id': job.thread_id } }, () =>
-        deps.sandboxes.prepare(job),
+        deps.sandboxes.prepare(job, this.sandboxClaim()),
       );
       sandboxStart().record((performance.now() - started) / 1000, { 'threadwork.sandbox.provider': 'local' });
     } catch (err) {
+      if (err instanceof SandboxTakenError) return this.sandboxTaken(err);
       if (!(err instanceof SandboxError)) throw err;
       return this.finish({ to: 'failed', error: { code: 'sandbox_failed', message: err.message } });
     }
@@ -294,6 +297,7 @@ class RunExecution implements LiveRun {
         mustResume: takeover && this.sandbox.sessionId !== null,
       });
     } catch (err) {
+      if (err instanceof SandboxTakenError) return this.sandboxTaken(err);
       if (err instanceof ResumeFailedError) {
         return this.finish({
           to: 'failed',
@@ -328,7 +332,12 @@ class RunExecution implements LiveRun {
     }
 
     const decision = decideOutcome(outcome, outcome.stoppedDuringTurn, deps.config.RUN_TIMEOUT_MS);
-    await this.report(decision.to, outcome);
+    try {
+      await this.report(decision.to, outcome);
+    } catch (err) {
+      if (err instanceof SandboxTakenError) return this.sandboxTaken(err);
+      throw err;
+    }
     return this.finish(decision, usageOrUndefined(outcome.usage));
   }
 
@@ -479,7 +488,7 @@ class RunExecution implements LiveRun {
     if (sandbox) {
       for (const repo of sandbox.repos) {
         try {
-          const candidate = await commitAndDiff(repo, {
+          const candidate = await commitAndDiff(repo, sandbox.take, {
             message: commitMessage(job),
             maxDiffBytes: deps.config.DIFF_MAX_BYTES,
           });
@@ -510,6 +519,8 @@ class RunExecution implements LiveRun {
             `${job.run_id}:${repo.project_repository_id}`,
           );
         } catch (err) {
+          // Taken over since the last look: the workspace and what becomes of it are the newer attempt's.
+          if (err instanceof SandboxTakenError) throw err;
           this.log.error({ err, repo: repo.full_name }, 'the workspace could not be committed');
           this.sink.push({ type: 'error', code: 'commit_failed', message: `${repo.full_name}: ${errorMessage(err)}` });
           // Review shows `diff.status: error` for this repository rather than an older candidate as if current.
@@ -557,7 +568,6 @@ class RunExecution implements LiveRun {
   private async pushBranch(repo: SandboxRepo): Promise<void> {
     const ref = `refs/heads/${repo.branch}`;
     try {
-      if (!repo.clone_url) throw new Error('the repository has no known URL');
       const token = await this.deps.credentials(this.job.owner_id, repo.repository_id, repo.clone_url);
       const remote = { url: repo.clone_url, token };
       let lease = repo.start_revision ?? '';
@@ -662,10 +672,26 @@ class RunExecution implements LiveRun {
     }
   }
 
+  /** This attempt, as the sandbox takes it: whether it still holds the run is asked of the runs service. */
+  private sandboxClaim(): SandboxClaim {
+    return {
+      run_id: this.job.run_id,
+      attempt: this.attempt,
+      runner_id: this.deps.runnerId,
+      holds: () => attemptHolds(this.deps.nc, this.job.run_id, this.attempt),
+    };
+  }
+
   private async refresh(): Promise<void> {
     const run = await call(this.deps.nc, rpc.runs.get, { run_id: this.job.run_id });
     this.status = run.status;
     if (run.attempt !== this.attempt) this.fenced = true;
+  }
+
+  /** The sandbox was taken by a newer attempt, of this run or of one after it: nothing more is done to it. */
+  private async sandboxTaken(err: SandboxTakenError): Promise<JobResult> {
+    this.log.info({ attempt: this.attempt, reason: err.message }, 'the sandbox is a newer attempt’s; leaving the run');
+    return this.settledResult();
   }
 
   /** After the run ended or moved on without us: ack if it ended on our attempt, else leave the job alone. */

@@ -67,7 +67,13 @@ export class SessionPool {
       );
       session = await this.harness.start({ ...options, resumeSessionId: null });
     }
-    await this.sandboxes.rememberSession(sandbox, session.sessionId, session.pid);
+    try {
+      await this.sandboxes.rememberSession(sandbox, session.sessionId, session.pid);
+    } catch (err) {
+      // Not recorded, it could not be found and stopped by whoever comes next: it goes now.
+      await session.stop();
+      throw err;
+    }
 
     const entry: Live = { session, busy: true, idleTimer: undefined };
     this.live.set(sandbox.threadId, entry);

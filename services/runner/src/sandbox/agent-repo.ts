@@ -20,9 +20,10 @@ export interface AgentRepoShape {
 /**
  * Replaces the workspace's `.git` with a fresh repository on the runner's current revision: the
  * thread branch and `origin/<base>` at the runner's revisions, the index matching the branch, the
- * objects borrowed from the runner's repository (`alternates`), nothing copied.
+ * objects borrowed from the runner's repository (`alternates`), nothing copied. `take` throws when
+ * the workspace is no longer the caller's to change.
  */
-export async function makeAgentRepo(runner: GitRepo, shape: AgentRepoShape): Promise<void> {
+export async function makeAgentRepo(runner: GitRepo, shape: AgentRepoShape, take: { check(): void }): Promise<void> {
   const workTree = runner.workTree;
   if (!workTree) throw new Error('the runner repository has no work tree');
   // Made beside the runner's git directory (a place of the runner's), then moved in whole.
@@ -45,6 +46,7 @@ export async function makeAgentRepo(runner: GitRepo, shape: AgentRepoShape): Pro
     const base = await revision(cwd, runner, `refs/remotes/origin/${shape.baseBranch}`);
     if (base) await git(cwd, ['update-ref', `refs/remotes/origin/${shape.baseBranch}`, base], agent);
     // rm does not follow a symlink the agent may have put in place of its `.git`.
+    take.check();
     await rm(join(workTree, '.git'), { recursive: true, force: true });
     await rename(aside, join(workTree, '.git'));
   } finally {

@@ -3,7 +3,7 @@ import { parseNameStatus, parseNumstat } from '../domain/diff.js';
 import { cutAtLine } from '../domain/text.js';
 import { makeAgentRepo } from './agent-repo.js';
 import { git, gitBounded, type GitRepo } from './git.js';
-import type { SandboxRepo } from './provider.js';
+import type { SandboxFence, SandboxRepo } from './provider.js';
 
 // After a run: the workspace committed on the thread branch, and what review needs of it — the
 // candidate revision, the diff against the base (bounded), the files and line counts.
@@ -21,13 +21,16 @@ export interface Candidate {
 
 export async function commitAndDiff(
   repo: SandboxRepo,
+  take: SandboxFence,
   opts: { message: string; maxDiffBytes: number },
 ): Promise<Candidate> {
   const mine = { repo: runnerRepo(repo) };
   const cwd = repo.gitDir;
+  take.check();
   await git(cwd, ['add', '-A'], mine);
   const pending = await git(cwd, ['status', '--porcelain'], mine);
   const committed = pending.trim().length > 0;
+  take.check();
   if (committed) await git(cwd, ['commit', '--quiet', '--no-verify', '-m', opts.message], mine);
   // A thread in an empty repository that has changed nothing yet has no commit to point at: its
   // branch starts with an empty one, so the candidate is a revision like any other.
@@ -37,9 +40,7 @@ export async function commitAndDiff(
 
   const head = (await git(cwd, ['rev-parse', 'HEAD'], mine)).trim();
   // The agent's repository shows the commit too (a clean status, the branch where it now is).
-  if (repo.clone_url) {
-    await makeAgentRepo(mine.repo, { url: repo.clone_url, baseBranch: repo.base_branch, branch: repo.branch });
-  }
+  await makeAgentRepo(mine.repo, { url: repo.clone_url, baseBranch: repo.base_branch, branch: repo.branch }, take);
   const base = await baseRevision(repo);
   const range = [base, head, '--'];
   const raw = await gitBounded(

@@ -6,6 +6,7 @@ import type { RunJob, RunRepository, SandboxStatus } from '@threadwork/contracts
 import type { Logger } from '@threadwork/platform';
 import { killTree, startTime } from '../harness/processes.js';
 import { makeAgentRepo } from './agent-repo.js';
+import { SandboxTake, SandboxTakenError, type SandboxClaim } from './take.js';
 import { git, remoteRevisions, type RemoteAccess } from './git.js';
 import {
   SandboxError,
@@ -14,13 +15,15 @@ import {
   type SandboxRepo,
   type RepositoryCredentials,
   type SandboxStatusPublisher,
+  type SandboxFence,
 } from './provider.js';
 
 // The `local` provider: `<SANDBOX_ROOT>/<thread id>/` holds one workspace per project repository,
 // `codex-home/` (the harness's state), `git/<folder>.git` (the runner's own git directory of each
 // repository, whose work tree is the workspace: see git.ts) and `threadwork.json` (what the runner
 // must remember across processes: the sandbox id, the harness session to resume and the process
-// serving it, the repositories and their bases). Each workspace also has a `.git` of the agent's:
+// serving it, the repositories and their bases) and `takes/` (which run attempt may change the
+// sandbox: see take.ts). Each workspace also has a `.git` of the agent's:
 // a repository of its own on the thread branch (objects borrowed from the runner's), made anew for
 // every run, which the runner never reads.
 
@@ -29,6 +32,7 @@ const HARNESS_HOME = 'codex-home';
 const GIT_DIRS = 'git';
 /** The agent's HOME (its dotfiles), apart from the sandbox's state. */
 const AGENT_HOME = 'home';
+const TAKES = 'takes';
 
 interface RepoState {
   dir: string;
@@ -79,8 +83,9 @@ export class LocalSandboxProvider implements SandboxProvider {
 
   constructor(private readonly options: LocalSandboxOptions) {}
 
-  async prepare(job: RunJob): Promise<Sandbox> {
+  async prepare(job: RunJob, claim: SandboxClaim): Promise<Sandbox> {
     const dir = join(this.options.root, folderName(job.thread_id));
+    const take = await SandboxTake.take(dir, claim);
     const existing = await this.readState(dir);
     const state: SandboxState = existing ?? {
       sandbox_id: `sbx_${randomBytes(16).toString('hex')}`,
@@ -88,6 +93,7 @@ export class LocalSandboxProvider implements SandboxProvider {
       session_id: null,
       repos: {},
     };
+    take.check();
     await this.publish(job.thread_id, state.sandbox_id, 'initializing', null);
     const starts = new Map<string, string | null>();
     try {
@@ -99,6 +105,7 @@ export class LocalSandboxProvider implements SandboxProvider {
         STATE_FILE,
         GIT_DIRS,
         AGENT_HOME,
+        TAKES,
         ...Object.values(state.repos).map((r) => r.dir),
       ]);
       for (const repo of job.repositories) {
@@ -107,29 +114,37 @@ export class LocalSandboxProvider implements SandboxProvider {
         taken.add(folder);
         const token = (await this.options.credentials?.(job.owner_id, repo.repository_id, repo.clone_url)) ?? null;
         const remote = { url: repo.clone_url, token };
-        const prepared = await this.prepareRepo(dir, folder, repo, job.thread_id, known, remote);
+        const prepared = await this.prepareRepo(dir, folder, repo, job.thread_id, known, remote, take);
         state.repos[repo.project_repository_id] = prepared.state;
         starts.set(repo.project_repository_id, prepared.start);
         // Recorded at once: a clone that is in place but not in the state would be cloned over next time.
-        await this.writeState(dir, state);
+        await this.writeState(dir, state, take);
       }
     } catch (err) {
       const reason = err instanceof Error ? err.message : String(err);
+      // Taken over meanwhile: what went wrong is the newer attempt's to find out, not to be told.
+      if (err instanceof SandboxTakenError || !take.current) {
+        this.options.logger.warn(
+          { thread_id: job.thread_id, run_id: claim.run_id, attempt: claim.attempt, err },
+          'sandbox taken by a newer attempt while this one prepared it; leaving it',
+        );
+        throw err instanceof SandboxTakenError ? err : new SandboxTakenError(reason, { cause: err });
+      }
       await this.publish(job.thread_id, state.sandbox_id, 'failed', reason);
       throw new SandboxError(`the sandbox could not be prepared: ${reason}`, { cause: err });
     }
-    const sandbox = this.toSandbox(dir, state, job.repositories, starts);
+    const sandbox = this.toSandbox(dir, state, job.repositories, starts, take);
+    take.check();
     await this.publish(job.thread_id, state.sandbox_id, 'ready', null);
     return sandbox;
   }
 
-  async find(threadId: string): Promise<Sandbox | null> {
+  async exists(threadId: string): Promise<boolean> {
     const dir = join(this.options.root, folderName(threadId));
     const state = await this.readState(dir);
-    if (!state || !existsSync(join(dir, HARNESS_HOME))) return null;
+    if (!state || !existsSync(join(dir, HARNESS_HOME))) return false;
     const present = (r: RepoState) => existsSync(join(dir, r.dir)) && existsSync(gitDirOf(dir, r.dir));
-    if (!Object.values(state.repos).every(present)) return null;
-    return this.toSandbox(dir, state, null, new Map());
+    return Object.values(state.repos).every(present);
   }
 
   async rememberSession(sandbox: Sandbox, sessionId: string | null, harnessPid?: number): Promise<void> {
@@ -137,10 +152,12 @@ export class LocalSandboxProvider implements SandboxProvider {
     if (!state) throw new SandboxError(`sandbox ${sandbox.id} has no state file`);
     const started = harnessPid === undefined ? null : startTime(harnessPid);
     const harness = harnessPid !== undefined && started !== null ? { pid: harnessPid, start_time: started } : null;
-    await this.writeState(sandbox.dir, { ...state, session_id: sessionId, harness });
+    await this.writeState(sandbox.dir, { ...state, session_id: sessionId, harness }, sandbox.take);
   }
 
   async stopHarness(sandbox: Sandbox): Promise<boolean> {
+    // The process recorded may be the newer attempt's, which this one must not stop.
+    sandbox.take.check();
     const recorded = (await this.readState(sandbox.dir))?.harness;
     // Runners sharing this disk share a machine, so the recorded pid is one of ours to look up.
     if (!recorded || startTime(recorded.pid) !== recorded.start_time) return false;
@@ -178,6 +195,7 @@ export class LocalSandboxProvider implements SandboxProvider {
     threadId: string,
     known: RepoState | undefined,
     remote: RemoteAccess,
+    take: SandboxTake,
   ): Promise<{ state: RepoState; start: string | null }> {
     const workTree = join(root, folder);
     const gitDir = gitDirOf(root, folder);
@@ -190,6 +208,7 @@ export class LocalSandboxProvider implements SandboxProvider {
     if (known && existsSync(workTree) && existsSync(gitDir)) {
       // Later runs continue on the thread branch; the fetch only refreshes what the diff is taken against.
       if (revisions.has(baseRef)) {
+        take.check();
         try {
           await git(
             root,
@@ -203,7 +222,7 @@ export class LocalSandboxProvider implements SandboxProvider {
           this.options.logger.warn({ err, repo: repo.full_name }, 'fetch failed; continuing with the clone as it is');
         }
       }
-      await makeAgentRepo({ gitDir, workTree }, { url: repo.clone_url, baseBranch: repo.branch, branch });
+      await makeAgentRepo({ gitDir, workTree }, { url: repo.clone_url, baseBranch: repo.branch, branch }, take);
       return { state: known, start };
     }
     if (!empty && !revisions.has(baseRef))
@@ -213,6 +232,7 @@ export class LocalSandboxProvider implements SandboxProvider {
     const suffix = randomBytes(4).toString('hex');
     const partial = { gitDir: `${gitDir}.partial-${suffix}`, workTree: join(root, `.${folder}.partial-${suffix}`) };
     try {
+      take.check();
       await rm(workTree, { recursive: true, force: true });
       await rm(gitDir, { recursive: true, force: true });
       await git(root, ['init', '--quiet', '--bare', '--', partial.gitDir]);
@@ -232,7 +252,9 @@ export class LocalSandboxProvider implements SandboxProvider {
         // branch starts from an empty tree, and its first commit is the repository's first.
         await git(root, ['symbolic-ref', 'HEAD', threadRef], into);
       }
+      take.check();
       await rename(partial.gitDir, gitDir);
+      take.check();
       await rename(partial.workTree, workTree);
     } finally {
       await rm(partial.workTree, { recursive: true, force: true });
@@ -244,30 +266,31 @@ export class LocalSandboxProvider implements SandboxProvider {
       : (
           await git(root, ['rev-parse', '--verify', `refs/remotes/origin/${repo.branch}^{commit}`], { repo: theirs })
         ).trim();
-    await makeAgentRepo(theirs, { url: repo.clone_url, baseBranch: repo.branch, branch });
+    await makeAgentRepo(theirs, { url: repo.clone_url, baseBranch: repo.branch, branch }, take);
     return { state: { dir: folder, base_branch: repo.branch, base_revision: base }, start };
   }
 
   private toSandbox(
     dir: string,
     state: SandboxState,
-    repositories: readonly RunRepository[] | null,
+    repositories: readonly RunRepository[],
     starts: ReadonlyMap<string, string | null>,
+    take: SandboxFence,
   ): Sandbox {
-    const byId = new Map(repositories?.map((r) => [r.project_repository_id, r]));
+    const byId = new Map(repositories.map((r) => [r.project_repository_id, r]));
     const repos: SandboxRepo[] = Object.entries(state.repos).flatMap(([id, r]) => {
       const repo = byId.get(id);
-      if (repositories && !repo) return [];
+      if (!repo) return [];
       return [
         {
           project_repository_id: id,
-          repository_id: repo?.repository_id ?? 0,
-          full_name: repo?.full_name ?? r.dir,
+          repository_id: repo.repository_id,
+          full_name: repo.full_name,
           dir: join(dir, r.dir),
           gitDir: gitDirOf(dir, r.dir),
-          clone_url: repo?.clone_url ?? null,
+          clone_url: repo.clone_url,
           start_revision: starts.get(id) ?? null,
-          base_branch: repo?.branch ?? r.base_branch,
+          base_branch: repo.branch,
           branch: threadBranch(state.thread_id),
           recorded_base: r.base_revision,
         },
@@ -293,6 +316,7 @@ export class LocalSandboxProvider implements SandboxProvider {
         readable: repos.map((r) => join(r.gitDir, 'objects')),
       },
       sessionId: state.session_id,
+      take,
     };
   }
 
@@ -304,11 +328,15 @@ export class LocalSandboxProvider implements SandboxProvider {
     }
   }
 
-  private async writeState(dir: string, state: SandboxState): Promise<void> {
-    await mkdir(dir, { recursive: true });
+  private async writeState(dir: string, state: SandboxState, take: SandboxFence): Promise<void> {
     const tmp = join(dir, `.${STATE_FILE}.${randomBytes(4).toString('hex')}`);
     await writeFile(tmp, `${JSON.stringify(state, null, 2)}\n`);
-    await rename(tmp, join(dir, STATE_FILE));
+    try {
+      take.check();
+      await rename(tmp, join(dir, STATE_FILE));
+    } finally {
+      await rm(tmp, { force: true });
+    }
   }
 
   private async publish(threadId: string, sandboxId: string | null, status: SandboxStatus, reason: string | null) {

@@ -1,4 +1,8 @@
 import type { RunJob, SandboxStatus } from '@threadwork/contracts';
+import type { SandboxClaim } from './take.js';
+
+export type { SandboxClaim } from './take.js';
+export { SandboxTakenError } from './take.js';
 
 // A sandbox belongs to a thread and outlives its runs (DESIGN.md section 7): the workspace with one
 // clone per project repository, the harness's own state, and the environment the harness runs in.
@@ -12,8 +16,8 @@ export interface SandboxRepo {
   dir: string;
   /** The runner's git directory for the workspace, outside it: the only one the runner uses. */
   gitDir: string;
-  /** The repository's canonical URL, from the job: the only remote the runner talks to (null: not known here). */
-  clone_url: string | null;
+  /** The repository's canonical URL, from the job: the only remote the runner talks to. */
+  clone_url: string;
   /** The thread branch's revision on the remote when the run began (null: it had none); pushes lease on it. */
   start_revision: string | null;
   base_branch: string;
@@ -44,6 +48,16 @@ export interface Sandbox {
   repos: SandboxRepo[];
   /** The harness session stored with the sandbox by an earlier run or attempt, if any. */
   sessionId: string | null;
+  /**
+   * The run attempt's hold on the sandbox: `check()` throws SandboxTakenError once a newer attempt
+   * has taken it, and every change the runner makes to the sandbox is preceded by one.
+   */
+  take: SandboxFence;
+}
+
+export interface SandboxFence {
+  check(): void;
+  readonly current: boolean;
 }
 
 export interface SandboxProvider {
@@ -51,11 +65,13 @@ export interface SandboxProvider {
   /**
    * Makes the thread's sandbox ready for a run: clones the repositories on first use (the thread
    * branch from the requested base), refreshes them later (fetch, keeping the branch). Publishes
-   * `initializing` then `ready`, or `failed` with the reason before it throws.
+   * `initializing` then `ready`, or `failed` with the reason before it throws. Takes the sandbox
+   * for the claim first: throws SandboxTakenError, having changed nothing of a newer attempt's,
+   * when the claim no longer holds its run or a newer attempt took the sandbox meanwhile.
    */
-  prepare(job: RunJob): Promise<Sandbox>;
-  /** What an earlier attempt left of the thread's sandbox on this runner; null when nothing survived. */
-  find(threadId: string): Promise<Sandbox | null>;
+  prepare(job: RunJob, claim: SandboxClaim): Promise<Sandbox>;
+  /** Whether an earlier attempt left the thread's sandbox on this runner, whole. */
+  exists(threadId: string): Promise<boolean>;
   /**
    * Stores the harness session with the sandbox, so a later process (or runner) can resume it,
    * and the process now serving it (`harnessPid`), so a later runner can stop that process.

@@ -1,0 +1,253 @@
+import { spawn, type ChildProcess } from 'node:child_process';
+import { readFileSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { rpc, type RunJob, type SandboxStatus } from '@threadwork/contracts';
+import { createLogger, request } from '@threadwork/platform';
+import { uniqueId } from '@threadwork/testing';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { attemptHolds } from '../src/flows/calls.js';
+import { startTime } from '../src/harness/processes.js';
+import { LocalSandboxProvider } from '../src/sandbox/local.js';
+import { SandboxTakenError, type Sandbox, type SandboxClaim } from '../src/sandbox/provider.js';
+import { admitRun, git, startStack, waitFor, type Admitted, type Stack } from './helpers.js';
+
+// Runners sharing a disk share its sandboxes, and only the run attempt that holds a thread's run
+// may change its sandbox. A runner that lost its run while held up (frozen, starved) in the middle
+// of preparing the sandbox or starting a harness must, when it goes on, change nothing of the
+// attempt that took the run over, nor of a later run's. Two providers on one sandbox root stand
+// for two runners; the runs service is real, and so are the claims.
+
+let stack: Stack;
+const children: ChildProcess[] = [];
+
+beforeAll(async () => {
+  stack = await startStack(new Map());
+  // The attempts here are claimed by the test, for the providers it drives.
+  await stack.runner.stop();
+});
+afterAll(async () => {
+  for (const child of children) if (!gone(child)) child.kill('SIGKILL');
+  await stack?.stop();
+});
+
+interface FakeRunner {
+  provider: LocalSandboxProvider;
+  statuses: { thread: string; status: SandboxStatus }[];
+  /** Holds this runner up where it asks for a repository's credentials, mid-prepare, until `release`. */
+  holdUp(): { reached: Promise<void>; release(): void };
+}
+
+function runner(): FakeRunner {
+  let hold: { reached: () => void; released: Promise<void> } | null = null;
+  const statuses: FakeRunner['statuses'] = [];
+  const provider = new LocalSandboxProvider({
+    root: stack.sandboxRoot,
+    logger: createLogger({ service: 'test', level: 'silent' }),
+    publish: async (thread, _id, status) => void statuses.push({ thread, status }),
+    credentials: async () => {
+      const h = hold;
+      hold = null;
+      if (h) {
+        h.reached();
+        await h.released;
+      }
+      return null;
+    },
+  });
+  return {
+    provider,
+    statuses,
+    holdUp() {
+      let reached = () => {};
+      let release = () => {};
+      const reachedP = new Promise<void>((resolve) => (reached = resolve));
+      const released = new Promise<void>((resolve) => (release = resolve));
+      hold = { reached, released };
+      return { reached: reachedP, release };
+    },
+  };
+}
+
+/** Claims the run's next attempt as a runner would, and the claim the sandbox takes for it. */
+async function claim(runId: string): Promise<{ job: RunJob; claim: SandboxClaim }> {
+  const runnerId = uniqueId('runner-');
+  const res = await request(stack.nc, rpc.runs.claim, {
+    run_id: runId,
+    runner_id: runnerId,
+    claim_id: uniqueId('clm_'),
+  });
+  return {
+    job: res.job,
+    claim: {
+      run_id: runId,
+      attempt: res.attempt,
+      runner_id: runnerId,
+      holds: () => attemptHolds(stack.nc, runId, res.attempt),
+    },
+  };
+}
+
+async function complete(runId: string, attempt: number): Promise<void> {
+  await request(stack.nc, rpc.runs.transition, { run_id: runId, attempt, to: 'running' });
+  await request(stack.nc, rpc.runs.transition, { run_id: runId, attempt, to: 'completed' });
+}
+
+const state = (sandbox: Sandbox) =>
+  JSON.parse(readFileSync(join(sandbox.dir, 'threadwork.json'), 'utf8')) as {
+    session_id: string | null;
+    harness: { pid: number; start_time: string } | null;
+  };
+
+/** Stands in for a harness process: a process group of its own, with a child below it. */
+function harness(): ChildProcess {
+  const child = spawn('sh', ['-c', 'sleep 60 & wait'], { detached: true, stdio: 'ignore' });
+  children.push(child);
+  return child;
+}
+
+const gone = (child: ChildProcess) => child.exitCode !== null || child.signalCode !== null;
+
+/** What the newer attempt made of the sandbox, to be found unchanged. */
+function leaveWork(sandbox: Sandbox): () => void {
+  writeFileSync(join(sandbox.cwd, 'work.txt'), 'the newer attempt’s work\n');
+  const head = git(sandbox.cwd, 'rev-parse', 'HEAD').trim();
+  const before = state(sandbox);
+  return () => {
+    expect(readFileSync(join(sandbox.cwd, 'work.txt'), 'utf8')).toBe('the newer attempt’s work\n');
+    expect(git(sandbox.cwd, 'rev-parse', 'HEAD').trim()).toBe(head);
+    expect(git(sandbox.cwd, 'status', '--porcelain')).toBe('?? work.txt\n');
+    expect(state(sandbox)).toEqual(before);
+    expect(sandbox.take.current).toBe(true);
+  };
+}
+
+describe.runIf(process.platform === 'linux')('a sandbox taken over while an older attempt prepared it', () => {
+  it('is left alone by the older attempt when it goes on', async () => {
+    const run: Admitted = await admitRun(stack, 'held up mid-prepare');
+    const [held, takeover] = [runner(), runner()];
+    const first = await claim(run.run.id);
+    const hold = held.holdUp();
+    const preparing = held.provider.prepare(first.job, first.claim);
+    await hold.reached;
+
+    const second = await claim(run.run.id);
+    expect(second.claim.attempt).toBe(1);
+    const sandbox = await takeover.provider.prepare(second.job, second.claim);
+    await takeover.provider.rememberSession(sandbox, 'session-of-attempt-1');
+    const unchanged = leaveWork(sandbox);
+
+    hold.release();
+    await expect(preparing).rejects.toBeInstanceOf(SandboxTakenError);
+    unchanged();
+    // It said nothing about the sandbox after it was taken: no `failed`, no `ready`.
+    expect(held.statuses.map((s) => s.status)).toEqual(['initializing']);
+    expect(takeover.statuses.map((s) => s.status)).toEqual(['initializing', 'ready']);
+  });
+
+  it('is not taken by an attempt that lost its run before it began', async () => {
+    const run = await admitRun(stack, 'lost before prepare');
+    const [late, takeover] = [runner(), runner()];
+    const first = await claim(run.run.id);
+    const second = await claim(run.run.id);
+    const sandbox = await takeover.provider.prepare(second.job, second.claim);
+    const unchanged = leaveWork(sandbox);
+
+    await expect(late.provider.prepare(first.job, first.claim)).rejects.toBeInstanceOf(SandboxTakenError);
+    unchanged();
+    expect(late.statuses).toEqual([]);
+  });
+
+  it('is left alone by an attempt of an earlier run, held up since, once a later run took it', async () => {
+    const run = await admitRun(stack, 'earlier run');
+    const [held, takeover, next] = [runner(), runner(), runner()];
+    const first = await claim(run.run.id);
+    const hold = held.holdUp();
+    const preparing = held.provider.prepare(first.job, first.claim);
+    await hold.reached;
+
+    // The run is taken over and finished; the thread's next run takes the sandbox.
+    const second = await claim(run.run.id);
+    const taken = await takeover.provider.prepare(second.job, second.claim);
+    await complete(run.run.id, second.claim.attempt);
+    const later = await admitRun(
+      stack,
+      'later run',
+      { thread_id: run.threadId, owner_id: run.owner, repositories: run.request.repositories },
+      run.bare,
+    );
+    const third = await claim(later.run.id);
+    const sandbox = await next.provider.prepare(third.job, third.claim);
+    expect(taken.take.current).toBe(false);
+    const unchanged = leaveWork(sandbox);
+
+    hold.release();
+    await expect(preparing).rejects.toBeInstanceOf(SandboxTakenError);
+    unchanged();
+  });
+
+  it('cannot stop the newer attempt’s harness or overwrite its session', async () => {
+    const run = await admitRun(stack, 'stale harness start');
+    const [stale, takeover] = [runner(), runner()];
+    const first = await claim(run.run.id);
+    const old = await stale.provider.prepare(first.job, first.claim);
+    const second = await claim(run.run.id);
+    const sandbox = await takeover.provider.prepare(second.job, second.claim);
+    const child = harness();
+    await takeover.provider.rememberSession(sandbox, 'session-of-attempt-1', child.pid);
+
+    await expect(stale.provider.stopHarness(old)).rejects.toBeInstanceOf(SandboxTakenError);
+    await expect(stale.provider.rememberSession(old, 'session-of-attempt-0')).rejects.toBeInstanceOf(SandboxTakenError);
+    expect(gone(child)).toBe(false);
+    expect(state(sandbox)).toMatchObject({ session_id: 'session-of-attempt-1', harness: { pid: child.pid } });
+  });
+});
+
+describe.runIf(process.platform === 'linux')('the harness recorded with a local sandbox', () => {
+  it('is stopped by the next runner to start one, even frozen', async () => {
+    const run = await admitRun(stack, 'frozen harness');
+    const [one, two] = [runner(), runner()];
+    const first = await claim(run.run.id);
+    const sandbox = await one.provider.prepare(first.job, first.claim);
+    const old = harness();
+    await one.provider.rememberSession(sandbox, 'session-1', old.pid);
+    process.kill(old.pid as number, 'SIGSTOP');
+
+    // Another runner on this disk, about to start its own process for the sandbox.
+    const second = await claim(run.run.id);
+    const again = await two.provider.prepare(second.job, second.claim);
+    expect(again.sessionId).toBe('session-1');
+    expect(await two.provider.stopHarness(again)).toBe(true);
+    await waitFor('the frozen harness to be gone', () => startTime(old.pid as number) === null);
+    // Nothing left to stop the second time.
+    expect(await two.provider.stopHarness(again)).toBe(false);
+  });
+
+  it('is left alone when its pid now names another process', async () => {
+    const run = await admitRun(stack, 'reused pid');
+    const { provider } = runner();
+    const first = await claim(run.run.id);
+    const sandbox = await provider.prepare(first.job, first.claim);
+    const other = harness();
+    await provider.rememberSession(sandbox, 'session-2', other.pid);
+    // The recorded process is long gone and its pid was reused: same pid, another start time.
+    const stateFile = join(sandbox.dir, 'threadwork.json');
+    const recorded = JSON.parse(readFileSync(stateFile, 'utf8')) as { harness: { start_time: string } };
+    recorded.harness.start_time = String(Number(recorded.harness.start_time) - 1);
+    writeFileSync(stateFile, JSON.stringify(recorded));
+
+    expect(await provider.stopHarness(sandbox)).toBe(false);
+    expect(gone(other)).toBe(false);
+    expect(startTime(other.pid as number)).not.toBeNull();
+  });
+
+  it('records no process when none runs', async () => {
+    const run = await admitRun(stack, 'no harness');
+    const { provider } = runner();
+    const first = await claim(run.run.id);
+    const sandbox = await provider.prepare(first.job, first.claim);
+    await provider.rememberSession(sandbox, 'session-3');
+    expect(await provider.exists(run.threadId)).toBe(true);
+    expect(state(sandbox)).toMatchObject({ session_id: 'session-3', harness: null });
+    expect(await provider.stopHarness(sandbox)).toBe(false);
+  });
+});
