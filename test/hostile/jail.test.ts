@@ -1,4 +1,5 @@
-import { existsSync, readdirSync, readFileSync } from 'node:fs';
+import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync } from 'node:fs';
+import { createServer, type Server } from 'node:http';
 import { join } from 'node:path';
 import { say, shell, uniqueId, type FakeScript } from '@threadwork/testing';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -41,22 +42,43 @@ function processesMatching(text: string): number[] {
 
 let cluster: Cluster;
 let user: ChaosUser;
+/** A server on this machine that the egress policy lets the agent reach (a package mirror, say). */
+let mirror: Server;
+let mirrorPort: number;
 
 beforeAll(async () => {
+  mirror = createServer((req, res) => res.end(`mirror answered ${req.url}`));
+  await new Promise<void>((resolve) => mirror.listen(0, '127.0.0.1', resolve));
+  mirrorPort = (mirror.address() as { port: number }).port;
+  // Sandboxes outside the temporary directory, as in a deployment: Codex's own sandbox (the second
+  // layer) leaves the temporary directory writable, so it is only used where sandboxes live elsewhere.
+  mkdirSync('/var/tmp', { recursive: true });
+  const sandboxRoot = mkdtempSync('/var/tmp/threadwork-hostile-');
   cluster = await Cluster.start({
     runners: 1,
     scripts,
+    sandboxRoot,
     env: { SESSION_SECRET },
-    runnerEnv: { MODEL_API_KEY: MODEL_KEY, SANDBOX_JAIL: 'required' },
+    runnerEnv: {
+      MODEL_API_KEY: MODEL_KEY,
+      SANDBOX_JAIL: 'required',
+      CODEX_SANDBOX_MODE: 'workspace-write',
+      SANDBOX_EGRESS: 'allowlist',
+      SANDBOX_EGRESS_ALLOW: `localhost:${mirrorPort}`,
+    },
   });
   user = cluster.createUser();
 });
 afterAll(async () => {
   await cluster?.stop();
+  await new Promise((resolve) => mirror?.close(resolve));
 });
 
 /** Runs one attack in a thread of its own; answers what it wrote to `found.txt` in its workspace. */
-async function attack(name: string, command: string): Promise<{ found: string; threadId: string; repo: string }> {
+async function attack(
+  name: string,
+  command: string,
+): Promise<{ found: string; threadId: string; runId: string; repo: string }> {
   attacks.set(name, `{ ${command}\n} > found.txt 2>&1; true`);
   const repo = uniqueId('jail');
   const repositoryId = await cluster.addRepo(user, repo);
@@ -69,7 +91,7 @@ async function attack(name: string, command: string): Promise<{ found: string; t
     throw new Error(`${name}: no found.txt; ${JSON.stringify(log.map((e) => e.chunk)).slice(0, 4000)}`);
   }
   const found = readFileSync(file, 'utf8');
-  return { found, threadId: thread.id, repo };
+  return { found, threadId: thread.id, runId: thread.run_id, repo };
 }
 
 describe('an agent in its jail', () => {
@@ -93,6 +115,31 @@ describe('an agent in its jail', () => {
     const asked = cluster.fake!.requests.filter((r) => r.lastUserText === 'ATTACK environ');
     expect(asked.length).toBeGreaterThan(0);
     for (const request of asked) expect(request.authorization).toBe(`Bearer ${MODEL_KEY}`);
+  });
+
+  it('runs as an ordinary user in two layers, said in its run’s first event and the runner’s start log', async () => {
+    const { found, runId } = await attack(
+      'layers',
+      [
+        'echo "uid: $(id -u)"',
+        'echo "home: $(echo home > "$HOME/.probe" && cat "$HOME/.probe")"',
+        'echo "tmp: $(echo tmp > /tmp/.probe && cat /tmp/.probe)"',
+        '(echo "model_provider = 1" >> "$CODEX_HOME/config.toml") 2>/dev/null && echo "wrote codex config"',
+      ].join('\n'),
+    );
+    expect(found).toContain('uid: 1000');
+    expect(found).toContain('home: home');
+    expect(found).toContain('tmp: tmp');
+    // Codex's sandbox keeps the agent's commands off the harness's own state (its configuration, its sessions).
+    expect(found).not.toContain('wrote codex config');
+    const events = await readLog(cluster, user, runId);
+    const ready = events.map((e) => e.chunk as { type: string }).find((c) => c.type !== 'run.status');
+    expect(ready).toMatchObject({ type: 'sandbox.ready', egress: 'allowlist' });
+    const layers = (ready as unknown as { layers: string[] }).layers;
+    expect(layers[0]).toBe('bubblewrap-jail');
+    expect(layers).toContain('codex-workspace-write');
+    expect(layers).toContain('user-namespace-uid-1000-no-capabilities');
+    expect(cluster.runners()[0]!.output()).toContain('codex-workspace-write');
   });
 
   it('cannot list or read another thread’s workspace, nor the deployment’s data', async () => {
@@ -148,6 +195,40 @@ describe('an agent in its jail', () => {
     ]) {
       expect(found).toContain(`proxy ${path}: 403`);
     }
+  });
+
+  it('goes out only through the egress proxy, to the hosts allowed; each refusal is in the run’s events and the runner’s log', async () => {
+    const [natsHost, natsPort] = new URL(cluster.env.NATS_URL!).host.split(':');
+    const via = `curl -sS -m 10 -x "$HTTPS_PROXY" --noproxy ''`;
+    const { found, runId } = await attack(
+      'egress',
+      [
+        'echo "proxy: $HTTPS_PROXY"',
+        `echo "mirror: $(${via} http://localhost:${mirrorPort}/pkg)"`,
+        `echo "unlisted: $(curl -sS -m 10 -o /dev/null -w '%{http_connect}' https://example.com/ 2>/dev/null)"`,
+        `echo "metadata: $(curl -sS -m 10 -o /dev/null -w '%{http_code}' http://169.254.169.254/latest/meta-data/)"`,
+        `echo "nats: $(${via} -o /dev/null -w '%{http_code}' http://${natsHost}:${natsPort}/)"`,
+      ].join('\n'),
+    );
+    expect(found).toContain('proxy: http://127.0.0.1:18081');
+    expect(found).toContain('mirror: mirror answered /pkg');
+    expect(found).toContain('unlisted: 403');
+    expect(found).toContain('metadata: 403');
+    expect(found).toContain('nats: 403');
+    const refused = (await readLog(cluster, user, runId))
+      .map((e) => e.chunk as { type: string; host?: string; port?: number; reason?: string })
+      .filter((c) => c.type === 'network.refused');
+    expect(refused).toEqual([
+      { type: 'network.refused', host: 'example.com', port: 443, reason: 'not in SANDBOX_EGRESS_ALLOW' },
+      { type: 'network.refused', host: '169.254.169.254', port: 80, reason: 'not in SANDBOX_EGRESS_ALLOW' },
+      { type: 'network.refused', host: natsHost, port: Number(natsPort), reason: 'not in SANDBOX_EGRESS_ALLOW' },
+    ]);
+    const logged = cluster
+      .runners()[0]!
+      .output()
+      .split('\n')
+      .filter((line) => line.includes('refused a connection out of the sandbox') && line.includes(runId));
+    expect(logged).toHaveLength(3);
   });
 
   it('cannot write where the runner keeps the sandbox’s state: its state file and git directories stay as they were', async () => {

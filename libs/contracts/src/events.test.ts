@@ -3,6 +3,12 @@ import { RUN_EVENT_CHUNK_TYPES, RunEventChunk } from './events.js';
 
 const examples: Record<(typeof RUN_EVENT_CHUNK_TYPES)[number], Record<string, unknown>> = {
   'run.status': { type: 'run.status', status: 'failed', previous: 'running', error: { code: 'harness', message: 'x' } },
+  'sandbox.ready': {
+    type: 'sandbox.ready',
+    sandbox_id: 'sbx_1',
+    layers: ['bubblewrap-jail', 'codex-workspace-write'],
+    egress: 'none',
+  },
   'message.delta': { type: 'message.delta', item_id: 'i1', delta: 'Hel' },
   'message.completed': { type: 'message.completed', item_id: 'i1', text: 'Hello' },
   'reasoning.delta': { type: 'reasoning.delta', item_id: 'i2', delta: 'think' },
@@ -15,6 +21,7 @@ const examples: Record<(typeof RUN_EVENT_CHUNK_TYPES)[number], Record<string, un
   'interaction.settled': { type: 'interaction.settled', interaction_id: 'int_1', status: 'answered' },
   'control.applied': { type: 'control.applied', control_id: 'ctl_1', kind: 'steer' },
   usage: { type: 'usage', inputTokens: 100, outputTokens: 20, totalTokens: 120 },
+  'network.refused': { type: 'network.refused', host: 'example.com', port: 443, reason: 'not in SANDBOX_EGRESS_ALLOW' },
   error: { type: 'error', code: 'model_error', message: 'HTTP 500', detail: 'upstream' },
 };
 
@@ -52,6 +59,6 @@ describe('RunEventChunk', () => {
 
   it('lists each type once', () => {
     expect(new Set(RUN_EVENT_CHUNK_TYPES).size).toBe(RUN_EVENT_CHUNK_TYPES.length);
-    expect(RUN_EVENT_CHUNK_TYPES).toHaveLength(14);
+    expect(RUN_EVENT_CHUNK_TYPES).toHaveLength(16);
   });
 });

@@ -9,6 +9,7 @@ import { ControlKind, InteractionKind, InteractionStatus, RunStatus } from './va
 
 export const RUN_EVENT_CHUNK_TYPES = [
   'run.status',
+  'sandbox.ready',
   'message.delta',
   'message.completed',
   'reasoning.delta',
@@ -21,6 +22,7 @@ export const RUN_EVENT_CHUNK_TYPES = [
   'interaction.settled',
   'control.applied',
   'usage',
+  'network.refused',
   'error',
 ] as const;
 
@@ -38,6 +40,20 @@ export const RunStatusChunk = z.looseObject({
   raw,
 });
 export type RunStatusChunk = z.infer<typeof RunStatusChunk>;
+
+/**
+ * The sandbox is ready for the attempt's turn: the first event the runner writes in each attempt.
+ * `layers` names what contains the agent, outermost first (e.g. `bubblewrap-jail`,
+ * `codex-workspace-write`; `none-runner-user` when nothing does); `egress` is where it may connect.
+ */
+export const SandboxReadyChunk = z.looseObject({
+  type: z.literal('sandbox.ready'),
+  sandbox_id: Id,
+  layers: z.array(z.string()),
+  egress: z.enum(['none', 'allowlist', 'open']),
+  raw,
+});
+export type SandboxReadyChunk = z.infer<typeof SandboxReadyChunk>;
 
 /** `item_id` groups the deltas of one assistant message so clients can assemble it. */
 export const MessageDeltaChunk = z.looseObject({
@@ -165,6 +181,19 @@ export const UsageChunk = z.looseObject({
 });
 export type UsageChunk = z.infer<typeof UsageChunk>;
 
+/**
+ * The sandbox refused a connection the agent tried to make (SANDBOX_EGRESS): to which host and
+ * port, and why. Connections that bypass the proxy find no network and are not seen.
+ */
+export const NetworkRefusedChunk = z.looseObject({
+  type: z.literal('network.refused'),
+  host: z.string(),
+  port: z.int().min(0).max(65535),
+  reason: z.string(),
+  raw,
+});
+export type NetworkRefusedChunk = z.infer<typeof NetworkRefusedChunk>;
+
 /** A failure reported inside the run; the run's own outcome arrives separately as `run.status`. */
 export const ErrorChunk = z.looseObject({
   type: z.literal('error'),
@@ -175,6 +204,7 @@ export type ErrorChunk = z.infer<typeof ErrorChunk>;
 
 export const RunEventChunk = z.discriminatedUnion('type', [
   RunStatusChunk,
+  SandboxReadyChunk,
   MessageDeltaChunk,
   MessageCompletedChunk,
   ReasoningDeltaChunk,
@@ -187,6 +217,7 @@ export const RunEventChunk = z.discriminatedUnion('type', [
   InteractionSettledChunk,
   ControlAppliedChunk,
   UsageChunk,
+  NetworkRefusedChunk,
   ErrorChunk,
 ]);
 export type RunEventChunk = z.infer<typeof RunEventChunk>;

@@ -1,19 +1,26 @@
 // Runs inside a sandbox's jail, which has no network but its own loopback: relays connections to
-// 127.0.0.1:<port> to the runner's model proxy on a unix socket bound into the jail, then writes
-// <ready file> so the harness starts only once the bridge listens.
-// Usage: node bridge.mjs <socket path> <port> <ready file>
+// 127.0.0.1:<port> to a unix socket of the runner's bound into the jail (the model proxy, the
+// egress proxy), then writes <ready file> so the harness starts only once every relay listens.
+// Usage: node bridge.mjs <ready file> <socket path>=<port> [<socket path>=<port> ...]
 import { writeFileSync } from 'node:fs';
 import { connect, createServer } from 'node:net';
 
-const [socketPath, port, readyFile] = process.argv.slice(2);
-const server = createServer((client) => {
-  const upstream = connect(socketPath);
-  client.pipe(upstream).pipe(client);
-  const close = () => {
-    client.destroy();
-    upstream.destroy();
-  };
-  client.on('error', close);
-  upstream.on('error', close);
-});
-server.listen(Number(port), '127.0.0.1', () => writeFileSync(readyFile, 'ready\n'));
+const [readyFile, ...relays] = process.argv.slice(2);
+let waiting = relays.length;
+for (const relay of relays) {
+  const at = relay.lastIndexOf('=');
+  const socketPath = relay.slice(0, at);
+  const server = createServer((client) => {
+    const upstream = connect(socketPath);
+    client.pipe(upstream).pipe(client);
+    const close = () => {
+      client.destroy();
+      upstream.destroy();
+    };
+    client.on('error', close);
+    upstream.on('error', close);
+  });
+  server.listen(Number(relay.slice(at + 1)), '127.0.0.1', () => {
+    if (--waiting === 0) writeFileSync(readyFile, 'ready\n');
+  });
+}

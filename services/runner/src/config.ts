@@ -2,70 +2,108 @@ import { hostname } from 'node:os';
 import { Id } from '@threadwork/contracts';
 import { baseConfigShape, env } from '@threadwork/platform';
 import { z } from 'zod';
+import { egressRuleProblem } from './sandbox/egress.js';
 
 const MIB = 1024 * 1024;
 
-export const RunnerConfig = z.object({
-  ...baseConfigShape,
-  /** Root folder of the local sandbox provider: one workspace per thread. Created if missing. */
-  SANDBOX_ROOT: z.string().min(1).default('/tmp/threadwork-sandboxes'),
-  /** Who claims runs (stored on the run's attempt); one per runner process. */
-  RUNNER_ID: Id.default(`${hostname()}-${process.pid}`),
-  /** Runs this runner works at once; each live one holds an agent process. */
-  RUNNER_CONCURRENCY: z.coerce.number().int().min(1).max(64).default(2),
-  /** OpenAI-compatible Responses endpoint the agent talks to, e.g. `http://127.0.0.1:PORT/v1`. */
-  MODEL_BASE_URL: z.string().url().optional(),
-  /** Key for MODEL_BASE_URL; handed to the agent process only, never logged or written. */
-  MODEL_API_KEY: z.string().min(1).optional(),
-  /**
-   * Wall-clock bound of one run, time spent waiting for the user's answer included; past it the
-   * turn is interrupted (then killed) and the run fails `harness_timeout`.
-   */
-  RUN_TIMEOUT_MS: z.coerce
-    .number()
-    .int()
-    .min(1_000)
-    .default(30 * 60_000),
-  /** Output of one command forwarded as events; the rest is dropped with a note. */
-  HARNESS_OUTPUT_CAP_BYTES: z.coerce.number().int().min(1024).default(MIB),
-  /** Bound of the diff a candidate revision carries (cut at a line boundary, `truncated`). */
-  DIFF_MAX_BYTES: z.coerce
-    .number()
-    .int()
-    .min(1024)
-    .default(256 * 1024),
-  /** An agent process whose sandbox had no run for this long is stopped (the workspace stays). */
-  SANDBOX_IDLE_MS: env.duration(10 * 60_000),
-  /** RUN_JOBS ack wait: a job not heartbeaten for this long goes to another runner. */
-  JOB_ACK_WAIT_MS: z.coerce.number().int().min(1_000).default(30_000),
-  /**
-   * Deliveries of one job before JetStream gives up on it; -1 (the default) for no limit. What
-   * bounds a job that keeps losing its runner is the runs service's RUN_MAX_ATTEMPTS: each lost
-   * runner costs one attempt (one delivery), and the claim past the last attempt fails the run
-   * `runner_lost` and acks the job. Deliveries that claim nothing cost no attempt but count here
-   * too — the runs service unreachable for a while, a hand-back with a nak — and a job JetStream
-   * gives up on leaves its run live with nobody to work it, its thread busy for good. A limit must
-   * therefore leave room for RUN_MAX_ATTEMPTS + 1 deliveries and every such retry on top.
-   */
-  JOB_MAX_DELIVER: z.coerce
-    .number()
-    .int()
-    .refine((n) => n === -1 || n >= 2, 'must be -1 (no limit) or at least 2')
-    .default(-1),
-  /** How often a live run's state is read back, for a cancel or an answer whose signal was missed. */
-  RUN_POLL_MS: z.coerce.number().int().min(100).default(2_000),
-  /** Scripted demo model in-process instead of MODEL_BASE_URL (no keys needed; replies are scripted). */
-  THREADWORK_DEMO: env.bool(false),
-  /** Codex's sandbox: `workspace-write` where bubblewrap works, else `danger-full-access` inside an outer sandbox. */
-  CODEX_SANDBOX_MODE: z.enum(['danger-full-access', 'workspace-write']).default('danger-full-access'),
-  /**
-   * The jail around each sandbox's harness (bubblewrap; src/sandbox/jail.ts): `required` refuses to
-   * start without a working one, `auto` uses one when it works and says loudly when it does not,
-   * `off` runs harnesses as the runner's own processes (development only). Default: `required`
-   * with NODE_ENV=production, else `auto`.
-   */
-  SANDBOX_JAIL: z.enum(['required', 'auto', 'off']).optional(),
-  /** Keep each harness-native notification under `raw` in the run events (for debugging adapters). */
-  EVENTS_INCLUDE_RAW: env.bool(false),
-});
+export const RunnerConfig = z
+  .object({
+    ...baseConfigShape,
+    /** Root folder of the local sandbox provider: one workspace per thread. Created if missing. */
+    SANDBOX_ROOT: z.string().min(1).default('/tmp/threadwork-sandboxes'),
+    /** Who claims runs (stored on the run's attempt); one per runner process. */
+    RUNNER_ID: Id.default(`${hostname()}-${process.pid}`),
+    /** Runs this runner works at once; each live one holds an agent process. */
+    RUNNER_CONCURRENCY: z.coerce.number().int().min(1).max(64).default(2),
+    /** OpenAI-compatible Responses endpoint the agent talks to, e.g. `http://127.0.0.1:PORT/v1`. */
+    MODEL_BASE_URL: z.string().url().optional(),
+    /** Key for MODEL_BASE_URL; handed to the agent process only, never logged or written. */
+    MODEL_API_KEY: z.string().min(1).optional(),
+    /**
+     * Wall-clock bound of one run, time spent waiting for the user's answer included; past it the
+     * turn is interrupted (then killed) and the run fails `harness_timeout`.
+     */
+    RUN_TIMEOUT_MS: z.coerce
+      .number()
+      .int()
+      .min(1_000)
+      .default(30 * 60_000),
+    /** Output of one command forwarded as events; the rest is dropped with a note. */
+    HARNESS_OUTPUT_CAP_BYTES: z.coerce.number().int().min(1024).default(MIB),
+    /** Bound of the diff a candidate revision carries (cut at a line boundary, `truncated`). */
+    DIFF_MAX_BYTES: z.coerce
+      .number()
+      .int()
+      .min(1024)
+      .default(256 * 1024),
+    /** An agent process whose sandbox had no run for this long is stopped (the workspace stays). */
+    SANDBOX_IDLE_MS: env.duration(10 * 60_000),
+    /** RUN_JOBS ack wait: a job not heartbeaten for this long goes to another runner. */
+    JOB_ACK_WAIT_MS: z.coerce.number().int().min(1_000).default(30_000),
+    /**
+     * Deliveries of one job before JetStream gives up on it; -1 (the default) for no limit. What
+     * bounds a job that keeps losing its runner is the runs service's RUN_MAX_ATTEMPTS: each lost
+     * runner costs one attempt (one delivery), and the claim past the last attempt fails the run
+     * `runner_lost` and acks the job. Deliveries that claim nothing cost no attempt but count here
+     * too — the runs service unreachable for a while, a hand-back with a nak — and a job JetStream
+     * gives up on leaves its run live with nobody to work it, its thread busy for good. A limit must
+     * therefore leave room for RUN_MAX_ATTEMPTS + 1 deliveries and every such retry on top.
+     */
+    JOB_MAX_DELIVER: z.coerce
+      .number()
+      .int()
+      .refine((n) => n === -1 || n >= 2, 'must be -1 (no limit) or at least 2')
+      .default(-1),
+    /** How often a live run's state is read back, for a cancel or an answer whose signal was missed. */
+    RUN_POLL_MS: z.coerce.number().int().min(100).default(2_000),
+    /** Scripted demo model in-process instead of MODEL_BASE_URL (no keys needed; replies are scripted). */
+    THREADWORK_DEMO: env.bool(false),
+    /**
+     * Codex's own sandbox around each command the agent runs (a second layer inside the jail):
+     * `auto` uses `workspace-write` when a probe at start-up shows it confines commands here, else
+     * `danger-full-access`; `workspace-write` refuses to start without it; `danger-full-access` never
+     * uses it (the jail alone contains the agent).
+     */
+    CODEX_SANDBOX_MODE: z.enum(['auto', 'workspace-write', 'danger-full-access']).default('auto'),
+    /**
+     * The jail around each sandbox's harness (bubblewrap; src/sandbox/jail.ts): `required` refuses to
+     * start without a working one, `auto` uses one when it works and says loudly when it does not,
+     * `off` runs harnesses as the runner's own processes (development only). Default: `required`
+     * with NODE_ENV=production, else `auto`.
+     */
+    SANDBOX_JAIL: z.enum(['required', 'auto', 'off']).optional(),
+    /**
+     * Where a jailed agent may connect to, through the runner's egress proxy (src/sandbox/egress.ts):
+     * `none` (nothing but the model), `allowlist` (the hosts of SANDBOX_EGRESS_ALLOW), `open` (any
+     * public host on ports 80 and 443). Internal addresses stay closed unless a host is listed.
+     */
+    SANDBOX_EGRESS: z.enum(['none', 'allowlist', 'open']).default('none'),
+    /** Comma-separated hosts for SANDBOX_EGRESS: `registry.npmjs.org,*.pythonhosted.org,git.example.com:8443`. */
+    SANDBOX_EGRESS_ALLOW: z
+      .string()
+      .default('')
+      .transform((v) =>
+        v
+          .split(',')
+          .map((h) => h.trim())
+          .filter(Boolean),
+      )
+      .superRefine((hosts, ctx) => {
+        for (const host of hosts) {
+          const problem = egressRuleProblem(host);
+          if (problem) ctx.addIssue({ code: 'custom', message: problem });
+        }
+      }),
+    /** Keep each harness-native notification under `raw` in the run events (for debugging adapters). */
+    EVENTS_INCLUDE_RAW: env.bool(false),
+  })
+  .superRefine((config, ctx) => {
+    if (config.SANDBOX_EGRESS === 'allowlist' && config.SANDBOX_EGRESS_ALLOW.length === 0) {
+      ctx.addIssue({
+        code: 'custom',
+        path: ['SANDBOX_EGRESS_ALLOW'],
+        message: 'required when SANDBOX_EGRESS=allowlist',
+      });
+    }
+  });
 export type RunnerConfig = z.output<typeof RunnerConfig>;

@@ -1,14 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import { mkdir } from 'node:fs/promises';
 import { DOMAIN_STREAM, domainEvents, rpc, RUN_JOBS_STREAM, type SandboxStatusEvent } from '@threadwork/contracts';
-import {
-  bootService,
-  ensureStream,
-  request,
-  startRuntime,
-  type Logger,
-  type StartedService,
-} from '@threadwork/platform';
+import { bootService, ensureStream, request, startRuntime, type StartedService } from '@threadwork/platform';
 import type { RunnerConfig } from './config.js';
 import { startDemoModel } from './demo/server.js';
 import { publishDomain } from './flows/calls.js';
@@ -17,7 +10,7 @@ import { SessionPool } from './flows/sessions.js';
 import { startJobConsumer } from './handlers/jobs.js';
 import { CodexHarness } from './harness/codex/codex.js';
 import { LocalSandboxProvider } from './sandbox/local.js';
-import { probeJail, type JailMode } from './sandbox/jail.js';
+import { decideIsolation } from './sandbox/isolation.js';
 import type { RepositoryCredentials } from './sandbox/provider.js';
 
 export { RunnerConfig } from './config.js';
@@ -79,17 +72,21 @@ export async function startRunner(config: RunnerConfig): Promise<RunnerService> 
         await publishDomain(runtime.js, logger, domainEvents.sandboxStatus, event, `${threadId}:${randomUUID()}`);
       },
     });
-    const jail = await decideJail(
-      config.SANDBOX_JAIL ?? (process.env.NODE_ENV === 'production' ? 'required' : 'auto'),
+    const isolation = await decideIsolation(
+      {
+        jail: config.SANDBOX_JAIL ?? (process.env.NODE_ENV === 'production' ? 'required' : 'auto'),
+        codexSandbox: config.CODEX_SANDBOX_MODE,
+        egress: { mode: config.SANDBOX_EGRESS, allow: config.SANDBOX_EGRESS_ALLOW },
+        root: config.SANDBOX_ROOT,
+      },
       logger,
     );
     const harness = new CodexHarness({
       baseUrl: baseUrl ?? UNCONFIGURED_MODEL_URL,
       apiKey: config.THREADWORK_DEMO ? null : (config.MODEL_API_KEY ?? null),
-      sandboxMode: config.CODEX_SANDBOX_MODE,
       outputCapBytes: config.HARNESS_OUTPUT_CAP_BYTES,
       includeRaw: config.EVENTS_INCLUDE_RAW,
-      jail,
+      isolation,
       logger,
     });
     const pool = new SessionPool(harness, sandboxes, config.SANDBOX_IDLE_MS, logger);
@@ -106,6 +103,7 @@ export async function startRunner(config: RunnerConfig): Promise<RunnerService> 
       sessions: pool,
       modelConfigured: Boolean(baseUrl),
       credentials,
+      isolation,
     };
     const live = new Set<LiveRun>();
     const consumer = await startJobConsumer(
@@ -139,28 +137,4 @@ export async function startRunner(config: RunnerConfig): Promise<RunnerService> 
     ...service,
     harnessPids: () => sessions?.pids() ?? new Map(),
   };
-}
-
-/** Whether harnesses run jailed, from the setting and what this machine allows; said in the start log. */
-async function decideJail(mode: JailMode, logger: Logger): Promise<boolean> {
-  if (mode === 'off') {
-    logger.warn(
-      'SANDBOX_JAIL=off: harnesses and the agent run as the runner itself, with its file system and network — for development only',
-    );
-    return false;
-  }
-  const probe = await probeJail();
-  if (probe.ok) {
-    logger.info(
-      { jail: 'bubblewrap', layers: ['mount', 'pid', 'net', 'ipc', 'uts', 'user', 'model-proxy'] },
-      'sandboxes are jailed: the agent sees its workspace only, no network but the model proxy, no secrets',
-    );
-    return true;
-  }
-  if (mode === 'required') throw new Error(`SANDBOX_JAIL=required, but ${probe.reason}`);
-  logger.warn(
-    { reason: probe.reason },
-    'NO JAIL: harnesses and the agent run as the runner itself, with its file system and network (SANDBOX_JAIL=auto)',
-  );
-  return false;
 }

@@ -56,6 +56,8 @@ export interface ClusterOptions {
   runnerEnv?: Record<string, string>;
   /** A runner that dies is started again, as its supervisor would (a Kubernetes restart). */
   restartRunners?: boolean;
+  /** Where runners keep sandboxes, when not in the cluster's own directory (it is removed on stop too). */
+  sandboxRoot?: string;
 }
 
 export interface ChaosUser {
@@ -110,7 +112,7 @@ export class Cluster {
     return join(this.dir, 'repos');
   }
   get sandboxRoot(): string {
-    return join(this.dir, 'sandboxes');
+    return this.options.sandboxRoot ?? join(this.dir, 'sandboxes');
   }
 
   static async start(options: ClusterOptions = {}): Promise<Cluster> {
@@ -132,7 +134,7 @@ export class Cluster {
       SHUTDOWN_TIMEOUT_MS: '5000',
       SESSION_SECRET: uniqueId('session-secret-').padEnd(48, 'x'),
       REPOHOST_LOCAL_DIR: join(dir, 'repos'),
-      SANDBOX_ROOT: join(dir, 'sandboxes'),
+      SANDBOX_ROOT: options.sandboxRoot ?? join(dir, 'sandboxes'),
       HOST: '127.0.0.1',
       PORT: String(gatewayPort),
       // Limits are not what these tests are about.
@@ -360,6 +362,7 @@ export class Cluster {
     await this.ferret.stop();
     await this.nats.stop();
     rmSync(this.dir, { recursive: true, force: true });
+    if (this.options.sandboxRoot) rmSync(this.options.sandboxRoot, { recursive: true, force: true });
   }
 }
 

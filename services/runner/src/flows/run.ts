@@ -38,6 +38,7 @@ import {
 } from '../domain/outcome.js';
 import { ResumeFailedError, type HarnessSession, type QuestionAnswers, type TurnOutcome } from '../harness/harness.js';
 import { commitAndDiff, runnerRepo } from '../sandbox/candidate.js';
+import type { Isolation } from '../sandbox/isolation.js';
 import { git, remoteRevisions } from '../sandbox/git.js';
 import {
   SandboxError,
@@ -77,6 +78,8 @@ export interface RunDeps {
   modelConfigured: boolean;
   /** Credentials to push the thread branch (null: none needed, e.g. a local repository). */
   credentials: RepositoryCredentials;
+  /** What contains the agent, said in each attempt's `sandbox.ready` event. */
+  isolation: Isolation;
 }
 
 /** What to do with the job message: done with it, hand it back (now or later), or leave it to whoever fenced us out. */
@@ -279,6 +282,12 @@ class RunExecution implements LiveRun {
         deps.sandboxes.prepare(job, this.sandboxClaim()),
       );
       sandboxStart().record((performance.now() - started) / 1000, { 'threadwork.sandbox.provider': 'local' });
+      this.sink.push({
+        type: 'sandbox.ready',
+        sandbox_id: this.sandbox.id,
+        layers: deps.isolation.layers,
+        egress: deps.isolation.egress.mode,
+      });
     } catch (err) {
       if (err instanceof SandboxTakenError) return this.sandboxTaken(err);
       if (!(err instanceof SandboxError)) throw err;

@@ -11,17 +11,39 @@ import type { Command } from '../harness/codex/launch.js';
 // - Writable: this sandbox's workspaces, the harness's home and the agent's HOME; `/tmp` private.
 // - New namespaces for everything (`--unshare-all`): its own PID namespace (the host's processes
 //   are not visible, and everything in it dies with the harness), its own network namespace with
-//   nothing but loopback, its own user namespace with no capabilities.
+//   nothing but loopback, its own user namespace with no capabilities, in which the agent is an
+//   ordinary user (JAIL_UID), not root, whatever the runner is outside.
 // - Only the environment the harness is given (the runner's own never reaches it).
 // - The model endpoint through the runner's proxy on a unix socket (model-proxy.ts), relayed to a
-//   loopback port inside by a bridge: the model key stays outside.
+//   loopback port inside by a bridge: the model key stays outside. The rest of the network only
+//   through the runner's egress proxy (egress.ts), relayed the same way, which enforces the policy.
 
 const BWRAP = '/usr/bin/bwrap';
+/** The agent's uid and gid inside the jail; outside, the jail's processes are the runner's user. */
+export const JAIL_UID = 1000;
 
 /** Where the model proxy's socket directory appears inside the jail. */
 export const JAIL_RUN_DIR = '/run/threadwork';
-/** The loopback port the bridge listens on inside the jail. */
+/** The loopback ports the bridge listens on inside the jail, and the sockets in JAIL_RUN_DIR they relay to. */
 export const BRIDGE_PORT = 18080;
+export const EGRESS_PORT = 18081;
+export const MODEL_SOCKET = 'model.sock';
+export const EGRESS_SOCKET = 'egress.sock';
+/** The environment that sends a jailed process's HTTP(S) traffic through the egress proxy. */
+export const EGRESS_ENV: Readonly<Record<string, string>> = Object.fromEntries(
+  ['HTTP_PROXY', 'HTTPS_PROXY', 'ALL_PROXY']
+    .flatMap((name) => {
+      const url = `http://127.0.0.1:${EGRESS_PORT}`;
+      return [
+        [name, url],
+        [name.toLowerCase(), url],
+      ];
+    })
+    .concat([
+      ['NO_PROXY', '127.0.0.1,localhost'],
+      ['no_proxy', '127.0.0.1,localhost'],
+    ]),
+);
 const BRIDGE = join(import.meta.dirname, '..', '..', 'jail', 'bridge.mjs');
 /** The bridge's script, as it shows in the bridge process's command line. */
 export const BRIDGE_SCRIPT = BRIDGE;
@@ -55,12 +77,13 @@ export interface JailLayout {
   writable: readonly string[];
   /** Read-only inside, at the same paths. */
   readable: readonly string[];
-  /** Host directory holding the model proxy's socket; appears as JAIL_RUN_DIR. */
+  /** Host directory holding the proxies' sockets (MODEL_SOCKET, EGRESS_SOCKET); appears as JAIL_RUN_DIR. */
   runDir: string;
 }
 
 function bwrapArgs(layout: JailLayout, programs: readonly string[]): string[] {
-  const args = ['--unshare-all', '--die-with-parent', '--new-session', '--cap-drop', 'ALL'];
+  const args = ['--unshare-all', '--uid', String(JAIL_UID), '--gid', String(JAIL_UID)];
+  args.push('--die-with-parent', '--new-session', '--cap-drop', 'ALL');
   for (const dir of SYSTEM) args.push('--ro-bind-try', dir, dir);
   for (const entry of ETC) args.push('--ro-bind-try', `/etc/${entry}`, `/etc/${entry}`);
   args.push('--proc', '/proc', '--dev', '/dev', '--tmpfs', '/tmp');
@@ -89,7 +112,7 @@ function programPaths(cmd: Command): string[] {
 export function jailed(cmd: Command, layout: JailLayout): Command {
   const ready = '/tmp/.threadwork-bridge-ready';
   const script = [
-    `"${process.execPath}" "${BRIDGE}" "${JAIL_RUN_DIR}/model.sock" ${BRIDGE_PORT} ${ready} &`,
+    `"${process.execPath}" "${BRIDGE}" ${ready} "${JAIL_RUN_DIR}/${MODEL_SOCKET}=${BRIDGE_PORT}" "${JAIL_RUN_DIR}/${EGRESS_SOCKET}=${EGRESS_PORT}" &`,
     'i=0',
     `while [ ! -e ${ready} ]; do i=$((i+1)); if [ $i -gt 3000 ]; then echo "the model bridge did not start" >&2; exit 97; fi; sleep 0.01; done`,
     'exec "$@"',

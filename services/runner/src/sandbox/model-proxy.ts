@@ -36,6 +36,8 @@ export interface ModelProxyOptions {
   baseUrl: string;
   apiKey: string | null;
   logger: Logger;
+  /** Called for every request refused for being off the model API. */
+  refused(refusal: { method: string; path: string; reason: string }): void;
 }
 
 export interface ModelProxy {
@@ -70,7 +72,7 @@ export async function startModelProxy(socketPath: string, opts: ModelProxyOption
     // key added, the rest of the provider's API — files, fine-tuning, the organisation — would be
     // the agent's to call), and no other host.
     if (!allowed(req.method ?? 'GET', path, basePath)) {
-      opts.logger.warn({ path: path.slice(0, 200), method: req.method }, 'refused a harness request off the model API');
+      opts.refused({ method: req.method ?? '', path: path.slice(0, 200), reason: 'not a request of the model API' });
       res.writeHead(403, { 'content-type': 'text/plain' }).end('only the model API is reachable from the sandbox\n');
       return;
     }

@@ -1,7 +1,6 @@
 import { spawn } from 'node:child_process';
 import { realpathSync } from 'node:fs';
-import { mkdtemp, open, readdir, rm } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
+import { open, readdir } from 'node:fs/promises';
 import { join } from 'node:path';
 import type { RunError } from '@threadwork/contracts';
 import type { Logger } from '@threadwork/platform';
@@ -15,9 +14,10 @@ import {
   type TurnOutcome,
 } from '../harness.js';
 import { besides, commandLine, descendants, executable, signal } from '../processes.js';
-import { BRIDGE_PORT, BRIDGE_SCRIPT, jailed } from '../../sandbox/jail.js';
-import { startModelProxy, type ModelProxy } from '../../sandbox/model-proxy.js';
-import { appServerArgs, codexCommand, guarded, type ProviderSettings } from './launch.js';
+import type { Isolation } from '../../sandbox/isolation.js';
+import { openGates, type GateRefusal } from '../../sandbox/gates.js';
+import { BRIDGE_PORT, BRIDGE_SCRIPT, EGRESS_ENV, jailed } from '../../sandbox/jail.js';
+import { appServerArgs, codexCommand, guarded } from './launch.js';
 import { CodexTurnMapper, toQuestion } from './mapping.js';
 import type { ServerNotification } from './protocol/ServerNotification.js';
 import type { ServerRequest } from './protocol/ServerRequest.js';
@@ -32,11 +32,13 @@ export interface CodexHarnessOptions {
   baseUrl: string;
   /** The model key, handed to the process under `CODEX_MODEL_KEY_ENV` only; null for none. */
   apiKey: string | null;
-  sandboxMode: ProviderSettings['sandboxMode'];
   outputCapBytes: number;
   includeRaw: boolean;
-  /** Run each app-server in a jail (sandbox/jail.ts), reaching the model through the runner's proxy. */
-  jail: boolean;
+  /**
+   * The jail each app-server runs in (sandbox/jail.ts), reaching the model and the network through
+   * the runner's gates; Codex's own sandbox around the agent's commands; the egress policy.
+   */
+  isolation: Isolation;
   logger: Logger;
 }
 
@@ -52,50 +54,45 @@ export class CodexHarness implements Harness {
 
   constructor(private readonly options: CodexHarnessOptions) {}
 
-  /** A model proxy for one jailed process, its socket in a directory private to the runner. */
-  private async startProxy(): Promise<{ dir: string; proxy: ModelProxy; close(): Promise<void> }> {
-    const dir = await mkdtemp(join(tmpdir(), 'threadwork-jail-'));
-    try {
-      const proxy = await startModelProxy(join(dir, 'model.sock'), {
-        baseUrl: this.options.baseUrl,
-        apiKey: this.options.apiKey,
-        logger: this.options.logger,
-      });
-      return {
-        dir,
-        proxy,
-        async close() {
-          await proxy.close();
-          await rm(dir, { recursive: true, force: true });
-        },
-      };
-    } catch (err) {
-      await rm(dir, { recursive: true, force: true });
-      throw err;
-    }
-  }
-
   async start(opts: SessionOptions): Promise<HarnessSession> {
     const { logger } = this.options;
-    // Jailed, the process reaches the model through a proxy of the runner's that adds the key; else
-    // it gets the key in one variable, which Codex keeps from the agent's commands.
-    const proxy = this.options.jail ? await this.startProxy() : null;
-    const key = proxy ? null : this.options.apiKey;
+    // Jailed, the process reaches the model through a proxy of the runner's that adds the key, and
+    // the rest of the network through one that enforces the egress policy; else it gets the key in
+    // one variable, which Codex keeps from the agent's commands.
+    let session: CodexSession | null = null;
+    const { isolation } = this.options;
+    const gates = isolation.jailed
+      ? await openGates({
+          model: { baseUrl: this.options.baseUrl, apiKey: this.options.apiKey },
+          egress: isolation.egress,
+          logger,
+          refused: (refusal) => session?.refused(refusal),
+        })
+      : null;
+    const key = gates ? null : this.options.apiKey;
     const args = appServerArgs({
       model: opts.model,
-      baseUrl: proxy ? `http://127.0.0.1:${BRIDGE_PORT}${proxy.proxy.basePath}` : this.options.baseUrl,
+      baseUrl: gates ? `http://127.0.0.1:${BRIDGE_PORT}${gates.modelBasePath}` : this.options.baseUrl,
       keyEnv: key ? CODEX_MODEL_KEY_ENV : null,
-      sandboxMode: this.options.sandboxMode,
+      sandbox:
+        isolation.codexSandbox === 'workspace-write'
+          ? {
+              mode: 'workspace-write',
+              // Besides the workspace (its cwd) and /tmp: the agent's HOME and the other repositories.
+              writableRoots: opts.mounts.writable.filter((path) => path !== opts.home),
+              network: isolation.egress.mode !== 'none',
+            }
+          : { mode: 'danger-full-access' },
     });
-    const env = { ...opts.env, ...(key ? { [CODEX_MODEL_KEY_ENV]: key } : {}) };
+    const env = { ...opts.env, ...(gates ? EGRESS_ENV : {}), ...(key ? { [CODEX_MODEL_KEY_ENV]: key } : {}) };
     const codex = codexCommand();
     const cmd = guarded(
-      proxy
+      gates
         ? jailed(codex, {
             cwd: opts.cwd,
             writable: opts.mounts.writable,
             readable: opts.mounts.readable,
-            runDir: proxy.dir,
+            runDir: gates.runDir,
           })
         : codex,
     );
@@ -107,7 +104,7 @@ export class CodexHarness implements Harness {
       detached: true,
     });
     const rpc = new CodexRpc(child, logger);
-    if (proxy) void rpc.exited.then(() => proxy.close());
+    if (gates) void rpc.exited.then(() => gates.close());
     try {
       await rpc.request(
         'initialize',
@@ -136,7 +133,8 @@ export class CodexHarness implements Harness {
       } else {
         threadId = (await rpc.request('thread/start', { cwd: opts.cwd }, START_TIMEOUT_MS)).thread.id;
       }
-      return new CodexSession(rpc, threadId, opts.cwd, codex.command, this.options);
+      session = new CodexSession(rpc, threadId, opts.cwd, codex.command, this.options);
+      return session;
     } catch (err) {
       rpc.kill();
       throw err;
@@ -187,6 +185,7 @@ async function startsWithWholeLine(file: string): Promise<boolean> {
 
 interface ActiveTurn {
   listener: TurnListener;
+  metadata: Record<string, string>;
   mapper: CodexTurnMapper;
   turnId: string | null;
   finish(outcome: TurnOutcome): void;
@@ -235,7 +234,7 @@ class CodexSession implements HarnessSession {
     const done = new Promise<TurnOutcome>((resolve) => {
       finish = resolve;
     });
-    const turn: ActiveTurn = { listener, mapper, turnId: null, finish };
+    const turn: ActiveTurn = { listener, mapper, metadata: input.metadata, turnId: null, finish };
     this.turn = turn;
     const crashed = this.rpc.exited.then((exit): TurnOutcome => ({
       status: 'failed',
@@ -275,6 +274,28 @@ class CodexSession implements HarnessSession {
       };
     } finally {
       this.turn = null;
+    }
+  }
+
+  /**
+   * A gate of the jail refused something: logged with the run it happened in, and a connection
+   * refused out of the sandbox told in the run's events too.
+   */
+  refused(refusal: GateRefusal): void {
+    const turn = this.turn;
+    const { gate, ...detail } = refusal;
+    this.options.logger.warn(
+      {
+        run_id: turn?.metadata.threadwork_run_id,
+        thread_id: turn?.metadata.threadwork_thread_id,
+        session_id: this.sessionId,
+        gate,
+        ...detail,
+      },
+      gate === 'egress' ? 'refused a connection out of the sandbox' : 'refused a sandbox request off the model API',
+    );
+    if (turn && refusal.gate === 'egress') {
+      turn.listener.chunk({ type: 'network.refused', host: refusal.host, port: refusal.port, reason: refusal.reason });
     }
   }
 

@@ -57,7 +57,12 @@ export interface ProviderSettings {
   baseUrl: string;
   /** Name of the variable holding the model key; null when the endpoint takes none. */
   keyEnv: string | null;
-  sandboxMode: 'danger-full-access' | 'workspace-write';
+  /**
+   * Codex's sandbox around the agent's commands: none, or `workspace-write` (the cwd, /tmp and
+   * `writableRoots` writable; the network only when `network`, and then only the jail's).
+   */
+  sandbox:
+    { mode: 'danger-full-access' } | { mode: 'workspace-write'; writableRoots: readonly string[]; network: boolean };
 }
 
 /** TOML string value for a `-c key=value` override. JSON strings are valid TOML basic strings. */
@@ -79,7 +84,13 @@ export function appServerArgs(s: ProviderSettings): string[] {
     `model_providers.tw.request_max_retries=0`,
     `model_providers.tw.stream_max_retries=0`,
     `approval_policy="never"`,
-    `sandbox_mode=${toml(s.sandboxMode)}`,
+    `sandbox_mode=${toml(s.sandbox.mode)}`,
+    ...(s.sandbox.mode === 'workspace-write'
+      ? [
+          `sandbox_workspace_write.writable_roots=[${s.sandbox.writableRoots.map(toml).join(',')}]`,
+          `sandbox_workspace_write.network_access=${s.sandbox.network}`,
+        ]
+      : []),
     `web_search="disabled"`,
     // Analytics would be sent to OpenAI from the sandbox, whatever the model endpoint.
     `analytics.enabled=false`,

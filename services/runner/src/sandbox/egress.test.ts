@@ -1,0 +1,153 @@
+import { mkdtempSync, rmSync } from 'node:fs';
+import { createServer, request, type Server } from 'node:http';
+import { connect } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { decide, startEgressProxy, type EgressPolicy, type EgressProxy, type EgressRefusal } from './egress.js';
+
+// The egress proxy decides where a jailed agent may connect to. Decisions first, then the proxy
+// itself on its unix socket, tunnelling and forwarding to a server on this machine.
+
+const verdict = async (policy: EgressPolicy, host: string, port: number) => {
+  const v = await decide(policy, host, port);
+  return v.ok ? 'allowed' : v.reason;
+};
+
+describe('egress decisions', () => {
+  it('refuse everything with SANDBOX_EGRESS=none, listed or not', async () => {
+    const none: EgressPolicy = { mode: 'none', allow: ['registry.npmjs.org'] };
+    expect(await verdict(none, 'registry.npmjs.org', 443)).toMatch(/no network access/);
+    expect(await verdict(none, '8.8.8.8', 443)).toMatch(/no network access/);
+  });
+
+  it('allow only listed hosts, on 80 and 443 unless a port is listed', async () => {
+    const list: EgressPolicy = { mode: 'allowlist', allow: ['8.8.8.8', '*.example.org', '9.9.9.9:8443'] };
+    expect(await verdict(list, '8.8.8.8', 443)).toBe('allowed');
+    expect(await verdict(list, '8.8.8.8', 80)).toBe('allowed');
+    expect(await verdict(list, '8.8.8.8', 22)).toMatch(/not in SANDBOX_EGRESS_ALLOW/);
+    expect(await verdict(list, '9.9.9.9', 8443)).toBe('allowed');
+    expect(await verdict(list, '9.9.9.9', 443)).toMatch(/not in SANDBOX_EGRESS_ALLOW/);
+    expect(await verdict(list, '8.8.4.4', 443)).toMatch(/not in SANDBOX_EGRESS_ALLOW/);
+    // A wildcard names the subdomains, not the domain, nor a name that merely ends alike.
+    expect(await verdict(list, 'example.org', 443)).toMatch(/not in SANDBOX_EGRESS_ALLOW/);
+    expect(await verdict(list, 'evilexample.org', 443)).toMatch(/not in SANDBOX_EGRESS_ALLOW/);
+  });
+
+  it('open public hosts on 80 and 443 only, and never this machine, private networks or metadata', async () => {
+    const open: EgressPolicy = { mode: 'open', allow: [] };
+    expect(await verdict(open, '8.8.8.8', 443)).toBe('allowed');
+    expect(await verdict(open, '8.8.8.8', 22)).toMatch(/port 22 is closed/);
+    for (const internal of [
+      '127.0.0.1',
+      'localhost',
+      '10.1.2.3',
+      '172.20.0.1',
+      '192.168.1.1',
+      '100.64.0.1',
+      '169.254.169.254',
+      '0.0.0.0',
+      '[::1]',
+      '::1',
+      'fd00::1',
+      'fe80::1',
+      '::ffff:127.0.0.1',
+    ]) {
+      expect(await verdict(open, internal, 443), internal).toMatch(/internal address/);
+    }
+    // Unless the operator lists it (an internal registry mirror, say).
+    expect(await verdict({ mode: 'open', allow: ['10.1.2.3'] }, '10.1.2.3', 443)).toBe('allowed');
+  });
+
+  it('refuse a name that does not resolve', async () => {
+    expect(await verdict({ mode: 'open', allow: [] }, 'no-such-host.invalid', 443)).toMatch(/does not resolve/);
+  });
+});
+
+describe('the egress proxy', () => {
+  const dir = mkdtempSync(join(tmpdir(), 'threadwork-egress-'));
+  const socketPath = join(dir, 'egress.sock');
+  const refusals: EgressRefusal[] = [];
+  let upstream: Server;
+  let port: number;
+  let proxy: EgressProxy;
+
+  beforeAll(async () => {
+    upstream = createServer((req, res) => res.end(`upstream saw ${req.method} ${req.url} for ${req.headers.host}`));
+    await new Promise<void>((resolve) => upstream.listen(0, '127.0.0.1', resolve));
+    port = (upstream.address() as { port: number }).port;
+    proxy = await startEgressProxy(socketPath, {
+      policy: { mode: 'allowlist', allow: [`localhost:${port}`] },
+      refused: (r) => refusals.push(r),
+    });
+  });
+  afterAll(async () => {
+    await proxy?.close();
+    await new Promise((resolve) => upstream?.close(resolve));
+    rmSync(dir, { recursive: true, force: true });
+  });
+
+  /** Sends raw bytes to the proxy and answers everything it writes back until it closes. */
+  const raw = (text: string) =>
+    new Promise<string>((resolve, reject) => {
+      const socket = connect(socketPath);
+      let got = '';
+      socket.on('data', (d) => {
+        got += d.toString();
+        // A tunnel stays open: once the upstream has answered, the exchange is over.
+        if (got.includes('upstream saw')) socket.end();
+      });
+      socket.on('end', () => resolve(got));
+      socket.on('error', reject);
+      socket.write(text);
+    });
+
+  it('tunnels CONNECT to a listed host and port', async () => {
+    const got = await raw(
+      `CONNECT localhost:${port} HTTP/1.1\r\nHost: localhost:${port}\r\n\r\n` +
+        `GET /through HTTP/1.1\r\nHost: localhost:${port}\r\nConnection: close\r\n\r\n`,
+    );
+    expect(got).toMatch(/^HTTP\/1\.1 200 Connection Established/);
+    expect(got).toContain(`upstream saw GET /through for localhost:${port}`);
+  });
+
+  it('forwards a plain-HTTP request to a listed host', async () => {
+    const body = await new Promise<string>((resolve, reject) => {
+      const req = request(
+        {
+          socketPath,
+          method: 'GET',
+          path: `http://localhost:${port}/plain?x=1`,
+          headers: { host: `localhost:${port}` },
+        },
+        (res) => {
+          let text = '';
+          res.on('data', (d) => (text += d));
+          res.on('end', () => resolve(`${res.statusCode} ${text}`));
+        },
+      );
+      req.on('error', reject);
+      req.end();
+    });
+    expect(body).toBe(`200 upstream saw GET /plain?x=1 for localhost:${port}`);
+  });
+
+  it('refuses the rest with 403 and reports each refusal', async () => {
+    refusals.length = 0;
+    const unlisted = await raw(`CONNECT example.com:443 HTTP/1.1\r\nHost: example.com:443\r\n\r\n`);
+    expect(unlisted).toMatch(/^HTTP\/1\.1 403 Forbidden/);
+    const otherPort = await raw(`CONNECT localhost:4222 HTTP/1.1\r\nHost: localhost:4222\r\n\r\n`);
+    expect(otherPort).toMatch(/^HTTP\/1\.1 403 Forbidden/);
+    const metadata = await raw(
+      `GET http://169.254.169.254/latest/meta-data/ HTTP/1.1\r\nHost: 169.254.169.254\r\nConnection: close\r\n\r\n`,
+    );
+    expect(metadata).toMatch(/^HTTP\/1\.1 403 Forbidden/);
+    expect(refusals).toEqual([
+      { host: 'example.com', port: 443, reason: 'not in SANDBOX_EGRESS_ALLOW' },
+      { host: 'localhost', port: 4222, reason: 'not in SANDBOX_EGRESS_ALLOW' },
+      { host: '169.254.169.254', port: 80, reason: 'not in SANDBOX_EGRESS_ALLOW' },
+    ]);
+    const garbage = await raw(`CONNECT not-an-authority HTTP/1.1\r\n\r\n`);
+    expect(garbage).toMatch(/^HTTP\/1\.1 400/);
+  });
+});

@@ -1,0 +1,56 @@
+import { mkdtemp, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import type { Logger } from '@threadwork/platform';
+import { startEgressProxy, type EgressPolicy, type EgressProxy, type EgressRefusal } from './egress.js';
+import { EGRESS_SOCKET, MODEL_SOCKET } from './jail.js';
+import { startModelProxy, type ModelProxy } from './model-proxy.js';
+
+// A jail's only ways out, served by the runner for one jailed harness process: the model proxy
+// (the key added outside) and the egress proxy (the policy enforced outside), their sockets in a
+// directory private to the runner that the jail sees as JAIL_RUN_DIR.
+
+export interface GateOptions {
+  model: { baseUrl: string; apiKey: string | null };
+  egress: EgressPolicy;
+  logger: Logger;
+  /** Every request a gate refused: off the model API, or to a destination the policy does not allow. */
+  refused(refusal: GateRefusal): void;
+}
+
+export type GateRefusal =
+  ({ gate: 'egress' } & EgressRefusal) | { gate: 'model'; method: string; path: string; reason: string };
+
+export interface JailGates {
+  /** Host directory with the sockets, bound into the jail. */
+  readonly runDir: string;
+  /** The path prefix of the model API on the model proxy (that of the real endpoint). */
+  readonly modelBasePath: string;
+  close(): Promise<void>;
+}
+
+export async function openGates(opts: GateOptions): Promise<JailGates> {
+  const runDir = await mkdtemp(join(tmpdir(), 'threadwork-jail-'));
+  let model: ModelProxy | null = null;
+  let egress: EgressProxy | null = null;
+  const close = async () => {
+    await model?.close();
+    await egress?.close();
+    await rm(runDir, { recursive: true, force: true });
+  };
+  try {
+    model = await startModelProxy(join(runDir, MODEL_SOCKET), {
+      ...opts.model,
+      logger: opts.logger,
+      refused: (r) => opts.refused({ gate: 'model', ...r }),
+    });
+    egress = await startEgressProxy(join(runDir, EGRESS_SOCKET), {
+      policy: opts.egress,
+      refused: (r) => opts.refused({ gate: 'egress', ...r }),
+    });
+    return { runDir, modelBasePath: model.basePath, close };
+  } catch (err) {
+    await close();
+    throw err;
+  }
+}
