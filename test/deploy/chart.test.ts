@@ -74,6 +74,8 @@ interface Container {
     capabilities?: { drop?: string[]; add?: string[] };
     privileged?: boolean;
     seccompProfile?: { type: string };
+    appArmorProfile?: { type: string };
+    procMount?: string;
   };
   volumeMounts?: { name: string; mountPath: string }[];
 }
@@ -86,6 +88,8 @@ interface PodTemplate {
     volumes?: { name: string; emptyDir?: object }[];
     topologySpreadConstraints?: { topologyKey: string; labelSelector: { matchLabels: Record<string, string> } }[];
     hostNetwork?: boolean;
+    hostUsers?: boolean;
+    runtimeClassName?: string;
   };
 }
 interface K8sObject {
@@ -228,7 +232,12 @@ describe('charts/threadwork', () => {
           expect(security.privileged, name).toBeUndefined();
           expect(security.capabilities?.drop, name).toEqual(['ALL']);
           expect(security.capabilities?.add, name).toBeUndefined();
-          expect(security.seccompProfile?.type, name).toBe('RuntimeDefault');
+          // The runner's jail needs namespaces the runtime's default profiles refuse (below).
+          if (name !== 'runner') {
+            expect(security.seccompProfile?.type, name).toBe('RuntimeDefault');
+            expect(security.procMount, name).toBeUndefined();
+            expect(pod.hostUsers, name).toBeUndefined();
+          }
           for (const kind of ['requests', 'limits'] as const) {
             expect(container.resources?.[kind]?.cpu, `${name} ${kind}.cpu`).toBeTruthy();
             expect(container.resources?.[kind]?.memory, `${name} ${kind}.memory`).toBeTruthy();
@@ -464,6 +473,76 @@ describe('charts/threadwork', () => {
     });
   });
 
+  describe('the runner pod', () => {
+    const runnerOf = (objects: K8sObject[]) => byKind<Workload>(objects, 'StatefulSet')[0]!.spec.template.spec;
+    const envOf = (pod: PodTemplate['spec']) =>
+      Object.fromEntries((pod.containers[0]!.env ?? []).map((e) => [e.name, e.value]));
+
+    it('gets what bubblewrap needs to make the jail: a user namespace, an unmasked /proc, namespaces seccomp allows', () => {
+      const pod = runnerOf(render(REQUIRED));
+      const security = pod.containers[0]!.securityContext!;
+      expect(pod.hostUsers).toBe(false);
+      expect(security.procMount).toBe('Unmasked');
+      expect(security.seccompProfile?.type).toBe('Unconfined');
+      expect(security.appArmorProfile?.type).toBe('Unconfined');
+      // Everything else stays as hardened as every other pod.
+      expect(security).toMatchObject({
+        runAsNonRoot: true,
+        readOnlyRootFilesystem: true,
+        allowPrivilegeEscalation: false,
+        capabilities: { drop: ['ALL'] },
+      });
+      expect(envOf(pod)).toMatchObject({
+        SANDBOX_JAIL: 'required',
+        SANDBOX_EGRESS: 'none',
+        SANDBOX_EGRESS_ALLOW: '',
+        CODEX_SANDBOX_MODE: 'auto',
+      });
+    });
+
+    it('keeps the runtime defaults with the jail off, and takes a seccomp profile of the operator’s', () => {
+      const off = runnerOf(render([...REQUIRED, '--set', 'runner.jail=off']));
+      expect(off.hostUsers).toBeUndefined();
+      expect(off.containers[0]!.securityContext?.procMount).toBeUndefined();
+      expect(off.containers[0]!.securityContext?.seccompProfile?.type).toBe('RuntimeDefault');
+      expect(off.containers[0]!.securityContext?.appArmorProfile).toBeUndefined();
+      const local = render([
+        ...REQUIRED,
+        '-f',
+        valuesFile('seccomp', {
+          runner: { jailPod: { seccompProfile: { type: 'Localhost', localhostProfile: 'profiles/bwrap.json' } } },
+        }),
+      ]);
+      expectValid(local);
+      expect(runnerOf(local).containers[0]!.securityContext?.seccompProfile).toEqual({
+        type: 'Localhost',
+        localhostProfile: 'profiles/bwrap.json',
+      });
+    });
+
+    it('takes an egress allowlist, Codex’s sandbox setting and a RuntimeClass', () => {
+      const objects = render([
+        ...REQUIRED,
+        '--set',
+        'runner.egress.mode=allowlist',
+        '--set',
+        'runner.egress.allow={registry.npmjs.org,*.pythonhosted.org,git.example.com:8443}',
+        '--set',
+        'runner.codexSandbox=workspace-write',
+        '--set',
+        'runner.runtimeClassName=gvisor',
+      ]);
+      expectValid(objects);
+      const pod = runnerOf(objects);
+      expect(pod.runtimeClassName).toBe('gvisor');
+      expect(envOf(pod)).toMatchObject({
+        SANDBOX_EGRESS: 'allowlist',
+        SANDBOX_EGRESS_ALLOW: 'registry.npmjs.org,*.pythonhosted.org,git.example.com:8443',
+        CODEX_SANDBOX_MODE: 'workspace-write',
+      });
+    });
+  });
+
   describe('other values', () => {
     it('renders a Secret from values only when asked to', () => {
       const objects = render([
@@ -515,6 +594,11 @@ describe('charts/threadwork', () => {
 
     it('rejects a replica count that is not a number', () => {
       rejects([...REQUIRED, '--set-string', 'gateway.replicaCount=two'], /gateway\/replicaCount/);
+    });
+
+    it('rejects an egress mode or host it does not know', () => {
+      rejects([...REQUIRED, '--set', 'runner.egress.mode=everything'], /runner\/egress\/mode/);
+      rejects([...REQUIRED, '--set', 'runner.egress.allow={https://evil.example}'], /runner\/egress\/allow/);
     });
 
     it('requires nats.url', () => {

@@ -146,6 +146,12 @@ Argument: (dict "root" $ "name" "gateway" "svc" .Values.gateway).
   value: {{ .svc.concurrency | quote }}
 - name: SANDBOX_JAIL
   value: {{ .svc.jail | default "required" | quote }}
+- name: SANDBOX_EGRESS
+  value: {{ .svc.egress.mode | quote }}
+- name: SANDBOX_EGRESS_ALLOW
+  value: {{ join "," .svc.egress.allow | quote }}
+- name: CODEX_SANDBOX_MODE
+  value: {{ .svc.codexSandbox | quote }}
 {{- with .svc.modelBaseUrl }}
 - name: MODEL_BASE_URL
   value: {{ . | quote }}
@@ -166,6 +172,15 @@ Argument: (dict "root" $ "name" "gateway" "svc" .Values.gateway "volumes" list-o
 {{- $root := .root -}}
 {{- $v := $root.Values -}}
 {{- $isGateway := eq .name "gateway" -}}
+{{- /* What bubblewrap needs of the runner pod to make a jail (runner.jailPod). */ -}}
+{{- $jailPod := and (eq .name "runner") (ne (.svc.jail | default "required") "off") -}}
+{{- $containerSecurity := deepCopy $v.containerSecurityContext -}}
+{{- if $jailPod -}}
+{{- $jp := .svc.jailPod -}}
+{{- if $jp.unmaskedProc -}}{{- $_ := set $containerSecurity "procMount" "Unmasked" -}}{{- end -}}
+{{- with $jp.seccompProfile -}}{{- $_ := set $containerSecurity "seccompProfile" . -}}{{- end -}}
+{{- with $jp.appArmorProfile -}}{{- $_ := set $containerSecurity "appArmorProfile" . -}}{{- end -}}
+{{- end -}}
 {{- $probePort := ternary "http" "health" $isGateway -}}
 metadata:
   labels:
@@ -185,6 +200,13 @@ spec:
   {{- end }}
   securityContext:
     {{- toYaml $v.podSecurityContext | nindent 4 }}
+  {{- if and $jailPod .svc.jailPod.userNamespace }}
+  # A user namespace of the pod's own: root in it is nobody on the node.
+  hostUsers: false
+  {{- end }}
+  {{- with .svc.runtimeClassName }}
+  runtimeClassName: {{ . | quote }}
+  {{- end }}
   terminationGracePeriodSeconds: {{ .svc.terminationGracePeriodSeconds }}
   containers:
     - name: {{ .name }}
@@ -227,7 +249,7 @@ spec:
       resources:
         {{- toYaml .svc.resources | nindent 8 }}
       securityContext:
-        {{- toYaml $v.containerSecurityContext | nindent 8 }}
+        {{- toYaml $containerSecurity | nindent 8 }}
       volumeMounts:
         - name: tmp
           mountPath: /tmp
