@@ -63,6 +63,8 @@ beforeAll(async () => {
       MODEL_API_KEY: MODEL_KEY,
       SANDBOX_JAIL: 'required',
       CODEX_SANDBOX_MODE: 'workspace-write',
+      SANDBOX_PIDS_MAX: '256',
+      SANDBOX_TMP_MAX_BYTES: String(64 * 2 ** 20),
       SANDBOX_EGRESS: 'allowlist',
       SANDBOX_EGRESS_ALLOW: `localhost:${mirrorPort}`,
     },
@@ -88,7 +90,12 @@ async function attack(
   const file = join(cluster.sandboxRoot, thread.id, repo, 'found.txt');
   if (!existsSync(file)) {
     const log = await readLog(cluster, user, thread.run_id);
-    throw new Error(`${name}: no found.txt; ${JSON.stringify(log.map((e) => e.chunk)).slice(0, 4000)}`);
+    const outputs = cluster
+      .fake!.requests.filter((r) => r.lastUserText === `ATTACK ${name}`)
+      .map((r) => r.toolOutputsSinceLastUser);
+    throw new Error(
+      `${name}: no found.txt; ${JSON.stringify(log.map((e) => e.chunk)).slice(0, 4000)} ${JSON.stringify(outputs).slice(0, 2000)}`,
+    );
   }
   const found = readFileSync(file, 'utf8');
   return { found, threadId: thread.id, runId: thread.run_id, repo };
@@ -247,6 +254,33 @@ describe('an agent in its jail', () => {
     expect(readFileSync(join(cluster.sandboxRoot, threadId, 'git', `${repo}.git`, 'HEAD'), 'utf8')).toContain('ref:');
     // The agent's writes went to the jail's own scratch space (and `git/` is not removable there).
     expect(found).not.toContain('removed git');
+  });
+
+  it('cannot fork-bomb or fill its /tmp past its limits: the runner and other sandboxes keep working', async () => {
+    const { found, runId } = await attack(
+      'bomb',
+      [
+        'dd if=/dev/zero of=/tmp/fill bs=1M count=100 2>&1',
+        'echo "tmp holds $(du -m /tmp/fill | cut -f1) MiB"',
+        'rm /tmp/fill',
+        // Forks until refused; every child sleeps on, holding its slot.
+        `perl -e 'for my $i (1..2000) { my $p = fork(); if (!defined $p) { print "refused at $i\\n"; exit 0 } if ($p == 0) { sleep 600; exit 0 } } print "never refused\\n"'`,
+      ].join('\n'),
+    );
+    const refusedAt = Number(/refused at (\d+)/.exec(found)?.[1]);
+    expect(found).not.toContain('never refused');
+    expect(refusedAt).toBeGreaterThan(10);
+    expect(refusedAt).toBeLessThan(256);
+    expect(found).toMatch(/No space left on device/);
+    expect(Number(/tmp holds (\d+) MiB/.exec(found)?.[1])).toBeLessThanOrEqual(64);
+    const events = await readLog(cluster, user, runId);
+    const ready = events
+      .map((e) => e.chunk as { type: string; layers?: string[] })
+      .find((c) => c.type === 'sandbox.ready');
+    expect(ready?.layers).toContain('pids-max-256-cgroup');
+    // Meanwhile and after, the runner serves others as before.
+    const after = await attack('after-bomb', 'echo "still working"');
+    expect(after.found).toContain('still working');
   });
 
   it('leaves nothing running after its run but the harness kept warm for the next', async () => {

@@ -78,6 +78,14 @@ export const RunnerConfig = z
      * public host on ports 80 and 443). Internal addresses stay closed unless a host is listed.
      */
     SANDBOX_EGRESS: z.enum(['none', 'allowlist', 'open']).default('none'),
+    /** Processes (threads included) one jail may hold: a fork bomb stays inside (src/sandbox/limits.ts). */
+    SANDBOX_PIDS_MAX: z.coerce.number().int().min(64).max(1_000_000).default(2048),
+    /** Size of a jail's own /tmp (a tmpfs: memory, counted against the runner's). */
+    SANDBOX_TMP_MAX_BYTES: z.coerce
+      .number()
+      .int()
+      .min(MIB)
+      .default(512 * MIB),
     /** Comma-separated hosts for SANDBOX_EGRESS: `registry.npmjs.org,*.pythonhosted.org,git.example.com:8443`. */
     SANDBOX_EGRESS_ALLOW: z
       .string()

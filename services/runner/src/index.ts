@@ -78,6 +78,8 @@ export async function startRunner(config: RunnerConfig): Promise<RunnerService> 
         codexSandbox: config.CODEX_SANDBOX_MODE,
         egress: { mode: config.SANDBOX_EGRESS, allow: config.SANDBOX_EGRESS_ALLOW },
         root: config.SANDBOX_ROOT,
+        pidsMax: config.SANDBOX_PIDS_MAX,
+        tmpBytes: config.SANDBOX_TMP_MAX_BYTES,
       },
       logger,
     );

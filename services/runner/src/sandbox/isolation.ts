@@ -2,6 +2,7 @@ import type { Logger } from '@threadwork/platform';
 import { probeCodexSandbox } from '../harness/codex/sandbox-probe.js';
 import type { EgressPolicy } from './egress.js';
 import { JAIL_UID, probeJail, type JailMode } from './jail.js';
+import { probeProcessLimit, type ProcessLimit } from './limits.js';
 
 // What stands between an agent and the machine, decided once at start-up from the settings and
 // what this machine allows, and said in the runner's start log and in every run's events
@@ -16,6 +17,10 @@ export interface Isolation {
   /** Codex's sandbox mode for the agent's commands. */
   codexSandbox: 'workspace-write' | 'danger-full-access';
   egress: EgressPolicy;
+  /** How many processes a jail may hold, and how that is enforced; null: not bounded here. */
+  processes: ProcessLimit | null;
+  /** Size bound of a jail's /tmp. */
+  tmpBytes: number;
   /** The layers in force, by name, outermost first. */
   layers: string[];
 }
@@ -26,11 +31,14 @@ export interface IsolationSettings {
   egress: EgressPolicy;
   /** Where sandboxes live (the Codex sandbox probe runs there). */
   root: string;
+  pidsMax: number;
+  tmpBytes: number;
 }
 
 export async function decideIsolation(settings: IsolationSettings, logger: Logger): Promise<Isolation> {
   const jailed = await decideJail(settings.jail, logger);
   const codexSandbox = await decideCodexSandbox(settings, jailed, logger);
+  const processes = jailed ? await decideProcessLimit(settings.pidsMax, logger) : null;
   const layers = jailed
     ? [
         'bubblewrap-jail',
@@ -39,10 +47,19 @@ export async function decideIsolation(settings: IsolationSettings, logger: Logge
         `user-namespace-uid-${JAIL_UID}-no-capabilities`,
         'model-key-outside',
         `egress-${settings.egress.mode}`,
+        ...(processes ? [`pids-max-${processes.max}-${processes.method}`] : []),
+        `tmp-max-${Math.floor(settings.tmpBytes / 2 ** 20)}mib`,
       ]
     : ['none-runner-user'];
   if (codexSandbox === 'workspace-write') layers.push('codex-workspace-write');
-  const isolation: Isolation = { jailed, codexSandbox, egress: settings.egress, layers };
+  const isolation: Isolation = {
+    jailed,
+    codexSandbox,
+    egress: settings.egress,
+    processes,
+    tmpBytes: settings.tmpBytes,
+    layers,
+  };
   logger.info(
     { layers, egress: settings.egress.mode, egress_allow: settings.egress.allow },
     jailed
@@ -67,6 +84,16 @@ async function decideJail(mode: JailMode, logger: Logger): Promise<boolean> {
     'NO JAIL: harnesses and the agent run as the runner itself, with its file system and network (SANDBOX_JAIL=auto)',
   );
   return false;
+}
+
+async function decideProcessLimit(max: number, logger: Logger): Promise<ProcessLimit | null> {
+  const probe = await probeProcessLimit(max);
+  if (probe.ok) return probe.limit;
+  logger.warn(
+    { reason: probe.reason },
+    'jails have no process limit of their own here: the pod’s or the machine’s is all that stops a fork bomb',
+  );
+  return null;
 }
 
 async function decideCodexSandbox(

@@ -79,6 +79,8 @@ export interface JailLayout {
   readable: readonly string[];
   /** Host directory holding the proxies' sockets (MODEL_SOCKET, EGRESS_SOCKET); appears as JAIL_RUN_DIR. */
   runDir: string;
+  /** Size bound of the jail's /tmp (a tmpfs); none when absent. */
+  tmpBytes?: number;
 }
 
 function bwrapArgs(layout: JailLayout, programs: readonly string[]): string[] {
@@ -86,7 +88,9 @@ function bwrapArgs(layout: JailLayout, programs: readonly string[]): string[] {
   args.push('--die-with-parent', '--new-session', '--cap-drop', 'ALL');
   for (const dir of SYSTEM) args.push('--ro-bind-try', dir, dir);
   for (const entry of ETC) args.push('--ro-bind-try', `/etc/${entry}`, `/etc/${entry}`);
-  args.push('--proc', '/proc', '--dev', '/dev', '--tmpfs', '/tmp');
+  args.push('--proc', '/proc', '--dev', '/dev');
+  if (layout.tmpBytes) args.push('--size', String(layout.tmpBytes));
+  args.push('--tmpfs', '/tmp');
   for (const path of programs) args.push('--ro-bind', path, path);
   for (const path of layout.readable) args.push('--ro-bind', path, path);
   for (const path of layout.writable) args.push('--bind', path, path);

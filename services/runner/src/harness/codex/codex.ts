@@ -17,6 +17,7 @@ import { besides, commandLine, descendants, executable, signal } from '../proces
 import type { Isolation } from '../../sandbox/isolation.js';
 import { openGates, type GateRefusal } from '../../sandbox/gates.js';
 import { BRIDGE_PORT, BRIDGE_SCRIPT, EGRESS_ENV, jailed } from '../../sandbox/jail.js';
+import { limited } from '../../sandbox/limits.js';
 import { appServerArgs, codexCommand, guarded } from './launch.js';
 import { CodexTurnMapper, toQuestion } from './mapping.js';
 import type { ServerNotification } from './protocol/ServerNotification.js';
@@ -93,18 +94,26 @@ export class CodexHarness implements Harness {
             writable: opts.mounts.writable,
             readable: opts.mounts.readable,
             runDir: gates.runDir,
+            tmpBytes: isolation.tmpBytes,
           })
         : codex,
     );
+    // Inside its process limit from the first instruction: everything the jail starts counts.
+    const bounded = gates && isolation.processes ? await limited(cmd, isolation.processes) : null;
+    const started = bounded?.command ?? cmd;
     // Its own process group, so stopping it also stops the commands it started.
-    const child = spawn(cmd.command, [...cmd.args, ...args], {
+    const child = spawn(started.command, [...started.args, ...args], {
       cwd: opts.cwd,
       env,
       stdio: ['pipe', 'pipe', 'pipe'],
       detached: true,
     });
     const rpc = new CodexRpc(child, logger);
-    if (gates) void rpc.exited.then(() => gates.close());
+    // What the jail held outside it goes with the process: the gates' sockets, its cgroup.
+    const closed = rpc.exited.then(async () => {
+      await gates?.close();
+      await bounded?.release();
+    });
     try {
       await rpc.request(
         'initialize',
@@ -133,7 +142,7 @@ export class CodexHarness implements Harness {
       } else {
         threadId = (await rpc.request('thread/start', { cwd: opts.cwd }, START_TIMEOUT_MS)).thread.id;
       }
-      session = new CodexSession(rpc, threadId, opts.cwd, codex.command, this.options);
+      session = new CodexSession(rpc, closed, threadId, opts.cwd, codex.command, this.options);
       return session;
     } catch (err) {
       rpc.kill();
@@ -200,17 +209,17 @@ function turnBegan(turn: ActiveTurn, id: string): void {
 
 class CodexSession implements HarnessSession {
   private turn: ActiveTurn | null = null;
-  readonly exited: Promise<void>;
 
   constructor(
     private readonly rpc: CodexRpc,
+    /** The process has exited and what it held outside (sockets, cgroup) is freed. */
+    readonly exited: Promise<void>,
     readonly sessionId: string,
     private readonly cwd: string,
     /** The executable the harness process runs (to tell it from what the agent started). */
     private readonly binary: string,
     private readonly options: CodexHarnessOptions,
   ) {
-    this.exited = rpc.exited.then(() => undefined);
     rpc.onNotification((n) => this.onNotification(n));
     rpc.onServerRequest((r) => this.onServerRequest(r));
   }
@@ -327,7 +336,7 @@ class CodexSession implements HarnessSession {
   }
 
   async stop(): Promise<void> {
-    if (this.rpc.hasExited) return;
+    if (this.rpc.hasExited) return this.exited;
     const pid = this.rpc.pid;
     // Found before the harness goes: once it has exited, its orphaned commands have a new parent.
     const below = pid === undefined ? [] : descendants(pid);
@@ -338,7 +347,7 @@ class CodexSession implements HarnessSession {
     ]);
     if (!graceful) this.rpc.kill();
     for (const child of below) signal(child, 'SIGKILL');
-    await this.rpc.exited;
+    await this.exited;
   }
 
   async stopLeftovers(): Promise<string[]> {
