@@ -80,6 +80,17 @@ export const RunnerConfig = z
     SANDBOX_EGRESS: z.enum(['none', 'allowlist', 'open']).default('none'),
     /** Processes (threads included) one jail may hold: a fork bomb stays inside (src/sandbox/limits.ts). */
     SANDBOX_PIDS_MAX: z.coerce.number().int().min(64).max(1_000_000).default(2048),
+    /**
+     * What one sandbox may hold on disk (workspaces, git, the harness's state, the agent's HOME),
+     * measured every SANDBOX_DISK_CHECK_MS while a turn runs: past it the run fails
+     * `sandbox_disk_full`, nothing is committed, and the next run rebuilds the workspaces.
+     */
+    SANDBOX_DISK_MAX_BYTES: z.coerce
+      .number()
+      .int()
+      .min(MIB)
+      .default(10 * 1024 * MIB),
+    SANDBOX_DISK_CHECK_MS: env.duration(15_000),
     /** Size of a jail's own /tmp (a tmpfs: memory, counted against the runner's). */
     SANDBOX_TMP_MAX_BYTES: z.coerce
       .number()

@@ -4,27 +4,35 @@ import { continuesLostTurn, decideOutcome, harnessAnswers, stepsTo } from './out
 
 describe('the end of a run', () => {
   const error = { code: 'model_error', message: 'HTTP 500' };
+  const bounds = { timeoutMs: 1000, diskMaxBytes: 5_000_000 };
 
   it('decides the terminal state from the turn and why it was stopped', () => {
-    expect(decideOutcome({ status: 'completed', error: null }, null, 1000)).toEqual({ to: 'completed' });
+    expect(decideOutcome({ status: 'completed', error: null }, null, bounds)).toEqual({ to: 'completed' });
     // A cancel that came while the turn was going wins even if the turn then completed (the
     // harness should have stopped); one that came after the turn ended is not passed here.
-    expect(decideOutcome({ status: 'completed', error: null }, 'cancel', 1000)).toEqual({ to: 'cancelled' });
+    expect(decideOutcome({ status: 'completed', error: null }, 'cancel', bounds)).toEqual({ to: 'cancelled' });
     // Work the timeout caught too late is kept.
-    expect(decideOutcome({ status: 'completed', error: null }, 'timeout', 1000)).toEqual({ to: 'completed' });
-    expect(decideOutcome({ status: 'interrupted', error: null }, 'cancel', 1000)).toEqual({ to: 'cancelled' });
-    expect(decideOutcome({ status: 'failed', error }, 'cancel', 1000)).toEqual({ to: 'cancelled' });
-    expect(decideOutcome({ status: 'interrupted', error: null }, 'timeout', 1000)).toMatchObject({
+    expect(decideOutcome({ status: 'completed', error: null }, 'timeout', bounds)).toEqual({ to: 'completed' });
+    expect(decideOutcome({ status: 'interrupted', error: null }, 'cancel', bounds)).toEqual({ to: 'cancelled' });
+    expect(decideOutcome({ status: 'failed', error }, 'cancel', bounds)).toEqual({ to: 'cancelled' });
+    expect(decideOutcome({ status: 'interrupted', error: null }, 'timeout', bounds)).toMatchObject({
       to: 'failed',
       error: { code: 'harness_timeout' },
     });
-    expect(decideOutcome({ status: 'failed', error }, null, 1000)).toEqual({ to: 'failed', error });
-    expect(decideOutcome({ status: 'failed', error: null }, null, 1000)).toMatchObject({
+    expect(decideOutcome({ status: 'failed', error }, null, bounds)).toEqual({ to: 'failed', error });
+    expect(decideOutcome({ status: 'failed', error: null }, null, bounds)).toMatchObject({
       error: { code: 'harness_error' },
     });
-    expect(decideOutcome({ status: 'interrupted', error: null }, null, 1000)).toMatchObject({
+    expect(decideOutcome({ status: 'interrupted', error: null }, null, bounds)).toMatchObject({
       error: { code: 'harness_interrupted' },
     });
+    // A sandbox that outgrew its bound fails the run, even a turn that went on to complete.
+    for (const status of ['completed', 'interrupted', 'failed'] as const) {
+      expect(decideOutcome({ status, error: null }, 'disk_full', bounds)).toMatchObject({
+        to: 'failed',
+        error: { code: 'sandbox_disk_full', message: expect.stringContaining('5000000 bytes') },
+      });
+    }
   });
 
   it('continues a lost attempt’s turn only when the turn had begun', () => {

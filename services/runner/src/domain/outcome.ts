@@ -4,7 +4,7 @@ import { AnswerEntry, type RunError, type RunStatus, type TerminalRunStatus } fr
 // through the run state machine, and how a settled interaction turns into the harness's answers.
 
 /** Why the runner stopped a turn itself, if it did. */
-export type StopReason = 'cancel' | 'timeout' | 'fenced' | 'shutdown';
+export type StopReason = 'cancel' | 'timeout' | 'disk_full' | 'fenced' | 'shutdown';
 
 export type TurnStatus = 'completed' | 'interrupted' | 'failed';
 
@@ -17,6 +17,17 @@ export const TIMEOUT_ERROR = (ms: number): RunError => ({
   code: 'harness_timeout',
   message: `the run did not finish within ${ms} ms`,
 });
+
+export const DISK_FULL_ERROR = (maxBytes: number): RunError => ({
+  code: 'sandbox_disk_full',
+  message: `the sandbox grew past ${maxBytes} bytes on disk (SANDBOX_DISK_MAX_BYTES): nothing of this run was committed, and the thread's next run starts from its branch as last pushed`,
+});
+
+/** The bounds a run is stopped at. */
+export interface RunBounds {
+  timeoutMs: number;
+  diskMaxBytes: number;
+}
 
 /**
  * Whether the runner of `attempt` takes over a turn an earlier attempt began: then it must resume
@@ -34,17 +45,19 @@ export function continuesLostTurn(attempt: number, statusAtClaim: RunStatus): bo
  * going. A cancel that reached the run before its turn ended wins, even over a turn that went on
  * to complete: the user was told `cancelling`, and the harness should have stopped. A turn that
  * completed before any cancel arrived is `completed` (the run had decided; a cancel after that
- * changes nothing), and so is one the timeout caught too late (the work is done).
+ * changes nothing), and so is one the timeout caught too late (the work is done). A sandbox that
+ * outgrew its bound fails the run whatever the turn did: what it holds is not to be committed.
  */
 export function decideOutcome(
   turn: { status: TurnStatus; error: RunError | null },
   stoppedDuringTurn: StopReason | null,
-  timeoutMs: number,
+  bounds: RunBounds,
 ): Decision {
   const stop = stoppedDuringTurn;
   if (stop === 'cancel') return { to: 'cancelled' };
+  if (stop === 'disk_full') return { to: 'failed', error: DISK_FULL_ERROR(bounds.diskMaxBytes) };
   if (turn.status === 'completed') return { to: 'completed' };
-  if (stop === 'timeout') return { to: 'failed', error: TIMEOUT_ERROR(timeoutMs) };
+  if (stop === 'timeout') return { to: 'failed', error: TIMEOUT_ERROR(bounds.timeoutMs) };
   if (turn.status === 'failed') {
     return { to: 'failed', error: turn.error ?? { code: 'harness_error', message: 'the turn failed' } };
   }

@@ -32,6 +32,7 @@ import {
   decideOutcome,
   harnessAnswers,
   stepsTo,
+  DISK_FULL_ERROR,
   TIMEOUT_ERROR,
   type Decision,
   type StopReason,
@@ -168,6 +169,7 @@ class RunExecution implements LiveRun {
   /** Woken by an `interaction` signal (or a stop) while a question waits for its answer. */
   private wakeQuestion: (() => void) | null = null;
   private killTimer: NodeJS.Timeout | undefined;
+  private measuringDisk = false;
   /** A newer attempt (another runner) holds the run: nothing this one reports counts any more. */
   private fenced = false;
 
@@ -228,6 +230,7 @@ class RunExecution implements LiveRun {
     });
     const timeout = setTimeout(() => this.stop('timeout'), Math.max(0, deps.config.RUN_TIMEOUT_MS));
     const poll = setInterval(() => void this.pollRun(), deps.config.RUN_POLL_MS);
+    const disk = setInterval(() => void this.checkDisk(), deps.config.SANDBOX_DISK_CHECK_MS);
     try {
       return await this.work();
     } catch (err) {
@@ -235,6 +238,7 @@ class RunExecution implements LiveRun {
     } finally {
       clearTimeout(timeout);
       clearInterval(poll);
+      clearInterval(disk);
       if (this.killTimer) clearTimeout(this.killTimer);
       signals.unsubscribe();
       if (this.isFenced) this.log.info({ attempt: this.attempt }, 'fenced: a newer attempt holds the run; leaving it');
@@ -244,7 +248,8 @@ class RunExecution implements LiveRun {
         // left running it would go on acting in a workspace that is no longer this attempt's. A
         // cancelled or timed-out run takes its harness with it too, also when the stop came while
         // the harness was still starting and no turn had begun.
-        const stopped = this.stopReason === 'cancel' || this.stopReason === 'timeout';
+        const stopped =
+          this.stopReason === 'cancel' || this.stopReason === 'timeout' || this.stopReason === 'disk_full';
         if (this.isFenced || stopped) await this.deps.sessions.discard(job.thread_id, this.session);
         else {
           // Kept warm for the thread's next run, and nothing else: what the agent left running goes.
@@ -328,7 +333,12 @@ class RunExecution implements LiveRun {
     if (this.killTimer) clearTimeout(this.killTimer);
     // A stopped turn takes its harness with it (process group and all), so nothing the agent
     // started keeps running; the next run resumes the session in a new process.
-    if (!outcome.alive || this.stopReason === 'cancel' || this.stopReason === 'timeout') {
+    if (
+      !outcome.alive ||
+      this.stopReason === 'cancel' ||
+      this.stopReason === 'timeout' ||
+      this.stopReason === 'disk_full'
+    ) {
       await deps.sessions.discard(job.thread_id, this.session);
     }
     // Taken over meanwhile (this runner was thought dead): the workspace is the new attempt's now.
@@ -340,9 +350,13 @@ class RunExecution implements LiveRun {
       return { kind: 'nak', delayMs: 0 };
     }
 
-    const decision = decideOutcome(outcome, outcome.stoppedDuringTurn, deps.config.RUN_TIMEOUT_MS);
+    const decision = decideOutcome(outcome, outcome.stoppedDuringTurn, {
+      timeoutMs: deps.config.RUN_TIMEOUT_MS,
+      diskMaxBytes: deps.config.SANDBOX_DISK_MAX_BYTES,
+    });
     try {
-      await this.report(decision.to, outcome);
+      // A sandbox past its bound is not committed (nor pushed): the next run starts from the branch as it was.
+      if (outcome.stoppedDuringTurn !== 'disk_full') await this.report(decision.to, outcome);
     } catch (err) {
       if (err instanceof SandboxTakenError) return this.sandboxTaken(err);
       throw err;
@@ -681,6 +695,26 @@ class RunExecution implements LiveRun {
     }
   }
 
+  /** Stops the turn once the sandbox holds more than SANDBOX_DISK_MAX_BYTES (measured while a turn runs). */
+  private async checkDisk(): Promise<void> {
+    const sandbox = this.sandbox;
+    if (!sandbox || !this.turnStarted || this.turnEnded || this.stopReason || this.measuringDisk) return;
+    this.measuringDisk = true;
+    try {
+      const used = await this.deps.sandboxes.diskUsage(sandbox);
+      const max = this.deps.config.SANDBOX_DISK_MAX_BYTES;
+      if (used <= max || this.stopReason) return;
+      this.log.warn({ used_bytes: used, max_bytes: max }, 'the sandbox grew past its bound on disk; stopping the run');
+      await this.deps.sandboxes.outgrown(sandbox);
+      this.stop('disk_full');
+    } catch (err) {
+      if (err instanceof SandboxTakenError) return;
+      this.log.warn({ err }, 'the sandbox’s size could not be measured');
+    } finally {
+      this.measuringDisk = false;
+    }
+  }
+
   /** This attempt, as the sandbox takes it: whether it still holds the run is asked of the runs service. */
   private sandboxClaim(): SandboxClaim {
     return {
@@ -718,6 +752,8 @@ class RunExecution implements LiveRun {
         return { kind: 'nak', delayMs: 0 };
       case 'timeout':
         return this.finish({ to: 'failed', error: TIMEOUT_ERROR(this.deps.config.RUN_TIMEOUT_MS) });
+      case 'disk_full':
+        return this.finish({ to: 'failed', error: DISK_FULL_ERROR(this.deps.config.SANDBOX_DISK_MAX_BYTES) });
       default:
         return this.finish({ to: 'cancelled' });
     }

@@ -1,7 +1,9 @@
+import { execFile } from 'node:child_process';
 import { createHash, randomBytes } from 'node:crypto';
 import { existsSync } from 'node:fs';
 import { mkdir, readFile, rename, rm, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
+import { promisify } from 'node:util';
 import type { RunJob, RunRepository, SandboxStatus } from '@threadwork/contracts';
 import type { Logger } from '@threadwork/platform';
 import { killTree, startTime } from '../harness/processes.js';
@@ -27,6 +29,8 @@ import {
 // a repository of its own on the thread branch (objects borrowed from the runner's), made anew for
 // every run, which the runner never reads.
 
+const execFileAsync = promisify(execFile);
+
 const STATE_FILE = 'threadwork.json';
 const HARNESS_HOME = 'codex-home';
 const GIT_DIRS = 'git';
@@ -48,6 +52,8 @@ interface SandboxState {
   /** The harness process serving the session, by pid and start time (so a reused pid is not taken for it). */
   harness?: { pid: number; start_time: string } | null;
   repos: Record<string, RepoState>;
+  /** A run found the sandbox past its bound on disk: the next one rebuilds the workspaces. */
+  outgrown?: boolean;
 }
 
 export interface LocalSandboxOptions {
@@ -87,6 +93,7 @@ export class LocalSandboxProvider implements SandboxProvider {
     const dir = join(this.options.root, folderName(job.thread_id));
     const take = await SandboxTake.take(dir, claim);
     const existing = await this.readState(dir);
+    if (existing?.outgrown) await this.rebuild(dir, existing, take);
     const state: SandboxState = existing ?? {
       sandbox_id: `sbx_${randomBytes(16).toString('hex')}`,
       thread_id: job.thread_id,
@@ -169,6 +176,39 @@ export class LocalSandboxProvider implements SandboxProvider {
       this.options.logger.error({ thread_id: sandbox.threadId, pid: recorded.pid }, 'the old harness did not exit');
     }
     return true;
+  }
+
+  async diskUsage(sandbox: Sandbox): Promise<number> {
+    // du measures blocks in use, so sparse files count for what they take; -x stays on this disk.
+    const { stdout } = await execFileAsync('du', ['-s', '-B1', '-x', '--', sandbox.dir], { timeout: 60_000 });
+    const bytes = Number(stdout.split('\t')[0]);
+    if (!Number.isFinite(bytes)) throw new Error(`du answered ${stdout.slice(0, 100)}`);
+    return bytes;
+  }
+
+  async outgrown(sandbox: Sandbox): Promise<void> {
+    const state = await this.readState(sandbox.dir);
+    if (!state) throw new SandboxError(`sandbox ${sandbox.id} has no state file`);
+    await this.writeState(sandbox.dir, { ...state, outgrown: true }, sandbox.take);
+  }
+
+  /**
+   * Empties a sandbox that grew past its bound: its workspaces and the runner's git directories go
+   * (the repositories are cloned again, on the thread branch as last pushed), and so does what the
+   * agent kept in its HOME; the harness's home, with the conversation, stays.
+   */
+  private async rebuild(dir: string, state: SandboxState, take: SandboxTake): Promise<void> {
+    this.options.logger.warn({ thread_id: state.thread_id }, 'rebuilding a sandbox that grew past its bound on disk');
+    for (const repo of Object.values(state.repos)) {
+      take.check();
+      await rm(join(dir, repo.dir), { recursive: true, force: true });
+      await rm(gitDirOf(dir, repo.dir), { recursive: true, force: true });
+    }
+    take.check();
+    await rm(join(dir, AGENT_HOME), { recursive: true, force: true });
+    state.repos = {};
+    delete state.outgrown;
+    await this.writeState(dir, state, take);
   }
 
   status(threadId: string): SandboxStatus | null {

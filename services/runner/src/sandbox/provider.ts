@@ -86,6 +86,13 @@ export interface SandboxProvider {
    * acting in a workspace that is now another run's.
    */
   stopHarness(sandbox: Sandbox): Promise<boolean>;
+  /** Bytes the sandbox takes on disk now. */
+  diskUsage(sandbox: Sandbox): Promise<number>;
+  /**
+   * Marks the sandbox as grown past its bound: the next run rebuilds its workspaces (from the
+   * thread branch as last pushed) and empties the agent's HOME; the harness's session is kept.
+   */
+  outgrown(sandbox: Sandbox): Promise<void>;
   /** The sandbox's last published status on this runner. */
   status(threadId: string): SandboxStatus | null;
   /** Marks the sandbox reclaimed after idling (its workspace stays, for the next run to continue in). */
