@@ -65,6 +65,8 @@ beforeAll(async () => {
       CODEX_SANDBOX_MODE: 'workspace-write',
       SANDBOX_PIDS_MAX: '256',
       SANDBOX_TMP_MAX_BYTES: String(64 * 2 ** 20),
+      SANDBOX_DISK_MAX_BYTES: String(128 * 2 ** 20),
+      SANDBOX_DISK_CHECK_MS: '500',
       SANDBOX_EGRESS: 'allowlist',
       SANDBOX_EGRESS_ALLOW: `localhost:${mirrorPort}`,
     },
@@ -280,6 +282,25 @@ describe('an agent in its jail', () => {
     expect(ready?.layers).toContain('pids-max-256-cgroup');
     // Meanwhile and after, the runner serves others as before.
     const after = await attack('after-bomb', 'echo "still working"');
+    expect(after.found).toContain('still working');
+  });
+
+  it('cannot fill the runner’s disk: its run fails once its sandbox passes its bound, with nothing committed', async () => {
+    attacks.set('diskfill', 'head -c 400M /dev/zero > fill.bin; sleep 120');
+    const repo = uniqueId('jail');
+    const repositoryId = await cluster.addRepo(user, repo);
+    const thread = await createThread(cluster, user, { repository_id: repositoryId, prompt: 'ATTACK diskfill' });
+    const run = await waitForTerminal(cluster, user, thread.run_id, 120_000);
+    expect(run.status).toBe('failed');
+    expect(run.error?.code).toBe('sandbox_disk_full');
+    const log = cluster
+      .runners()[0]!
+      .output()
+      .split('\n')
+      .filter((line) => line.includes(thread.run_id) && line.includes('grew past its bound on disk'));
+    expect(log).toHaveLength(1);
+    // The runner serves others as before.
+    const after = await attack('after-fill', 'echo "still working"');
     expect(after.found).toContain('still working');
   });
 
