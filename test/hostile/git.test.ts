@@ -63,10 +63,45 @@ function subvertGit(): string {
   ].join('\n');
 }
 
+/**
+ * A repository nested in the workspace, whose own config names a clean filter and an fsmonitor,
+ * set after its commit (so the agent's git never runs them): any git that checks the nested
+ * repository for changes — as `git add`, `status` and `commit` of the workspace do for a
+ * submodule — runs them, outside the jail if that git is the runner's.
+ */
+function nestRepository(): string {
+  const write = (path: string, content: string) => `cat > ${path} <<'EOF'\n${content}\nEOF\nchmod +x ${path}`;
+  return [
+    'set -e',
+    'git init -q vendored',
+    'echo data > vendored/f.txt',
+    "echo '* filter=evil' > vendored/.gitattributes",
+    'git -C vendored add .',
+    'git -C vendored -c user.email=a@b -c user.name=a commit -qm vendored',
+    write('vendored/.git/evil-filter', markScript('nested-filter')),
+    'git -C vendored config filter.evil.clean "$PWD/vendored/.git/evil-filter"',
+    write('vendored/.git/evil-fsmonitor', markScript('nested-fsmonitor')),
+    'git -C vendored config core.fsmonitor "$PWD/vendored/.git/evil-fsmonitor"',
+    'echo outer > outer.txt',
+    'echo nested',
+  ].join('\n');
+}
+
 const scripts = new Map<string, FakeScript>([
   [
     'SUBVERT',
     (req) => (req.toolOutputsSinceLastUser.length === 0 ? [shell(subvertGit())] : [say('Planted everything.')]),
+  ],
+  [
+    'NEST',
+    (req) => (req.toolOutputsSinceLastUser.length === 0 ? [shell(nestRepository())] : [say('Nested a repository.')]),
+  ],
+  [
+    'TOUCH',
+    (req) =>
+      req.toolOutputsSinceLastUser.length === 0
+        ? [shell('echo more >> vendored/f.txt && echo more >> outer.txt')]
+        : [say('Changed the nested repository.')],
   ],
 ]);
 
@@ -114,6 +149,35 @@ describe('the runner’s git, against an agent that subverts the workspace repos
     // And the agent's next run finds a repository of its own again: the planted hooks are gone.
     const workspace = join(cluster.sandboxRoot, thread.id, name);
     expect(existsSync(join(workspace, '.git', 'hooks', 'pre-push'))).toBe(false);
+  });
+});
+
+describe('a repository the agent nests in its workspace', () => {
+  it('is left out of what the runner commits, and nothing of its config runs', async () => {
+    const name = `nested-${Date.now()}`;
+    const repositoryId = await cluster.addRepo(user, name);
+    const thread = await createThread(cluster, user, { repository_id: repositoryId, prompt: 'NEST a repository' });
+    const first = await waitForTerminal(cluster, user, thread.run_id, 120_000);
+    expect(first.status, JSON.stringify(first.error)).toBe('completed');
+    // A second run changes a file of the nested repository: checking it for changes is what would
+    // run its filter.
+    const res = await cluster.fetch(`/v1/threads/${thread.id}/messages`, {
+      method: 'POST',
+      user,
+      body: JSON.stringify({ prompt: 'TOUCH the nested repository' }),
+    });
+    const { run_id } = await json<{ run_id: string }>(res);
+    const second = await waitForTerminal(cluster, user, run_id, 120_000);
+    expect(second.status, JSON.stringify(second.error)).toBe('completed');
+
+    // The marks directory is not in the jail: anything there was run outside it.
+    expect(readdirSync(marks).filter((mark) => mark.startsWith('nested-'))).toEqual([]);
+    const bare = join(cluster.reposDir, `${name}.git`);
+    const tree = execFileSync('git', ['--git-dir', bare, 'ls-tree', '-r', `threadwork/${thread.id}`], {
+      encoding: 'utf8',
+    });
+    expect(tree).toContain('outer.txt');
+    expect(tree).not.toContain('vendored');
   });
 });
 

@@ -253,16 +253,7 @@ class RunExecution implements LiveRun {
         if (this.isFenced || stopped) await this.deps.sessions.discard(job.thread_id, this.session);
         else {
           // Kept warm for the thread's next run, and nothing else: what the agent left running goes.
-          const leftovers = await this.session.stopLeftovers().catch((err: unknown) => {
-            this.log.warn({ err }, 'the processes the agent left running could not be listed');
-            return [];
-          });
-          if (leftovers.length > 0) {
-            this.log.warn(
-              { processes: leftovers.map((p) => p.slice(0, 200)) },
-              'stopped processes the agent left running',
-            );
-          }
+          await this.stopLeftovers(this.session);
           this.deps.sessions.release(job.thread_id, this.session);
         }
       }
@@ -340,6 +331,9 @@ class RunExecution implements LiveRun {
       this.stopReason === 'disk_full'
     ) {
       await deps.sessions.discard(job.thread_id, this.session);
+    } else {
+      // Before the runner's git reads the workspace, nothing of the agent's may still be changing it.
+      await this.stopLeftovers(this.session);
     }
     // Taken over meanwhile (this runner was thought dead): the workspace is the new attempt's now.
     if (!this.isFenced) await this.refresh();
@@ -692,6 +686,17 @@ class RunExecution implements LiveRun {
         return false;
       }
       throw err;
+    }
+  }
+
+  /** Kills what the agent left running in its jail, keeping the harness; logs what it killed. */
+  private async stopLeftovers(session: HarnessSession): Promise<void> {
+    const leftovers = await session.stopLeftovers().catch((err: unknown) => {
+      this.log.warn({ err }, 'the processes the agent left running could not be listed');
+      return [];
+    });
+    if (leftovers.length > 0) {
+      this.log.warn({ processes: leftovers.map((p) => p.slice(0, 200)) }, 'stopped processes the agent left running');
     }
   }
 

@@ -1,3 +1,6 @@
+import { mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import type { DiffFile, ReviewStats } from '@threadwork/contracts';
 import { parseNameStatus, parseNumstat } from '../domain/diff.js';
 import { cutAtLine } from '../domain/text.js';
@@ -27,8 +30,8 @@ export async function commitAndDiff(
   const mine = { repo: runnerRepo(repo) };
   const cwd = repo.gitDir;
   take.check();
-  await git(cwd, ['add', '-A'], mine);
-  const pending = await git(cwd, ['status', '--porcelain'], mine);
+  await addAll(repo);
+  const pending = await git(cwd, ['status', '--porcelain', '--ignore-submodules=all'], mine);
   const committed = pending.trim().length > 0;
   take.check();
   if (committed) await git(cwd, ['commit', '--quiet', '--no-verify', '-m', opts.message], mine);
@@ -63,6 +66,41 @@ export async function commitAndDiff(
     files: parseNameStatus(nameStatus),
     stats: parseNumstat(numstat),
   };
+}
+
+/**
+ * Stages the workspace as it is, but for the repositories nested in it (a `.git` below the top:
+ * one the agent made or cloned, or a submodule it checked out). Git would record each as a
+ * submodule and, to see whether it changed, run git inside it with that repository's own
+ * configuration — the agent's, filters and fsmonitor included — outside the jail. They stay out of
+ * the commit; a submodule the repository already had keeps the revision it had.
+ */
+async function addAll(repo: SandboxRepo): Promise<void> {
+  const mine = { repo: runnerRepo(repo) };
+  const cwd = repo.gitDir;
+  // Listing looks for `.git` entries only: no git runs in them. An untracked nested repository
+  // shows as its directory, `path/`.
+  const untracked = (await git(cwd, ['ls-files', '-z', '--others', '--exclude-standard'], mine))
+    .split('\0')
+    .filter((path) => path.endsWith('/'))
+    .map((path) => path.slice(0, -1));
+  const submodules = (await git(cwd, ['ls-files', '-z', '--stage'], mine))
+    .split('\0')
+    .filter((entry) => entry.startsWith('160000 '))
+    .map((entry) => entry.slice(entry.indexOf('\t') + 1));
+  const nested = [...new Set([...untracked, ...submodules])];
+  if (nested.length === 0) {
+    await git(cwd, ['add', '-A'], mine);
+    return;
+  }
+  const dir = await mkdtemp(join(tmpdir(), 'threadwork-add-'));
+  try {
+    const pathspecs = join(dir, 'pathspecs');
+    await writeFile(pathspecs, ['.', ...nested.map((path) => `:(exclude,top,literal)${path}`)].join('\0'));
+    await git(cwd, ['add', '-A', `--pathspec-from-file=${pathspecs}`, '--pathspec-file-nul'], mine);
+  } finally {
+    await rm(dir, { recursive: true, force: true });
+  }
 }
 
 /** The runner's repository for a workspace: its own git directory, the workspace as work tree. */

@@ -11,6 +11,8 @@ import { promisify } from 'node:util';
 // as its work tree (`GIT_DIR` + `GIT_WORK_TREE`). On top of that every command runs with:
 // - no system or global configuration (`GIT_CONFIG_NOSYSTEM`, `GIT_CONFIG_GLOBAL=/dev/null`);
 // - hooks and the file-system monitor off, and no credential helper but the runner's;
+// - nested repositories never looked into: a submodule's check for changes runs git in it, with
+//   its own configuration (filters, fsmonitor) — the agent's (see candidate.ts);
 // - one transport allowed: the scheme of the repository's canonical URL, which comes with the job
 //   (`https`, or `file` for the local provider), never a remote read from a repository;
 // - a token handed over by a credential helper reading a file private to that one command, never
@@ -44,6 +46,9 @@ const HARDENED = [
   ['core.fsmonitor', 'false'],
   // An empty value empties the list of helpers gathered so far (a repository's own included).
   ['credential.helper', ''],
+  ['diff.ignoreSubmodules', 'all'],
+  ['status.submoduleSummary', 'false'],
+  ['submodule.recurse', 'false'],
 ].flatMap(([key, value]) => ['-c', `${key}=${value}`]);
 
 /** The transports git may use to reach `url`: its scheme only, for the schemes a repository may have. */
