@@ -13,6 +13,11 @@ import { cpus, loadavg, tmpdir, totalmem } from 'node:os';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { parseArgs } from 'node:util';
+// autocannon (and the CommonJS packages below it) is loaded first, before anything makes a logger.
+// Loaded after one (seen on Node 20.20.2; the cause is not pinned down), those packages resolve
+// their dependencies from pnpm's hoisted copies (an ESM strip-ansi under a CommonJS string-width)
+// and fail.
+import './lib/load.mjs';
 import { startFakeModel } from '@threadwork/testing';
 import { residentMemory, mib } from './lib/proc.mjs';
 import { int, ms, summaryRow, SUMMARY_HEADER, table } from './lib/report.mjs';

@@ -143,7 +143,8 @@ export async function decide(
   } catch {
     return { ok: false, reason: 'the host name does not resolve' };
   }
-  if (internal(address) && !isListed) return { ok: false, reason: `it resolves to an internal address (${address})` };
+  // Which address is not said: the answer goes back to the agent, and the network's layout is not its to learn.
+  if (internal(address) && !isListed) return { ok: false, reason: 'it resolves to an internal address' };
   return { ok: true, address };
 }
 
