@@ -134,6 +134,7 @@ describe('an agent in its jail', () => {
         'echo "home: $(echo home > "$HOME/.probe" && cat "$HOME/.probe")"',
         'echo "tmp: $(echo tmp > /tmp/.probe && cat /tmp/.probe)"',
         '(echo "model_provider = 1" >> "$CODEX_HOME/config.toml") 2>/dev/null && echo "wrote codex config"',
+        '(echo fill > /run/threadwork/fill) 2>/dev/null && echo "wrote the gates’ directory"',
       ].join('\n'),
     );
     expect(found).toContain('uid: 1000');
@@ -141,6 +142,8 @@ describe('an agent in its jail', () => {
     expect(found).toContain('tmp: tmp');
     // Codex's sandbox keeps the agent's commands off the harness's own state (its configuration, its sessions).
     expect(found).not.toContain('wrote codex config');
+    // The gates' sockets sit in a directory of the runner's: the jail sees it read-only.
+    expect(found).not.toContain('wrote the gates’ directory');
     const events = await readLog(cluster, user, runId);
     const ready = events.map((e) => e.chunk as { type: string }).find((c) => c.type !== 'run.status');
     expect(ready).toMatchObject({ type: 'sandbox.ready', egress: 'allowlist' });

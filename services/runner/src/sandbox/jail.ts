@@ -94,7 +94,9 @@ function bwrapArgs(layout: JailLayout, programs: readonly string[]): string[] {
   for (const path of programs) args.push('--ro-bind', path, path);
   for (const path of layout.readable) args.push('--ro-bind', path, path);
   for (const path of layout.writable) args.push('--bind', path, path);
-  args.push('--bind', layout.runDir, JAIL_RUN_DIR);
+  // Read-only: connecting to a socket needs no write, and a writable one would be the agent's way
+  // to fill the runner's own temporary directory, past every bound of its sandbox.
+  args.push('--ro-bind', layout.runDir, JAIL_RUN_DIR);
   args.push('--hostname', 'sandbox', '--chdir', layout.cwd);
   return args;
 }
@@ -105,7 +107,11 @@ function programPaths(cmd: Command): string[] {
   // The native codex binary sits in `vendor/<triple>/bin/` beside the tools it ships (`path/rg`).
   if (cmd.command !== process.execPath) paths.push(dirname(dirname(cmd.command)));
   else if (cmd.args[0]) paths.push(dirname(dirname(cmd.args[0])));
-  return paths.filter((path) => !SYSTEM.some((dir) => path === dir || path.startsWith(`${dir}/`)));
+  // System directories are there already, and nothing above them (`/` for a program in `/bin`) may be.
+  return paths.filter(
+    (path) =>
+      !SYSTEM.some((dir) => path === dir || path.startsWith(`${dir}/`) || dir.startsWith(`${path}/`) || path === '/'),
+  );
 }
 
 /**
