@@ -49,6 +49,8 @@ const HARDENED = [
   ['diff.ignoreSubmodules', 'all'],
   ['status.submoduleSummary', 'false'],
   ['submodule.recurse', 'false'],
+  ['fetch.recurseSubmodules', 'false'],
+  ['push.recurseSubmodules', 'no'],
 ].flatMap(([key, value]) => ['-c', `${key}=${value}`]);
 
 /** The transports git may use to reach `url`: its scheme only, for the schemes a repository may have. */
