@@ -1,4 +1,4 @@
-import { existsSync } from 'node:fs';
+import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { Svcm } from '@nats-io/services';
 import { connect } from '@nats-io/transport-node';
@@ -32,6 +32,16 @@ describe('local stack', () => {
         'runner',
         'gateway',
       ]);
+
+      // The runner, which never uses the database or signs sessions, is told neither where the
+      // database is nor the session secret; the services that do use them are.
+      const environOf = (name: string) => {
+        const pid = info.processes.find((p) => p.name === name)!.pid;
+        return readFileSync(`/proc/${pid}/environ`, 'utf8').split('\0');
+      };
+      const withheld = /^(MONGO_URL|MONGO_DB_PREFIX|SESSION_SECRET)=/;
+      expect(environOf('runner').filter((v) => withheld.test(v))).toEqual([]);
+      expect(environOf('gateway').filter((v) => withheld.test(v)).length).toBe(3);
 
       // Every service with request/reply endpoints answers a NATS service PING.
       const nc = await connect({ servers: info.natsUrl });

@@ -230,7 +230,7 @@ async function main() {
 
   for (const name of SERVICES) {
     if (stopping) return;
-    started.push(startService(name, env));
+    started.push(startService(name, environmentOf(name, env)));
   }
 
   const gatewayUrl = `http://localhost:${port}`;
@@ -262,3 +262,13 @@ main().catch(async (err) => {
   say(`failed to start: ${err.message}`);
   await stopAll(1);
 });
+
+/**
+ * What one service is given: the runner never uses the database or signs sessions, so it gets
+ * neither the database's address nor the session secret (what a compromise of it could reach).
+ */
+function environmentOf(name, env) {
+  if (name !== 'runner') return env;
+  const withheld = new Set(['MONGO_URL', 'MONGO_DB_PREFIX', 'MONGO_SERVER_SELECTION_TIMEOUT_MS', 'SESSION_SECRET']);
+  return Object.fromEntries(Object.entries(env).filter(([key]) => !withheld.has(key)));
+}

@@ -296,11 +296,17 @@ describe('charts/threadwork', () => {
       expect(budgets).toHaveLength(workloads(objects).length);
     });
 
-    it('reads shared settings from the ConfigMap, with NATS and MongoDB URLs', () => {
+    it('reads shared settings from the ConfigMap, and the MongoDB URL on each service but the runner', () => {
       const [config] = byKind(objects, 'ConfigMap');
       expect(config!.data?.NATS_URL).toBe('nats://nats.nats.svc:4222');
-      expect(config!.data?.MONGO_URL).toBe('mongodb://mongo:27017/?replicaSet=rs0');
+      expect(config!.data?.MONGO_URL).toBeUndefined();
       expect(config!.data?.MONGO_DB_PREFIX).toBe('threadwork');
+      for (const workload of workloads(objects)) {
+        const url = workload.spec.template.spec.containers[0]!.env?.find((e) => e.name === 'MONGO_URL');
+        expect(url?.value, component(workload)).toBe(
+          component(workload) === 'runner' ? undefined : 'mongodb://mongo:27017/?replicaSet=rs0',
+        );
+      }
       for (const key of Object.keys(config!.data ?? {})) expect(SECRET_ENV).not.toContain(key);
       for (const workload of workloads(objects)) {
         const [container] = workload.spec.template.spec.containers;
@@ -449,7 +455,9 @@ describe('charts/threadwork', () => {
       expect(byKind(objects, 'Secret')).toEqual([]);
       for (const workload of workloads(objects)) {
         const env = workload.spec.template.spec.containers[0]!.env ?? [];
-        expect(env.find((e) => e.name === 'MONGO_URL')?.valueFrom?.secretKeyRef?.name).toBe('threadwork-mongodb');
+        const url = env.find((e) => e.name === 'MONGO_URL');
+        if (component(workload) === 'runner') expect(url).toBeUndefined();
+        else expect(url?.valueFrom?.secretKeyRef?.name).toBe('threadwork-mongodb');
       }
       const gateway = workloads(objects).find((w) => component(w) === 'gateway')!;
       const session = gateway.spec.template.spec.containers[0]!.env!.find((e) => e.name === 'SESSION_SECRET');
@@ -458,6 +466,23 @@ describe('charts/threadwork', () => {
         key: 'SESSION_SECRET',
         optional: false,
       });
+    });
+
+    it('lets every service but the runner reach MongoDB, and the runner nothing of the cluster on 443', () => {
+      const policies = byKind<Policy & { spec: { podSelector: { matchExpressions?: { values: string[] }[] } } }>(
+        objects,
+        'NetworkPolicy',
+      );
+      const toMongo = policies.filter((p) => (p.spec.egress ?? []).some((r) => r.ports?.some((q) => q.port === 27017)));
+      expect(toMongo).toHaveLength(1);
+      expect(toMongo[0]!.spec.podSelector.matchExpressions?.[0]?.values.sort()).toEqual([...DEPLOYMENTS].sort());
+      const runner = policies.find((p) => p.metadata.name.endsWith('runner-egress'))!;
+      const blocks = (runner.spec.egress ?? []).flatMap((r) => r.to ?? []) as {
+        ipBlock?: { cidr: string; except?: string[] };
+      }[];
+      expect(blocks.map((b) => b.ipBlock?.except)).toEqual([
+        expect.arrayContaining(['10.0.0.0/8', '172.16.0.0/12', '192.168.0.0/16', '169.254.0.0/16']),
+      ]);
     });
 
     it('narrows NATS and MongoDB egress to their namespaces and the gateway to the ingress controller', () => {

@@ -99,12 +99,18 @@ Argument: (dict "root" $ "name" "gateway" "svc" .Values.gateway).
 {{- $v := $root.Values -}}
 - name: OTEL_SERVICE_NAME
   value: {{ printf "threadwork-%s" .name | quote }}
+{{- /* The runner never uses the database, so it is not told where it is. */ -}}
+{{- if ne .name "runner" }}
 {{- if $v.mongodb.existingSecret }}
 - name: MONGO_URL
   valueFrom:
     secretKeyRef:
       name: {{ $v.mongodb.existingSecret }}
       key: {{ $v.mongodb.existingSecretKey }}
+{{- else }}
+- name: MONGO_URL
+  value: {{ $v.mongodb.url | quote }}
+{{- end }}
 {{- end }}
 {{- if eq .name "gateway" }}
 - name: PORT

@@ -44,10 +44,20 @@ export const env = {
  */
 export const DEFAULT_MONGO_SERVER_SELECTION_TIMEOUT_MS = 3_000;
 
-/** Settings every service shares. Spread into a service's own schema. */
-export const baseConfigShape = {
+/** Settings every service shares, the runner included. Spread into a service's own schema. */
+export const processConfigShape = {
   /** NATS server URL(s), comma-separated. */
   NATS_URL: z.string().min(1).default('nats://127.0.0.1:4222'),
+  /** pino level. */
+  LOG_LEVEL: env.logLevel(),
+  /** Port of the /healthz and /readyz endpoints; 0 disables them (tests, local stack). */
+  HEALTH_PORT: env.port(0),
+  /** How long SIGTERM waits for in-flight work before the process exits. */
+  SHUTDOWN_TIMEOUT_MS: env.duration(10_000),
+};
+
+/** Settings of a service that owns collections: the database. The runner has none (least privilege). */
+export const databaseConfigShape = {
   /** MongoDB connection string (FerretDB works for development and tests). */
   MONGO_URL: z.string().min(1).default('mongodb://127.0.0.1:27017/'),
   /** Prefix of every database name this deployment uses; tests set a unique one per run. */
@@ -60,13 +70,12 @@ export const baseConfigShape = {
    * `unavailable` (the API answers 503). Keep it below the gateway's REQUEST_TIMEOUT_MS.
    */
   MONGO_SERVER_SELECTION_TIMEOUT_MS: z.coerce.number().int().min(1).default(DEFAULT_MONGO_SERVER_SELECTION_TIMEOUT_MS),
-  /** pino level. */
-  LOG_LEVEL: env.logLevel(),
-  /** Port of the /healthz and /readyz endpoints; 0 disables them (tests, local stack). */
-  HEALTH_PORT: env.port(0),
-  /** How long SIGTERM waits for in-flight work before the process exits. */
-  SHUTDOWN_TIMEOUT_MS: env.duration(10_000),
 };
 
+/** Settings of a service that owns collections. */
+export const baseConfigShape = { ...processConfigShape, ...databaseConfigShape };
+
+export const ProcessConfig = z.object(processConfigShape);
+export type ProcessConfig = z.output<typeof ProcessConfig>;
 export const BaseConfig = z.object(baseConfigShape);
 export type BaseConfig = z.output<typeof BaseConfig>;

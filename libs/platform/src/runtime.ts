@@ -1,7 +1,7 @@
 import type { JetStreamClient, JetStreamManager } from '@nats-io/jetstream';
 import type { NatsConnection } from '@nats-io/nats-core';
 import type { Db, MongoClient } from 'mongodb';
-import type { BaseConfig } from './config.js';
+import { DEFAULT_MONGO_SERVER_SELECTION_TIMEOUT_MS, type BaseConfig, type ProcessConfig } from './config.js';
 import { Lifecycle, startHealthServer } from './lifecycle.js';
 import { createLogger, type Logger } from './logger.js';
 import { connectMongo, mongoCall, serviceDbName } from './mongo.js';
@@ -33,7 +33,8 @@ export interface Runtime {
 
 export interface RuntimeOptions<M extends boolean> {
   name: string;
-  config: BaseConfig;
+  /** A service that owns collections has the database settings too. */
+  config: M extends true ? BaseConfig : ProcessConfig;
   /** Does this service own collections? The runner, for one, does not. */
   mongo: M;
   logger?: Logger;
@@ -54,7 +55,7 @@ export async function startRuntime({
   config,
   mongo: wantMongo,
   logger: given,
-}: RuntimeOptions<boolean>): Promise<Runtime> {
+}: RuntimeOptions<true> | RuntimeOptions<false>): Promise<Runtime> {
   const telemetry = startTelemetry(`threadwork-${name}`);
   const logger = given ?? createLogger({ service: name, level: config.LOG_LEVEL });
   const lifecycle = new Lifecycle(logger);
@@ -69,7 +70,11 @@ export async function startRuntime({
 
     let mongo: MongoClient | undefined;
     let db: Db | undefined;
-    if (wantMongo) {
+    const timeoutMs =
+      'MONGO_SERVER_SELECTION_TIMEOUT_MS' in config
+        ? config.MONGO_SERVER_SELECTION_TIMEOUT_MS
+        : DEFAULT_MONGO_SERVER_SELECTION_TIMEOUT_MS;
+    if (wantMongo && 'MONGO_URL' in config) {
       mongo = await connectMongo({
         url: config.MONGO_URL,
         appName: `threadwork-${name}`,
@@ -82,11 +87,11 @@ export async function startRuntime({
 
     if (config.HEALTH_PORT > 0) {
       const health = await startHealthServer(config.HEALTH_PORT, async () => {
-        if (!(await natsAnswers(nc, config.MONGO_SERVER_SELECTION_TIMEOUT_MS))) return false;
+        if (!(await natsAnswers(nc, timeoutMs))) return false;
         // Bounded: a database that stopped answering makes the service not ready, not the probe hang.
         const database = db;
         if (database) {
-          await mongoCall(() => database.command({ ping: 1 }), { timeoutMs: config.MONGO_SERVER_SELECTION_TIMEOUT_MS });
+          await mongoCall(() => database.command({ ping: 1 }), { timeoutMs });
         }
         return true;
       });

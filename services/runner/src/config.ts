@@ -1,6 +1,6 @@
 import { hostname } from 'node:os';
 import { Id } from '@threadwork/contracts';
-import { baseConfigShape, env } from '@threadwork/platform';
+import { env, processConfigShape } from '@threadwork/platform';
 import { z } from 'zod';
 import { egressRuleProblem } from './sandbox/egress.js';
 
@@ -8,7 +8,8 @@ const MIB = 1024 * 1024;
 
 export const RunnerConfig = z
   .object({
-    ...baseConfigShape,
+    // No database settings: the runner never uses it, so it is never given a way in.
+    ...processConfigShape,
     /** Root folder of the local sandbox provider: one workspace per thread. Created if missing. */
     SANDBOX_ROOT: z.string().min(1).default('/tmp/threadwork-sandboxes'),
     /** Who claims runs (stored on the run's attempt); one per runner process. */
