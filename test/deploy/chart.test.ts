@@ -568,6 +568,18 @@ describe('charts/threadwork', () => {
     });
   });
 
+  describe('harnesses', () => {
+    it('tells threads and runs which harnesses the runners serve', () => {
+      const objects = render([...REQUIRED, '--set', 'harnesses={codex,claude-code}']);
+      expectValid(objects);
+      for (const workload of workloads(objects)) {
+        const value = workload.spec.template.spec.containers[0]!.env?.find((e) => e.name === 'HARNESSES')?.value;
+        const name = component(workload)!;
+        expect(value, name).toBe(['threads', 'runs'].includes(name) ? 'codex,claude-code' : undefined);
+      }
+    });
+  });
+
   describe('other values', () => {
     it('renders a Secret from values only when asked to', () => {
       const objects = render([

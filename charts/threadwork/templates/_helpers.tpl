@@ -140,6 +140,10 @@ Argument: (dict "root" $ "name" "gateway" "svc" .Values.gateway).
 {{ include "threadwork.secretEnv" (dict "root" $root "env" "GITHUB_CLIENT_SECRET" "ref" "githubApp" "key" $app.clientSecretKey "optional" true) }}
 {{ include "threadwork.secretEnv" (dict "root" $root "env" "GITHUB_WEBHOOK_SECRET" "ref" "githubWebhook" "key" $v.secrets.githubWebhook.key "optional" true) }}
 {{- end }}
+{{- if or (eq .name "threads") (eq .name "runs") }}
+- name: HARNESSES
+  value: {{ join "," $v.harnesses | quote }}
+{{- end }}
 {{- if eq .name "runner" }}
 - name: SANDBOX_ROOT
   value: /var/lib/threadwork/sandboxes

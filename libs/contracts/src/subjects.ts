@@ -1,3 +1,4 @@
+import { z } from 'zod';
 // NATS subjects are built here and nowhere else, so publisher and subscriber cannot drift apart.
 
 /** Thrown when a value cannot be one token of a subject. */
@@ -110,3 +111,31 @@ export const SERVICES = {
 } as const;
 
 export type ServiceName = keyof typeof SERVICES;
+
+/**
+ * The harnesses a deployment serves, as configured (`HARNESSES`): comma-separated ids, each usable
+ * as the one NATS subject token of its RUN_JOBS subject. Default: `codex`.
+ */
+export const harnessList = z
+  .string()
+  .default('codex')
+  .transform((value) =>
+    value
+      .split(',')
+      .map((h) => h.trim())
+      .filter(Boolean),
+  )
+  .pipe(
+    z
+      .array(
+        z.string().refine((h) => {
+          try {
+            subjects.runJobs(h);
+            return true;
+          } catch {
+            return false;
+          }
+        }, 'each must be usable as one NATS subject token'),
+      )
+      .min(1, 'name at least one harness'),
+  );

@@ -1,29 +1,37 @@
-import { Id, subjects } from '@threadwork/contracts';
+import { harnessList, Id, subjects } from '@threadwork/contracts';
 import { baseConfigShape, env } from '@threadwork/platform';
 import { z } from 'zod';
 
-export const RunsConfig = z.object({
-  ...baseConfigShape,
-  /** How long a run's events are kept in RUN_EVENTS (0 = until other limits apply). */
-  RUN_EVENTS_MAX_AGE_MS: env.duration(30 * 24 * 60 * 60 * 1000),
-  /** Harness of a run whose admission names none; also the RUN_JOBS subject its job goes to. */
-  DEFAULT_HARNESS: Id.refine(isSubjectToken, 'must be usable as one NATS subject token').default('codex'),
-  /** Model of a run whose admission names none. */
-  DEFAULT_MODEL: Id.default('gpt-5-codex'),
-  /** Reasoning effort of a run whose admission names none. */
-  DEFAULT_REASONING_EFFORT: Id.default('medium'),
-  /**
-   * How many runners may claim one run (the first claim included). A job redelivered after the
-   * last one fails the run with `runner_lost` instead of being tried again.
-   */
-  RUN_MAX_ATTEMPTS: z.coerce.number().int().min(1).max(100).default(3),
-  /**
-   * An admission writes the thread's slot before the run; if it dies in between, the slot names a
-   * run that does not exist. Another admission frees such a slot once it is this old, so a crash
-   * cannot leave a thread busy forever. Far longer than any admission takes.
-   */
-  ORPHAN_SLOT_AFTER_MS: env.duration(60_000),
-});
+export const RunsConfig = z
+  .object({
+    ...baseConfigShape,
+    /** How long a run's events are kept in RUN_EVENTS (0 = until other limits apply). */
+    RUN_EVENTS_MAX_AGE_MS: env.duration(30 * 24 * 60 * 60 * 1000),
+    /** Harness of a run whose admission names none; also the RUN_JOBS subject its job goes to. */
+    DEFAULT_HARNESS: Id.refine(isSubjectToken, 'must be usable as one NATS subject token').default('codex'),
+    /** The harnesses this deployment's runners serve: a run for another is refused. */
+    HARNESSES: harnessList,
+    /** Model of a run whose admission names none. */
+    DEFAULT_MODEL: Id.default('gpt-5-codex'),
+    /** Reasoning effort of a run whose admission names none. */
+    DEFAULT_REASONING_EFFORT: Id.default('medium'),
+    /**
+     * How many runners may claim one run (the first claim included). A job redelivered after the
+     * last one fails the run with `runner_lost` instead of being tried again.
+     */
+    RUN_MAX_ATTEMPTS: z.coerce.number().int().min(1).max(100).default(3),
+    /**
+     * An admission writes the thread's slot before the run; if it dies in between, the slot names a
+     * run that does not exist. Another admission frees such a slot once it is this old, so a crash
+     * cannot leave a thread busy forever. Far longer than any admission takes.
+     */
+    ORPHAN_SLOT_AFTER_MS: env.duration(60_000),
+  })
+  .superRefine((config, ctx) => {
+    if (!config.HARNESSES.includes(config.DEFAULT_HARNESS)) {
+      ctx.addIssue({ code: 'custom', path: ['DEFAULT_HARNESS'], message: 'must be one of HARNESSES' });
+    }
+  });
 export type RunsConfig = z.output<typeof RunsConfig>;
 
 function isSubjectToken(value: string): boolean {

@@ -6,15 +6,17 @@ import { admission, failure, readLog, startHarness, statusLog, type Harness } fr
 
 describe('runs admission', () => {
   let h: Harness;
+  /** A harness of this file's own, so that its jobs have a RUN_JOBS subject nothing else uses. */
+  const ownHarness = uniqueId('h');
   beforeAll(async () => {
-    h = await startHarness();
+    h = await startHarness({ HARNESSES: `codex,${ownHarness}` });
   });
   afterAll(async () => {
     await h?.stop();
   });
 
   it('admits a queued run with server defaults, its job on RUN_JOBS and a queued event in its log', async () => {
-    const harness = uniqueId('h');
+    const harness = ownHarness;
     const req = admission({ harness });
     const { run, created } = await request(h.nc, rpc.runs.admit, req);
     expect(created).toBe(true);
@@ -155,6 +157,20 @@ describe('runs admission', () => {
 
     const again = await request(h.nc, rpc.runs.cancel, { owner_id: req.owner_id, run_id: run.id });
     expect(again).toEqual({ run: cancelled.run, requested: false });
+  });
+
+  it('refuses a harness the deployment does not serve, and writes nothing', async () => {
+    const req = admission({ harness: 'claude-code' });
+    const err = await failure(request(h.nc, rpc.runs.admit, req));
+    expect(err.code).toBe('invalid_request');
+    expect(err.message).toBe(`harness: not a harness this deployment serves (codex, ${ownHarness})`);
+    // The thread is not held: the same thread takes a run of a harness that is served.
+    const served = await request(h.nc, rpc.runs.admit, {
+      ...req,
+      admission_key: `${req.admission_key}-2`,
+      harness: 'codex',
+    });
+    expect(served.created).toBe(true);
   });
 
   it('rejects a harness or run id that cannot be a subject token', async () => {

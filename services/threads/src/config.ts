@@ -1,8 +1,11 @@
+import { harnessList } from '@threadwork/contracts';
 import { baseConfigShape, env } from '@threadwork/platform';
 import { z } from 'zod';
 
 export const ThreadsConfig = z.object({
   ...baseConfigShape,
+  /** The harnesses this deployment's runners serve: a thread asking for another is refused (400). */
+  HARNESSES: harnessList,
   /**
    * How long a `client_request_id` stays bound to its request: a replay within this window gets
    * the first answer; after it the id is free again (24 hours, as Stripe keeps its keys).

@@ -17,7 +17,7 @@ export async function startThreads(config: ThreadsConfig): Promise<StartedServic
   return bootService(runtime, async ({ db, nc, logger }) => {
     const store = createThreadsStore(db, { idempotencyTtlMs: config.IDEMPOTENCY_TTL_MS });
     await store.ensureIndexes();
-    const deps = { store, peers: createPeers(nc), logger };
+    const deps = { store, peers: createPeers(nc), logger, harnesses: config.HARNESSES };
 
     if (config.SWEEP_INTERVAL_MS > 0) {
       let sweeping = false;

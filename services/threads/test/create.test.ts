@@ -168,6 +168,27 @@ describe('threads.create', () => {
     expect(h.runs.admissions.filter((a) => a.owner_id === owner)).toEqual([]);
   });
 
+  it('refuses a harness the deployment does not serve, naming the ones it does, and creates nothing', async () => {
+    const owner = h.newOwner();
+    const err = await h.callError(rpc.threads.create, {
+      owner_id: owner,
+      view: 'thread',
+      body: { repository_id: 101, prompt: 'Go', harness: 'claude-code' },
+    });
+    expect(err.code).toBe('invalid_request');
+    expect(err.message).toBe('body.harness: not a harness this deployment serves (codex)');
+    expect(await countFor('threads', { owner_id: owner })).toBe(0);
+    expect(await countFor('projects', { owner_id: owner })).toBe(0);
+    expect(h.runs.admissions.filter((a) => a.owner_id === owner)).toEqual([]);
+    // The one it serves is taken.
+    const served = await h.call(rpc.threads.create, {
+      owner_id: owner,
+      view: 'thread',
+      body: { repository_id: 101, prompt: 'Go', harness: 'codex' },
+    });
+    expect(served).toMatchObject({ harness: 'codex' });
+  });
+
   it('answers the same ids for the same client_request_id and body, and a conflict for another body', async () => {
     const owner = h.newOwner();
     const body = { repository_id: 101, prompt: 'Once', client_request_id: 'req-1' };

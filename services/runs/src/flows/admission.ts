@@ -1,5 +1,12 @@
 import { subjects, type AdmitRequest } from '@threadwork/contracts';
-import { activeTraceId, AppError, isDuplicateKeyError, publishJson, unavailable } from '@threadwork/platform';
+import {
+  activeTraceId,
+  AppError,
+  invalidRequest,
+  isDuplicateKeyError,
+  publishJson,
+  unavailable,
+} from '@threadwork/platform';
 import { newId } from '../ids.js';
 import { latestSlot, toJob, type RunDoc } from '../store/runs.js';
 import { subjectOrInvalid, type RunsContext } from './context.js';
@@ -20,6 +27,9 @@ const SLOT_TRIES = 5;
 
 export async function admitRun(ctx: RunsContext, req: AdmitRequest): Promise<{ run: RunDoc; created: boolean }> {
   const harness = req.harness ?? ctx.config.DEFAULT_HARNESS;
+  if (!ctx.config.HARNESSES.includes(harness)) {
+    throw invalidRequest(`harness: not a harness this deployment serves (${ctx.config.HARNESSES.join(', ')})`);
+  }
   subjectOrInvalid(() => subjects.runJobs(harness));
   if (req.run_id !== undefined) subjectOrInvalid(() => subjects.runEvents(req.run_id as string));
 

@@ -8,6 +8,8 @@ export interface Deps {
   store: ThreadsStore;
   peers: Peers;
   logger: Logger;
+  /** The harnesses the deployment serves (HARNESSES). */
+  harnesses: readonly string[];
 }
 
 export function isThreadBusy(err: unknown): boolean {

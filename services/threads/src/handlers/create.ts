@@ -1,4 +1,5 @@
 import type { CreateThreadBody, Run, Task, TaskWithRun, Thread, ThreadWithRun, View } from '@threadwork/contracts';
+import { invalidRequest } from '@threadwork/platform';
 import { messageAdmissionKey, newId, requestHash, requestKey } from '../domain/ids.js';
 import {
   baseBranches,
@@ -31,6 +32,10 @@ export async function createThread(
   { owner_id: ownerId, view, body }: { owner_id: string; view: View; body: CreateThreadBody },
 ): Promise<ThreadWithRun | TaskWithRun> {
   const { store, peers } = deps;
+  // Refused before anything is written: a job for a harness no runner serves would wait for good.
+  if (body.harness !== undefined && !deps.harnesses.includes(body.harness)) {
+    throw invalidRequest(`body.harness: not a harness this deployment serves (${deps.harnesses.join(', ')})`);
+  }
   const repositoryIds = orderedRepositoryIds(body);
   const repositories = inRequestedOrder(repositoryIds, await peers.access(ownerId, repositoryIds));
 
