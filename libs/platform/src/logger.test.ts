@@ -35,4 +35,27 @@ describe('logger', () => {
     for (const secret of ['ghs_installationtoken', 'twk_abc', 'PEM', 'sk-model']) expect(text).not.toContain(secret);
     expect(lines[0]).toMatchObject({ token: '[redacted]' });
   });
+
+  it('never writes the credentials a URL carries in its query', () => {
+    const { lines, destination } = capture();
+    createLogger({ service: 'gateway', destination }).info(
+      {
+        req: {
+          method: 'GET',
+          url: '/v1/repohost/setup?installation_id=42&setup_action=install&state=st_S3CRET&code=C0DE&Code=C1&%73tate=S2',
+          ip: '10.0.0.1',
+        },
+      },
+      'incoming request',
+    );
+    const text = JSON.stringify(lines[0]);
+    for (const secret of ['st_S3CRET', 'C0DE', 'C1', 'S2']) expect(text).not.toContain(secret);
+    expect(lines[0]).toMatchObject({
+      req: {
+        method: 'GET',
+        url: '/v1/repohost/setup?installation_id=42&setup_action=install&state=[redacted]&code=[redacted]&Code=[redacted]&%73tate=[redacted]',
+        remoteAddress: '10.0.0.1',
+      },
+    });
+  });
 });

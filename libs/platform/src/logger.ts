@@ -98,12 +98,53 @@ export async function flushLogs(timeoutMs = 1_000): Promise<void> {
   }
 }
 
+/** Query parameters that carry a credential (OAuth `code`, the install flow's `state`, tokens): never logged. */
+const SECRET_QUERY = new Set(['state', 'code', 'token', 'access_token', 'refresh_token', 'client_secret', 'key']);
+
+/** A URL as logged: the values of credential-carrying query parameters replaced. */
+export function redactUrl(url: string): string {
+  const at = url.indexOf('?');
+  if (at < 0) return url;
+  const query = url
+    .slice(at + 1)
+    .split('&')
+    .map((pair) => {
+      const [name = ''] = pair.split('=', 1);
+      let decoded = name;
+      try {
+        decoded = decodeURIComponent(name);
+      } catch {
+        // Left as it is: a name that does not decode is not one of ours.
+      }
+      return SECRET_QUERY.has(decoded.toLowerCase()) ? `${name}=[redacted]` : pair;
+    })
+    .join('&');
+  return `${url.slice(0, at)}?${query}`;
+}
+
+/** An HTTP request as logged: method, path with credentials redacted, where it came from. */
+function requestSerializer(req: {
+  method?: string;
+  url?: string;
+  id?: unknown;
+  ip?: string;
+  socket?: { remoteAddress?: string };
+}): Record<string, unknown> {
+  return {
+    method: req.method,
+    url: typeof req.url === 'string' ? redactUrl(req.url) : req.url,
+    ...(req.id !== undefined ? { id: req.id } : {}),
+    remoteAddress: req.ip ?? req.socket?.remoteAddress,
+  };
+}
+
 /** JSON logger carrying the active span's trace_id/span_id on every line. */
 export function createLogger({ service, level = 'info', destination }: LoggerConfig): Logger {
   const options: LoggerOptions = {
     level,
     base: { service },
     redact: { paths: REDACT_PATHS, censor: '[redacted]' },
+    serializers: { req: requestSerializer },
     timestamp: pino.stdTimeFunctions.isoTime,
     formatters: { level: (label) => ({ level: label }) },
     mixin() {
