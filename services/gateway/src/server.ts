@@ -138,9 +138,12 @@ async function authenticate(request: FastifyRequest, deps: GatewayDeps): Promise
   if (session === null) return null;
   const userId = verifySession(session, deps.sessionSecret, Math.floor(Date.now() / 1000));
   if (userId === null) return null;
-  // A browser session must not be usable by another site's page (CSRF): browsers say where a
-  // request comes from in Sec-Fetch-Site; the cookie's SameSite=Strict covers older ones.
-  if (!SAFE_METHODS.has(request.method) && request.headers['sec-fetch-site'] === 'cross-site') return null;
+  // A browser session must not be usable by another page (CSRF): browsers say where a request
+  // comes from in Sec-Fetch-Site, and a write must come from the API's own origin. `same-site` is
+  // not enough: a sibling subdomain is the same site, and it may be anyone's. Without the header
+  // (older browsers, clients that are not browsers) the cookie's SameSite attribute is the guard.
+  const site = request.headers['sec-fetch-site'];
+  if (!SAFE_METHODS.has(request.method) && site !== undefined && site !== 'same-origin') return null;
   return mongoCall(() => deps.identity.findUser(userId), identityLookup(deps));
 }
 

@@ -150,16 +150,21 @@ describe('gateway session cookies', () => {
     expect(res.statusCode).toBe(401);
   });
 
-  it('refuses cookie-authenticated writes from another site', async () => {
+  it('refuses cookie-authenticated writes from another origin, a sibling subdomain’s included', async () => {
     const user = await harness.identity.ensureUser(uniqueId('ivan'));
     const run = harness.world.addRun(user._id, harness.world.addThread(user._id));
     const headers = cookie(signSession(user._id, inAnHour(), SESSION_SECRET));
-    const crossSite = await app.inject({
-      method: 'POST',
-      url: `/v1/runs/${run.id}/cancel`,
-      headers: { ...headers, 'sec-fetch-site': 'cross-site' },
-    });
-    expect(crossSite.statusCode).toBe(401);
+    for (const site of ['cross-site', 'same-site', 'none']) {
+      const other = await app.inject({
+        method: 'POST',
+        url: `/v1/runs/${run.id}/cancel`,
+        headers: { ...headers, 'sec-fetch-site': site },
+      });
+      expect(other.statusCode, site).toBe(401);
+    }
+    // A read from another origin is not a write: the cookie still works for it.
+    const read = await app.inject({ url: '/v1/work', headers: { ...headers, 'sec-fetch-site': 'same-site' } });
+    expect(read.statusCode).toBe(200);
     const sameOrigin = await app.inject({
       method: 'POST',
       url: `/v1/runs/${run.id}/cancel`,
