@@ -26,6 +26,11 @@ export const RunsConfig = z
      * cannot leave a thread busy forever. Far longer than any admission takes.
      */
     ORPHAN_SLOT_AFTER_MS: env.duration(60_000),
+    /**
+     * How long a run may wait for a runner to claim it: past it the run fails `no_runner` and its
+     * thread is free again (no runner serves its harness, or none had room for that long). 0: forever.
+     */
+    RUN_QUEUE_MAX_AGE_MS: env.duration(60 * 60_000),
   })
   .superRefine((config, ctx) => {
     if (!config.HARNESSES.includes(config.DEFAULT_HARNESS)) {

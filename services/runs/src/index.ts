@@ -2,6 +2,7 @@ import { allStreams, SERVICES } from '@threadwork/contracts';
 import { bootService, ensureStream, serveRoutes, startRuntime, type StartedService } from '@threadwork/platform';
 import type { RunsConfig } from './config.js';
 import type { RunsContext } from './flows/context.js';
+import { failUnclaimedRuns } from './flows/unclaimed.js';
 import { runsRoutes } from './handlers/routes.js';
 import { observeQueueDepth } from './metrics.js';
 import { createEventLog } from './store/event-log.js';
@@ -34,6 +35,22 @@ export async function startRuns(config: RunsConfig): Promise<StartedService> {
       logger: runtime.logger,
     };
     observeQueueDepth(runtime.jsm);
+
+    if (config.RUN_QUEUE_MAX_AGE_MS > 0) {
+      let sweeping = false;
+      const timer = setInterval(
+        () => {
+          if (sweeping) return;
+          sweeping = true;
+          failUnclaimedRuns(ctx, new Date())
+            .catch((err: unknown) => runtime.logger.warn({ err }, 'unclaimed-run sweep failed; trying again'))
+            .finally(() => (sweeping = false));
+        },
+        Math.max(100, Math.min(60_000, Math.floor(config.RUN_QUEUE_MAX_AGE_MS / 2))),
+      );
+      timer.unref();
+      runtime.lifecycle.add('unclaimed-run sweep', () => clearInterval(timer));
+    }
     await serveRoutes(runtime, SERVICES.runs, runsRoutes(ctx), config.SHUTDOWN_TIMEOUT_MS);
   });
 }

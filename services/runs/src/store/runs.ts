@@ -147,6 +147,11 @@ export function createRunStore(db: Db): RunStore {
           options: { name: 'admission_key_unique', unique: true },
           serves: 'admit: find the run of an admission key; one run per admission key',
         },
+        {
+          key: { status: 1, created_at: 1 },
+          options: { name: 'status_created' },
+          serves: 'the unclaimed-run sweep: queued runs admitted before a cutoff',
+        },
       ]);
       await ensureIndexes(attempts, [
         {
