@@ -92,6 +92,27 @@ describe('an oversized request body', () => {
     expect(ok.status).toBe(200);
   });
 
+  it('to the webhook path is refused as it arrives, at what one NATS message can forward', async () => {
+    // GitHub may send up to 25 MiB; the gateway forwards a delivery in one NATS message (1 MiB by
+    // default), so it stops reading there instead of holding the whole body first.
+    const forwardable = Math.floor(((MIB - 4096) * 3) / 4);
+    const res = await fetch(`${base}/v1/repohost/webhooks`, {
+      method: 'POST',
+      headers: {
+        'content-type': 'application/json',
+        'x-github-event': 'ping',
+        'x-github-delivery': 'oversized-1',
+        'x-hub-signature-256': `sha256=${'0'.repeat(64)}`,
+      },
+      body: chunked(JSON.stringify({ padding: 'x'.repeat(16 * MIB) }), { chunkBytes: 256 * 1024 }),
+      duplex: 'half',
+    } as RequestInit);
+    expect(res.status).toBe(413);
+    expect(await res.json()).toEqual({
+      error: { code: 'payload_too_large', message: `request body is larger than ${forwardable} bytes` },
+    });
+  });
+
   it('past the discard bound costs bounded work: the connection is closed and the server goes on', async () => {
     // Declared larger than the gateway ever reads and discards (32 MiB): answered without reading.
     const outcome = await post(jsonBody(40 * MIB)).then(

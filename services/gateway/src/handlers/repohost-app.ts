@@ -89,19 +89,22 @@ export const repohostAppRoutes: RouteModule = (app, deps) => {
   void app.register(async (scope) => webhookRoute(scope, deps));
 };
 
+/** The largest body one NATS message of `maxPayload` bytes carries base64-encoded to repohost. */
+export const forwardableBytes = (maxPayload: number) => Math.floor(((maxPayload - ENVELOPE_BYTES) * 3) / 4);
+
 /**
  * In a scope of its own so that only this route takes any content type as raw bytes (the
- * signature covers them exactly) and up to GitHub's 25 MiB.
+ * signature covers them exactly), and no more of them than one NATS message can forward (GitHub
+ * sends up to 25 MiB): a larger body is refused while it arrives, never held whole.
  */
 function webhookRoute(scope: FastifyInstance, deps: HandlerDeps): void {
+  const bodyLimit = Math.min(WEBHOOK_BODY_LIMIT, forwardableBytes(deps.nc.info?.max_payload ?? 1024 * 1024));
   scope.removeAllContentTypeParsers();
-  scope.addContentTypeParser('*', { parseAs: 'buffer', bodyLimit: WEBHOOK_BODY_LIMIT }, (_request, body, done) =>
-    done(null, body),
-  );
+  scope.addContentTypeParser('*', { parseAs: 'buffer', bodyLimit }, (_request, body, done) => done(null, body));
   scope.withTypeProvider<ZodTypeProvider>().post(
     '/v1/repohost/webhooks',
     {
-      bodyLimit: WEBHOOK_BODY_LIMIT,
+      bodyLimit,
       schema: {
         summary: 'GitHub App webhook deliveries',
         description:
@@ -122,14 +125,10 @@ function webhookRoute(scope: FastifyInstance, deps: HandlerDeps): void {
     async (request, reply) => {
       const body = Buffer.isBuffer(request.body) ? request.body : Buffer.alloc(0);
       const encoded = body.toString('base64');
-      // The delivery travels to repohost in one NATS message; GitHub allows more than a default
-      // NATS server does (1 MiB), so say so plainly instead of failing later.
+      // The delivery travels to repohost in one NATS message; a server reached since may allow less.
       const maxPayload = deps.nc.info?.max_payload ?? 1024 * 1024;
       if (encoded.length + ENVELOPE_BYTES > maxPayload) {
-        throw new AppError(
-          'payload_too_large',
-          `webhook deliveries above ${Math.floor(((maxPayload - ENVELOPE_BYTES) * 3) / 4)} bytes are not accepted`,
-        );
+        throw new AppError('payload_too_large', `request body is larger than ${forwardableBytes(maxPayload)} bytes`);
       }
       const headers = request.headers as z.infer<typeof WebhookHeaders>;
       const result = await call(deps, rpc.repohost.webhook, {
