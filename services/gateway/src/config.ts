@@ -28,6 +28,8 @@ export const GatewayConfig = z
     RATE_LIMIT_PER_SECOND: z.coerce.number().positive().default(20),
     /** Requests a caller may make at once before the per-second rate applies (bucket size). */
     RATE_LIMIT_BURST: z.coerce.number().int().min(1).default(100),
+    /** Event streams and long-polls one user may hold open at once, per replica; past it 429 `rate_limited`. */
+    MAX_FOLLOWERS_PER_USER: z.coerce.number().int().min(1).default(32),
     /**
      * Key that signs `tw_session` cookies (at least 32 characters; the admin CLI must use the same
      * one). Required in production; elsewhere a random one is made at start, so cookies issued

@@ -42,6 +42,7 @@ export async function startGateway(config: GatewayConfig): Promise<Gateway> {
       nc: runtime.nc,
       requestTimeoutMs: config.REQUEST_TIMEOUT_MS,
       rateLimit: { perSecond: config.RATE_LIMIT_PER_SECOND, burst: config.RATE_LIMIT_BURST },
+      maxFollowersPerUser: config.MAX_FOLLOWERS_PER_USER,
       sessionSecret: sessionSecretOf(config, runtime.logger),
       ready: async () => {
         // Leaves the endpoint list while NATS is away instead of answering 503 to every request.

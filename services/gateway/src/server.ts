@@ -21,7 +21,7 @@ import {
 } from 'fastify-type-provider-zod';
 import { TokenBuckets, type RateLimit } from './domain/rate-limit.js';
 import { readCookie, SESSION_COOKIE, verifySession } from './domain/session.js';
-import type { HandlerDeps, RouteModule } from './handlers/common.js';
+import { Followers, type HandlerDeps, type RouteModule } from './handlers/common.js';
 import { OPERATION_IDS } from './handlers/operation-ids.js';
 import { componentsTransform } from './openapi-components.js';
 import { discardBody } from './oversized-body.js';
@@ -68,9 +68,12 @@ export interface GatewayDeps {
   sessionSecret: string;
   /** Comment frames keep idle event streams alive through proxies that cut silent connections. */
   heartbeatMs?: number;
+  /** Event streams and long-polls one user may hold open at once on this replica. */
+  maxFollowersPerUser?: number;
 }
 
 const HEARTBEAT_MS = 15_000;
+const MAX_FOLLOWERS_PER_USER = 32;
 
 /**
  * Probes come every few seconds and say nothing worth a log line. Kept out of the request log by
@@ -385,6 +388,7 @@ export async function buildServer(deps: GatewayDeps) {
     requestTimeoutMs: deps.requestTimeoutMs,
     closing: closing.signal,
     heartbeatMs: deps.heartbeatMs ?? HEARTBEAT_MS,
+    followers: new Followers(deps.maxFollowersPerUser ?? MAX_FOLLOWERS_PER_USER),
   };
   for (const routes of ROUTES) routes(app, handlerDeps);
 

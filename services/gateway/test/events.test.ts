@@ -112,6 +112,38 @@ describe('run events', () => {
     });
   }
 
+  describe('per user', () => {
+    it(
+      'holds at most MAX_FOLLOWERS_PER_USER streams and long-polls open; past it 429, and a place frees as one ends',
+      { timeout: WAIT_GUARD_MS },
+      async () => {
+        const gateway = await harness.gateway({ maxFollowersPerUser: 2 });
+        const run = newRun();
+        const poll = () => gateway.inject({ url: `/v1/runs/${run.id}/events?wait=30`, headers: alice.headers });
+        const first = poll();
+        await harness.world.pageCalled(run.id, 1);
+        const second = poll();
+        await harness.world.pageCalled(run.id, 2);
+        const third = await poll();
+        expect(third.statusCode).toBe(429);
+        expect(third.json()).toMatchObject({ error: { code: 'rate_limited' } });
+        expect(third.headers['retry-after']).toBe('1');
+        // Another user is not held back by this one.
+        const bob = await harness.caller();
+        const theirs = harness.world.addRun(bob.user._id, harness.world.addThread(bob.user._id), 'completed');
+        expect(
+          (await gateway.inject({ url: `/v1/runs/${theirs.id}/events?wait=30`, headers: bob.headers })).statusCode,
+        ).toBe(200);
+        // An event ends both waits; their places are free again.
+        await appendStored(run.id, { type: 'message.delta', item_id: 'm1', delta: 'hi' });
+        expect((await first).statusCode).toBe(200);
+        expect((await second).statusCode).toBe(200);
+        const again = await gateway.inject({ url: `/v1/runs/${run.id}/events?from=1&wait=30`, headers: alice.headers });
+        expect(again.statusCode).toBe(200);
+      },
+    );
+  });
+
   describe('long-poll', () => {
     it('answers at once without wait, with one read', async () => {
       const run = newRun();

@@ -27,6 +27,38 @@ export interface HandlerDeps {
   closing: AbortSignal;
   /** How often an idle event stream gets a `: ping` comment. */
   heartbeatMs: number;
+  /** Event streams and long-polls open at once, per user (on this replica). */
+  followers: Followers;
+}
+
+/**
+ * Counts what each user holds open that waits on the event log — streams and long-polls — so one
+ * user cannot hold every connection and subscription of a replica.
+ */
+export class Followers {
+  private readonly open = new Map<string, number>();
+
+  constructor(readonly maxPerUser: number) {}
+
+  /** Takes a place for the user, answering how to give it back; throws 429 `rate_limited` when none is left. */
+  enter(userId: string): () => void {
+    const now = this.open.get(userId) ?? 0;
+    if (now >= this.maxPerUser) {
+      throw new AppError(
+        'rate_limited',
+        `at most ${this.maxPerUser} event streams and long-polls open at once per user; close one or retry later`,
+      );
+    }
+    this.open.set(userId, now + 1);
+    let left = false;
+    return () => {
+      if (left) return;
+      left = true;
+      const rest = (this.open.get(userId) ?? 1) - 1;
+      if (rest > 0) this.open.set(userId, rest);
+      else this.open.delete(userId);
+    };
+  }
 }
 
 export type RouteModule = (app: App, deps: HandlerDeps) => void;
@@ -71,7 +103,9 @@ const errorResponses = {
   400: ErrorBody.describe('Invalid request: `error.message` names the offending field (`body.prompt: …`)'),
   401: UnauthorizedBody.describe('Missing or invalid API key or session'),
   404: ErrorBody.describe("No such resource for this caller (others' resources are reported the same way)"),
-  429: ErrorBody.describe('Rate limited (per caller, per gateway replica); `Retry-After` says when to retry'),
+  429: ErrorBody.describe(
+    'Rate limited (per caller, per gateway replica; for event streams and long-polls also their number open at once); `Retry-After` says when to retry',
+  ),
   500: ErrorBody.describe('Unexpected failure; the message never carries details'),
   503: ErrorBody.describe('A backing service did not answer in time; retry'),
 };

@@ -68,6 +68,7 @@ export const eventRoutes: RouteModule = (app, deps) => {
       const page = () => call(deps, rpc.runs.eventsPage, { owner_id, run_id, from, limit });
       if (wait <= 0) return page();
 
+      const leave = deps.followers.enter(owner_id);
       // Subscribe before reading, so an event stored between the read and the wait still wakes us.
       const live = firstLiveMessage(deps.nc, run_id);
       const gone = new AbortController();
@@ -82,6 +83,7 @@ export const eventRoutes: RouteModule = (app, deps) => {
         await live.wait(wait * 1000, gone.signal);
         return gone.signal.aborted && !deps.closing.aborted ? first : await page();
       } finally {
+        leave();
         live.close();
         request.raw.socket.off('close', onGone);
         deps.closing.removeEventListener('abort', onGone);
@@ -149,6 +151,7 @@ async function streamRunEvents(
     chain = chain.then(() => (closed ? undefined : step())).catch(fail);
   };
 
+  const leave = deps.followers.enter(ownerId);
   const subscription = followRun(deps.nc, runId, (message) => enqueue(() => onLive(message)));
   // The first read happens before the response starts, so a run that is not the caller's (or a
   // service that is down) is still answered with a JSON error and the right status.
@@ -158,6 +161,7 @@ async function streamRunEvents(
   } catch (err) {
     closed = true;
     subscription.close();
+    leave();
     throw err;
   }
 
@@ -181,6 +185,7 @@ async function streamRunEvents(
     closed = true;
     clearInterval(heartbeat);
     subscription.close();
+    leave();
     aborted.abort();
     deps.closing.removeEventListener('abort', onClosing);
   };
