@@ -15,7 +15,8 @@ describe('local stack', () => {
       existsSync(join(root, 'services', 'gateway', 'dist', 'main.js')),
       'services are built (npm test builds them)',
     ).toBe(true);
-    const stack = await startProcessStack();
+    // Accepted keys are remembered far longer than the test runs (see the revocation below).
+    const stack = await startProcessStack({ AUTH_CACHE_TTL_MS: String(5 * 60_000) });
     const base = `http://127.0.0.1:${stack.port}`;
     try {
       const health = await fetch(`${base}/healthz`);
@@ -63,6 +64,23 @@ describe('local stack', () => {
       const authed = await fetch(`${base}/v1/work`, { headers: { authorization: `Bearer ${key}` } });
       expect(authed.status).toBe(200);
       expect(await authed.json()).toEqual({ projects: [] });
+
+      // A key the CLI revokes is refused at once, though the gateway had just let it in (and
+      // remembers accepted keys for AUTH_CACHE_TTL_MS): the CLI announces the revocation on NATS.
+      const doomed = stack.admin('keys', 'create', '--user', 'alice').stdout.trim().split('\n').at(-1)!;
+      const withDoomed = { headers: { authorization: `Bearer ${doomed}` } };
+      expect((await fetch(`${base}/v1/work`, withDoomed)).status).toBe(200);
+      const revoke = stack.admin('keys', 'revoke', doomed.slice(0, 12));
+      expect(revoke.status, revoke.stderr).toBe(0);
+      expect(revoke.stderr).toBe('');
+      // The stack's gateway remembers keys for 5 minutes here: only the announcement refuses it in time.
+      const deadline = Date.now() + 60_000;
+      let refused = (await fetch(`${base}/v1/work`, withDoomed)).status;
+      while (refused !== 401 && Date.now() < deadline) {
+        await new Promise((resolve) => setTimeout(resolve, 50));
+        refused = (await fetch(`${base}/v1/work`, withDoomed)).status;
+      }
+      expect(refused).toBe(401);
 
       // A session cookie issued by the CLI is signed with the stack's own secret.
       const session = stack.admin('sessions', 'create', '--user', 'alice');

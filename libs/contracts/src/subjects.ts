@@ -47,6 +47,11 @@ export const subjects = {
   domain: (service: string, entity: string, verb: string) =>
     `evt.${subjectToken(service, 'service')}.${subjectToken(entity, 'entity')}.${subjectToken(verb, 'verb')}`,
   domainAll: 'evt.>',
+  /**
+   * Core NATS: an API key was revoked (by the admin CLI, another process). Every gateway replica
+   * forgets the keys it remembers, so the revoked one is refused at once, not a cache TTL later.
+   */
+  keysRevoked: 'gateway.keys.revoked',
 } as const;
 
 /**

@@ -45,19 +45,21 @@ export interface NatsOptions {
   servers: string;
   name: string;
   logger: Logger;
+  /** For a short-lived client (a CLI): fail after this long instead of waiting for the server for good. */
+  giveUpAfterMs?: number;
 }
 
 /**
  * Connects with unlimited reconnects: a NATS restart is an outage to ride out, not a reason to
- * exit. Status changes are logged so an operator sees the gap.
+ * exit (unless `giveUpAfterMs` says otherwise). Status changes are logged so an operator sees the gap.
  */
-export async function connectNats({ servers, name, logger }: NatsOptions): Promise<NatsConnection> {
+export async function connectNats({ servers, name, logger, giveUpAfterMs }: NatsOptions): Promise<NatsConnection> {
   const nc = await connect({
     servers: servers.split(',').map((s) => s.trim()),
     name,
-    maxReconnectAttempts: -1,
-    reconnectTimeWait: 250,
-    waitOnFirstConnect: true,
+    ...(giveUpAfterMs === undefined
+      ? { maxReconnectAttempts: -1, reconnectTimeWait: 250, waitOnFirstConnect: true }
+      : { maxReconnectAttempts: 0, waitOnFirstConnect: false, timeout: giveUpAfterMs }),
   });
   void (async () => {
     for await (const status of nc.status()) {

@@ -4,8 +4,9 @@
 import { existsSync, readFileSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import { parseArgs } from 'node:util';
-import { connectMongo, serviceDbName } from '@threadwork/platform';
+import { connectMongo, connectNats, createLogger, serviceDbName } from '@threadwork/platform';
 import { SESSION_COOKIE, signSession } from './domain/session.js';
+import { announceRevocation } from './revocations.js';
 import { createIdentityStore } from './store/identity.js';
 
 const USAGE = `usage: npm run admin -- <command>
@@ -16,6 +17,7 @@ const USAGE = `usage: npm run admin -- <command>
   sessions create --user <login> [--ttl-hours 24]
                                print a signed browser session cookie for the user (last line)
 environment: MONGO_URL and MONGO_DB_PREFIX, or THREADWORK_DATA_DIR of a running \`npm start\` (default ./.data);
+  a revocation is announced to every gateway on NATS_URL (or the local stack's NATS);
   sessions need SESSION_SECRET, the same value the gateway runs with (the local stack's is read from its data dir)`;
 
 /** Sessions longer than this are refused: a signed cookie cannot be revoked before it expires. */
@@ -24,18 +26,30 @@ const MIN_SECRET_LENGTH = 32;
 
 interface Target {
   mongoUrl: string;
+  /** Where gateways hear of revocations; null when not known (they then notice within their cache TTL). */
+  natsUrl: string | null;
   dbPrefix: string;
   source: string;
 }
 
 function findTarget(): Target | null {
   const dbPrefix = process.env.MONGO_DB_PREFIX ?? 'threadwork';
-  if (process.env.MONGO_URL) return { mongoUrl: process.env.MONGO_URL, dbPrefix, source: 'MONGO_URL' };
+  const natsUrl = process.env.NATS_URL ?? null;
+  if (process.env.MONGO_URL) return { mongoUrl: process.env.MONGO_URL, natsUrl, dbPrefix, source: 'MONGO_URL' };
   const dataDir = resolve(process.env.THREADWORK_DATA_DIR ?? '.data');
   const stackFile = join(dataDir, 'stack.json');
   if (!existsSync(stackFile)) return null;
-  const stack = JSON.parse(readFileSync(stackFile, 'utf8')) as { mongoUrl: string; dbPrefix?: string };
-  return { mongoUrl: stack.mongoUrl, dbPrefix: stack.dbPrefix ?? dbPrefix, source: stackFile };
+  const stack = JSON.parse(readFileSync(stackFile, 'utf8')) as {
+    mongoUrl: string;
+    natsUrl?: string;
+    dbPrefix?: string;
+  };
+  return {
+    mongoUrl: stack.mongoUrl,
+    natsUrl: natsUrl ?? stack.natsUrl ?? null,
+    dbPrefix: stack.dbPrefix ?? dbPrefix,
+    source: stackFile,
+  };
 }
 
 function fail(message: string): never {
@@ -113,6 +127,7 @@ async function main(): Promise<void> {
       const count = await identity.revokeKey(arg);
       if (count === 0) fail(`admin: no active key matches ${arg}`);
       out(`revoked ${count} key${count === 1 ? '' : 's'}`);
+      await tellGateways(target.natsUrl);
     } else if (group === 'keys' && action === 'list') {
       const users = await identity.listUsers();
       const user = values.user ? users.find((u) => u.login === values.user) : undefined;
@@ -140,6 +155,30 @@ async function main(): Promise<void> {
     }
   } finally {
     await client.close();
+  }
+}
+
+/** Announces a revocation to every gateway; without NATS they refuse the key within AUTH_CACHE_TTL_MS. */
+async function tellGateways(natsUrl: string | null): Promise<void> {
+  const late = 'gateways that remembered the key refuse it within AUTH_CACHE_TTL_MS (10 s by default)';
+  if (!natsUrl) {
+    process.stderr.write(`admin: NATS_URL is not set, so the revocation is not announced: ${late}\n`);
+    return;
+  }
+  try {
+    const nc = await connectNats({
+      servers: natsUrl,
+      name: 'threadwork-admin',
+      logger: createLogger({ service: 'admin', level: 'silent' }),
+      giveUpAfterMs: 3_000,
+    });
+    try {
+      await announceRevocation(nc);
+    } finally {
+      await nc.close();
+    }
+  } catch (err) {
+    process.stderr.write(`admin: the revocation could not be announced (${(err as Error).message}): ${late}\n`);
   }
 }
 

@@ -1,6 +1,7 @@
 import { mongoCall, natsAnswers, startRuntime, type Logger, type StartedService } from '@threadwork/platform';
 import type { GatewayConfig } from './config.js';
 import { AUTH_CACHE_DEFAULTS, cacheAuthentication } from './domain/auth-cache.js';
+import { forgetOnRevocation } from './revocations.js';
 import { generateSessionSecret } from './domain/session.js';
 import { buildServer } from './server.js';
 import { createIdentityStore } from './store/identity.js';
@@ -32,11 +33,13 @@ export async function startGateway(config: GatewayConfig): Promise<Gateway> {
   try {
     const identity = createIdentityStore(runtime.db);
     await identity.ensureIndexes();
+    const cached =
+      config.AUTH_CACHE_TTL_MS > 0
+        ? cacheAuthentication(identity, { ...AUTH_CACHE_DEFAULTS, ttlMs: config.AUTH_CACHE_TTL_MS })
+        : null;
+    if (cached) forgetOnRevocation(runtime.nc, cached, runtime.logger);
     const app = await buildServer({
-      identity:
-        config.AUTH_CACHE_TTL_MS > 0
-          ? cacheAuthentication(identity, { ...AUTH_CACHE_DEFAULTS, ttlMs: config.AUTH_CACHE_TTL_MS })
-          : identity,
+      identity: cached ?? identity,
       logger: runtime.logger,
       bodyLimit: config.BODY_LIMIT_BYTES,
       nc: runtime.nc,

@@ -11,8 +11,9 @@ export interface AuthCacheOptions {
 
 /**
  * Ten seconds by default (AUTH_CACHE_TTL_MS): a busy caller's requests stop costing two database
- * lookups each, and a revoked key (revocation is done by the admin CLI, another process) is refused
- * by every replica within that.
+ * lookups each. A revocation (by the admin CLI, another process) is announced on NATS and every
+ * replica forgets what it remembered at once (revocations.ts); should the announcement be lost, the
+ * revoked key is still refused within the TTL.
  */
 export const AUTH_CACHE_DEFAULTS: AuthCacheOptions = { ttlMs: 10_000, maxEntries: 10_000 };
 
@@ -23,7 +24,12 @@ export const AUTH_CACHE_DEFAULTS: AuthCacheOptions = { ttlMs: 10_000, maxEntries
  * looked up every time, so a new key works at once and guessing fills nothing), under the key's
  * hash rather than the key. A revocation through this store forgets everything it remembered.
  */
-export function cacheAuthentication(identity: IdentityStore, options: AuthCacheOptions): IdentityStore {
+export interface CachingIdentityStore extends IdentityStore {
+  /** Forgets every remembered key: a key was revoked elsewhere. */
+  forgetAll(): void;
+}
+
+export function cacheAuthentication(identity: IdentityStore, options: AuthCacheOptions): CachingIdentityStore {
   const { ttlMs, maxEntries, now = Date.now } = options;
   // Insertion order is expiry order (every entry lives ttlMs), so the first entry is the oldest.
   const remembered = new Map<string, { user: UserDoc; expiresAt: number }>();
@@ -54,6 +60,10 @@ export function cacheAuthentication(identity: IdentityStore, options: AuthCacheO
       const revoked = await identity.revokeKey(idOrPrefix);
       remembered.clear();
       return revoked;
+    },
+
+    forgetAll() {
+      remembered.clear();
     },
   };
 }
