@@ -98,6 +98,8 @@ const ROUTES: RouteModule[] = [
 
 /** Longer path segments are not routed at all (414); anything up to it is validated by schema. */
 const MAX_PARAM_LENGTH = 1024;
+/** How long an idle client connection stays open: beyond the usual load balancer idle timeout (60 s). */
+const KEEP_ALIVE_TIMEOUT_MS = 72_000;
 
 /** Methods a cross-site page can trigger with the browser's cookies but must not. */
 const SAFE_METHODS = new Set(['GET', 'HEAD', 'OPTIONS']);
@@ -188,7 +190,13 @@ const FASTIFY_REQUEST_ERRORS: Record<string, string> = {
  */
 export async function buildServer(deps: GatewayDeps) {
   const app = Fastify({
-    serverFactory: (handler) => createServer((req, res) => answerLiveness(req, res) || handler(req, res)),
+    serverFactory: (handler) => {
+      const server = createServer((req, res) => answerLiveness(req, res) || handler(req, res));
+      // Node's own 5 s would close idle connections as clients (and load balancers, whose idle
+      // timeouts are typically 60 s) reuse them, failing their next request; Fastify's default.
+      server.keepAliveTimeout = KEEP_ALIVE_TIMEOUT_MS;
+      return server;
+    },
     loggerInstance: deps.logger,
     bodyLimit: deps.bodyLimit,
     // Above the contract's 256 so an overlong id reaches validation and is a 400 naming

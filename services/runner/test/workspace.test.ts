@@ -44,8 +44,11 @@ const scripts = new Map<string, FakeScript>([
   ],
 ]);
 
-/** Long enough for the follow-up to find the harness still up, short enough to wait for. */
-const IDLE_MS = 3_000;
+/**
+ * Long enough for the follow-up to find the harness still up however slowly a loaded machine gets
+ * from the first run's end to the follow-up's claim (a few seconds), short enough to wait for.
+ */
+const IDLE_MS = 20_000;
 
 function filesUnder(dir: string): string[] {
   return readdirSync(dir).flatMap((name) => {
