@@ -1,7 +1,7 @@
-import { existsSync, readFileSync } from 'node:fs';
+import { existsSync, readFileSync, statSync } from 'node:fs';
 import { join } from 'node:path';
 import { Svcm } from '@nats-io/services';
-import { connect } from '@nats-io/transport-node';
+import { connect, nkeyAuthenticator } from '@nats-io/transport-node';
 import { describe, expect, it } from 'vitest';
 import { alive, root, startProcessStack } from './support/process-stack.js';
 
@@ -44,8 +44,21 @@ describe('local stack', () => {
       expect(environOf('runner').filter((v) => withheld.test(v))).toEqual([]);
       expect(environOf('gateway').filter((v) => withheld.test(v)).length).toBe(3);
 
-      // Every service with request/reply endpoints answers a NATS service PING.
-      const nc = await connect({ servers: info.natsUrl });
+      // NATS admits no one without a key of the stack's; each service has its own, kept with the
+      // stack's data for its owner only, and is told only its own.
+      await expect(connect({ servers: info.natsUrl, reconnect: false })).rejects.toThrow(/authorization/i);
+      const keysFile = join(stack.dataDir, 'nats-keys.json');
+      expect(statSync(keysFile).mode & 0o777).toBe(0o600);
+      const keys = JSON.parse(readFileSync(keysFile, 'utf8')) as Record<string, { seed: string }>;
+      expect(environOf('runner')).toContain(`NATS_NKEY_SEED=${keys.runner!.seed}`);
+      expect(environOf('runner').join('\n')).not.toContain(keys.gateway!.seed);
+
+      // Every service with request/reply endpoints answers a NATS service PING (the admin's to send).
+      const nc = await connect({
+        servers: info.natsUrl,
+        authenticator: nkeyAuthenticator(new TextEncoder().encode(keys.admin!.seed)),
+        inboxPrefix: '_INBOX_admin',
+      });
       const pings = [];
       for await (const ping of await new Svcm(nc).client({ strategy: 'timer', maxWait: 1_000 }).ping())
         pings.push(ping.name);

@@ -3,17 +3,18 @@
 // telemetry hooks or NATS hop) doing the least work that answers the same question, against the
 // same FerretDB and NATS. Runs as a process of its own, like a service, so neither side shares an
 // event loop with the load generator. Settings come from the environment: PORT, MONGO_URL,
-// MONGO_DB_PREFIX, NATS_URL.
+// MONGO_DB_PREFIX, NATS_URL, NATS_NKEY_SEED (the gateway's).
 import Fastify from 'fastify';
 import { subjects } from '@threadwork/contracts';
-import { connectMongo, connectNats, createLogger, serviceDbName } from '@threadwork/platform';
+import { connectMongo, connectNats, createLogger, natsAuthWithSeed, serviceDbName } from '@threadwork/platform';
 
-const { PORT, MONGO_URL, MONGO_DB_PREFIX, NATS_URL } = process.env;
+const { PORT, MONGO_URL, MONGO_DB_PREFIX, NATS_URL, NATS_NKEY_SEED } = process.env;
 
 const mongo = await connectMongo({ url: MONGO_URL, appName: 'bench-baseline' });
 const runs = mongo.db(serviceDbName(MONGO_DB_PREFIX, 'runs')).collection('runs');
 const nc = await connectNats({
   servers: NATS_URL,
+  auth: natsAuthWithSeed(NATS_NKEY_SEED, 'gateway'),
   name: 'bench-baseline',
   logger: createLogger({ service: 'bench-baseline', level: 'warn' }),
 });

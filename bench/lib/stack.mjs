@@ -12,7 +12,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { fileURLToPath } from 'node:url';
 import { SERVICES, STREAM_NAMES } from '@threadwork/contracts';
 import { connectNats, createLogger, jetStreamOf } from '@threadwork/platform';
-import { createBareRepo } from '@threadwork/testing';
+import { createBareRepo, testNatsAuth } from '@threadwork/testing';
 import { spawnGuarded, startFerretDb, startNatsServer } from '../../deploy/local/servers.mjs';
 import { ensureTool } from '../../deploy/local/tools.mjs';
 
@@ -142,7 +142,13 @@ export async function startStack({ runnerEnv = {}, profile = [], profileDir } = 
   };
 
   try {
-    const nats = await startNatsServer({ binary: ensureTool('nats-server'), dir: join(dir, 'nats') });
+    // Each service as its own NATS identity, with its grant, as deployed; the bench's own client may do anything.
+    const natsAuth = testNatsAuth();
+    const nats = await startNatsServer({
+      binary: ensureTool('nats-server'),
+      dir: join(dir, 'nats'),
+      config: natsAuth.config,
+    });
     stops.push(() => nats.stop());
     const ferret = await startFerretDb({ binary: ensureTool('ferretdb'), dir: join(dir, 'ferretdb') });
     stops.push(() => ferret.stop());
@@ -171,7 +177,7 @@ export async function startStack({ runnerEnv = {}, profile = [], profileDir } = 
     for (const name of SERVICE_NAMES) {
       const nodeArgs = profile.includes(name) ? ['--cpu-prof', `--cpu-prof-dir=${profileDir}`] : [];
       const service = startNode(name, join(root, 'services', name, 'dist', 'main.js'), {
-        env: name === 'runner' ? { ...env, ...runnerEnv } : env,
+        env: { ...env, NATS_NKEY_SEED: natsAuth.keys[name].seed, ...(name === 'runner' ? runnerEnv : {}) },
         nodeArgs,
       });
       services.set(name, service);
@@ -180,7 +186,8 @@ export async function startStack({ runnerEnv = {}, profile = [], profileDir } = 
 
     const baselinePort = await freePort();
     const baseline = startNode('baseline', join(root, 'bench', 'lib', 'baseline-server.mjs'), {
-      env: { ...env, PORT: String(baselinePort) },
+      // It stands in for the gateway, so it connects as the gateway.
+      env: { ...env, NATS_NKEY_SEED: natsAuth.keys.gateway.seed, PORT: String(baselinePort) },
       nodeArgs: profile.includes('baseline') ? ['--cpu-prof', `--cpu-prof-dir=${profileDir}`] : [],
     });
     services.set('baseline', baseline);
@@ -188,6 +195,7 @@ export async function startStack({ runnerEnv = {}, profile = [], profileDir } = 
 
     nc = await connectNats({
       servers: nats.url,
+      auth: natsAuth.testAuth,
       name: 'bench',
       logger: createLogger({ service: 'bench', level: 'silent' }),
     });
@@ -213,7 +221,7 @@ export async function startStack({ runnerEnv = {}, profile = [], profileDir } = 
       const old = services.get('runner');
       await old.stop();
       const runner = startNode('runner', join(root, 'services', 'runner', 'dist', 'main.js'), {
-        env: { ...env, ...runnerEnv, ...extra },
+        env: { ...env, NATS_NKEY_SEED: natsAuth.keys.runner.seed, ...runnerEnv, ...extra },
       });
       services.set('runner', runner);
       stops.push(() => runner.stop());

@@ -19,7 +19,12 @@ export interface ServerOptions {
   onLine?: (line: string) => void;
 }
 
-export declare function startNatsServer(opts: ServerOptions): Promise<LocalServer>;
+export interface NatsServerOptions extends ServerOptions {
+  /** Text of a configuration file (its `authorization`), written to `dir` with mode 0600. */
+  config?: string;
+}
+
+export declare function startNatsServer(opts: NatsServerOptions): Promise<LocalServer>;
 export declare function startFerretDb(opts: ServerOptions): Promise<LocalServer>;
 
 export declare function spawnGuarded(command: string, args: readonly string[], options: SpawnOptions): ChildProcess;

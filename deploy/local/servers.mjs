@@ -1,7 +1,7 @@
 // Starting the pinned servers as child processes: shared by the local stack (`npm start`) and the
 // test setup (libs/testing). Each server is stopped by its pid, never by name. Dependency-free.
 import { spawn } from 'node:child_process';
-import { existsSync, mkdirSync, readFileSync } from 'node:fs';
+import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 
@@ -74,10 +74,19 @@ function handle(child, url, exited) {
   };
 }
 
-/** nats-server with JetStream, file storage under `dir`, on loopback (`port` -1 picks a free one). */
-export async function startNatsServer({ binary, dir, port = -1, onLine }) {
+/**
+ * nats-server with JetStream, file storage under `dir`, on loopback (`port` -1 picks a free one).
+ * `config`, when given, is the text of a configuration file (its `authorization`: who may connect
+ * and do what), written to `dir` readable by its owner only.
+ */
+export async function startNatsServer({ binary, dir, port = -1, onLine, config }) {
   mkdirSync(dir, { recursive: true });
   const args = ['-a', '127.0.0.1', '-p', String(port), '-js', '-sd', join(dir, 'jetstream'), '--ports_file_dir', dir];
+  if (config !== undefined) {
+    const file = join(dir, 'nats.conf');
+    writeFileSync(file, config, { mode: 0o600 });
+    args.push('-c', file);
+  }
   const child = spawnGuarded(binary, args, { stdio: ['ignore', 'pipe', 'pipe'] });
   const output = captureOutput(child, onLine);
   const exited = watchExit(child);

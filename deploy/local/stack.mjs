@@ -13,6 +13,14 @@ import { fileURLToPath } from 'node:url';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { spawnGuarded, startFerretDb, startNatsServer } from './servers.mjs';
 import { toolPath } from './tools.mjs';
+// Built by `npm start` before this script runs.
+import {
+  natsAuthorizationConfig,
+  natsPublicKeyOf,
+  natsServerUsers,
+  newNatsKeys,
+} from '../../libs/platform/dist/nats-auth.js';
+import { NATS_IDENTITIES } from '../../libs/contracts/dist/nats-grants.js';
 
 const root = resolve(dirname(fileURLToPath(import.meta.url)), '..', '..');
 const dataDir = resolve(process.env.THREADWORK_DATA_DIR ?? join(root, '.data'));
@@ -175,10 +183,14 @@ async function main() {
   let natsUrl = process.env.NATS_URL;
   let mongoUrl = process.env.MONGO_URL;
 
+  // Every service connects to NATS as an identity of its own and may do only what its grant says.
+  let natsKeys = null;
   if (!natsUrl) {
+    natsKeys = localNatsKeys();
     const nats = await startNatsServer({
       binary: toolPath('nats-server'),
       dir: join(dataDir, 'nats'),
+      config: natsAuthorizationConfig(natsServerUsers(natsKeys)),
       onLine: (line) => /\[(ERR|WRN|FTL)\]/.test(line) && out.write(pretty('nats', line) + '\n'),
     });
     started.push(watchServer('nats-server', nats));
@@ -230,7 +242,8 @@ async function main() {
 
   for (const name of SERVICES) {
     if (stopping) return;
-    started.push(startService(name, environmentOf(name, env)));
+    const own = natsKeys ? { NATS_NKEY_SEED: natsKeys[name].seed } : {};
+    started.push(startService(name, { ...environmentOf(name, env), ...own }));
   }
 
   const gatewayUrl = `http://localhost:${port}`;
@@ -267,6 +280,23 @@ main().catch(async (err) => {
  * What one service is given: the runner never uses the database or signs sessions, so it gets
  * neither the database's address nor the session secret (what a compromise of it could reach).
  */
+/**
+ * The NATS keys of this stack's identities, made on first start and kept with its data (readable
+ * by its owner only), so a restart keeps them; the admin CLI reads its own from there.
+ */
+function localNatsKeys() {
+  const file = join(dataDir, 'nats-keys.json');
+  if (existsSync(file)) {
+    const keys = JSON.parse(readFileSync(file, 'utf8'));
+    const complete = NATS_IDENTITIES.every((id) => keys[id] && natsPublicKeyOf(keys[id].seed) === keys[id].publicKey);
+    if (complete) return keys;
+    say(`${file} is incomplete or inconsistent; making new NATS keys`);
+  }
+  const keys = newNatsKeys();
+  writeFileSync(file, JSON.stringify(keys, null, 2) + '\n', { mode: 0o600 });
+  return keys;
+}
+
 function environmentOf(name, env) {
   if (name !== 'runner') return env;
   const withheld = new Set(['MONGO_URL', 'MONGO_DB_PREFIX', 'MONGO_SERVER_SELECTION_TIMEOUT_MS', 'SESSION_SECRET']);

@@ -10,6 +10,8 @@ import { HorizontalPodAutoscaler } from 'kubernetes-models/autoscaling/v2';
 import { Ingress, NetworkPolicy } from 'kubernetes-models/networking.k8s.io/v1';
 import { PodDisruptionBudget } from 'kubernetes-models/policy/v1';
 import { ConfigMap, Secret, Service, ServiceAccount } from 'kubernetes-models/v1';
+import { NATS_IDENTITIES, natsPermissions } from '@threadwork/contracts';
+import { newNatsKeys } from '@threadwork/platform';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { parse, parseAllDocuments } from 'yaml';
 import { ensureTool } from '../../deploy/local/tools.mjs';
@@ -18,10 +20,12 @@ import { knownEnv, readRepoFile, repoRoot, SECRET_ENV, serviceNames } from './su
 const KUBE_VERSION = '1.33.0';
 const chartDir = join(repoRoot, 'charts', 'threadwork');
 const productionValues = join(chartDir, 'values-production.yaml');
-/** The two values without a default: everything else renders from values.yaml as it is. */
+/** The values without a default: everything else renders from values.yaml as it is. */
 const REQUIRED = [
   '--set',
   'nats.url=nats://nats.nats.svc:4222',
+  '--set',
+  'nats.auth.existingSecret=threadwork-nats',
   '--set',
   'mongodb.url=mongodb://mongo:27017/?replicaSet=rs0',
 ];
@@ -568,6 +572,109 @@ describe('charts/threadwork', () => {
     });
   });
 
+  describe('NATS identities', () => {
+    const seedOf = (workload: Workload) =>
+      workload.spec.template.spec.containers[0]!.env?.find((e) => e.name === 'NATS_NKEY_SEED');
+
+    it('gives each pod its own key, from the Secret named, and no other', () => {
+      const objects = render(REQUIRED);
+      expect(workloads(objects).map(component).sort()).toEqual(serviceNames());
+      for (const workload of workloads(objects)) {
+        const seed = seedOf(workload);
+        expect(seed?.valueFrom?.secretKeyRef, component(workload)).toEqual({
+          name: 'threadwork-nats',
+          key: component(workload),
+        });
+        const env = workload.spec.template.spec.containers[0]!.env ?? [];
+        expect(env.filter((e) => e.name.startsWith('NATS_') && e.name !== 'NATS_NKEY_SEED')).toEqual([]);
+      }
+    });
+
+    it('refuses to render without the keys, unless told NATS has no authorization (development)', () => {
+      const without = template(['--set', 'nats.url=nats://nats:4222', '--set', 'mongodb.url=mongodb://mongo:27017/']);
+      expect(without.status).not.toBe(0);
+      expect(without.stderr).toMatch(/nats\.auth\.existingSecret/);
+      const insecure = render([
+        '--set',
+        'nats.url=nats://nats:4222',
+        '--set',
+        'mongodb.url=mongodb://mongo:27017/',
+        '--set',
+        'nats.auth.insecure=true',
+      ]);
+      for (const workload of workloads(insecure)) {
+        const env = workload.spec.template.spec.containers[0]!.env ?? [];
+        expect(env.find((e) => e.name === 'NATS_INSECURE')?.value).toBe('true');
+        expect(seedOf(workload)).toBeUndefined();
+      }
+      expect(byKind(insecure, 'ConfigMap').map((c) => c.metadata.name)).not.toContain('threadwork-nats-authorization');
+    });
+
+    it('holds the grants of libs/contracts in files/nats-permissions.json', () => {
+      const file = JSON.parse(readRepoFile('charts/threadwork/files/nats-permissions.json')) as unknown;
+      const table = Object.fromEntries(NATS_IDENTITIES.map((identity) => [identity, natsPermissions(identity)]));
+      // When this fails: npm run admin -- nats permissions > charts/threadwork/files/nats-permissions.json
+      expect(file).toEqual(table);
+    });
+
+    it('renders the nats-server authorization for the public keys given, which nats-server accepts', () => {
+      const keys = newNatsKeys();
+      const publicKeys = Object.fromEntries(NATS_IDENTITIES.map((identity) => [identity, keys[identity].publicKey]));
+      const objects = render([...REQUIRED, '-f', valuesFile('nats-keys', { nats: { auth: { publicKeys } } })]);
+      expectValid(objects);
+      const config = byKind(objects, 'ConfigMap').find((c) => c.metadata.name === 'threadwork-nats-authorization');
+      const conf = config?.data?.['authorization.conf'];
+      expect(conf).toBeDefined();
+      const users = (
+        JSON.parse(conf!.replace(/^authorization: /, '')) as { users: { nkey: string; permissions: unknown }[] }
+      ).users;
+      expect(users).toHaveLength(NATS_IDENTITIES.length);
+      for (const identity of NATS_IDENTITIES) {
+        const user = users.find((u) => u.nkey === keys[identity].publicKey);
+        expect(user?.permissions, identity).toEqual(natsPermissions(identity));
+      }
+      const file = join(scratch, 'authorization.conf');
+      writeFileSync(file, conf!);
+      const check = spawnSync(ensureTool('nats-server'), ['-t', '-c', file], { encoding: 'utf8' });
+      expect(check.status, check.stderr + check.stdout).toBe(0);
+
+      // A key missing for one identity: named, not rendered half.
+      const { runner: _runner, ...partial } = publicKeys;
+      const missing = template([
+        ...REQUIRED,
+        '-f',
+        valuesFile('nats-partial', { nats: { auth: { publicKeys: partial } } }),
+      ]);
+      expect(missing.status).not.toBe(0);
+      expect(missing.stderr).toMatch(/nats\.auth\.publicKeys\.runner/);
+    });
+
+    it('mounts the TLS secret and points every service at it', () => {
+      const objects = render([
+        ...REQUIRED,
+        '--set',
+        'nats.url=tls://nats.nats.svc:4222',
+        '--set',
+        'nats.tls.existingSecret=nats-client-tls',
+        '--set',
+        'nats.tls.clientCertificate=true',
+      ]);
+      expectValid(objects);
+      for (const workload of workloads(objects)) {
+        const [container] = workload.spec.template.spec.containers;
+        const env = Object.fromEntries((container!.env ?? []).map((e) => [e.name, e.value]));
+        expect(env.NATS_TLS_CA).toBe('/etc/threadwork/nats-tls/ca.crt');
+        expect(env.NATS_TLS_CERT).toBe('/etc/threadwork/nats-tls/tls.crt');
+        expect(env.NATS_TLS_KEY).toBe('/etc/threadwork/nats-tls/tls.key');
+        expect(container!.volumeMounts).toContainEqual({
+          name: 'nats-tls',
+          mountPath: '/etc/threadwork/nats-tls',
+          readOnly: true,
+        });
+      }
+    });
+  });
+
   describe('harnesses', () => {
     it('tells threads and runs which harnesses the runners serve', () => {
       const objects = render([...REQUIRED, '--set', 'harnesses={codex,claude-code}']);
@@ -643,9 +750,15 @@ describe('charts/threadwork', () => {
     });
 
     it('requires mongodb.url or mongodb.existingSecret', () => {
-      rejects(['--set', 'nats.url=nats://nats:4222'], /mongodb/);
-      const withSecret = render(['--set', 'nats.url=nats://nats:4222', '--set', 'mongodb.existingSecret=mongo-url']);
+      const nats = ['--set', 'nats.url=nats://nats:4222', '--set', 'nats.auth.existingSecret=threadwork-nats'];
+      rejects(nats, /mongodb/);
+      const withSecret = render([...nats, '--set', 'mongodb.existingSecret=mongo-url']);
       expectValid(withSecret);
+    });
+
+    it('rejects a public key that is not an NKEY user key', () => {
+      rejects([...REQUIRED, '--set', 'nats.auth.publicKeys.runner=SUAB'], /publicKeys\/runner/);
+      rejects([...REQUIRED, '--set', 'nats.auth.publicKeys.intruder=UAB'], /publicKeys/);
     });
 
     it('rejects a numeric image tag, a bad quantity, an unknown enum value and a misspelt key', () => {

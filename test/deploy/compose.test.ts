@@ -1,9 +1,12 @@
 // deploy/compose cannot be started here (no Docker engine): its files are parsed and checked
 // against the repository and against what each service reads.
-import { existsSync, statSync } from 'node:fs';
+import { spawnSync } from 'node:child_process';
+import { existsSync, mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { parse } from 'yaml';
+import { ensureTool } from '../../deploy/local/tools.mjs';
 import { knownEnv, readRepoFile, repoRoot, SECRET_ENV, serviceNames } from './support.js';
 
 interface ComposeService {
@@ -12,6 +15,7 @@ interface ComposeService {
   command?: string[];
   environment?: Record<string, string | null>;
   volumes?: string[];
+  secrets?: string[];
   depends_on?: Record<string, { condition: string }>;
   healthcheck?: { test: string[] };
   ports?: string[];
@@ -35,6 +39,60 @@ describe('deploy/compose/compose.yaml', () => {
     expect(conf).toMatch(/store_dir:\s*\/data/);
     expect(conf).toMatch(/sync_interval:\s*always/);
     expect(nats.healthcheck).toBeDefined();
+  });
+
+  it('gives each service its own NATS key as a Compose secret, and NATS the users the admin CLI makes', () => {
+    const secrets = (
+      parse(readRepoFile('deploy/compose/compose.yaml')) as { secrets: Record<string, { file: string }> }
+    ).secrets;
+    for (const name of services) {
+      const service = compose.services[name]!;
+      expect(service.secrets, name).toEqual([`nats-${name}`]);
+      expect(service.environment!.NATS_NKEY_SEED_FILE).toBe(`/run/secrets/nats-${name}`);
+      expect(secrets[`nats-${name}`]!.file).toBe(`./nats-keys/${name}.seed`);
+      expect(Object.keys(service.environment!).filter((v) => v === 'NATS_NKEY_SEED' || v === 'NATS_INSECURE')).toEqual(
+        [],
+      );
+    }
+    const nats = compose.services.nats!;
+    expect(nats.volumes).toContain('./nats-keys/authorization.conf:/etc/nats/authorization.conf:ro');
+    expect(readRepoFile('deploy/compose/nats.conf')).toMatch(/^include \.\/authorization\.conf$/m);
+
+    // What `npm run admin -- nats keys --out deploy/compose/nats-keys` makes, with nats.conf beside it,
+    // is a configuration nats-server accepts.
+    const dir = mkdtempSync(join(tmpdir(), 'threadwork-compose-nats-'));
+    try {
+      const keys = join(dir, 'nats-keys');
+      const made = spawnSync(
+        process.execPath,
+        [join(repoRoot, 'services', 'gateway', 'dist', 'admin.js'), 'nats', 'keys', '--out', keys],
+        { encoding: 'utf8' },
+      );
+      expect(made.status, made.stderr).toBe(0);
+      expect(statSync(keys).mode & 0o777).toBe(0o700);
+      for (const name of services)
+        expect(readFileSync(join(keys, `${name}.seed`), 'utf8')).toMatch(/^SU[A-Z2-7]{56}\n$/);
+      writeFileSync(
+        join(keys, 'nats.conf'),
+        readRepoFile('deploy/compose/nats.conf').replace('/data', join(dir, 'js')),
+      );
+      const check = spawnSync(ensureTool('nats-server'), ['-t', '-c', join(keys, 'nats.conf')], { encoding: 'utf8' });
+      expect(check.status, check.stderr + check.stdout).toBe(0);
+      // Run again, it keeps the keys it made.
+      const before = readFileSync(join(keys, 'runner.seed'), 'utf8');
+      expect(
+        spawnSync(process.execPath, [
+          join(repoRoot, 'services', 'gateway', 'dist', 'admin.js'),
+          'nats',
+          'keys',
+          '--out',
+          keys,
+        ]).status,
+      ).toBe(0);
+      expect(readFileSync(join(keys, 'runner.seed'), 'utf8')).toBe(before);
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
   });
 
   it('runs MongoDB 7 as a one-node replica set that initiates itself', () => {
@@ -65,10 +123,11 @@ describe('deploy/compose/compose.yaml', () => {
     expect(config.exporters.debug).toBeDefined();
   });
 
-  it('mounts only files that exist', () => {
+  it('mounts only files that exist, but for the NATS keys each deployment makes', () => {
     for (const [name, service] of Object.entries(compose.services)) {
       for (const volume of service.volumes ?? []) {
         const [source = ''] = volume.split(':');
+        if (source.startsWith('./nats-keys/')) continue;
         if (source.startsWith('.') || source.startsWith('/')) {
           expect(existsSync(resolve(composeDir, source)), `${name}: ${source}`).toBe(true);
         } else {

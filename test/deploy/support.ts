@@ -54,6 +54,7 @@ export function knownEnv(service: string): Set<string> {
 
 /** Secret settings: never a plain value in a deployment file. */
 export const SECRET_ENV = [
+  'NATS_NKEY_SEED',
   'SESSION_SECRET',
   'MODEL_API_KEY',
   'GITHUB_APP_ID',

@@ -114,10 +114,11 @@ describe('an agent in its jail', () => {
     );
     expect(found).toContain('== processes');
     expect(found).toContain('CODEX_HOME=');
-    for (const secret of [MODEL_KEY, SESSION_SECRET, cluster.env.NATS_URL!, cluster.env.MONGO_URL!]) {
+    const natsSeeds = Object.values(cluster.natsAuth.keys).map((key) => key.seed);
+    for (const secret of [MODEL_KEY, SESSION_SECRET, cluster.env.NATS_URL!, cluster.env.MONGO_URL!, ...natsSeeds]) {
       expect(found).not.toContain(secret);
     }
-    expect(found).not.toMatch(/NATS_URL|MONGO_URL|SESSION_SECRET|MODEL_API_KEY/);
+    expect(found).not.toMatch(/NATS_URL|NATS_NKEY_SEED|MONGO_URL|SESSION_SECRET|MODEL_API_KEY/);
     expect(found).not.toContain('runner/dist/main.js');
     expect(found).not.toContain('nats-server');
     // The model still got its key: the runner's proxy adds it outside the jail.

@@ -1,6 +1,7 @@
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import type { NatsIdentity } from '@threadwork/contracts';
 import { createIdentityStore, GatewayConfig, startGateway } from '@threadwork/gateway';
 import {
   connectMongo,
@@ -49,7 +50,7 @@ export async function startStack(extraEnv: Record<string, string> = {}): Promise
   const dbPrefix = uniqueDbPrefix();
   const reposDir = mkdtempSync(join(tmpdir(), 'threadwork-repos-'));
   const env: Record<string, string> = {
-    ...baseServiceEnv(nats.url, dbPrefix),
+    ...baseServiceEnv({ NATS_URL: nats.url }, dbPrefix),
     REPOHOST_LOCAL_DIR: reposDir,
     PORT: '0',
     HOST: '127.0.0.1',
@@ -60,15 +61,18 @@ export async function startStack(extraEnv: Record<string, string> = {}): Promise
     for (const service of started.reverse()) await service.stop();
   };
   try {
-    started.push(await startRuns(loadConfig(RunsConfig, env)));
-    started.push(await startRepohost(loadConfig(RepohostConfig, env)));
-    started.push(await startReview(loadConfig(ReviewConfig, env)));
-    started.push(await startThreads(loadConfig(ThreadsConfig, env)));
-    const gateway = await startGateway(loadConfig(GatewayConfig, env));
+    // Each service as its own NATS identity, as in a deployment.
+    const as = (identity: NatsIdentity) => ({ ...env, ...nats.env(identity) });
+    started.push(await startRuns(loadConfig(RunsConfig, as('runs'))));
+    started.push(await startRepohost(loadConfig(RepohostConfig, as('repohost'))));
+    started.push(await startReview(loadConfig(ReviewConfig, as('review'))));
+    started.push(await startThreads(loadConfig(ThreadsConfig, as('threads'))));
+    const gateway = await startGateway(loadConfig(GatewayConfig, as('gateway')));
     started.push(gateway);
 
     const nc = await connectNats({
       servers: nats.url,
+      auth: nats.testAuth,
       name: 'e2e-test',
       logger: createLogger({ service: 'e2e', level: 'silent' }),
     });

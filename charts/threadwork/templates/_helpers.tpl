@@ -99,6 +99,27 @@ Argument: (dict "root" $ "name" "gateway" "svc" .Values.gateway).
 {{- $v := $root.Values -}}
 - name: OTEL_SERVICE_NAME
   value: {{ printf "threadwork-%s" .name | quote }}
+{{- /* Each service is a NATS identity of its own, and is given only its own key. */ -}}
+{{- if $v.nats.auth.insecure }}
+- name: NATS_INSECURE
+  value: "true"
+{{- else }}
+- name: NATS_NKEY_SEED
+  valueFrom:
+    secretKeyRef:
+      name: {{ required "nats.auth.existingSecret: name the Secret holding each service's NATS key (or set nats.auth.insecure=true, for development only)" $v.nats.auth.existingSecret }}
+      key: {{ .name }}
+{{- end }}
+{{- if $v.nats.tls.existingSecret }}
+- name: NATS_TLS_CA
+  value: /etc/threadwork/nats-tls/ca.crt
+{{- if $v.nats.tls.clientCertificate }}
+- name: NATS_TLS_CERT
+  value: /etc/threadwork/nats-tls/tls.crt
+- name: NATS_TLS_KEY
+  value: /etc/threadwork/nats-tls/tls.key
+{{- end }}
+{{- end }}
 {{- /* The runner never uses the database, so it is not told where it is. */ -}}
 {{- if ne .name "runner" }}
 {{- if $v.mongodb.existingSecret }}
@@ -271,10 +292,20 @@ spec:
         - name: workspaces
           mountPath: /var/lib/threadwork/sandboxes
         {{- end }}
+        {{- if $v.nats.tls.existingSecret }}
+        - name: nats-tls
+          mountPath: /etc/threadwork/nats-tls
+          readOnly: true
+        {{- end }}
   volumes:
     - name: tmp
       emptyDir:
         sizeLimit: {{ .svc.tmpSizeLimit | default $v.tmpSizeLimit }}
+    {{- with $v.nats.tls.existingSecret }}
+    - name: nats-tls
+      secret:
+        secretName: {{ . }}
+    {{- end }}
     {{- if eq .name "repohost" }}
     # The `local` provider's folder: empty here, since on Kubernetes repositories come from the
     # GitHub App (the runner could not clone from another pod's disk).

@@ -43,6 +43,7 @@ export const subjects = {
   runJobsAll: 'run.jobs.>',
   /** Core NATS (not a stream): cancel, steer, interaction answered — published after the durable write. */
   runSignal: (runId: string) => `run.signal.${subjectToken(runId, 'runId')}`,
+  runSignalAll: 'run.signal.>',
   /** DOMAIN: state changes other services react to. */
   domain: (service: string, entity: string, verb: string) =>
     `evt.${subjectToken(service, 'service')}.${subjectToken(entity, 'entity')}.${subjectToken(verb, 'verb')}`,

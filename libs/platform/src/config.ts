@@ -24,6 +24,9 @@ export function loadConfig<S extends z.ZodType>(
   throw new ConfigError(`invalid configuration: ${problems.join('; ')}`);
 }
 
+/** An NKEY user seed: `SU` and 56 base32 characters. */
+export const NKEY_USER_SEED = /^SU[A-Z2-7]{56}$/;
+
 /** Common building blocks for service config schemas. */
 export const env = {
   port: (fallback: number) => z.coerce.number().int().min(0).max(65535).default(fallback),
@@ -44,10 +47,30 @@ export const env = {
  */
 export const DEFAULT_MONGO_SERVER_SELECTION_TIMEOUT_MS = 3_000;
 
-/** Settings every service shares, the runner included. Spread into a service's own schema. */
-export const processConfigShape = {
+/** Settings of every NATS client. Spread into a service's config schema. */
+export const natsConfigShape = {
   /** NATS server URL(s), comma-separated. */
   NATS_URL: z.string().min(1).default('nats://127.0.0.1:4222'),
+  /** This process's NKEY seed (`SU…`): it signs the server's challenge; the server knows its public key. */
+  NATS_NKEY_SEED: z
+    .string()
+    .regex(NKEY_USER_SEED, 'an NKEY user seed (SU followed by 56 base32 characters)')
+    .optional(),
+  /** A file holding the seed (a mounted secret), instead of NATS_NKEY_SEED. */
+  NATS_NKEY_SEED_FILE: z.string().min(1).optional(),
+  /** A NATS credentials file (user JWT and seed), instead of NATS_NKEY_SEED. */
+  NATS_CREDS: z.string().min(1).optional(),
+  /** TLS to NATS: the CA to trust, and this client's certificate and key for mutual TLS. */
+  NATS_TLS_CA: z.string().min(1).optional(),
+  NATS_TLS_CERT: z.string().min(1).optional(),
+  NATS_TLS_KEY: z.string().min(1).optional(),
+  /** Connect without credentials, to a NATS that has no authorization: for development only. */
+  NATS_INSECURE: env.bool(false),
+};
+
+/** Settings every service shares, the runner included. Spread into a service's own schema. */
+export const processConfigShape = {
+  ...natsConfigShape,
   /** pino level. */
   LOG_LEVEL: env.logLevel(),
   /** Port of the /healthz and /readyz endpoints; 0 disables them (tests, local stack). */

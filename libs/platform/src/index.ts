@@ -4,6 +4,7 @@ export * from './lifecycle.js';
 export * from './logger.js';
 export * from './mongo.js';
 export * from './nats.js';
+export * from './nats-auth.js';
 export * from './runtime.js';
 export * from './telemetry.js';
 export { isTransientFailure } from './transient.js';

@@ -27,6 +27,7 @@ import { RpcEnvelope, type RpcEndpoint, type StreamDefinition } from '@threadwor
 import type { z } from 'zod';
 import { AppError, invalidRequest, toAppError, unavailable } from './errors.js';
 import type { Logger } from './logger.js';
+import type { NatsAuth } from './nats-auth.js';
 import type { Histogram } from '@opentelemetry/api';
 import { extractTraceContext, injectTraceContext, meter, SpanKind, withSpan } from './telemetry.js';
 
@@ -47,16 +48,27 @@ export interface NatsOptions {
   logger: Logger;
   /** For a short-lived client (a CLI): fail after this long instead of waiting for the server for good. */
   giveUpAfterMs?: number;
+  /** Credentials, TLS and reply prefix of the process's NATS identity (nats-auth.ts). */
+  auth?: NatsAuth;
 }
 
 /**
  * Connects with unlimited reconnects: a NATS restart is an outage to ride out, not a reason to
  * exit (unless `giveUpAfterMs` says otherwise). Status changes are logged so an operator sees the gap.
  */
-export async function connectNats({ servers, name, logger, giveUpAfterMs }: NatsOptions): Promise<NatsConnection> {
+export async function connectNats({
+  servers,
+  name,
+  logger,
+  giveUpAfterMs,
+  auth,
+}: NatsOptions): Promise<NatsConnection> {
   const nc = await connect({
     servers: servers.split(',').map((s) => s.trim()),
     name,
+    ...(auth?.authenticator ? { authenticator: auth.authenticator } : {}),
+    ...(auth?.inboxPrefix ? { inboxPrefix: auth.inboxPrefix } : {}),
+    ...(auth?.tls ? { tls: auth.tls } : {}),
     ...(giveUpAfterMs === undefined
       ? { maxReconnectAttempts: -1, reconnectTimeWait: 250, waitOnFirstConnect: true }
       : { maxReconnectAttempts: 0, waitOnFirstConnect: false, timeout: giveUpAfterMs }),
@@ -100,11 +112,17 @@ const RETENTION = {
   interest: RetentionPolicy.Interest,
 } as const;
 
-/** Creates the stream or brings its mutable settings up to date; safe to run from every replica. */
+/**
+ * Creates the stream, or brings its mutable settings up to date when the caller owns it; safe to
+ * run from every replica. A service that only uses another's stream creates it when it is absent
+ * (so services may start in any order) and otherwise leaves its settings to the owner: its NATS
+ * grant does not allow it to change them.
+ */
 export async function ensureStream(
   jsm: JetStreamManager,
   def: StreamDefinition,
   overrides: Partial<StreamConfig> = {},
+  { owner = true }: { owner?: boolean } = {},
 ): Promise<void> {
   const config: Partial<StreamConfig> & { name: string } = {
     name: def.name,
@@ -121,7 +139,7 @@ export async function ensureStream(
   } catch (err) {
     // "stream name already in use" with different settings: update what may be updated.
     if (err instanceof JetStreamApiError && err.code === 10058) {
-      await jsm.streams.update(def.name, config);
+      if (owner) await jsm.streams.update(def.name, config);
       return;
     }
     throw err;

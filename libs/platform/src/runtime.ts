@@ -5,7 +5,7 @@ import { DEFAULT_MONGO_SERVER_SELECTION_TIMEOUT_MS, type BaseConfig, type Proces
 import { Lifecycle, startHealthServer } from './lifecycle.js';
 import { createLogger, type Logger } from './logger.js';
 import { connectMongo, mongoCall, serviceDbName } from './mongo.js';
-import { DOMAIN_STREAM } from '@threadwork/contracts';
+import { DOMAIN_STREAM, type NatsIdentity } from '@threadwork/contracts';
 import {
   connectNats,
   consumeJson,
@@ -17,6 +17,7 @@ import {
   type RpcRoute,
 } from './nats.js';
 import { startTelemetry } from './telemetry.js';
+import { natsAuthOf } from './nats-auth.js';
 
 export interface Runtime {
   name: string;
@@ -32,7 +33,8 @@ export interface Runtime {
 }
 
 export interface RuntimeOptions<M extends boolean> {
-  name: string;
+  /** The service, which is also its NATS identity. */
+  name: NatsIdentity;
   /** A service that owns collections has the database settings too. */
   config: M extends true ? BaseConfig : ProcessConfig;
   /** Does this service own collections? The runner, for one, does not. */
@@ -62,7 +64,11 @@ export async function startRuntime({
   lifecycle.add('telemetry', () => telemetry.shutdown());
 
   try {
-    const nc = await connectNats({ servers: config.NATS_URL, name: `threadwork-${name}`, logger });
+    const auth = natsAuthOf(config, name);
+    const nc = await connectNats({ servers: config.NATS_URL, name: `threadwork-${name}`, logger, auth });
+    if (auth.method === 'none') {
+      logger.warn('NATS_INSECURE: connected to NATS without credentials — for development only');
+    }
     lifecycle.add('nats', async () => {
       if (!nc.isClosed()) await nc.drain();
     });
@@ -164,7 +170,7 @@ export interface DomainConsumerOptions {
  * with the lifecycle.
  */
 export async function consumeDomain(runtime: Runtime, opts: DomainConsumerOptions): Promise<void> {
-  await ensureStream(runtime.jsm, DOMAIN_STREAM);
+  await ensureStream(runtime.jsm, DOMAIN_STREAM, {}, { owner: false });
   await ensureConsumer(runtime.jsm, DOMAIN_STREAM.name, {
     ...opts.consumer,
     durable_name: opts.durable,

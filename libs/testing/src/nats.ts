@@ -1,6 +1,17 @@
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { type NatsIdentity } from '@threadwork/contracts';
+import {
+  natsAuthorizationConfig,
+  natsAuthWithSeed,
+  natsServerUsers,
+  newNatsKeys,
+  newNatsUserKey,
+  unrestrictedNatsUser,
+  type NatsAuth,
+  type NatsKeys,
+} from '@threadwork/platform';
 import { inject } from 'vitest';
 import { startNatsServer, type LocalServer } from './servers.js';
 import { uniqueDbPrefix } from './env.js';
@@ -9,37 +20,87 @@ export interface IsolatedNats {
   url: string;
   /** The server process, when this file started its own (to kill or restart it in a test). */
   server: LocalServer | undefined;
+  /** Every identity's key, when the server enforces them (a server of this file's own). */
+  keys: NatsKeys | undefined;
+  /** The server's configuration text, to restart it with the same users. */
+  config: string | undefined;
+  /** NATS settings of a service connecting as `identity`: its URL and seed. */
+  env(identity: NatsIdentity): Record<string, string>;
+  /** How the test's own client connects: as a user that may do anything. */
+  testAuth: NatsAuth | undefined;
   stop(): Promise<void>;
 }
 
 /**
- * A NATS server for one test file. Services answer request/reply in queue groups named after the
- * service, so two test files running services against one server would answer each other's
- * requests; a server per file keeps them apart. Uses the run's shared server when no local binary
- * is available (servers given by NATS_URL, or containers): run such suites one file at a time.
+ * New keys for every identity, and a server configuration that admits each with its grant plus the
+ * test's own client (which may do anything): for a test that starts its own nats-server.
+ */
+export function testNatsAuth(): { keys: NatsKeys; config: string; testAuth: NatsAuth } {
+  const keys = newNatsKeys();
+  const tester = newNatsUserKey();
+  const config = natsAuthorizationConfig(natsServerUsers(keys, { extra: [unrestrictedNatsUser(tester)] }));
+  return { keys, config, testAuth: natsAuthWithSeed(tester.seed) };
+}
+
+/**
+ * A NATS server for one test file, enforcing the deployment's permissions: every service connects
+ * with its own key and may do only what its grant says (libs/contracts' nats-grants.ts), so a test
+ * passes only if the grants allow what the services do. Services answer request/reply in queue
+ * groups named after the service, so two test files running services against one server would
+ * answer each other's requests; a server per file keeps them apart. Uses the run's shared server,
+ * without authorization, when no local binary is available (servers given by NATS_URL, or
+ * containers): run such suites one file at a time.
  */
 export async function isolatedNats(): Promise<IsolatedNats> {
   const binary = inject('natsServerBin');
-  if (!binary) return { url: inject('natsUrl'), server: undefined, stop: async () => {} };
+  if (!binary) {
+    const url = inject('natsUrl');
+    return {
+      url,
+      server: undefined,
+      keys: undefined,
+      config: undefined,
+      env: () => ({ NATS_URL: url, NATS_INSECURE: 'true' }),
+      testAuth: undefined,
+      stop: async () => {},
+    };
+  }
+  const { keys, config, testAuth } = testNatsAuth();
   const dir = mkdtempSync(join(tmpdir(), 'threadwork-nats-'));
-  const server = await startNatsServer({ binary, dir });
+  // A refused publish or subscription fails the test that needed it; the server's own line says
+  // which identity was refused what, so it is printed with the file's results.
+  const violations: string[] = [];
+  const onLine = (line: string) => {
+    if (/Violation/.test(line)) violations.push(line.trim());
+  };
+  const server = await startNatsServer({ binary, dir, config, onLine });
   return {
     url: server.url,
     server,
+    keys,
+    config,
+    env: (identity) => ({ NATS_URL: server.url, NATS_NKEY_SEED: keys[identity].seed }),
+    testAuth,
     async stop() {
       await server.stop();
       rmSync(dir, { recursive: true, force: true });
+      if (violations.length > 0) {
+        process.stderr.write(
+          `NATS refused these (permissions of libs/contracts' nats-grants.ts):\n${violations.join('\n')}\n`,
+        );
+      }
     },
   };
 }
 
 /**
  * Environment every service shares, pointed at this file's servers with a database prefix of its
- * own: pass it (plus the service's own variables) to `loadConfig(ServiceConfig, env)`.
+ * own: pass it (plus the service's own variables) to `loadConfig(ServiceConfig, env)`. `nats` is
+ * the service's NATS settings (`isolatedNats().env(identity)`).
  */
-export function baseServiceEnv(natsUrl: string, dbPrefix = uniqueDbPrefix()): Record<string, string> {
+export function baseServiceEnv(nats: Record<string, string>, dbPrefix = uniqueDbPrefix()): Record<string, string> {
   return {
-    NATS_URL: natsUrl,
+    ...nats,
     MONGO_URL: inject('mongoUrl'),
     MONGO_DB_PREFIX: dbPrefix,
     LOG_LEVEL: process.env.TEST_LOG_LEVEL ?? 'silent',

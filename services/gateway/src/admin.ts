@@ -1,10 +1,29 @@
 // Admin CLI: `npm run admin -- keys create --user <login>` and friends. Talks to the gateway's own
 // collections directly: it works against the running local stack (found through the stack file
 // that `npm start` writes into THREADWORK_DATA_DIR) or against the MONGO_URL it is given.
-import { existsSync, readFileSync } from 'node:fs';
+import { chmodSync, existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { NATS_IDENTITIES, natsPermissions } from '@threadwork/contracts';
 import { join, resolve } from 'node:path';
 import { parseArgs } from 'node:util';
-import { connectMongo, connectNats, createLogger, serviceDbName } from '@threadwork/platform';
+import {
+  ConfigError,
+  connectMongo,
+  connectNats,
+  createLogger,
+  loadConfig,
+  natsAuthOf,
+  natsAuthorizationConfig,
+  natsAuthWithSeed,
+  natsConfigShape,
+  natsPublicKeyOf,
+  natsServerUsers,
+  newNatsUserKey,
+  NKEY_USER_SEED,
+  type NatsKeys,
+  serviceDbName,
+  type NatsAuth,
+} from '@threadwork/platform';
+import { z } from 'zod';
 import { SESSION_COOKIE, signSession } from './domain/session.js';
 import { announceRevocation } from './revocations.js';
 import { createIdentityStore } from './store/identity.js';
@@ -16,8 +35,14 @@ const USAGE = `usage: npm run admin -- <command>
   users list                   list users
   sessions create --user <login> [--ttl-hours 24]
                                print a signed browser session cookie for the user (last line)
+  nats keys --out <dir>        make an NKEY per NATS identity (keeping those already in <dir>, a
+                               folder for its owner only): <identity>.seed for each, and authorization.conf,
+                               the nats-server users with their grants; prints the chart's values
+  nats permissions             print each NATS identity's grant as nats-server permissions (JSON;
+                               the chart's files/nats-permissions.json)
 environment: MONGO_URL and MONGO_DB_PREFIX, or THREADWORK_DATA_DIR of a running \`npm start\` (default ./.data);
-  a revocation is announced to every gateway on NATS_URL (or the local stack's NATS);
+  a revocation is announced to every gateway on NATS_URL (or the local stack's NATS), as the admin
+  identity (NATS_NKEY_SEED or NATS_CREDS; the local stack's key is read from its data dir);
   sessions need SESSION_SECRET, the same value the gateway runs with (the local stack's is read from its data dir)`;
 
 /** Sessions longer than this are refused: a signed cookie cannot be revoked before it expires. */
@@ -28,6 +53,8 @@ interface Target {
   mongoUrl: string;
   /** Where gateways hear of revocations; null when not known (they then notice within their cache TTL). */
   natsUrl: string | null;
+  /** How the CLI connects to NATS, as the `admin` identity; null when it has no credentials. */
+  natsAuth: NatsAuth | null;
   dbPrefix: string;
   source: string;
 }
@@ -35,7 +62,10 @@ interface Target {
 function findTarget(): Target | null {
   const dbPrefix = process.env.MONGO_DB_PREFIX ?? 'threadwork';
   const natsUrl = process.env.NATS_URL ?? null;
-  if (process.env.MONGO_URL) return { mongoUrl: process.env.MONGO_URL, natsUrl, dbPrefix, source: 'MONGO_URL' };
+  const natsAuth = natsAuthFromEnv();
+  if (process.env.MONGO_URL) {
+    return { mongoUrl: process.env.MONGO_URL, natsUrl, natsAuth, dbPrefix, source: 'MONGO_URL' };
+  }
   const dataDir = resolve(process.env.THREADWORK_DATA_DIR ?? '.data');
   const stackFile = join(dataDir, 'stack.json');
   if (!existsSync(stackFile)) return null;
@@ -47,9 +77,61 @@ function findTarget(): Target | null {
   return {
     mongoUrl: stack.mongoUrl,
     natsUrl: natsUrl ?? stack.natsUrl ?? null,
+    natsAuth: natsAuth ?? stackNatsAuth(dataDir),
     dbPrefix: stack.dbPrefix ?? dbPrefix,
     source: stackFile,
   };
+}
+
+/** The admin identity's credentials from the environment (NATS_NKEY_SEED, NATS_CREDS, NATS_INSECURE). */
+function natsAuthFromEnv(): NatsAuth | null {
+  try {
+    return natsAuthOf(loadConfig(z.object(natsConfigShape), process.env), 'admin');
+  } catch (err) {
+    if (err instanceof ConfigError && !/required/.test(err.message)) fail(`admin: ${err.message}`);
+    return null;
+  }
+}
+
+/** The admin identity's key that the local stack made (`npm start`), from its data directory. */
+function stackNatsAuth(dataDir: string): NatsAuth | null {
+  const file = join(dataDir, 'nats-keys.json');
+  if (!existsSync(file)) return null;
+  const keys = JSON.parse(readFileSync(file, 'utf8')) as Partial<Record<string, { seed?: string }>>;
+  const seed = keys.admin?.seed;
+  return seed ? natsAuthWithSeed(seed, 'admin') : null;
+}
+
+/**
+ * A deployment's NATS identities: a seed per identity in `dir` (made when missing, kept when
+ * there), and the server's `authorization` for their public keys with each identity's grant.
+ */
+function writeNatsKeys(dir: string): void {
+  // The folder is what keeps the seeds private on this host (its owner only); the files themselves
+  // are readable, as Compose mounts them into containers whose user is not their owner.
+  mkdirSync(dir, { recursive: true, mode: 0o700 });
+  chmodSync(dir, 0o700);
+  const keys = {} as NatsKeys;
+  for (const identity of NATS_IDENTITIES) {
+    const file = join(dir, `${identity}.seed`);
+    if (existsSync(file)) {
+      const seed = readFileSync(file, 'utf8').trim();
+      if (!NKEY_USER_SEED.test(seed))
+        fail(`admin: ${file} does not hold an NKEY user seed; remove it to make a new one`);
+      keys[identity] = { seed, publicKey: natsPublicKeyOf(seed) };
+    } else {
+      keys[identity] = newNatsUserKey();
+      writeFileSync(file, `${keys[identity].seed}\n`, { mode: 0o644 });
+    }
+  }
+  writeFileSync(join(dir, 'authorization.conf'), natsAuthorizationConfig(natsServerUsers(keys)));
+  process.stderr.write(
+    `admin: NATS keys in ${dir}: a seed per identity (give each service only its own), and authorization.conf for nats-server\n`,
+  );
+  // The chart's values: public keys only (the seeds go in the Secret named by nats.auth.existingSecret).
+  const lines = ['nats:', '  auth:', '    publicKeys:'];
+  for (const identity of NATS_IDENTITIES) lines.push(`      ${identity}: ${keys[identity].publicKey}`);
+  process.stdout.write(`${lines.join('\n')}\n`);
 }
 
 function fail(message: string): never {
@@ -64,12 +146,23 @@ async function main(): Promise<void> {
     options: {
       user: { type: 'string' },
       'ttl-hours': { type: 'string' },
+      out: { type: 'string' },
       help: { type: 'boolean', short: 'h' },
     },
   });
   const [group, action, arg] = positionals;
   if (values.help || !group) {
     process.stdout.write(`${USAGE}\n`);
+    return;
+  }
+  if (group === 'nats' && action === 'permissions') {
+    const all = Object.fromEntries(NATS_IDENTITIES.map((identity) => [identity, natsPermissions(identity)]));
+    process.stdout.write(`${JSON.stringify(all, null, 2)}\n`);
+    return;
+  }
+  if (group === 'nats' && action === 'keys') {
+    if (!values.out) fail(`admin: nats keys needs --out <dir>\n${USAGE}`);
+    writeNatsKeys(resolve(values.out));
     return;
   }
 
@@ -127,7 +220,7 @@ async function main(): Promise<void> {
       const count = await identity.revokeKey(arg);
       if (count === 0) fail(`admin: no active key matches ${arg}`);
       out(`revoked ${count} key${count === 1 ? '' : 's'}`);
-      await tellGateways(target.natsUrl);
+      await tellGateways(target.natsUrl, target.natsAuth);
     } else if (group === 'keys' && action === 'list') {
       const users = await identity.listUsers();
       const user = values.user ? users.find((u) => u.login === values.user) : undefined;
@@ -159,15 +252,22 @@ async function main(): Promise<void> {
 }
 
 /** Announces a revocation to every gateway; without NATS they refuse the key within AUTH_CACHE_TTL_MS. */
-async function tellGateways(natsUrl: string | null): Promise<void> {
+async function tellGateways(natsUrl: string | null, auth: NatsAuth | null): Promise<void> {
   const late = 'gateways that remembered the key refuse it within AUTH_CACHE_TTL_MS (10 s by default)';
   if (!natsUrl) {
     process.stderr.write(`admin: NATS_URL is not set, so the revocation is not announced: ${late}\n`);
     return;
   }
+  if (!auth) {
+    process.stderr.write(
+      `admin: no NATS credentials (NATS_NKEY_SEED or NATS_CREDS of the admin identity), so the revocation is not announced: ${late}\n`,
+    );
+    return;
+  }
   try {
     const nc = await connectNats({
       servers: natsUrl,
+      auth,
       name: 'threadwork-admin',
       logger: createLogger({ service: 'admin', level: 'silent' }),
       giveUpAfterMs: 3_000,

@@ -44,7 +44,7 @@ export interface Harness {
 
 export async function startHarness(opts: { doubles?: boolean; deps?: Partial<GatewayDeps> } = {}): Promise<Harness> {
   const nats = await isolatedNats();
-  const nc = await connectNats({ servers: nats.url, name: 'gateway-test', logger });
+  const nc = await connectNats({ servers: nats.url, auth: nats.testAuth, name: 'gateway-test', logger });
   const mongo = await connectMongo({ url: testInfra().mongoUrl, appName: 'gateway-test' });
   const identity = createIdentityStore(mongo.db(uniqueId('gw')));
   await identity.ensureIndexes();

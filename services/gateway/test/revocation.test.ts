@@ -1,4 +1,4 @@
-import { connectNats } from '@threadwork/platform';
+import { connectNats, natsAuthWithSeed } from '@threadwork/platform';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { AUTH_CACHE_DEFAULTS, cacheAuthentication } from '../src/domain/auth-cache.js';
 import { announceRevocation, forgetOnRevocation } from '../src/revocations.js';
@@ -31,7 +31,13 @@ describe('a revoked key', () => {
     expect(await h.identity.revokeKey(key!._id)).toBe(1);
     expect((await work()).statusCode).toBe(200);
     // …then the announcement, from a connection of its own.
-    const admin = await connectNats({ servers: h.nats.url, name: 'admin', logger, giveUpAfterMs: 3_000 });
+    const admin = await connectNats({
+      servers: h.nats.url,
+      auth: h.nats.keys && natsAuthWithSeed(h.nats.keys.admin.seed, 'admin'),
+      name: 'admin',
+      logger,
+      giveUpAfterMs: 3_000,
+    });
     await announceRevocation(admin);
     await admin.close();
     const deadline = Date.now() + 30_000;

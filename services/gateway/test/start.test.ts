@@ -2,7 +2,7 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { connectMongo, createLogger, loadConfig, serviceDbName, type MongoClient } from '@threadwork/platform';
-import { baseServiceEnv, startNatsServer, testInfra, type LocalServer } from '@threadwork/testing';
+import { baseServiceEnv, startNatsServer, testInfra, testNatsAuth, type LocalServer } from '@threadwork/testing';
 import { afterAll, beforeAll, describe, expect, inject, it, vi } from 'vitest';
 import { GatewayConfig, sessionSecretOf, startGateway, type Gateway } from '../src/index.js';
 import { createIdentityStore, type IdentityStore } from '../src/store/identity.js';
@@ -21,7 +21,7 @@ describe('startGateway', () => {
 
   beforeAll(async () => {
     harness = await startHarness();
-    const env = baseServiceEnv(harness.nats.url);
+    const env = baseServiceEnv(harness.nats.env('gateway'));
     gateway = await startGateway(
       loadConfig(GatewayConfig, { ...env, PORT: '0', HOST: '127.0.0.1', SESSION_SECRET: secret }),
     );
@@ -68,6 +68,7 @@ describe('startGateway', () => {
 describe.skipIf(!inject('natsServerBin'))('readiness follows NATS', () => {
   let dir: string;
   let nats: LocalServer;
+  const auth = testNatsAuth();
   let gateway: Gateway;
 
   /** /readyz's status once it settles on `status` (each probe is bounded; this only repeats it). */
@@ -81,9 +82,13 @@ describe.skipIf(!inject('natsServerBin'))('readiness follows NATS', () => {
 
   beforeAll(async () => {
     dir = mkdtempSync(join(tmpdir(), 'threadwork-readyz-'));
-    nats = await startNatsServer({ binary: inject('natsServerBin')!, dir });
+    nats = await startNatsServer({ binary: inject('natsServerBin')!, dir, config: auth.config });
     gateway = await startGateway(
-      loadConfig(GatewayConfig, { ...baseServiceEnv(nats.url), PORT: '0', HOST: '127.0.0.1' }),
+      loadConfig(GatewayConfig, {
+        ...baseServiceEnv({ NATS_URL: nats.url, NATS_NKEY_SEED: auth.keys.gateway.seed }),
+        PORT: '0',
+        HOST: '127.0.0.1',
+      }),
     );
   });
   afterAll(async () => {
@@ -97,7 +102,7 @@ describe.skipIf(!inject('natsServerBin'))('readiness follows NATS', () => {
 
     await nats.stop('SIGKILL');
     await readyzBecomes(503);
-    nats = await startNatsServer({ binary: inject('natsServerBin')!, dir, port: nats.port });
+    nats = await startNatsServer({ binary: inject('natsServerBin')!, dir, port: nats.port, config: auth.config });
     await readyzBecomes(200);
 
     // Connected but not answering: the probe must not hang on it.

@@ -1,4 +1,4 @@
-import { SERVICES, rpc } from '@threadwork/contracts';
+import { CONSUMERS, SERVICES, rpc } from '@threadwork/contracts';
 import {
   bootService,
   consumeDomain,
@@ -23,7 +23,7 @@ export { RepohostConfig, localRepositoriesDir } from './config.js';
 export { localRepositoryId } from './domain/local.js';
 
 /** Durable name of repohost's DOMAIN consumer (candidates to publish, webhooks to process). */
-export const REPOHOST_CONSUMER = 'repohost';
+export const REPOHOST_CONSUMER = CONSUMERS.repohost;
 
 export async function startRepohost(config: RepohostConfig): Promise<StartedService> {
   const runtime = await startRuntime({ name: 'repohost', config, mongo: true });

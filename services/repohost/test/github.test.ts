@@ -97,7 +97,7 @@ describe('repohost GitHub App provider', () => {
     dbPrefix = uniqueDbPrefix();
     service = await startRepohost(
       loadConfig(RepohostConfig, {
-        ...baseServiceEnv(nats.url, dbPrefix),
+        ...baseServiceEnv(nats.env('repohost'), dbPrefix),
         REPOHOST_LOCAL_DIR: localDir,
         GITHUB_APP_ID: String(APP_ID),
         // One line with `\n`, as in an env file.
@@ -113,11 +113,12 @@ describe('repohost GitHub App provider', () => {
     );
     nc = await connectNats({
       servers: nats.url,
+      auth: nats.testAuth,
       name: 'repohost-gh-test',
       logger: createLogger({ service: 'test', level: 'silent' }),
     });
     jetstream = await jetStreamOf(nc);
-    mongo = await connectMongo({ url: baseServiceEnv(nats.url).MONGO_URL!, appName: 'repohost-gh-test' });
+    mongo = await connectMongo({ url: baseServiceEnv(nats.env('repohost')).MONGO_URL!, appName: 'repohost-gh-test' });
   });
 
   afterAll(async () => {

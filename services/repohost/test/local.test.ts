@@ -38,9 +38,12 @@ describe('repohost local provider', () => {
     // Not created up front: the service creates its folder.
     dir = join(root, 'repos');
     nats = await isolatedNats();
-    service = await startRepohost(loadConfig(RepohostConfig, { ...baseServiceEnv(nats.url), REPOHOST_LOCAL_DIR: dir }));
+    service = await startRepohost(
+      loadConfig(RepohostConfig, { ...baseServiceEnv(nats.env('repohost')), REPOHOST_LOCAL_DIR: dir }),
+    );
     nc = await connectNats({
       servers: nats.url,
+      auth: nats.testAuth,
       name: 'repohost-test',
       logger: createLogger({ service: 'test', level: 'silent' }),
     });

@@ -1,4 +1,4 @@
-import { SERVICES } from '@threadwork/contracts';
+import { CONSUMERS, SERVICES } from '@threadwork/contracts';
 import { bootService, consumeDomain, serveRoutes, startRuntime, type StartedService } from '@threadwork/platform';
 import type { ReviewConfig } from './config.js';
 import { createEventHandler, REVIEW_DOMAIN_SUBJECTS, reviewRoutes } from './handlers/review.js';
@@ -7,7 +7,7 @@ import { createSnapshotStore } from './store/snapshots.js';
 export { ReviewConfig } from './config.js';
 
 /** Durable name of review's DOMAIN consumer; replicas share it, so each event is stored by one. */
-export const REVIEW_CONSUMER = 'review';
+export const REVIEW_CONSUMER = CONSUMERS.review;
 
 export async function startReview(config: ReviewConfig): Promise<StartedService> {
   const runtime = await startRuntime({ name: 'review', config, mongo: true });

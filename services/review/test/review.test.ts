@@ -10,6 +10,7 @@ import {
   subjects,
   type CandidateFailedEvent,
   type CandidateProducedEvent,
+  type NatsIdentity,
 } from '@threadwork/contracts';
 import {
   AppError,
@@ -60,13 +61,18 @@ describe('review', () => {
     reposDir = mkdtempSync(join(tmpdir(), 'threadwork-review-'));
     createBareRepo(reposDir, 'widgets');
     nats = await isolatedNats();
-    const env = { ...baseServiceEnv(nats.url, uniqueDbPrefix()), REPOHOST_LOCAL_DIR: reposDir };
-    services.push(await startRuns(loadConfig(RunsConfig, env)));
-    services.push(await startRepohost(loadConfig(RepohostConfig, env)));
-    services.push(await startThreads(loadConfig(ThreadsConfig, env)));
-    services.push(await startReview(loadConfig(ReviewConfig, env)));
+    const dbPrefix = uniqueDbPrefix();
+    const env = (identity: NatsIdentity) => ({
+      ...baseServiceEnv(nats.env(identity), dbPrefix),
+      REPOHOST_LOCAL_DIR: reposDir,
+    });
+    services.push(await startRuns(loadConfig(RunsConfig, env('runs'))));
+    services.push(await startRepohost(loadConfig(RepohostConfig, env('repohost'))));
+    services.push(await startThreads(loadConfig(ThreadsConfig, env('threads'))));
+    services.push(await startReview(loadConfig(ReviewConfig, env('review'))));
     nc = await connectNats({
       servers: nats.url,
+      auth: nats.testAuth,
       name: 'review-test',
       logger: createLogger({ service: 'test', level: 'silent' }),
     });

@@ -34,8 +34,9 @@ export async function startRunner(config: RunnerConfig): Promise<RunnerService> 
 
   const service = await bootService(runtime, async () => {
     // Publishing to DOMAIN and consuming RUN_JOBS need the streams, whichever service starts first.
-    await ensureStream(runtime.jsm, RUN_JOBS_STREAM);
-    await ensureStream(runtime.jsm, DOMAIN_STREAM);
+    // The runs service owns both streams; the runner only makes them if it comes up first.
+    await ensureStream(runtime.jsm, RUN_JOBS_STREAM, {}, { owner: false });
+    await ensureStream(runtime.jsm, DOMAIN_STREAM, {}, { owner: false });
     await mkdir(config.SANDBOX_ROOT, { recursive: true });
 
     let baseUrl = config.MODEL_BASE_URL;

@@ -64,8 +64,10 @@ export interface Stack {
 export async function startStack(scripts: Map<string, FakeScript>, options: StackOptions = {}): Promise<Stack> {
   const nats = await isolatedNats();
   const dbPrefix = uniqueDbPrefix();
-  const baseEnv = baseServiceEnv(nats.url, dbPrefix);
-  const runs = await startRuns(loadConfig(RunsConfig, { ...baseEnv, RUN_MAX_ATTEMPTS: '3', ...options.runs }));
+  const baseEnv = baseServiceEnv(nats.env('runner'), dbPrefix);
+  const runs = await startRuns(
+    loadConfig(RunsConfig, { ...baseServiceEnv(nats.env('runs'), dbPrefix), RUN_MAX_ATTEMPTS: '3', ...options.runs }),
+  );
   const fake = await startFakeModel(scriptsByPrompt(scripts));
   const dir = mkdtempSync(join(tmpdir(), 'threadwork-runner-test-'));
   const sandboxRoot = join(dir, 'sandboxes');
@@ -82,6 +84,7 @@ export async function startStack(scripts: Map<string, FakeScript>, options: Stac
   const runner = await startRunner(loadConfig(RunnerConfig, runnerEnv()));
   const nc = await connectNats({
     servers: nats.url,
+    auth: nats.testAuth,
     name: 'runner-test',
     logger: createLogger({ service: 'runner-test', level: 'silent' }),
   });

@@ -40,11 +40,12 @@ export interface Harness {
 export async function startHarness(env: Record<string, string> = {}): Promise<Harness> {
   const nats = await isolatedNats();
   const dbPrefix = uniqueDbPrefix();
-  const service = await startRuns(loadConfig(RunsConfig, { ...baseServiceEnv(nats.url, dbPrefix), ...env }));
+  const service = await startRuns(loadConfig(RunsConfig, { ...baseServiceEnv(nats.env('runs'), dbPrefix), ...env }));
   const mongo: MongoClient = await connectMongo({ url: testInfra().mongoUrl, appName: 'runs-test' });
   const db = mongo.db(serviceDbName(dbPrefix, 'runs'));
   const nc = await connectNats({
     servers: nats.url,
+    auth: nats.testAuth,
     name: 'runs-test',
     logger: createLogger({ service: 'runs-test', level: 'silent' }),
   });

@@ -302,7 +302,7 @@ describe('run lifecycle', () => {
       interactions: h.interactions,
       nc: h.nc,
       js: jetstream(h.nc),
-      config: loadConfig(RunsConfig, baseServiceEnv(h.nats.url)),
+      config: loadConfig(RunsConfig, baseServiceEnv(h.nats.env('runs'))),
       logger: createLogger({ service: 'runs-test', level: 'silent' }),
       log: {
         ...log,

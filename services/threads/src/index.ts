@@ -1,4 +1,4 @@
-import { SERVICES } from '@threadwork/contracts';
+import { CONSUMERS, SERVICES } from '@threadwork/contracts';
 import { bootService, consumeDomain, serveRoutes, startRuntime, type StartedService } from '@threadwork/platform';
 import type { ThreadsConfig } from './config.js';
 import { createDomainHandler, THREADS_DOMAIN_SUBJECTS } from './handlers/events.js';
@@ -10,7 +10,7 @@ import { createThreadsStore } from './store/store.js';
 export { ThreadsConfig } from './config.js';
 
 /** Durable name of threads' DOMAIN consumer; replicas share it, so each event is handled by one of them. */
-export const THREADS_CONSUMER = 'threads';
+export const THREADS_CONSUMER = CONSUMERS.threads;
 
 export async function startThreads(config: ThreadsConfig): Promise<StartedService> {
   const runtime = await startRuntime({ name: 'threads', config, mongo: true });

@@ -7,6 +7,7 @@ import {
   createBareRepo,
   scriptsByPrompt,
   startFakeModel,
+  testNatsAuth,
   uniqueDbPrefix,
   uniqueId,
   type FakeModelServer,
@@ -100,6 +101,8 @@ export class Cluster {
     readonly env: Record<string, string>,
     readonly gatewayPort: number,
     public nats: LocalServer,
+    /** Every identity's NATS key, and the server configuration that admits them with their grants. */
+    readonly natsAuth: ReturnType<typeof testNatsAuth>,
     public ferret: LocalServer,
     readonly fake: FakeModelServer | undefined,
     private readonly options: ClusterOptions,
@@ -117,7 +120,12 @@ export class Cluster {
 
   static async start(options: ClusterOptions = {}): Promise<Cluster> {
     const dir = mkdtempSync(join(tmpdir(), 'threadwork-chaos-'));
-    const nats = await startNatsServer({ binary: ensureTool('nats-server'), dir: join(dir, 'nats') });
+    const natsAuth = testNatsAuth();
+    const nats = await startNatsServer({
+      binary: ensureTool('nats-server'),
+      dir: join(dir, 'nats'),
+      config: natsAuth.config,
+    });
     const ferret = await startFerretDb({ binary: ensureTool('ferretdb'), dir: join(dir, 'ferretdb') });
     const fake = options.scripts ? await startFakeModel(scriptsByPrompt(options.scripts)) : undefined;
     const gatewayPort = await freePort();
@@ -142,7 +150,7 @@ export class Cluster {
       RATE_LIMIT_BURST: '100000',
       ...options.env,
     };
-    const cluster = new Cluster(dir, env, gatewayPort, nats, ferret, fake, options);
+    const cluster = new Cluster(dir, env, gatewayPort, nats, natsAuth, ferret, fake, options);
     try {
       for (const role of CORE) await cluster.startService(role);
       for (let i = 0; i < (options.runners ?? 0); i++) await cluster.startRunner();
@@ -157,7 +165,12 @@ export class Cluster {
   async startService(role: Role, extraEnv: Record<string, string> = {}, name: string = role): Promise<ServiceProcess> {
     // The gateway answers its probes on its own port.
     const healthPort = role === 'gateway' ? this.gatewayPort : await freePort();
-    const env = { ...this.env, HEALTH_PORT: role === 'gateway' ? '0' : String(healthPort), ...extraEnv };
+    const env = {
+      ...this.env,
+      NATS_NKEY_SEED: this.natsAuth.keys[role].seed,
+      HEALTH_PORT: role === 'gateway' ? '0' : String(healthPort),
+      ...extraEnv,
+    };
     const child = spawnGuarded(process.execPath, [dist(role)], { cwd: root, env, stdio: ['ignore', 'pipe', 'pipe'] });
     let output = '';
     const collect = (chunk: Buffer) => {
@@ -275,6 +288,7 @@ export class Cluster {
       binary: ensureTool('nats-server'),
       dir: join(this.dir, 'nats'),
       port: this.nats.port,
+      config: this.natsAuth.config,
     });
   }
 
@@ -342,6 +356,7 @@ export class Cluster {
   async connect(): Promise<NatsConnection> {
     const nc = await connectNats({
       servers: this.nats.url,
+      auth: this.natsAuth.testAuth,
       name: 'chaos-test',
       logger: createLogger({ service: 'chaos-test', level: 'silent' }),
     });

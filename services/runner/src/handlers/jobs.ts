@@ -1,4 +1,4 @@
-import { RUN_JOBS_STREAM, RunJob, STREAM_NAMES, subjects } from '@threadwork/contracts';
+import { CONSUMERS, RUN_JOBS_STREAM, RunJob, STREAM_NAMES, subjects } from '@threadwork/contracts';
 import {
   describeZodError,
   ensureConsumer,
@@ -32,7 +32,7 @@ export interface JobConsumer {
   stop(timeoutMs: number): Promise<void>;
 }
 
-export const consumerName = (harness: string) => `runner-${harness}`;
+export const consumerName = CONSUMERS.runner;
 
 const PULL_EXPIRES_MS = 1_000;
 

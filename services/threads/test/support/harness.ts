@@ -57,12 +57,12 @@ export async function eventually<T>(check: () => Promise<T>, timeoutMs = 10_000)
 export async function startHarness({ replicas = 1 }: { replicas?: number } = {}): Promise<Harness> {
   const logger = createLogger({ service: 'threads-test', level: 'silent' });
   const nats = await isolatedNats();
-  const nc = await connectNats({ servers: nats.url, name: 'threads-test', logger });
+  const nc = await connectNats({ servers: nats.url, auth: nats.testAuth, name: 'threads-test', logger });
   const { js, jsm } = await jetStreamOf(nc);
   const runs = await serveRunsDouble(nc, js, logger);
   const repohost = await serveRepohostDouble(nc, logger);
   const prefix = uniqueDbPrefix();
-  const config = loadConfig(ThreadsConfig, baseServiceEnv(nats.url, prefix));
+  const config = loadConfig(ThreadsConfig, baseServiceEnv(nats.env('threads'), prefix));
   const services: StartedService[] = [];
   for (let i = 0; i < replicas; i += 1) services.push(await startThreads(config));
   const mongo: MongoClient = await connectMongo({ url: testInfra().mongoUrl, appName: 'threads-test' });

@@ -1,0 +1,195 @@
+import { SERVICES, subjects, type ServiceName } from './subjects.js';
+import { STREAM_NAMES } from './streams.js';
+
+// Who may do what on NATS: one table, from which the nats-server's permissions are rendered for
+// the local stack, the tests, the Compose file and the chart. Every process connects as one of
+// these identities (its own NKEY) and the server refuses it anything its grant does not name:
+// a publish, a subscription, a JetStream API call. A connection without credentials is refused.
+
+/** The identities that connect to NATS: each service, and the admin CLI. */
+export const NATS_IDENTITIES = ['gateway', 'threads', 'runs', 'repohost', 'review', 'runner', 'admin'] as const;
+export type NatsIdentity = (typeof NATS_IDENTITIES)[number];
+
+/** Durable consumer names, one per reacting service (shared by its replicas). */
+export const CONSUMERS = {
+  threads: 'threads',
+  repohost: 'repohost',
+  review: 'review',
+  /** RUN_JOBS: one per harness, shared by every runner of it. */
+  runner: (harness: string) => `runner-${harness}`,
+} as const;
+
+type StreamName = (typeof STREAM_NAMES)[keyof typeof STREAM_NAMES];
+
+interface StreamAccess {
+  stream: StreamName;
+  /** Creates the stream and keeps its settings up to date; otherwise creates it only when absent. */
+  owns?: boolean;
+  /** Reads messages by sequence or subject (direct gets). */
+  directGet?: boolean;
+  /** Durable pull consumers it creates and consumes (and acks); `*`: any on the stream. */
+  consumers?: readonly string[];
+}
+
+interface Grant {
+  /** The request/reply service it answers. */
+  serves?: ServiceName;
+  /** Request/reply endpoints it calls. */
+  calls: readonly string[];
+  /** Core and JetStream subjects it publishes to (JetStream: the streams' own subjects). */
+  publishes: readonly string[];
+  /** Core subjects it subscribes to. */
+  subscribes: readonly string[];
+  streams: readonly StreamAccess[];
+}
+
+const { threads, runs, repohost, review } = SERVICES;
+const evt = (service: string) => `evt.${service}.>`;
+const runSignals = subjects.runSignalAll;
+
+const GRANTS: Record<NatsIdentity, Grant> = {
+  gateway: {
+    calls: [
+      ...Object.values(threads.subjects),
+      runs.subjects.get,
+      runs.subjects.cancel,
+      runs.subjects.eventsPage,
+      runs.subjects.interactionGet,
+      runs.subjects.interactionList,
+      runs.subjects.interactionAnswer,
+      repohost.subjects.connection,
+      repohost.subjects.repositories,
+      repohost.subjects.installSession,
+      repohost.subjects.setup,
+      repohost.subjects.webhook,
+      review.subjects.get,
+    ],
+    publishes: [subjects.keysRevoked],
+    subscribes: [subjects.runLiveAll, subjects.keysRevoked],
+    streams: [],
+  },
+  threads: {
+    serves: 'threads',
+    calls: [
+      runs.subjects.admit,
+      runs.subjects.get,
+      runs.subjects.getMany,
+      runs.subjects.live,
+      repohost.subjects.access,
+    ],
+    publishes: [runSignals, evt('threads')],
+    subscribes: [],
+    streams: [{ stream: STREAM_NAMES.domain, consumers: [CONSUMERS.threads] }],
+  },
+  runs: {
+    serves: 'runs',
+    calls: [],
+    publishes: [subjects.runEventsAll, subjects.runJobsAll, runSignals, evt('runs')],
+    subscribes: [],
+    streams: [
+      { stream: STREAM_NAMES.runEvents, owns: true, directGet: true },
+      { stream: STREAM_NAMES.runJobs, owns: true },
+      { stream: STREAM_NAMES.domain, owns: true },
+    ],
+  },
+  repohost: {
+    serves: 'repohost',
+    calls: [threads.subjects.get],
+    publishes: [evt('repohost')],
+    subscribes: [],
+    streams: [{ stream: STREAM_NAMES.domain, consumers: [CONSUMERS.repohost] }],
+  },
+  review: {
+    serves: 'review',
+    calls: [threads.subjects.work, runs.subjects.live, repohost.subjects.publication],
+    publishes: [evt('review')],
+    subscribes: [],
+    streams: [{ stream: STREAM_NAMES.domain, consumers: [CONSUMERS.review] }],
+  },
+  runner: {
+    calls: [
+      runs.subjects.claim,
+      runs.subjects.get,
+      runs.subjects.transition,
+      runs.subjects.append,
+      runs.subjects.interactionCreate,
+      runs.subjects.interactionSettlement,
+      repohost.subjects.token,
+    ],
+    publishes: [evt('runner')],
+    subscribes: [runSignals],
+    // RUN_JOBS is the runners' queue: a consumer per harness (`runner-<harness>`), whichever the
+    // deployment serves. A work queue refuses a second consumer of the same jobs.
+    streams: [{ stream: STREAM_NAMES.runJobs, consumers: ['*'] }, { stream: STREAM_NAMES.domain }],
+  },
+  admin: {
+    calls: [],
+    // Revocations, and the service framework's discovery (which services answer, their stats).
+    publishes: [
+      subjects.keysRevoked,
+      ...['PING', 'INFO', 'STATS'].flatMap((verb) => [`$SRV.${verb}`, `$SRV.${verb}.>`]),
+    ],
+    subscribes: [],
+    streams: [],
+  },
+};
+
+/** The prefix of an identity's reply subjects: only it may subscribe there, so no one reads its replies. */
+export const inboxPrefix = (identity: NatsIdentity) => `_INBOX_${identity}`;
+
+/** nats-server permissions of one user (its config's `permissions` block). */
+export interface NatsPermissions {
+  publish: { allow: string[] };
+  subscribe: { allow: string[] };
+  /** May reply to the requests it received (and only to those): services answering RPCs. */
+  allow_responses?: boolean;
+}
+
+const JS = '$JS.API';
+
+function streamApi(access: StreamAccess): { publish: string[]; subscribe: string[] } {
+  const s = access.stream;
+  const publish = [`${JS}.STREAM.INFO.${s}`, `${JS}.STREAM.CREATE.${s}`];
+  if (access.owns) publish.push(`${JS}.STREAM.UPDATE.${s}`);
+  if (access.directGet) publish.push(`${JS}.DIRECT.GET.${s}`, `${JS}.DIRECT.GET.${s}.>`);
+  for (const consumer of access.consumers ?? []) {
+    publish.push(
+      `${JS}.CONSUMER.CREATE.${s}.${consumer}`,
+      `${JS}.CONSUMER.CREATE.${s}.${consumer}.>`,
+      `${JS}.CONSUMER.DURABLE.CREATE.${s}.${consumer}`,
+      `${JS}.CONSUMER.INFO.${s}.${consumer}`,
+      `${JS}.CONSUMER.MSG.NEXT.${s}.${consumer}`,
+      `$JS.ACK.${s}.${consumer}.>`,
+    );
+  }
+  return { publish, subscribe: [] };
+}
+
+/** What `identity` may do, as nats-server permissions. */
+export function natsPermissions(identity: NatsIdentity): NatsPermissions {
+  const grant = GRANTS[identity];
+  const publish = new Set<string>([...grant.calls, ...grant.publishes]);
+  const subscribe = new Set<string>([`${inboxPrefix(identity)}.>`, ...grant.subscribes]);
+  // Every service's runtime opens JetStream, which asks for the account's limits first.
+  if (identity !== 'admin') publish.add(`${JS}.INFO`);
+  for (const access of grant.streams) {
+    const api = streamApi(access);
+    for (const subject of api.publish) publish.add(subject);
+    for (const subject of api.subscribe) subscribe.add(subject);
+  }
+  if (grant.serves) {
+    const service = SERVICES[grant.serves];
+    for (const subject of Object.values(service.subjects)) subscribe.add(subject);
+    // The service framework's discovery: `$SRV.<verb>`, `$SRV.<verb>.<name>`, `$SRV.<verb>.<name>.<id>`.
+    for (const verb of ['PING', 'INFO', 'STATS']) {
+      subscribe.add(`$SRV.${verb}`);
+      subscribe.add(`$SRV.${verb}.${service.name}`);
+      subscribe.add(`$SRV.${verb}.${service.name}.*`);
+    }
+  }
+  return {
+    publish: { allow: [...publish] },
+    subscribe: { allow: [...subscribe] },
+    ...(grant.serves ? { allow_responses: true } : {}),
+  };
+}
