@@ -97,7 +97,12 @@ export async function startNatsServer({ binary, dir, port = -1, onLine, config }
     30_000,
     () => {
       if (!existsSync(portsFile()) || !/Server is ready/.test(output())) return undefined;
-      return JSON.parse(readFileSync(portsFile(), 'utf8')).nats[0];
+      // The server may still be writing it: an empty or cut file is read again on the next look.
+      try {
+        return JSON.parse(readFileSync(portsFile(), 'utf8')).nats[0];
+      } catch {
+        return undefined;
+      }
     },
     output,
   );
