@@ -5,6 +5,10 @@ import { say, shell, uniqueId, type FakeScript } from '@threadwork/testing';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createThread, readLog, waitFor, waitForTerminal } from '../chaos/support/api.js';
 import { Cluster, type ChaosUser } from '../chaos/support/cluster.js';
+import { root } from '../support/process-stack.js';
+
+/** The jail's model bridge, by the path its command line shows. */
+const BRIDGE = join(root, 'services', 'runner', 'jail', 'bridge.mjs');
 
 // The agent as an attacker inside its sandbox, against the jail (src/sandbox/jail.ts in the
 // runner): the real codex binary, driven by the fake model, runs each attack as a shell command in
@@ -152,6 +156,7 @@ describe('an agent in its jail', () => {
     expect(layers[0]).toBe('bubblewrap-jail');
     expect(layers).toContain('codex-workspace-write');
     expect(layers).toContain('user-namespace-uid-1000-no-capabilities');
+    expect(layers).toContain('seccomp-no-ptrace-no-io-uring');
     expect(cluster.runners()[0]!.output()).toContain('codex-workspace-write');
   });
 
@@ -316,6 +321,9 @@ describe('an agent in its jail', () => {
         `setsid sleep ${marker}1 > /dev/null 2>&1 < /dev/null &`,
         `nohup sleep ${marker}2 > /dev/null 2>&1 < /dev/null &`,
         `(trap "" HUP TERM; exec sleep ${marker}3) > /dev/null 2>&1 < /dev/null &`,
+        // Named like what the harness keeps: the jail's model bridge, its Codex.
+        `(exec -a "${BRIDGE} x" sleep ${marker}4) > /dev/null 2>&1 < /dev/null &`,
+        `bash -c 'exec -a codex sleep ${marker}5' > /dev/null 2>&1 < /dev/null &`,
         'echo started',
       ].join('\n'),
     );

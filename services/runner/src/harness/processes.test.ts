@@ -1,6 +1,7 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { afterEach, describe, expect, it } from 'vitest';
-import { descendants, killTree, startTime } from './processes.js';
+import { readdirSync, readFileSync } from 'node:fs';
+import { commandLine, descendants, killTree, processesOf, startTime, stopAllBut } from './processes.js';
 
 // Killing a harness another runner left behind: by pid and start time (a reused pid is not it),
 // stopped or not, with everything it started.
@@ -52,4 +53,63 @@ describe.runIf(onLinux)('processes', () => {
     await exited(child);
     expect(child.signalCode).toBe('SIGKILL');
   });
+
+  it('stops everything below a root, however fast it multiplies: each is frozen before the next look', async () => {
+    const marker = `${process.pid}${Date.now() % 100000}`;
+    // The agent's: a loop starting processes as fast as it can (a sweep that only looks once
+    // misses those started while it kills), below a root that only waits, as a jail's init does.
+    const root = spawn('sh', ['-c', `(while :; do sleep 62${marker} & done) & wait`], {
+      detached: true,
+      stdio: 'ignore',
+    });
+    started.push(root);
+    await waitUntil(() => matching(`62${marker}`).length > 20);
+    expect(stopAllBut(root.pid as number, []).length).toBeGreaterThan(20);
+    await waitUntil(() => matching(`62${marker}`).length === 0);
+    await exited(root);
+  });
+
+  it('spares the processes kept by identity only, not one that takes their name', async () => {
+    const marker = `${process.pid}${Date.now() % 100000}`;
+    // The harness's own child, there before the agent ran anything; then the agent's, named the same.
+    const root = spawn('bash', ['-c', `sleep 64${marker} & read line; exec -a sleep sleep 64${marker} & wait`], {
+      detached: true,
+      stdio: ['pipe', 'ignore', 'ignore'],
+    });
+    started.push(root);
+    const rootPid = root.pid as number;
+    await waitUntil(() => descendants(rootPid).length === 1);
+    const kept = processesOf(rootPid);
+    root.stdin!.end('go\n');
+    const sleeps = () => matching(`64${marker}`).filter((pid) => pid !== rootPid);
+    await waitUntil(() => sleeps().length === 2);
+    const [first, second] = sleeps().map((pid) => commandLine(pid));
+    expect(first).toBe(second);
+    expect(stopAllBut(rootPid, kept)).toEqual([`sleep 64${marker}`]);
+    await waitUntil(() => sleeps().length === 1);
+    expect(processesOf(rootPid)).toEqual(kept);
+  });
 });
+
+function matching(text: string): number[] {
+  return readdirSync('/proc')
+    .filter((entry) => /^\d+$/.test(entry))
+    .filter((pid) => {
+      try {
+        const cmd = readFileSync(`/proc/${pid}/cmdline`, 'utf8');
+        const state = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1]?.[0];
+        return cmd.includes(text) && state !== 'Z';
+      } catch {
+        return false;
+      }
+    })
+    .map(Number);
+}
+
+async function waitUntil(condition: () => boolean): Promise<void> {
+  const deadline = Date.now() + 60_000;
+  while (!condition()) {
+    if (Date.now() > deadline) throw new Error('condition not met within the hang guard');
+    await new Promise((resolve) => setTimeout(resolve, 20));
+  }
+}

@@ -86,6 +86,44 @@ export function besides(root: number, keep: (pid: number) => boolean): number[] 
   return below.filter((pid) => !kept.has(pid));
 }
 
+/** A process as of now: its pid and start time, which together a reused pid cannot fake. */
+export interface ProcessIdentity {
+  pid: number;
+  started: string;
+}
+
+/** `root` and every process below it now, by identity (the processes a harness started with). */
+export function processesOf(root: number): ProcessIdentity[] {
+  return [root, ...descendants(root)].flatMap((pid) => {
+    const started = startTime(pid);
+    return started === null ? [] : [{ pid, started }];
+  });
+}
+
+/**
+ * Stops every process below `root` but the `kept` ones (and those between `root` and them), and
+ * returns what they ran. Each found is frozen (SIGSTOP) before the next look, so a process that
+ * forks and exits, or starts another as it goes, cannot stay ahead of the sweep; once a look finds
+ * no new one, all are killed. Only exact identities are kept: no name or command line, which the
+ * agent could take on, spares a process.
+ */
+export function stopAllBut(root: number, kept: readonly ProcessIdentity[], maxRounds = 200): string[] {
+  const keep = (pid: number) => kept.some((k) => k.pid === pid && startTime(pid) === k.started);
+  const frozen: number[] = [];
+  const lines: string[] = [];
+  for (let round = 0; round < maxRounds; round++) {
+    const found = besides(root, keep).filter((pid) => !frozen.includes(pid));
+    if (found.length === 0) break;
+    for (const pid of found) {
+      signal(pid, 'SIGSTOP');
+      frozen.push(pid);
+      lines.push(commandLine(pid) ?? String(pid));
+    }
+  }
+  for (const pid of frozen) signal(pid, 'SIGKILL');
+  return lines.filter((line) => line !== '');
+}
+
 /**
  * Resident memory of a process in bytes: all of it (`VmRSS`) and the part that is its own
  * (`RssAnon`; the rest is mostly the binary's pages, shared between processes). Null when unreadable.

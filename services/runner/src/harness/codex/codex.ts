@@ -1,5 +1,4 @@
 import { spawn } from 'node:child_process';
-import { realpathSync } from 'node:fs';
 import { open, readdir } from 'node:fs/promises';
 import { join } from 'node:path';
 import type { RunError } from '@threadwork/contracts';
@@ -13,10 +12,10 @@ import {
   type TurnListener,
   type TurnOutcome,
 } from '../harness.js';
-import { besides, commandLine, descendants, executable, signal } from '../processes.js';
+import { descendants, processesOf, signal, stopAllBut, type ProcessIdentity } from '../processes.js';
 import type { Isolation } from '../../sandbox/isolation.js';
 import { openGates, type GateRefusal } from '../../sandbox/gates.js';
-import { BRIDGE_PORT, BRIDGE_SCRIPT, EGRESS_ENV, jailed } from '../../sandbox/jail.js';
+import { BRIDGE_PORT, EGRESS_ENV, jailed } from '../../sandbox/jail.js';
 import { limited } from '../../sandbox/limits.js';
 import { appServerArgs, codexCommand, guarded } from './launch.js';
 import { CodexTurnMapper, toQuestion } from './mapping.js';
@@ -142,7 +141,10 @@ export class CodexHarness implements Harness {
       } else {
         threadId = (await rpc.request('thread/start', { cwd: opts.cwd }, START_TIMEOUT_MS)).thread.id;
       }
-      session = new CodexSession(rpc, closed, threadId, opts.cwd, codex.command, this.options);
+      // What runs now is the harness itself (and, jailed, the jail's init and the model bridge):
+      // the agent has run nothing yet. These alone outlive a run (stopLeftovers).
+      const own = child.pid === undefined ? [] : processesOf(child.pid);
+      session = new CodexSession(rpc, closed, threadId, opts.cwd, own, this.options);
       return session;
     } catch (err) {
       rpc.kill();
@@ -216,8 +218,8 @@ class CodexSession implements HarnessSession {
     readonly exited: Promise<void>,
     readonly sessionId: string,
     private readonly cwd: string,
-    /** The executable the harness process runs (to tell it from what the agent started). */
-    private readonly binary: string,
+    /** The processes the harness started with, before the agent could start any. */
+    private readonly own: readonly ProcessIdentity[],
     private readonly options: CodexHarnessOptions,
   ) {
     rpc.onNotification((n) => this.onNotification(n));
@@ -353,13 +355,8 @@ class CodexSession implements HarnessSession {
   async stopLeftovers(): Promise<string[]> {
     const pid = this.rpc.pid;
     if (pid === undefined || this.rpc.hasExited || this.turn) return [];
-    // Kept: the Codex process (and the jail's init and shell above it) and the jail's model bridge.
-    const codex = realpathSync(this.binary);
-    const keep = (p: number) => executable(p) === codex || (commandLine(p)?.includes(BRIDGE_SCRIPT) ?? false);
-    const leftovers = besides(pid, keep).filter((p) => executable(p) !== codex);
-    const killed = leftovers.map((p) => commandLine(p) ?? String(p));
-    for (const p of leftovers) signal(p, 'SIGKILL');
-    return killed.filter((line) => line !== '');
+    // Kept: exactly the processes the harness started with (Codex, the jail's init, the bridge).
+    return stopAllBut(pid, this.own);
   }
 
   private onNotification(n: ServerNotification): void {
