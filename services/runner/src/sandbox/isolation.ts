@@ -2,6 +2,7 @@ import type { Logger } from '@threadwork/platform';
 import { probeCodexSandbox } from '../harness/codex/sandbox-probe.js';
 import type { EgressPolicy } from './egress.js';
 import { JAIL_UID, probeJail, type JailMode } from './jail.js';
+import { seccompProgram } from './seccomp.js';
 import { probeProcessLimit, type ProcessLimit } from './limits.js';
 
 // What stands between an agent and the machine, decided once at start-up from the settings and
@@ -45,6 +46,7 @@ export async function decideIsolation(settings: IsolationSettings, logger: Logge
         'own-mount-pid-ipc-uts-namespaces',
         'no-network-but-gates',
         `user-namespace-uid-${JAIL_UID}-no-capabilities`,
+        ...(seccompProgram() ? ['seccomp-no-ptrace-no-io-uring'] : []),
         'model-key-outside',
         `egress-${settings.egress.mode}`,
         ...(processes ? [`pids-max-${processes.max}-${processes.method}`] : []),

@@ -77,4 +77,32 @@ describe('a jail', () => {
     expect(existsSync(join(layout.cwd, 'work.txt'))).toBe(true);
     expect(existsSync(join(layout.runDir, 'fill'))).toBe(false);
   });
+
+  it('lets nothing in it trace another process there, or take its descriptors or memory', async (ctx) => {
+    if (!available || !existsSync('/usr/bin/python3')) ctx.skip();
+    // The harness and the agent share the jail's uid: a process of the agent's must not reach into
+    // the harness (its parent here) by ptrace, pidfd_getfd or process_vm_readv.
+    const calls = [
+      'import ctypes, os',
+      'libc = ctypes.CDLL(None, use_errno=True)',
+      'def tried(name, nr, *args):',
+      '    r = libc.syscall(nr, *args)',
+      '    print(name + ": " + ("allowed" if r >= 0 else os.strerror(ctypes.get_errno())))',
+      'x64 = os.uname().machine == "x86_64"',
+      'parent = os.getppid()',
+      'tried("ptrace", 101 if x64 else 117, 16, parent, 0, 0)',
+      'pidfd = os.pidfd_open(parent)',
+      'tried("pidfd_getfd", 438, pidfd, 0, 0)',
+      'buf = ctypes.create_string_buffer(8)',
+      'class iovec(ctypes.Structure): _fields_ = [("base", ctypes.c_void_p), ("len", ctypes.c_size_t)]',
+      'local = iovec(ctypes.addressof(buf), 8)',
+      'tried("process_vm_readv", 310 if x64 else 270, parent, ctypes.byref(local), 1, ctypes.byref(local), 1, 0)',
+    ].join('\n');
+    const found = await inJail(`python3 -c '${calls.replaceAll("'", "'\\''")}'`);
+    expect(found.split('\n').filter(Boolean)).toEqual([
+      'ptrace: Operation not permitted',
+      'pidfd_getfd: Operation not permitted',
+      'process_vm_readv: Operation not permitted',
+    ]);
+  });
 });

@@ -3,6 +3,7 @@ import { existsSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { promisify } from 'node:util';
 import type { Command } from '../harness/codex/launch.js';
+import { seccompFile } from './seccomp.js';
 
 // The jail a sandbox's harness runs in (bubblewrap): everything the agent starts runs inside it.
 // - System directories read-only (`/usr`, `/bin`, `/lib*`, a short list of `/etc`), nothing else of
@@ -45,8 +46,6 @@ export const EGRESS_ENV: Readonly<Record<string, string>> = Object.fromEntries(
     ]),
 );
 const BRIDGE = join(import.meta.dirname, '..', '..', 'jail', 'bridge.mjs');
-/** The bridge's script, as it shows in the bridge process's command line. */
-export const BRIDGE_SCRIPT = BRIDGE;
 
 /** Host `/etc` entries a shell, git and common tools need; the rest of `/etc` stays out. */
 const ETC = [
@@ -84,6 +83,7 @@ export interface JailLayout {
 }
 
 function bwrapArgs(layout: JailLayout, programs: readonly string[]): string[] {
+  // Nested user namespaces stay possible: Codex's own sandbox (the second layer) is made of them.
   const args = ['--unshare-all', '--uid', String(JAIL_UID), '--gid', String(JAIL_UID)];
   args.push('--die-with-parent', '--new-session', '--cap-drop', 'ALL');
   for (const dir of SYSTEM) args.push('--ro-bind-try', dir, dir);
@@ -99,6 +99,19 @@ function bwrapArgs(layout: JailLayout, programs: readonly string[]): string[] {
   args.push('--ro-bind', layout.runDir, JAIL_RUN_DIR);
   args.push('--hostname', 'sandbox', '--chdir', layout.cwd);
   return args;
+}
+
+/**
+ * bubblewrap with `args`, and the seccomp filter (seccomp.ts) on its fd 3: a shell opens the
+ * runner's file of it, then becomes bubblewrap, which reads it before anything in the jail runs.
+ */
+function bwrap(args: readonly string[], inner: readonly string[]): Command {
+  const filter = seccompFile();
+  if (!filter) return { command: BWRAP, args: [...args, '--', ...inner] };
+  return {
+    command: '/bin/sh',
+    args: ['-c', 'exec 3< "$0" && exec "$@"', filter, BWRAP, ...args, '--seccomp', '3', '--', ...inner],
+  };
 }
 
 /** Files and directories of a command the jail must show (read-only) for it to run. */
@@ -121,16 +134,15 @@ function programPaths(cmd: Command): string[] {
  */
 export function jailed(cmd: Command, layout: JailLayout): Command {
   const ready = '/tmp/.threadwork-bridge-ready';
+  // The bridge gets none of the shell's standard input and output: those are the runner's channel
+  // to the harness, which nothing else in the jail may hold.
   const script = [
-    `"${process.execPath}" "${BRIDGE}" ${ready} "${JAIL_RUN_DIR}/${MODEL_SOCKET}=${BRIDGE_PORT}" "${JAIL_RUN_DIR}/${EGRESS_SOCKET}=${EGRESS_PORT}" &`,
+    `"${process.execPath}" "${BRIDGE}" ${ready} "${JAIL_RUN_DIR}/${MODEL_SOCKET}=${BRIDGE_PORT}" "${JAIL_RUN_DIR}/${EGRESS_SOCKET}=${EGRESS_PORT}" < /dev/null > /dev/null &`,
     'i=0',
     `while [ ! -e ${ready} ]; do i=$((i+1)); if [ $i -gt 3000 ]; then echo "the model bridge did not start" >&2; exit 97; fi; sleep 0.01; done`,
     'exec "$@"',
   ].join('\n');
-  return {
-    command: BWRAP,
-    args: [...bwrapArgs(layout, programPaths(cmd)), '--', '/bin/sh', '-c', script, 'sh', cmd.command, ...cmd.args],
-  };
+  return bwrap(bwrapArgs(layout, programPaths(cmd)), ['/bin/sh', '-c', script, 'sh', cmd.command, ...cmd.args]);
 }
 
 export type JailMode = 'required' | 'auto' | 'off';
@@ -141,7 +153,8 @@ export async function probeJail(): Promise<{ ok: true } | { ok: false; reason: s
     return { ok: false, reason: `${BWRAP} is not installed (Debian: apt-get install bubblewrap)` };
   const layout: JailLayout = { cwd: '/', writable: [], readable: [], runDir: '/tmp' };
   try {
-    await promisify(execFile)(BWRAP, [...bwrapArgs(layout, []), '--', '/bin/true'], { timeout: 10_000 });
+    const probe = bwrap(bwrapArgs(layout, []), ['/bin/true']);
+    await promisify(execFile)(probe.command, probe.args, { timeout: 10_000 });
     return { ok: true };
   } catch (err) {
     const stderr = (err as { stderr?: string }).stderr?.trim();
