@@ -6,7 +6,7 @@ import { admitRun, domainOf, git, startStack, waitForTerminal, type Stack } from
 
 // A sandbox is bounded on disk (SANDBOX_DISK_MAX_BYTES), measured while a turn runs: an agent
 // that fills it has its run failed, nothing of it committed or pushed, and the thread's next run
-// finds its workspace rebuilt from the branch and its conversation kept.
+// finds its workspace rebuilt from the branch and its conversation kept; the space is freed at once.
 
 const MIB = 2 ** 20;
 
@@ -40,9 +40,14 @@ describe('a sandbox past its bound on disk', () => {
     // Nothing committed, nothing pushed, no candidate.
     expect(domainOf(stack, 'candidateProduced', first.run.id)).toEqual([]);
     expect(() => git(first.bare, 'rev-parse', '--verify', `refs/heads/threadwork/${first.threadId}`)).toThrow();
+    // The space is freed as the run ends, not at the thread's next run (which may never come): the
+    // workspace is gone, to be cloned again; the conversation is kept.
     const workspace = join(stack.sandboxRoot, first.threadId, 'app');
+    expect(existsSync(join(workspace, 'big.bin'))).toBe(false);
     const state = JSON.parse(readFileSync(join(stack.sandboxRoot, first.threadId, 'threadwork.json'), 'utf8'));
-    expect(state.outgrown).toBe(true);
+    expect(state.outgrown).toBeUndefined();
+    expect(state.repos).toEqual({});
+    expect(state.session_id).toBeTruthy();
 
     const next = await admitRun(
       stack,

@@ -331,6 +331,13 @@ class RunExecution implements LiveRun {
       this.stopReason === 'disk_full'
     ) {
       await deps.sessions.discard(job.thread_id, this.session);
+      // Nothing of the jail runs now: what the agent wrote past the bound goes at once, not at the
+      // thread's next run, which may never come (the disk is every sandbox's).
+      if (this.stopReason === 'disk_full' && this.sandbox && !this.isFenced) {
+        await deps.sandboxes
+          .freeOutgrown(this.sandbox, deps.config.SANDBOX_DISK_MAX_BYTES)
+          .catch((err: unknown) => this.log.warn({ err }, 'the outgrown sandbox’s space could not be freed'));
+      }
     } else {
       // Before the runner's git reads the workspace, nothing of the agent's may still be changing it.
       await this.stopLeftovers(this.session);

@@ -192,12 +192,27 @@ export class LocalSandboxProvider implements SandboxProvider {
     await this.writeState(sandbox.dir, { ...state, outgrown: true }, sandbox.take);
   }
 
+  async freeOutgrown(sandbox: Sandbox, maxBytes: number): Promise<void> {
+    const state = await this.readState(sandbox.dir);
+    if (!state?.outgrown) return;
+    await this.rebuild(sandbox.dir, state, sandbox.take);
+    if ((await this.diskUsage(sandbox)) <= maxBytes) return;
+    this.options.logger.warn(
+      { thread_id: state.thread_id },
+      'the harness’s home alone is past the sandbox’s bound on disk; removing it, and with it the conversation',
+    );
+    sandbox.take.check();
+    await rm(join(sandbox.dir, HARNESS_HOME), { recursive: true, force: true });
+    await mkdir(join(sandbox.dir, HARNESS_HOME), { recursive: true });
+    await this.writeState(sandbox.dir, { ...state, repos: {}, session_id: null }, sandbox.take);
+  }
+
   /**
    * Empties a sandbox that grew past its bound: its workspaces and the runner's git directories go
    * (the repositories are cloned again, on the thread branch as last pushed), and so does what the
    * agent kept in its HOME; the harness's home, with the conversation, stays.
    */
-  private async rebuild(dir: string, state: SandboxState, take: SandboxTake): Promise<void> {
+  private async rebuild(dir: string, state: SandboxState, take: SandboxFence): Promise<void> {
     this.options.logger.warn({ thread_id: state.thread_id }, 'rebuilding a sandbox that grew past its bound on disk');
     for (const repo of Object.values(state.repos)) {
       take.check();

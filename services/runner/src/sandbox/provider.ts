@@ -93,6 +93,13 @@ export interface SandboxProvider {
    * thread branch as last pushed) and empties the agent's HOME; the harness's session is kept.
    */
   outgrown(sandbox: Sandbox): Promise<void>;
+  /**
+   * Frees an outgrown sandbox's space now, once nothing of its jail runs (the disk is shared with
+   * every other sandbox, and the thread's next run may never come): its workspaces, git directories
+   * and the agent's HOME go; the harness's home too when it alone is still past `maxBytes` (the
+   * conversation is then lost, and the next run starts a new one).
+   */
+  freeOutgrown(sandbox: Sandbox, maxBytes: number): Promise<void>;
   /** The sandbox's last published status on this runner. */
   status(threadId: string): SandboxStatus | null;
   /** Marks the sandbox reclaimed after idling (its workspace stays, for the next run to continue in). */
