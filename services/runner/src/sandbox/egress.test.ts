@@ -52,11 +52,15 @@ describe('egress decisions', () => {
       'fd00::1',
       'fe80::1',
       '::ffff:127.0.0.1',
+      '64:ff9b::a00:1',
+      '64:ff9b:1::a00:1',
     ]) {
       expect(await verdict(open, internal, 443), internal).toMatch(/internal address/);
     }
-    // Unless the operator lists it (an internal registry mirror, say).
+    // Unless the operator lists it (an internal registry mirror, say) by its name: not a wildcard's,
+    // under which the agent may make up names that resolve anywhere (`10.1.2.3.nip.io`).
     expect(await verdict({ mode: 'open', allow: ['10.1.2.3'] }, '10.1.2.3', 443)).toBe('allowed');
+    expect(await verdict({ mode: 'allowlist', allow: ['*.2.3'] }, '10.1.2.3', 443)).toMatch(/internal address/);
   });
 
   it('refuse a name that does not resolve', async () => {

@@ -81,10 +81,11 @@ function parseRule(entry: string): Rule {
   return { host: wildcard ? host.slice(1) : host, wildcard, port: port === undefined ? null : Number(port) };
 }
 
-function listed(rules: readonly Rule[], host: string, port: number): boolean {
+/** Whether an entry lets the host through; `exact`: only entries that name it, not a wildcard's. */
+function listed(rules: readonly Rule[], host: string, port: number, exact = false): boolean {
   return rules.some(
     (r) =>
-      (r.wildcard ? host.endsWith(r.host) : host === r.host) &&
+      (r.wildcard ? !exact && host.endsWith(r.host) : host === r.host) &&
       (r.port === null ? DEFAULT_PORTS.has(port) : r.port === port),
   );
 }
@@ -111,6 +112,7 @@ for (const [net, bits] of [
   // IPv4-mapped and -translated addresses: whatever IPv4 address they carry.
   ['::ffff:0:0', 96],
   ['64:ff9b::', 96],
+  ['64:ff9b:1::', 48],
   ['fc00::', 7],
   ['fe80::', 10],
   ['ff00::', 8],
@@ -144,7 +146,11 @@ export async function decide(
     return { ok: false, reason: 'the host name does not resolve' };
   }
   // Which address is not said: the answer goes back to the agent, and the network's layout is not its to learn.
-  if (internal(address) && !isListed) return { ok: false, reason: 'it resolves to an internal address' };
+  // Only an entry naming the host exactly opens an internal address: under a wildcard, names that
+  // resolve anywhere (`10.0.0.1.nip.io`) are the agent's to make up.
+  if (internal(address) && !listed(rules, name, port, true)) {
+    return { ok: false, reason: 'it resolves to an internal address' };
+  }
   return { ok: true, address };
 }
 
