@@ -1,4 +1,5 @@
 import { spawn } from 'node:child_process';
+import { constants } from 'node:fs';
 import { open, readdir } from 'node:fs/promises';
 import { join } from 'node:path';
 import type { RunError } from '@threadwork/contracts';
@@ -159,7 +160,7 @@ export class CodexHarness implements Harness {
  * has begun, the session's metadata as its first line. A thread lost before that line was whole
  * (no file, an empty one, a line cut short) has nothing to resume.
  */
-async function hasRollout(home: string, threadId: string): Promise<boolean> {
+export async function hasRollout(home: string, threadId: string): Promise<boolean> {
   for (const dir of ['sessions', 'archived_sessions']) {
     let names: string[];
     try {
@@ -175,10 +176,21 @@ async function hasRollout(home: string, threadId: string): Promise<boolean> {
   return false;
 }
 
-/** Whether a JSON-lines file begins with a complete line that parses. */
+/**
+ * Whether a JSON-lines file begins with a complete line that parses. The harness's home is
+ * writable from the jail: a link is not followed (it could name any file of the runner's), and
+ * anything but a regular file (a FIFO would block the read for good) is no rollout.
+ */
 async function startsWithWholeLine(file: string): Promise<boolean> {
-  const handle = await open(file, 'r');
+  let handle;
   try {
+    handle = await open(file, constants.O_RDONLY | constants.O_NOFOLLOW | constants.O_NONBLOCK);
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code === 'ELOOP') return false;
+    throw err;
+  }
+  try {
+    if (!(await handle.stat()).isFile()) return false;
     const buffer = Buffer.alloc(1 << 20);
     const { bytesRead } = await handle.read(buffer, 0, buffer.length, 0);
     const text = buffer.subarray(0, bytesRead).toString('utf8');
