@@ -1,4 +1,4 @@
-import { readdirSync, readFileSync, realpathSync } from 'node:fs';
+import { readdirSync, readFileSync } from 'node:fs';
 
 // A harness runs commands in sessions of their own (a PTY per command), outside its process
 // group, so stopping it by group misses them. Its descendants are found by walking parent ids in
@@ -55,15 +55,6 @@ export function descendants(pid: number): number[] {
 export function commandLine(pid: number): string | null {
   try {
     return readFileSync(`/proc/${pid}/cmdline`, 'utf8').replace(/\0+$/, '').replaceAll('\0', ' ');
-  } catch {
-    return null;
-  }
-}
-
-/** The executable a process runs; null when it is gone or cannot be read. */
-export function executable(pid: number): string | null {
-  try {
-    return realpathSync(`/proc/${pid}/exe`);
   } catch {
     return null;
   }
