@@ -3,8 +3,16 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { connect } from '@nats-io/transport-node';
 import { CONSUMERS, NATS_IDENTITIES, SERVICES, STREAM_NAMES, subjects, type NatsIdentity } from '@threadwork/contracts';
-import { connectNats, createLogger, natsAuthWithSeed, newNatsUserKey, type NatsConnection } from '@threadwork/platform';
-import { startNatsServer, testNatsAuth, type LocalServer } from '@threadwork/testing';
+import {
+  connectNats,
+  createLogger,
+  isPlainPublish,
+  jetStreamOf,
+  natsAuthWithSeed,
+  newNatsUserKey,
+  type NatsConnection,
+} from '@threadwork/platform';
+import { provisionJetStream, startNatsServer, testNatsAuth, type LocalServer } from '@threadwork/testing';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 
 // What an attacker with a NATS connection could do before every service had an identity of its
@@ -192,6 +200,67 @@ describe.skipIf(!hasBinary)('NATS, as each service and as an attacker', () => {
     }
     expect(await publishes('runner', `$JS.API.CONSUMER.CREATE.${STREAM_NAMES.domain}.spy`)).toBe('refused');
     expect(await publishes('gateway', `$JS.API.CONSUMER.CREATE.${STREAM_NAMES.domain}.spy`)).toBe('refused');
+  });
+
+  it('lets only the runs service create a stream or a consumer, its readers’ own included', async () => {
+    // A consumer's settings name where JetStream delivers: a service that could create or update
+    // its own could make it a push consumer delivering stream contents onto a subject another
+    // service trusts (a run's signals, its live events, an endpoint). So readers only pull and ack.
+    const own: [NatsIdentity, string, string][] = [
+      ['threads', STREAM_NAMES.domain, CONSUMERS.threads],
+      ['repohost', STREAM_NAMES.domain, CONSUMERS.repohost],
+      ['review', STREAM_NAMES.domain, CONSUMERS.review],
+      ['runner', STREAM_NAMES.runJobs, CONSUMERS.runner('codex')],
+    ];
+    for (const [identity, stream, consumer] of own) {
+      for (const subject of [
+        `$JS.API.CONSUMER.CREATE.${stream}.${consumer}`,
+        `$JS.API.CONSUMER.CREATE.${stream}.${consumer}.evt.runs.run.status`,
+        `$JS.API.CONSUMER.DURABLE.CREATE.${stream}.${consumer}`,
+      ]) {
+        expect(await publishes(identity, subject), `${identity} ${subject}`).toBe('refused');
+        expect(await publishes('runs', subject), `runs ${subject}`).toBe('allowed');
+      }
+      expect(await publishes(identity, `$JS.API.CONSUMER.INFO.${stream}.${consumer}`), identity).toBe('allowed');
+      for (const name of Object.values(STREAM_NAMES)) {
+        expect(await publishes(identity, `$JS.API.STREAM.CREATE.${name}`), `${identity} ${name}`).toBe('refused');
+      }
+    }
+    for (const identity of ['gateway', 'admin'] as const) {
+      for (const name of Object.values(STREAM_NAMES)) {
+        expect(await publishes(identity, `$JS.API.STREAM.CREATE.${name}`), `${identity} ${name}`).toBe('refused');
+      }
+    }
+    expect(await publishes('runs', `$JS.API.STREAM.CREATE.${STREAM_NAMES.domain}`)).toBe('allowed');
+  });
+
+  it('marks a delivery a reader pulls onto another subject: it carries an ack subject, so the runner and the gateway refuse it', async () => {
+    // A reader still names the reply subject of its pulls, so it can have its own consumer's
+    // messages delivered onto a run's signal subject. Such a delivery always carries JetStream's
+    // ack subject as its reply; a real signal is a plain publish without one.
+    const admin = await connectNats({ servers: server.url, name: 'provision', logger, auth: auth.testAuth });
+    try {
+      await provisionJetStream(server.url, auth.testAuth);
+      const signal = subjects.runSignal('run_redirected');
+      const arrived = new Promise<{ reply: string | undefined }>((resolve) => {
+        connections.get('runner')!.subscribe(signal, { max: 1, callback: (_err, msg) => resolve({ reply: msg.reply }) });
+      });
+      await connections.get('runner')!.flush();
+      const { js } = await jetStreamOf(admin);
+      await js.publish(subjects.domain('runs', 'run', 'status'), new TextEncoder().encode('{"stored":true}'));
+      const threads = connections.get('threads')!;
+      threads.publish(
+        `$JS.API.CONSUMER.MSG.NEXT.${STREAM_NAMES.domain}.${CONSUMERS.threads}`,
+        new TextEncoder().encode(JSON.stringify({ batch: 1, expires: 5_000_000_000 })),
+        { reply: signal },
+      );
+      const delivered = await arrived;
+      expect(delivered.reply).toMatch(/^\$JS\.ACK\./);
+      expect(isPlainPublish(delivered)).toBe(false);
+      expect(isPlainPublish({ reply: undefined })).toBe(true);
+    } finally {
+      await admin.close();
+    }
   });
 
   it('lets only the admin identity announce a revocation besides the gateway, and the gateway hear it', async () => {

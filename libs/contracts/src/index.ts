@@ -12,6 +12,7 @@ export * from './api/interactions.js';
 export * from './events.js';
 export * from './subjects.js';
 export * from './streams.js';
+export * from './consumers.js';
 export * from './nats-grants.js';
 export * from './rpc.js';
 export * from './internal.js';

@@ -1,3 +1,4 @@
+import { CONSUMERS } from './consumers.js';
 import { SERVICES, subjects, type ServiceName } from './subjects.js';
 import { STREAM_NAMES } from './streams.js';
 
@@ -10,24 +11,18 @@ import { STREAM_NAMES } from './streams.js';
 export const NATS_IDENTITIES = ['gateway', 'threads', 'runs', 'repohost', 'review', 'runner', 'admin'] as const;
 export type NatsIdentity = (typeof NATS_IDENTITIES)[number];
 
-/** Durable consumer names, one per reacting service (shared by its replicas). */
-export const CONSUMERS = {
-  threads: 'threads',
-  repohost: 'repohost',
-  review: 'review',
-  /** RUN_JOBS: one per harness, shared by every runner of it. */
-  runner: (harness: string) => `runner-${harness}`,
-} as const;
-
 type StreamName = (typeof STREAM_NAMES)[keyof typeof STREAM_NAMES];
 
 interface StreamAccess {
   stream: StreamName;
-  /** Creates the stream and keeps its settings up to date; otherwise creates it only when absent. */
+  /**
+   * Creates the stream and every consumer on it (consumers.ts) and keeps their settings up to
+   * date. Everyone else only looks the stream up: it waits for the owner to create it.
+   */
   owns?: boolean;
   /** Reads messages by sequence or subject (direct gets). */
   directGet?: boolean;
-  /** Durable pull consumers it creates and consumes (and acks); `*`: any on the stream. */
+  /** Durable pull consumers it pulls from and acks (never creates); `*`: any on the stream. */
   consumers?: readonly string[];
 }
 
@@ -118,8 +113,8 @@ const GRANTS: Record<NatsIdentity, Grant> = {
     ],
     publishes: [evt('runner')],
     subscribes: [runSignals],
-    // RUN_JOBS is the runners' queue: a consumer per harness (`runner-<harness>`), whichever the
-    // deployment serves. A work queue refuses a second consumer of the same jobs.
+    // RUN_JOBS is the runners' queue and holds nothing else: a consumer per harness the deployment
+    // serves (`runner-<harness>`, created by the runs service).
     streams: [{ stream: STREAM_NAMES.runJobs, consumers: ['*'] }, { stream: STREAM_NAMES.domain }],
   },
   admin: {
@@ -147,22 +142,28 @@ export interface NatsPermissions {
 
 const JS = '$JS.API';
 
-function streamApi(access: StreamAccess): { publish: string[]; subscribe: string[] } {
+function streamApi(access: StreamAccess): string[] {
   const s = access.stream;
-  const publish = [`${JS}.STREAM.INFO.${s}`, `${JS}.STREAM.CREATE.${s}`];
-  if (access.owns) publish.push(`${JS}.STREAM.UPDATE.${s}`);
+  const publish = [`${JS}.STREAM.INFO.${s}`];
+  if (access.owns) {
+    publish.push(
+      `${JS}.STREAM.CREATE.${s}`,
+      `${JS}.STREAM.UPDATE.${s}`,
+      `${JS}.CONSUMER.CREATE.${s}.*`,
+      `${JS}.CONSUMER.CREATE.${s}.*.>`,
+      `${JS}.CONSUMER.DURABLE.CREATE.${s}.*`,
+      `${JS}.CONSUMER.INFO.${s}.*`,
+    );
+  }
   if (access.directGet) publish.push(`${JS}.DIRECT.GET.${s}`, `${JS}.DIRECT.GET.${s}.>`);
   for (const consumer of access.consumers ?? []) {
     publish.push(
-      `${JS}.CONSUMER.CREATE.${s}.${consumer}`,
-      `${JS}.CONSUMER.CREATE.${s}.${consumer}.>`,
-      `${JS}.CONSUMER.DURABLE.CREATE.${s}.${consumer}`,
       `${JS}.CONSUMER.INFO.${s}.${consumer}`,
       `${JS}.CONSUMER.MSG.NEXT.${s}.${consumer}`,
       `$JS.ACK.${s}.${consumer}.>`,
     );
   }
-  return { publish, subscribe: [] };
+  return publish;
 }
 
 /** What `identity` may do, as nats-server permissions. */
@@ -172,11 +173,7 @@ export function natsPermissions(identity: NatsIdentity): NatsPermissions {
   const subscribe = new Set<string>([`${inboxPrefix(identity)}.>`, ...grant.subscribes]);
   // Every service's runtime opens JetStream, which asks for the account's limits first.
   if (identity !== 'admin') publish.add(`${JS}.INFO`);
-  for (const access of grant.streams) {
-    const api = streamApi(access);
-    for (const subject of api.publish) publish.add(subject);
-    for (const subject of api.subscribe) subscribe.add(subject);
-  }
+  for (const access of grant.streams) for (const subject of streamApi(access)) publish.add(subject);
   if (grant.serves) {
     const service = SERVICES[grant.serves];
     for (const subject of Object.values(service.subjects)) subscribe.add(subject);

@@ -7,6 +7,7 @@ import {
   RetentionPolicy,
   StorageType,
   type ConsumerConfig,
+  type ConsumerInfo,
   type JetStreamClient,
   type JetStreamManager,
   type JsMsg,
@@ -23,7 +24,7 @@ import {
 } from '@nats-io/nats-core';
 import { Svcm, type Service, type ServiceMsg } from '@nats-io/services';
 import { connect } from '@nats-io/transport-node';
-import { RpcEnvelope, type RpcEndpoint, type StreamDefinition } from '@threadwork/contracts';
+import { RpcEnvelope, type ConsumerDefinition, type RpcEndpoint, type StreamDefinition } from '@threadwork/contracts';
 import type { z } from 'zod';
 import { AppError, invalidRequest, toAppError, unavailable } from './errors.js';
 import type { Logger } from './logger.js';
@@ -113,16 +114,14 @@ const RETENTION = {
 } as const;
 
 /**
- * Creates the stream, or brings its mutable settings up to date when the caller owns it; safe to
- * run from every replica. A service that only uses another's stream creates it when it is absent
- * (so services may start in any order) and otherwise leaves its settings to the owner: its NATS
- * grant does not allow it to change them.
+ * Creates the stream, or brings its mutable settings up to date; safe to run from every replica.
+ * Only the streams' owner (the runs service) does this: every other service waits for the stream
+ * (`awaitStream`), since its NATS grant allows it to look streams up, not to create them.
  */
 export async function ensureStream(
   jsm: JetStreamManager,
   def: StreamDefinition,
   overrides: Partial<StreamConfig> = {},
-  { owner = true }: { owner?: boolean } = {},
 ): Promise<void> {
   const config: Partial<StreamConfig> & { name: string } = {
     name: def.name,
@@ -139,7 +138,7 @@ export async function ensureStream(
   } catch (err) {
     // "stream name already in use" with different settings: update what may be updated.
     if (err instanceof JetStreamApiError && err.code === 10058) {
-      if (owner) await jsm.streams.update(def.name, config);
+      await jsm.streams.update(def.name, config);
       return;
     }
     throw err;
@@ -166,6 +165,58 @@ export async function ensureConsumer(
     }
     throw err;
   }
+}
+
+/** Creates (or brings up to date) one of the deployment's consumers, as contracts define it. */
+export async function ensureDefinedConsumer(jsm: JetStreamManager, def: ConsumerDefinition): Promise<void> {
+  const filter = def.filterSubjects.length === 1 ? { filter_subject: def.filterSubjects[0] } : { filter_subjects: [...def.filterSubjects] };
+  await ensureConsumer(jsm, def.stream, {
+    durable_name: def.durable,
+    ...filter,
+    deliver_policy: def.deliver === 'new' ? DeliverPolicy.New : DeliverPolicy.All,
+    max_deliver: def.maxDeliver,
+    ack_wait: def.ackWaitMs * 1_000_000,
+  });
+}
+
+const isNotFound = (err: unknown, code: number) => err instanceof JetStreamApiError && err.code === code;
+
+/**
+ * Waits until `look` finds what the streams' owner creates (a stream, a consumer): services may
+ * start in any order, and only the runs service may create them. Says so in the log while waiting.
+ */
+async function awaitCreated<T>(what: string, notFoundCode: number, logger: Logger, look: () => Promise<T>): Promise<T> {
+  const started = Date.now();
+  let said = 0;
+  for (;;) {
+    try {
+      return await look();
+    } catch (err) {
+      if (!isNotFound(err, notFoundCode)) throw err;
+    }
+    const waited = Date.now() - started;
+    if (waited - said >= 10_000) {
+      said = waited;
+      logger.warn({ waited_ms: waited }, `waiting for the runs service to create ${what}`);
+    }
+    await new Promise((resolve) => setTimeout(resolve, 500));
+  }
+}
+
+/** Waits for a stream the runs service creates. */
+export async function awaitStream(jsm: JetStreamManager, name: string, logger: Logger): Promise<void> {
+  await awaitCreated(`stream ${name}`, 10059, logger, () => jsm.streams.info(name));
+}
+
+/** Waits for a consumer the runs service creates; its info (settings included) once it exists. */
+export async function awaitConsumer(
+  jsm: JetStreamManager,
+  stream: string,
+  durable: string,
+  logger: Logger,
+): Promise<ConsumerInfo> {
+  await awaitStream(jsm, stream, logger);
+  return awaitCreated(`consumer ${durable} on ${stream}`, 10014, logger, () => jsm.consumers.info(stream, durable));
 }
 
 export interface JetStreamHandles {
@@ -281,6 +332,12 @@ export async function serveRpc(
           logger.error({ err, subject: endpoint.subject }, 'endpoint subscription failed');
           return;
         }
+        if (!isReplyInbox(msg.reply)) {
+          // Not a caller waiting for an answer: a message that names another subject to answer on
+          // (to make this service publish there), or one JetStream delivered here. Never handled.
+          logger.warn({ subject: endpoint.subject, reply: msg.reply ?? null }, 'refused a request that does not reply to an inbox');
+          return;
+        }
         const work = answer(endpoint, handler, msg, logger).finally(() => inflight.delete(work));
         inflight.add(work);
       },
@@ -294,6 +351,24 @@ export async function serveRpc(
       await waitAll([...inflight], timeoutMs);
     },
   };
+}
+
+/**
+ * Whether a request's reply subject is a caller's inbox: `_INBOX_<identity>.…` (each identity may
+ * subscribe only under its own, nats-grants.ts) or the client library's default `_INBOX.…`.
+ * Answering to any other subject would let a caller use this service to publish where it may not.
+ */
+export function isReplyInbox(reply: string | undefined): boolean {
+  return reply !== undefined && /^_INBOX(_[a-z]+)?\./.test(reply);
+}
+
+/**
+ * Whether a core NATS message is a plain publish, as signals, live events and revocations are.
+ * One with a reply subject came some other way (a JetStream delivery redirected onto this
+ * subject, a service's answer to a request that named it): it is not to be trusted.
+ */
+export function isPlainPublish(msg: { reply?: string | undefined }): boolean {
+  return !msg.reply;
 }
 
 async function answer(

@@ -8,9 +8,8 @@ import { connectMongo, mongoCall, serviceDbName } from './mongo.js';
 import { DOMAIN_STREAM, type NatsIdentity } from '@threadwork/contracts';
 import {
   connectNats,
+  awaitConsumer,
   consumeJson,
-  ensureConsumer,
-  ensureStream,
   jetStreamOf,
   natsAnswers,
   serveRpc,
@@ -151,31 +150,22 @@ export async function serveRoutes(
 }
 
 export interface DomainConsumerOptions {
-  /** Durable consumer name: one per service, shared by its replicas (each event handled once). */
+  /** Durable consumer name (consumers.ts): one per service, shared by its replicas (each event handled once). */
   durable: string;
-  /** The DOMAIN subjects this service reacts to (the consumer's filter). */
-  subjects: string[];
   /** Must be idempotent: a redelivered event changes nothing the first delivery did not. */
   handle: (subject: string, payload: unknown) => Promise<void>;
   /** How long stopping waits for events in hand. */
   drainMs: number;
-  /** Settings beyond the defaults, e.g. `deliver_policy` or `max_deliver`. */
-  consumer?: Omit<Parameters<typeof ensureConsumer>[2], 'durable_name' | 'filter_subjects'>;
   progressEveryMs?: number;
 }
 
 /**
- * Reacts to DOMAIN events through a durable consumer: ensures the stream (limits retention, so
- * every service reads the same events on its own consumer) and the consumer, consumes, and stops
- * with the lifecycle.
+ * Reacts to DOMAIN events through the service's durable consumer: waits for the runs service to
+ * have created it (with the filter and settings contracts give it), consumes, and stops with the
+ * lifecycle.
  */
 export async function consumeDomain(runtime: Runtime, opts: DomainConsumerOptions): Promise<void> {
-  await ensureStream(runtime.jsm, DOMAIN_STREAM, {}, { owner: false });
-  await ensureConsumer(runtime.jsm, DOMAIN_STREAM.name, {
-    ...opts.consumer,
-    durable_name: opts.durable,
-    filter_subjects: opts.subjects,
-  });
+  await awaitConsumer(runtime.jsm, DOMAIN_STREAM.name, opts.durable, runtime.logger);
   const consumer = await consumeJson(
     runtime.js,
     {

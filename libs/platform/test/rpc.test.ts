@@ -30,6 +30,8 @@ const explode = defineEndpoint(`test.${suffix}.explode`, z.object({}), z.object(
 const slow = defineEndpoint(`test.${suffix}.slow`, z.object({ ms: z.number() }), z.object({ slept: z.number() }));
 const traced = defineEndpoint(`test.${suffix}.traced`, z.object({}), z.object({ traceId: z.string() }));
 const nobody = defineEndpoint(`test.${suffix}.nobody`, z.object({}), z.object({}));
+const counted = defineEndpoint(`test.${suffix}.counted`, z.object({ tag: z.string() }), z.object({ tag: z.string() }));
+const handled: string[] = [];
 
 describe('typed request/reply over NATS services', () => {
   let nc: NatsConnection;
@@ -57,6 +59,10 @@ describe('typed request/reply over NATS services', () => {
           return { slept: ms };
         }),
         route(traced, async () => ({ traceId: trace.getActiveSpan()?.spanContext().traceId ?? '' })),
+        route(counted, async ({ tag }) => {
+          handled.push(tag);
+          return { tag };
+        }),
       ],
       logger,
     );
@@ -67,6 +73,29 @@ describe('typed request/reply over NATS services', () => {
     trace.disable();
     propagation.disable();
     context.disable();
+  });
+
+  it('neither handles nor answers a request whose reply subject is not an inbox', async () => {
+    // A caller naming another subject to answer on would have the service publish there (a signal,
+    // a live event); a JetStream delivery redirected here carries an ack subject. Both are refused.
+    const elsewhere = `elsewhere.${suffix}`;
+    const landed: string[] = [];
+    const watch = nc.subscribe(`${elsewhere}.>`, {
+      callback: (_err, msg) => {
+        landed.push(msg.subject);
+      },
+    });
+    await nc.flush();
+    const body = (tag: string) => new TextEncoder().encode(JSON.stringify({ tag }));
+    nc.publish(counted.subject, body('aimed-elsewhere'), { reply: `${elsewhere}.signal` });
+    nc.publish(counted.subject, body('from-jetstream'), { reply: `$JS.ACK.${elsewhere}.1.1.1.1.1.1` });
+    nc.publish(counted.subject, body('no-reply'));
+    // Requests are taken in order: once this one is answered, the three before it were looked at.
+    await expect(request(nc, counted, { tag: 'inbox' })).resolves.toEqual({ tag: 'inbox' });
+    await nc.flush();
+    watch.unsubscribe();
+    expect(handled).toEqual(['inbox']);
+    expect(landed).toEqual([]);
   });
 
   it('returns the typed result', async () => {

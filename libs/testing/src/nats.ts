@@ -1,8 +1,13 @@
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { type NatsIdentity } from '@threadwork/contracts';
+import { allStreams, consumerDefinitions, type JobQueueSettings, type NatsIdentity } from '@threadwork/contracts';
 import {
+  connectNats,
+  createLogger,
+  ensureDefinedConsumer,
+  ensureStream,
+  jetStreamOf,
   natsAuthorizationConfig,
   natsAuthWithSeed,
   natsServerUsers,
@@ -28,7 +33,30 @@ export interface IsolatedNats {
   env(identity: NatsIdentity): Record<string, string>;
   /** How the test's own client connects: as a user that may do anything. */
   testAuth: NatsAuth | undefined;
+  /**
+   * Creates the streams and consumers as the runs service does at start (with the runs service's
+   * defaults unless told otherwise): for a test that runs a service without the runs service.
+   */
+  provision(jobs?: Partial<JobQueueSettings>): Promise<void>;
   stop(): Promise<void>;
+}
+
+/** The streams and consumers the runs service creates, made by the test's own client. */
+export async function provisionJetStream(
+  url: string,
+  auth: NatsAuth | undefined,
+  jobs: Partial<JobQueueSettings> = {},
+): Promise<void> {
+  const logger = createLogger({ service: 'test-provision', level: 'silent' });
+  const nc = await connectNats({ servers: url, ...(auth ? { auth } : {}), name: 'test-provision', logger });
+  try {
+    const { jsm } = await jetStreamOf(nc);
+    for (const stream of allStreams({ runEventsMaxAgeMs: 30 * 24 * 60 * 60 * 1000 })) await ensureStream(jsm, stream);
+    const settings = { harnesses: ['codex'], jobAckWaitMs: 30_000, jobMaxDeliver: -1, ...jobs };
+    for (const consumer of consumerDefinitions(settings)) await ensureDefinedConsumer(jsm, consumer);
+  } finally {
+    await nc.close();
+  }
 }
 
 /**
@@ -62,6 +90,7 @@ export async function isolatedNats(): Promise<IsolatedNats> {
       config: undefined,
       env: () => ({ NATS_URL: url, NATS_INSECURE: 'true' }),
       testAuth: undefined,
+      provision: (jobs) => provisionJetStream(url, undefined, jobs),
       stop: async () => {},
     };
   }
@@ -81,6 +110,7 @@ export async function isolatedNats(): Promise<IsolatedNats> {
     config,
     env: (identity) => ({ NATS_URL: server.url, NATS_NKEY_SEED: keys[identity].seed }),
     testAuth,
+    provision: (jobs) => provisionJetStream(server.url, testAuth, jobs),
     async stop() {
       await server.stop();
       rmSync(dir, { recursive: true, force: true });

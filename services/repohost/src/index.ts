@@ -7,9 +7,8 @@ import {
   startRuntime,
   type StartedService,
 } from '@threadwork/platform';
-import { DeliverPolicy } from '@nats-io/jetstream';
 import { githubAppConfig, localRepositoriesDir, type RepohostConfig } from './config.js';
-import { createEventHandler, REPOHOST_DOMAIN_SUBJECTS } from './handlers/events.js';
+import { createEventHandler } from './handlers/events.js';
 import { repohostRoutes, type RoutesDeps } from './handlers/rpc.js';
 import { createGitHubClient } from './github/client.js';
 import { combineProviders } from './providers/combined.js';
@@ -66,11 +65,8 @@ export async function startRepohost(config: RepohostConfig): Promise<StartedServ
       // than the GitHub App's configuration have nothing to publish.
       await consumeDomain(runtime, {
         durable: REPOHOST_CONSUMER,
-        subjects: Object.values(REPOHOST_DOMAIN_SUBJECTS),
         handle: createEventHandler({ ...github, store: githubStore, github: provider }),
         drainMs: config.SHUTDOWN_TIMEOUT_MS,
-        // A branch that never reaches GitHub stops being retried after about half an hour of backoff.
-        consumer: { deliver_policy: DeliverPolicy.New, max_deliver: 60 },
         progressEveryMs: 10_000,
       });
       logger.info(

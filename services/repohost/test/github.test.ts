@@ -94,6 +94,7 @@ describe('repohost GitHub App provider', () => {
     localDir = mkdtempSync(join(tmpdir(), 'threadwork-repohost-gh-'));
     createBareRepo(localDir, 'local-only');
     nats = await isolatedNats();
+    await nats.provision();
     dbPrefix = uniqueDbPrefix();
     service = await startRepohost(
       loadConfig(RepohostConfig, {

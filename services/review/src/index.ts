@@ -1,7 +1,7 @@
 import { CONSUMERS, SERVICES } from '@threadwork/contracts';
 import { bootService, consumeDomain, serveRoutes, startRuntime, type StartedService } from '@threadwork/platform';
 import type { ReviewConfig } from './config.js';
-import { createEventHandler, REVIEW_DOMAIN_SUBJECTS, reviewRoutes } from './handlers/review.js';
+import { createEventHandler, reviewRoutes } from './handlers/review.js';
 import { createSnapshotStore } from './store/snapshots.js';
 
 export { ReviewConfig } from './config.js';
@@ -19,7 +19,6 @@ export async function startReview(config: ReviewConfig): Promise<StartedService>
     // Candidates and candidate failures only. Storing is idempotent (newer wins), so redeliveries are harmless.
     await consumeDomain(runtime, {
       durable: REVIEW_CONSUMER,
-      subjects: Object.values(REVIEW_DOMAIN_SUBJECTS),
       handle: createEventHandler(deps),
       drainMs: config.SHUTDOWN_TIMEOUT_MS,
     });

@@ -3,14 +3,6 @@ import { describe, expect, it } from 'vitest';
 import { RunnerConfig } from './config.js';
 
 describe('runner configuration', () => {
-  it('sets no delivery limit on jobs by default: RUN_MAX_ATTEMPTS (runs) is what ends a poison job', () => {
-    expect(loadConfig(RunnerConfig, {}).JOB_MAX_DELIVER).toBe(-1);
-    expect(loadConfig(RunnerConfig, { JOB_MAX_DELIVER: '20' }).JOB_MAX_DELIVER).toBe(20);
-    for (const bad of ['0', '1', '-2', 'many']) {
-      expect(() => loadConfig(RunnerConfig, { JOB_MAX_DELIVER: bad })).toThrow(/JOB_MAX_DELIVER/);
-    }
-  });
-
   it('reads the egress policy and refuses an allowlist it cannot use', () => {
     expect(loadConfig(RunnerConfig, {})).toMatchObject({ SANDBOX_EGRESS: 'none', SANDBOX_EGRESS_ALLOW: [] });
     expect(

@@ -39,22 +39,6 @@ export const RunnerConfig = z
       .default(256 * 1024),
     /** An agent process whose sandbox had no run for this long is stopped (the workspace stays). */
     SANDBOX_IDLE_MS: env.duration(10 * 60_000),
-    /** RUN_JOBS ack wait: a job not heartbeaten for this long goes to another runner. */
-    JOB_ACK_WAIT_MS: z.coerce.number().int().min(1_000).default(30_000),
-    /**
-     * Deliveries of one job before JetStream gives up on it; -1 (the default) for no limit. What
-     * bounds a job that keeps losing its runner is the runs service's RUN_MAX_ATTEMPTS: each lost
-     * runner costs one attempt (one delivery), and the claim past the last attempt fails the run
-     * `runner_lost` and acks the job. Deliveries that claim nothing cost no attempt but count here
-     * too — the runs service unreachable for a while, a hand-back with a nak — and a job JetStream
-     * gives up on leaves its run live with nobody to work it, its thread busy for good. A limit must
-     * therefore leave room for RUN_MAX_ATTEMPTS + 1 deliveries and every such retry on top.
-     */
-    JOB_MAX_DELIVER: z.coerce
-      .number()
-      .int()
-      .refine((n) => n === -1 || n >= 2, 'must be -1 (no limit) or at least 2')
-      .default(-1),
     /** How often a live run's state is read back, for a cancel or an answer whose signal was missed. */
     RUN_POLL_MS: z.coerce.number().int().min(100).default(2_000),
     /** Scripted demo model in-process instead of MODEL_BASE_URL (no keys needed; replies are scripted). */

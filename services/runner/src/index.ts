@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import { mkdir } from 'node:fs/promises';
-import { DOMAIN_STREAM, domainEvents, rpc, RUN_JOBS_STREAM, type SandboxStatusEvent } from '@threadwork/contracts';
-import { bootService, ensureStream, request, startRuntime, type StartedService } from '@threadwork/platform';
+import { DOMAIN_STREAM, domainEvents, rpc, type SandboxStatusEvent } from '@threadwork/contracts';
+import { bootService, awaitStream, request, startRuntime, type StartedService } from '@threadwork/platform';
 import type { RunnerConfig } from './config.js';
 import { startDemoModel } from './demo/server.js';
 import { publishDomain } from './flows/calls.js';
@@ -33,10 +33,9 @@ export async function startRunner(config: RunnerConfig): Promise<RunnerService> 
   let sessions: SessionPool | undefined;
 
   const service = await bootService(runtime, async () => {
-    // Publishing to DOMAIN and consuming RUN_JOBS need the streams, whichever service starts first.
-    // The runs service owns both streams; the runner only makes them if it comes up first.
-    await ensureStream(runtime.jsm, RUN_JOBS_STREAM, {}, { owner: false });
-    await ensureStream(runtime.jsm, DOMAIN_STREAM, {}, { owner: false });
+    // Publishing to DOMAIN needs the stream: the runs service creates it (and RUN_JOBS, whose
+    // consumer the job consumer below waits for), whichever service starts first.
+    await awaitStream(runtime.jsm, DOMAIN_STREAM.name, logger);
     await mkdir(config.SANDBOX_ROOT, { recursive: true });
 
     let baseUrl = config.MODEL_BASE_URL;
@@ -115,8 +114,6 @@ export async function startRunner(config: RunnerConfig): Promise<RunnerService> 
       {
         harness: harness.name,
         concurrency: config.RUNNER_CONCURRENCY,
-        ackWaitMs: config.JOB_ACK_WAIT_MS,
-        maxDeliver: config.JOB_MAX_DELIVER,
         logger,
       },
       (job) => {

@@ -81,7 +81,7 @@ describe('a runner that crashes mid-run', () => {
   let stack: Stack;
   let crashed: ChildProcess | undefined;
   beforeAll(async () => {
-    stack = await startStack(scripts, { runner: { JOB_ACK_WAIT_MS: ACK_WAIT_MS } });
+    stack = await startStack(scripts, { runs: { JOB_ACK_WAIT_MS: ACK_WAIT_MS } });
     // Only the runner in its own process takes the first job.
     await stack.runner.stop();
   });
@@ -202,9 +202,9 @@ describe('a runner that crashes mid-run', () => {
 
   it('hands a run back when stopped gracefully: the next runner finishes it at once, the old harness is gone', async () => {
     // An ack wait far beyond this test's time: only a hand-back (a nak) brings the job back in time.
-    const handBackOnly = stack.runnerEnv({ JOB_ACK_WAIT_MS: String(10 * 60_000) });
     await stack.runner.stop();
-    stack.runner = await startRunner(loadConfig(RunnerConfig, handBackOnly));
+    await stack.nats.provision({ jobAckWaitMs: 10 * 60_000 });
+    stack.runner = await startRunner(loadConfig(RunnerConfig, stack.runnerEnv()));
     const admitted = await admitRun(stack, 'RECOVER after a restart');
     await waitFor('the model to be asked', () =>
       stack.fake.requests.some((r) => r.lastUserText === 'RECOVER after a restart'),
@@ -215,7 +215,7 @@ describe('a runner that crashes mid-run', () => {
     expect(alive(pid)).toBe(false);
     expect((await getRun(stack, admitted.run.id)).terminal).toBe(false);
 
-    stack.runner = await startRunner(loadConfig(RunnerConfig, handBackOnly));
+    stack.runner = await startRunner(loadConfig(RunnerConfig, stack.runnerEnv()));
     const run = await waitForTerminal(stack, admitted.run.id, 60_000);
     expect(run.status).toBe('completed');
     expect(run.attempt).toBe(1);

@@ -3,6 +3,14 @@ import { describe, expect, it } from 'vitest';
 import { RunsConfig } from './config.js';
 
 describe('runs config', () => {
+  it('sets no delivery limit on jobs by default: RUN_MAX_ATTEMPTS is what ends a poison job', () => {
+    expect(loadConfig(RunsConfig, {}).JOB_MAX_DELIVER).toBe(-1);
+    expect(loadConfig(RunsConfig, { JOB_MAX_DELIVER: '20' }).JOB_MAX_DELIVER).toBe(20);
+    for (const bad of ['0', '1', '-2', 'many']) {
+      expect(() => loadConfig(RunsConfig, { JOB_MAX_DELIVER: bad })).toThrow(/JOB_MAX_DELIVER/);
+    }
+  });
+
   it('has server defaults for what an admission leaves out', () => {
     expect(loadConfig(RunsConfig, {})).toMatchObject({
       DEFAULT_HARNESS: 'codex',

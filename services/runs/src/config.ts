@@ -31,6 +31,25 @@ export const RunsConfig = z
      * thread is free again (no runner serves its harness, or none had room for that long). 0: forever.
      */
     RUN_QUEUE_MAX_AGE_MS: env.duration(60 * 60_000),
+    /**
+     * RUN_JOBS ack wait: a job its runner has not heartbeaten for this long goes to another runner
+     * (runners heartbeat at a third of it, read from their consumer).
+     */
+    JOB_ACK_WAIT_MS: z.coerce.number().int().min(1_000).default(30_000),
+    /**
+     * Deliveries of one job before JetStream gives up on it; -1 (the default) for no limit. What
+     * bounds a job that keeps losing its runner is RUN_MAX_ATTEMPTS: each lost runner costs one
+     * attempt (one delivery), and the claim past the last attempt fails the run `runner_lost` and
+     * acks the job. Deliveries that claim nothing cost no attempt but count here too — this service
+     * unreachable for a while, a hand-back with a nak — and a job JetStream gives up on leaves its
+     * run live with nobody to work it, its thread busy for good. A limit must therefore leave room
+     * for RUN_MAX_ATTEMPTS + 1 deliveries and every such retry on top.
+     */
+    JOB_MAX_DELIVER: z.coerce
+      .number()
+      .int()
+      .refine((n) => n === -1 || n >= 2, 'must be -1 (no limit) or at least 2')
+      .default(-1),
   })
   .superRefine((config, ctx) => {
     if (!config.HARNESSES.includes(config.DEFAULT_HARNESS)) {

@@ -1,5 +1,12 @@
-import { allStreams, SERVICES } from '@threadwork/contracts';
-import { bootService, ensureStream, serveRoutes, startRuntime, type StartedService } from '@threadwork/platform';
+import { allStreams, consumerDefinitions, SERVICES } from '@threadwork/contracts';
+import {
+  bootService,
+  ensureDefinedConsumer,
+  ensureStream,
+  serveRoutes,
+  startRuntime,
+  type StartedService,
+} from '@threadwork/platform';
 import type { RunsConfig } from './config.js';
 import type { RunsContext } from './flows/context.js';
 import { failUnclaimedRuns } from './flows/unclaimed.js';
@@ -14,12 +21,18 @@ export { RunsConfig } from './config.js';
 export async function startRuns(config: RunsConfig): Promise<StartedService> {
   const runtime = await startRuntime({ name: 'runs', config, mongo: true });
   return bootService(runtime, async () => {
-    // The runs service owns the event log and the job queue; creating the streams here (idempotently,
-    // from every replica) means no separate set-up step is needed for a local stack. DOMAIN is in
-    // the list too: run status changes are published there from the first admission on.
+    // The runs service owns the streams and every consumer on them (consumers.ts): creating them
+    // here (idempotently, from every replica) means no separate set-up step is needed, and no
+    // other service may create one: the others wait for theirs, then only pull and ack.
     for (const stream of allStreams({ runEventsMaxAgeMs: config.RUN_EVENTS_MAX_AGE_MS })) {
       await ensureStream(runtime.jsm, stream);
     }
+    const consumers = consumerDefinitions({
+      harnesses: config.HARNESSES,
+      jobAckWaitMs: config.JOB_ACK_WAIT_MS,
+      jobMaxDeliver: config.JOB_MAX_DELIVER,
+    });
+    for (const consumer of consumers) await ensureDefinedConsumer(runtime.jsm, consumer);
     const store = createRunStore(runtime.db);
     const interactions = createInteractionStore(runtime.db);
     await store.ensureIndexes();

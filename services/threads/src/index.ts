@@ -1,7 +1,7 @@
 import { CONSUMERS, SERVICES } from '@threadwork/contracts';
 import { bootService, consumeDomain, serveRoutes, startRuntime, type StartedService } from '@threadwork/platform';
 import type { ThreadsConfig } from './config.js';
-import { createDomainHandler, THREADS_DOMAIN_SUBJECTS } from './handlers/events.js';
+import { createDomainHandler } from './handlers/events.js';
 import { createPeers } from './handlers/peers.js';
 import { threadsRoutes } from './handlers/routes.js';
 import { sweep } from './handlers/sweep.js';
@@ -36,7 +36,6 @@ export async function startThreads(config: ThreadsConfig): Promise<StartedServic
     const handle = createDomainHandler(deps);
     await consumeDomain(runtime, {
       durable: THREADS_CONSUMER,
-      subjects: Object.values(THREADS_DOMAIN_SUBJECTS),
       handle,
       drainMs: config.SHUTDOWN_TIMEOUT_MS,
     });

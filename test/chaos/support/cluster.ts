@@ -148,6 +148,8 @@ export class Cluster {
       // Limits are not what these tests are about.
       RATE_LIMIT_PER_SECOND: '100000',
       RATE_LIMIT_BURST: '100000',
+      // The runs service's RUN_JOBS ack wait: a lost runner's job moves on within seconds.
+      JOB_ACK_WAIT_MS: '2000',
       ...options.env,
     };
     const cluster = new Cluster(dir, env, gatewayPort, nats, natsAuth, ferret, fake, options);
@@ -213,7 +215,6 @@ export class Cluster {
     const env: Record<string, string> = {
       RUNNER_ID: `chaos-runner-${n}`,
       RUN_POLL_MS: '300',
-      JOB_ACK_WAIT_MS: '2000',
       ...(this.fake ? { MODEL_BASE_URL: this.fake.baseUrl, MODEL_API_KEY: `sk-chaos-${uniqueId()}` } : {}),
       ...this.options.runnerEnv,
       ...extraEnv,

@@ -152,7 +152,7 @@ async function streamRunEvents(
   };
 
   const leave = deps.followers.enter(ownerId);
-  const subscription = followRun(deps.nc, runId, (message) => enqueue(() => onLive(message)));
+  const subscription = followRun(deps.nc, runId, (message) => enqueue(() => onLive(message)), request.log);
   // The first read happens before the response starts, so a run that is not the caller's (or a
   // service that is down) is still answered with a JSON error and the right status.
   let first: RunEventPage;

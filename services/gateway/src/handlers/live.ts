@@ -1,5 +1,5 @@
 import { JsonValue, Timestamp, subjects, type RunEvent } from '@threadwork/contracts';
-import { decodeJson, type NatsConnection } from '@threadwork/platform';
+import { decodeJson, isPlainPublish, type NatsConnection } from '@threadwork/platform';
 import { z } from 'zod';
 import { parseSequenceHeader } from '../domain/events.js';
 
@@ -63,6 +63,7 @@ export function followRun(
   nc: NatsConnection,
   runId: string,
   onMessage: (message: LiveMessage) => void,
+  logger?: { warn(context: object, message: string): void },
 ): LiveSubscription {
   let topics = topicsByConnection.get(nc);
   if (!topics) {
@@ -75,6 +76,12 @@ export function followRun(
     const subscription = nc.subscribe(subjects.runLive(runId), {
       callback: (err, msg) => {
         if (err) return;
+        // RUN_EVENTS republishes without a reply subject. One with a reply was put here some other
+        // way (a JetStream delivery or a service's answer aimed at this subject): not an event.
+        if (!isPlainPublish(msg)) {
+          logger?.warn({ run_id: runId, reply: msg.reply }, 'refused a live message that RUN_EVENTS did not republish');
+          return;
+        }
         const message = liveMessage(msg);
         for (const listener of listeners) listener(message);
       },

@@ -1,19 +1,12 @@
-import { CandidateProducedEvent, WebhookReceivedEvent, domainEvents, subjects } from '@threadwork/contracts';
+import { CandidateProducedEvent, DOMAIN_INTERESTS, WebhookReceivedEvent } from '@threadwork/contracts';
 import { describeZodError, invalidRequest } from '@threadwork/platform';
 import type { z } from 'zod';
 import { gitHubAppError } from '../providers/github.js';
 import { publishCandidate } from './publication.js';
-import { processWebhook, WEBHOOK_SUBJECT, type WebhookDeps } from './webhooks.js';
+import { processWebhook, type WebhookDeps } from './webhooks.js';
 
-/** The DOMAIN subjects repohost reacts to: the filter of its durable consumer. */
-export const REPOHOST_DOMAIN_SUBJECTS = {
-  candidateProduced: subjects.domain(
-    domainEvents.candidateProduced.service,
-    domainEvents.candidateProduced.entity,
-    domainEvents.candidateProduced.verb,
-  ),
-  webhookReceived: WEBHOOK_SUBJECT,
-} as const;
+/** The DOMAIN subjects repohost reacts to: the filter of its durable consumer (consumers.ts). */
+const SUBJECTS = DOMAIN_INTERESTS.repohost;
 
 function parse<S extends z.ZodType>(schema: S, payload: unknown): z.output<S> {
   const parsed = schema.safeParse(payload);
@@ -27,9 +20,9 @@ export function createEventHandler(deps: WebhookDeps): (subject: string, payload
   return async (subject, payload) => {
     try {
       switch (subject) {
-        case REPOHOST_DOMAIN_SUBJECTS.candidateProduced:
+        case SUBJECTS.candidateProduced:
           return await publishCandidate(deps, parse(CandidateProducedEvent, payload));
-        case REPOHOST_DOMAIN_SUBJECTS.webhookReceived:
+        case SUBJECTS.webhookReceived:
           return await processWebhook(deps, parse(WebhookReceivedEvent, payload));
         default:
           deps.logger.debug({ subject }, 'ignoring DOMAIN event');

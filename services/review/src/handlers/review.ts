@@ -1,9 +1,8 @@
 import {
   CandidateFailedEvent,
   CandidateProducedEvent,
-  domainEvents,
+  DOMAIN_INTERESTS,
   rpc,
-  subjects,
   type ReviewEvidence,
 } from '@threadwork/contracts';
 import {
@@ -27,14 +26,8 @@ export interface ReviewDeps {
   logger: Logger;
 }
 
-const subjectOf = ({ service, entity, verb }: { service: string; entity: string; verb: string }) =>
-  subjects.domain(service, entity, verb);
-
-/** The DOMAIN subjects review reacts to: the filter of its durable consumer. */
-export const REVIEW_DOMAIN_SUBJECTS = {
-  candidateProduced: subjectOf(domainEvents.candidateProduced),
-  candidateFailed: subjectOf(domainEvents.candidateFailed),
-} as const;
+/** The DOMAIN subjects review reacts to: the filter of its durable consumer (consumers.ts). */
+const SUBJECTS = DOMAIN_INTERESTS.review;
 
 function parse<S extends z.ZodType>(schema: S, payload: unknown): z.output<S> {
   const parsed = schema.safeParse(payload);
@@ -49,9 +42,9 @@ export function createEventHandler({
 }: ReviewDeps): (subject: string, payload: unknown) => Promise<void> {
   return async (subject, payload) => {
     switch (subject) {
-      case REVIEW_DOMAIN_SUBJECTS.candidateProduced:
+      case SUBJECTS.candidateProduced:
         return store.saveCandidate(parse(CandidateProducedEvent, payload));
-      case REVIEW_DOMAIN_SUBJECTS.candidateFailed:
+      case SUBJECTS.candidateFailed:
         return store.saveFailure(parse(CandidateFailedEvent, payload));
       default:
         logger.debug({ subject }, 'ignoring DOMAIN event');

@@ -19,6 +19,7 @@ import {
 import {
   decodeJson,
   isAppError,
+  isPlainPublish,
   meter,
   withSpan,
   type Histogram,
@@ -220,6 +221,10 @@ class RunExecution implements LiveRun {
     const signals = deps.nc.subscribe(subjects.runSignal(job.run_id), {
       callback: (err, msg) => {
         if (err) return;
+        if (!isPlainPublish(msg)) {
+          this.log.warn({ reply: msg.reply }, 'refused a signal that was not published as one');
+          return;
+        }
         try {
           const parsed = RunSignal.safeParse(decodeJson(msg.data));
           if (parsed.success) this.onSignal(parsed.data);

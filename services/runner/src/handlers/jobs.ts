@@ -1,7 +1,7 @@
-import { CONSUMERS, RUN_JOBS_STREAM, RunJob, STREAM_NAMES, subjects } from '@threadwork/contracts';
+import { CONSUMERS, RunJob, STREAM_NAMES } from '@threadwork/contracts';
 import {
+  awaitConsumer,
   describeZodError,
-  ensureConsumer,
   extractTraceContext,
   SpanKind,
   withSpan,
@@ -16,14 +16,13 @@ import type { JobResult } from '../flows/run.js';
 // RUN_JOBS → runs. A durable pull consumer per harness (`runner-<harness>`), shared by every
 // runner of that harness: work-queue retention hands each job to one runner; the ack wait with
 // in-progress acks (`working()`) is the heartbeat, so a runner that dies stops heartbeating and
-// its job goes to another runner after JOB_ACK_WAIT_MS. A runner takes a job only when it has a
+// its job goes to another runner after the consumer's ack wait (the runs service's
+// JOB_ACK_WAIT_MS, which also creates the consumer). A runner takes a job only when it has a
 // free slot (RUNNER_CONCURRENCY), so waiting jobs stay in the stream for other runners.
 
 export interface JobConsumerOptions {
   harness: string;
   concurrency: number;
-  ackWaitMs: number;
-  maxDeliver: number;
   logger: Logger;
 }
 
@@ -43,12 +42,8 @@ export async function startJobConsumer(
   handle: (job: RunJob, msg: JsMsg) => Promise<JobResult>,
 ): Promise<JobConsumer> {
   const durable = consumerName(opts.harness);
-  await ensureConsumer(jsm, RUN_JOBS_STREAM.name, {
-    durable_name: durable,
-    filter_subject: subjects.runJobs(opts.harness),
-    ack_wait: opts.ackWaitMs * 1_000_000,
-    max_deliver: opts.maxDeliver,
-  });
+  const info = await awaitConsumer(jsm, STREAM_NAMES.runJobs, durable, opts.logger);
+  const ackWaitMs = Math.max(1, Math.floor((info.config.ack_wait ?? 30_000_000_000) / 1_000_000));
   const consumer = await js.consumers.get(STREAM_NAMES.runJobs, durable);
   const inflight = new Set<Promise<void>>();
   let stopping = false;
@@ -60,7 +55,7 @@ export async function startJobConsumer(
 
   const work = (msg: JsMsg) =>
     withSpan(`consume ${msg.subject}`, { kind: SpanKind.CONSUMER, parent: extractTraceContext(msg.headers) }, () =>
-      processJob(msg, opts, handle),
+      processJob(msg, { ...opts, ackWaitMs }, handle),
     ).catch((err: unknown) => opts.logger.error({ err }, 'job handling failed'));
 
   const loop = (async () => {
@@ -112,7 +107,7 @@ export async function startJobConsumer(
 
 async function processJob(
   msg: JsMsg,
-  opts: JobConsumerOptions,
+  opts: JobConsumerOptions & { ackWaitMs: number },
   handle: (job: RunJob, msg: JsMsg) => Promise<JobResult>,
 ): Promise<void> {
   let payload: unknown;

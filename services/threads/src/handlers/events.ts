@@ -4,8 +4,7 @@ import {
   MessageCompletedEvent,
   RunStatusEvent,
   SandboxStatusEvent,
-  domainEvents,
-  subjects,
+  DOMAIN_INTERESTS,
   type Run,
 } from '@threadwork/contracts';
 import { describeZodError, invalidRequest, isAppError } from '@threadwork/platform';
@@ -14,17 +13,8 @@ import { assistantMessageId } from '../domain/ids.js';
 import { isRecorded } from '../domain/records.js';
 import { drainQueue, recordRun, type Deps } from './admission.js';
 
-const subjectOf = ({ service, entity, verb }: { service: string; entity: string; verb: string }) =>
-  subjects.domain(service, entity, verb);
-
-/** The DOMAIN subjects threads reacts to: the filter of its durable consumer. */
-export const THREADS_DOMAIN_SUBJECTS = {
-  runStatus: subjectOf(domainEvents.runStatus),
-  sandboxStatus: subjectOf(domainEvents.sandboxStatus),
-  controlApplied: subjectOf(domainEvents.controlApplied),
-  messageCompleted: subjectOf(domainEvents.messageCompleted),
-  candidateProduced: subjectOf(domainEvents.candidateProduced),
-} as const;
+/** The DOMAIN subjects threads reacts to: the filter of its durable consumer (consumers.ts). */
+const SUBJECTS = DOMAIN_INTERESTS.threads;
 
 function parse<S extends z.ZodType>(schema: S, payload: unknown): z.output<S> {
   const parsed = schema.safeParse(payload);
@@ -100,15 +90,15 @@ async function onCandidateProduced(deps: Deps, event: CandidateProducedEvent): P
 export function createDomainHandler(deps: Deps): (subject: string, payload: unknown) => Promise<void> {
   return async (subject, payload) => {
     switch (subject) {
-      case THREADS_DOMAIN_SUBJECTS.runStatus:
+      case SUBJECTS.runStatus:
         return onRunStatus(deps, parse(RunStatusEvent, payload));
-      case THREADS_DOMAIN_SUBJECTS.sandboxStatus:
+      case SUBJECTS.sandboxStatus:
         return onSandboxStatus(deps, parse(SandboxStatusEvent, payload));
-      case THREADS_DOMAIN_SUBJECTS.controlApplied:
+      case SUBJECTS.controlApplied:
         return onControlApplied(deps, parse(ControlAppliedEvent, payload));
-      case THREADS_DOMAIN_SUBJECTS.messageCompleted:
+      case SUBJECTS.messageCompleted:
         return onMessageCompleted(deps, parse(MessageCompletedEvent, payload));
-      case THREADS_DOMAIN_SUBJECTS.candidateProduced:
+      case SUBJECTS.candidateProduced:
         return onCandidateProduced(deps, parse(CandidateProducedEvent, payload));
       default:
         deps.logger.debug({ subject }, 'ignoring DOMAIN event');

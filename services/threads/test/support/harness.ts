@@ -57,6 +57,7 @@ export async function eventually<T>(check: () => Promise<T>, timeoutMs = 10_000)
 export async function startHarness({ replicas = 1 }: { replicas?: number } = {}): Promise<Harness> {
   const logger = createLogger({ service: 'threads-test', level: 'silent' });
   const nats = await isolatedNats();
+  await nats.provision();
   const nc = await connectNats({ servers: nats.url, auth: nats.testAuth, name: 'threads-test', logger });
   const { js, jsm } = await jetStreamOf(nc);
   const runs = await serveRunsDouble(nc, js, logger);
