@@ -68,6 +68,7 @@ beforeAll(async () => {
       SANDBOX_JAIL: 'required',
       CODEX_SANDBOX_MODE: 'workspace-write',
       SANDBOX_PIDS_MAX: '256',
+      SANDBOX_MEMORY_MAX_BYTES: String(768 * 2 ** 20),
       SANDBOX_TMP_MAX_BYTES: String(64 * 2 ** 20),
       SANDBOX_DISK_MAX_BYTES: String(128 * 2 ** 20),
       SANDBOX_DISK_CHECK_MS: '500',
@@ -294,6 +295,35 @@ describe('an agent in its jail', () => {
     expect(ready?.layers).toContain('pids-max-256-cgroup');
     // Meanwhile and after, the runner serves others as before.
     const after = await attack('after-bomb', 'echo "still working"');
+    expect(after.found).toContain('still working');
+  });
+
+  it('cannot take more memory than its limit: the kernel stops its process, not the runner or another sandbox', async () => {
+    const { found, runId } = await attack(
+      'memory',
+      [
+        // Touches every page, 64 MiB at a time, past the jail's 768 MiB. (Bash reports a killed
+        // command with its text: what it prints is spelled differently there.)
+        `python3 -c 'import sys
+chunks = []
+for i in range(1, 33):
+    chunks.append(bytearray(64 * 2**20))
+    print("holding", i * 64, "MiB", flush=True)
+print("never", "stopped", flush=True)'; echo "allocation exited $?"`,
+      ].join('\n'),
+    );
+    expect(found).not.toContain('never stopped');
+    // Killed by the kernel (SIGKILL: 128 + 9) once it held about the limit.
+    expect(found).toContain('allocation exited 137');
+    const held = Math.max(...[...found.matchAll(/holding (\d+) MiB/g)].map((m) => Number(m[1])));
+    expect(held).toBeGreaterThanOrEqual(64);
+    expect(held).toBeLessThan(768);
+    const events = await readLog(cluster, user, runId);
+    const ready = events
+      .map((e) => e.chunk as { type: string; layers?: string[] })
+      .find((c) => c.type === 'sandbox.ready');
+    expect(ready?.layers).toContain('memory-max-768mib-cgroup');
+    const after = await attack('after-memory', 'echo "still working"');
     expect(after.found).toContain('still working');
   });
 

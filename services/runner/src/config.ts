@@ -66,6 +66,16 @@ export const RunnerConfig = z
     /** Processes (threads included) one jail may hold: a fork bomb stays inside (src/sandbox/limits.ts). */
     SANDBOX_PIDS_MAX: z.coerce.number().int().min(64).max(1_000_000).default(2048),
     /**
+     * Memory one jail may hold, its /tmp included (a memory cgroup; src/sandbox/limits.ts): past it
+     * the kernel stops a process of that jail, never the runner or another sandbox. 0: no limit of
+     * the runner's own (the pod's or the machine's only).
+     */
+    SANDBOX_MEMORY_MAX_BYTES: z.coerce
+      .number()
+      .int()
+      .refine((n) => n === 0 || n >= 128 * MIB, 'must be 0 (no limit) or at least 128 MiB')
+      .default(4 * 1024 * MIB),
+    /**
      * What one sandbox may hold on disk (workspaces, git, the harness's state, the agent's HOME),
      * measured every SANDBOX_DISK_CHECK_MS while a turn runs: past it the run fails
      * `sandbox_disk_full`, nothing is committed, and the next run rebuilds the workspaces.

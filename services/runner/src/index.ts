@@ -79,6 +79,7 @@ export async function startRunner(config: RunnerConfig): Promise<RunnerService> 
         egress: { mode: config.SANDBOX_EGRESS, allow: config.SANDBOX_EGRESS_ALLOW },
         root: config.SANDBOX_ROOT,
         pidsMax: config.SANDBOX_PIDS_MAX,
+        memoryMaxBytes: config.SANDBOX_MEMORY_MAX_BYTES,
         tmpBytes: config.SANDBOX_TMP_MAX_BYTES,
       },
       logger,

@@ -46,6 +46,8 @@ const HARDENED = [
   ['core.fsmonitor', 'false'],
   // An empty value empties the list of helpers gathered so far (a repository's own included).
   ['credential.helper', ''],
+  // A redirect would take the request, and the token with it, to wherever the server says.
+  ['http.followRedirects', 'false'],
   ['diff.ignoreSubmodules', 'all'],
   ['status.submoduleSummary', 'false'],
   ['submodule.recurse', 'false'],
@@ -87,7 +89,8 @@ function environment(repo: GitRepo | undefined, allow: string | undefined): Reco
 
 /**
  * Runs `fn` with the arguments that hand `remote`'s token to git for one command: a credential
- * helper reading it from a file in a directory of its own (mode 0700), removed afterwards.
+ * helper reading it from a file in a directory of its own (mode 0700), removed afterwards, and
+ * configured for the remote's origin only — git asks no other host's credentials of it.
  */
 async function withCredentials<T>(remote: RemoteAccess | undefined, fn: (args: string[]) => Promise<T>): Promise<T> {
   if (!remote?.token) return fn([]);
@@ -97,7 +100,7 @@ async function withCredentials<T>(remote: RemoteAccess | undefined, fn: (args: s
     await writeFile(file, remote.token, { mode: 0o600 });
     // Answers `get` only: git's `store`/`erase` go nowhere.
     const helper = `!f() { test "$1" = get || exit 0; printf 'username=x-access-token\\npassword='; cat '${file}'; printf '\\n'; }; f`;
-    return await fn(['-c', `credential.helper=${helper}`]);
+    return await fn(['-c', `credential.${new URL(remote.url).origin}.helper=${helper}`]);
   } finally {
     await rm(dir, { recursive: true, force: true });
   }

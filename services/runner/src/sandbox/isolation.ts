@@ -3,7 +3,7 @@ import { probeCodexSandbox } from '../harness/codex/sandbox-probe.js';
 import type { EgressPolicy } from './egress.js';
 import { JAIL_UID, probeJail, type JailMode } from './jail.js';
 import { seccompProgram } from './seccomp.js';
-import { probeProcessLimit, type ProcessLimit } from './limits.js';
+import { probeMemoryLimit, probeProcessLimit, type MemoryLimit, type ProcessLimit } from './limits.js';
 
 // What stands between an agent and the machine, decided once at start-up from the settings and
 // what this machine allows, and said in the runner's start log and in every run's events
@@ -20,6 +20,8 @@ export interface Isolation {
   egress: EgressPolicy;
   /** How many processes a jail may hold, and how that is enforced; null: not bounded here. */
   processes: ProcessLimit | null;
+  /** How much memory a jail may hold (its /tmp included); null: not bounded here. */
+  memory: MemoryLimit | null;
   /** Size bound of a jail's /tmp. */
   tmpBytes: number;
   /** The layers in force, by name, outermost first. */
@@ -33,6 +35,8 @@ export interface IsolationSettings {
   /** Where sandboxes live (the Codex sandbox probe runs there). */
   root: string;
   pidsMax: number;
+  /** 0: no memory limit of the runner's own. */
+  memoryMaxBytes: number;
   tmpBytes: number;
 }
 
@@ -40,6 +44,7 @@ export async function decideIsolation(settings: IsolationSettings, logger: Logge
   const jailed = await decideJail(settings.jail, logger);
   const codexSandbox = await decideCodexSandbox(settings, jailed, logger);
   const processes = jailed ? await decideProcessLimit(settings.pidsMax, logger) : null;
+  const memory = jailed && settings.memoryMaxBytes > 0 ? await decideMemoryLimit(settings.memoryMaxBytes, logger) : null;
   const layers = jailed
     ? [
         'bubblewrap-jail',
@@ -50,6 +55,7 @@ export async function decideIsolation(settings: IsolationSettings, logger: Logge
         'model-key-outside',
         `egress-${settings.egress.mode}`,
         ...(processes ? [`pids-max-${processes.max}-${processes.method}`] : []),
+        ...(memory ? [`memory-max-${Math.floor(memory.maxBytes / 2 ** 20)}mib-cgroup`] : []),
         `tmp-max-${Math.floor(settings.tmpBytes / 2 ** 20)}mib`,
       ]
     : ['none-runner-user'];
@@ -59,6 +65,7 @@ export async function decideIsolation(settings: IsolationSettings, logger: Logge
     codexSandbox,
     egress: settings.egress,
     processes,
+    memory,
     tmpBytes: settings.tmpBytes,
     layers,
   };
@@ -94,6 +101,16 @@ async function decideProcessLimit(max: number, logger: Logger): Promise<ProcessL
   logger.warn(
     { reason: probe.reason },
     'jails have no process limit of their own here: the pod’s or the machine’s is all that stops a fork bomb',
+  );
+  return null;
+}
+
+async function decideMemoryLimit(maxBytes: number, logger: Logger): Promise<MemoryLimit | null> {
+  const probe = await probeMemoryLimit(maxBytes);
+  if (probe.ok) return probe.limit;
+  logger.warn(
+    { reason: probe.reason },
+    'jails have no memory limit of their own here: the pod’s or the machine’s is all that bounds an agent’s allocations',
   );
   return null;
 }

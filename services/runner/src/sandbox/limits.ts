@@ -4,14 +4,19 @@ import { mkdir, readdir, rmdir, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import type { Command } from '../harness/codex/launch.js';
 
-// How many processes (tasks: threads count) a jail may hold, so that a fork bomb inside stays
-// inside: the runner, other sandboxes and the node keep working. Two ways, whichever this machine
-// allows, found once at start-up:
+// What a jail may take of the machine, so that a fork bomb or a runaway allocation inside stays
+// inside: the runner, other sandboxes and the node keep working.
+//
+// Processes (tasks: threads count), two ways, whichever this machine allows, found once at start-up:
 // - a pids cgroup per jailed harness, where the runner may make one (cgroup v1's pids hierarchy,
 //   or a cgroup v2 tree with the pids controller delegated);
 // - else RLIMIT_NPROC (util-linux `prlimit`): the kernel counts it per user namespace, so it holds
 //   the jail's own processes — but not for a runner running as root on the host, which it exempts.
-// The jail's own /tmp is a tmpfs of bounded size (jail.ts).
+// Memory: a memory cgroup per jailed harness (v1's memory hierarchy, or v2 with the memory
+// controller delegated), swap included where the kernel accounts it. Past it, the kernel's OOM
+// killer takes a process of the jail, never one outside it. No rlimit stands in for it: an
+// address-space limit breaks runtimes that reserve more than they use.
+// The jail's own /tmp is a tmpfs of bounded size (jail.ts); its pages count as the jail's memory.
 
 const PRLIMIT = '/usr/bin/prlimit';
 
@@ -24,8 +29,21 @@ export interface ProcessLimit {
   base?: string;
 }
 
-/** The pids cgroup this process is in, as a directory the runner may make children in; null when none. */
-function pidsCgroupBase(): string | null {
+export interface MemoryLimit {
+  maxBytes: number;
+  /** The directory under which each jail's memory cgroup is made. */
+  base: string;
+  version: 1 | 2;
+}
+
+/** What bounds each jail, as found at start-up; null where this machine cannot bound it. */
+export interface JailLimits {
+  processes: ProcessLimit | null;
+  memory: MemoryLimit | null;
+}
+
+/** The cgroup of `controller` this process is in, as a directory the runner may make children in; null when none. */
+function cgroupBase(controller: 'pids' | 'memory'): { base: string; version: 1 | 2 } | null {
   let lines: string[];
   try {
     lines = readFileSync('/proc/self/cgroup', 'utf8').split('\n');
@@ -34,13 +52,15 @@ function pidsCgroupBase(): string | null {
   }
   for (const line of lines) {
     const [, controllers = '', path = ''] = line.split(':');
-    if (controllers.split(',').includes('pids')) return join('/sys/fs/cgroup/pids', path);
+    if (controllers.split(',').includes(controller)) return { base: join('/sys/fs/cgroup', controller, path), version: 1 };
   }
   const unified = lines.find((line) => line.startsWith('0::'));
   if (unified && existsSync('/sys/fs/cgroup/cgroup.controllers')) {
     const base = join('/sys/fs/cgroup', unified.slice(3));
     try {
-      if (readFileSync(join(base, 'cgroup.subtree_control'), 'utf8').split(/\s+/).includes('pids')) return base;
+      if (readFileSync(join(base, 'cgroup.subtree_control'), 'utf8').split(/\s+/).includes(controller)) {
+        return { base, version: 2 };
+      }
     } catch {
       return null;
     }
@@ -48,11 +68,42 @@ function pidsCgroupBase(): string | null {
   return null;
 }
 
+/** Writes a memory cgroup's limit: memory first, then memory and swap together where accounted. */
+async function writeMemoryLimit(dir: string, limit: { maxBytes: number; version: 1 | 2 }): Promise<void> {
+  const bytes = String(limit.maxBytes);
+  if (limit.version === 1) {
+    await writeFile(join(dir, 'memory.limit_in_bytes'), bytes);
+    if (existsSync(join(dir, 'memory.memsw.limit_in_bytes'))) await writeFile(join(dir, 'memory.memsw.limit_in_bytes'), bytes);
+    return;
+  }
+  await writeFile(join(dir, 'memory.max'), bytes);
+  if (existsSync(join(dir, 'memory.swap.max'))) await writeFile(join(dir, 'memory.swap.max'), '0');
+}
+
+/** How this machine can bound a jail's memory to `maxBytes`; null (with why) when it cannot. */
+export async function probeMemoryLimit(
+  maxBytes: number,
+): Promise<{ ok: true; limit: MemoryLimit } | { ok: false; reason: string }> {
+  const found = cgroupBase('memory');
+  if (!found) return { ok: false, reason: 'this process is in no memory cgroup the runner may divide' };
+  const probe = join(found.base, `threadwork-probe-${randomBytes(4).toString('hex')}`);
+  try {
+    await mkdir(probe);
+    await writeMemoryLimit(probe, { maxBytes, version: found.version });
+    await sweepCgroups(found.base);
+    return { ok: true, limit: { maxBytes, base: found.base, version: found.version } };
+  } catch (err) {
+    return { ok: false, reason: `no memory cgroup can be made here (${(err as Error).message})` };
+  } finally {
+    await rmdir(probe).catch(() => undefined);
+  }
+}
+
 /** How this machine can bound a jail's processes to `max`; null (with why) when it cannot. */
 export async function probeProcessLimit(
   max: number,
 ): Promise<{ ok: true; limit: ProcessLimit } | { ok: false; reason: string }> {
-  const base = pidsCgroupBase();
+  const base = cgroupBase('pids')?.base;
   if (base) {
     const probe = join(base, `threadwork-probe-${randomBytes(4).toString('hex')}`);
     try {
@@ -87,39 +138,63 @@ async function sweepCgroups(base: string): Promise<void> {
 
 export interface LimitedCommand {
   command: Command;
-  /** Frees what the limit took (the cgroup), once the command has exited. */
+  /** Frees what the limits took (the cgroups), once the command has exited. */
   release(): Promise<void>;
 }
 
-/** `cmd` started inside the limit: its process joins a cgroup of its own, or gets the rlimit, before it runs. */
-export async function limited(cmd: Command, limit: ProcessLimit): Promise<LimitedCommand> {
-  if (limit.method === 'rlimit') {
-    return {
-      command: { command: PRLIMIT, args: [`--nproc=${limit.max}`, '--', cmd.command, ...cmd.args] },
-      release: async () => {},
-    };
-  }
-  const dir = join(limit.base!, `threadwork-${process.pid}-${randomBytes(6).toString('hex')}`);
-  await mkdir(dir);
-  await writeFile(join(dir, 'pids.max'), String(limit.max));
-  return {
-    // The shell joins the cgroup, then becomes the command: everything it starts is counted.
-    command: {
-      command: '/bin/sh',
-      args: ['-c', 'echo $$ > "$0/cgroup.procs" && exec "$@"', dir, cmd.command, ...cmd.args],
-    },
-    async release() {
-      // The jail's processes die with it; the cgroup can go once the last one has.
-      for (let tries = 0; tries < 50; tries++) {
-        try {
-          await rmdir(dir);
-          return;
-        } catch (err) {
-          const code = (err as NodeJS.ErrnoException).code;
-          if (code === 'ENOENT') return;
-          await new Promise((resolve) => setTimeout(resolve, 100));
-        }
+/**
+ * `cmd` started inside the limits: its process joins a cgroup of its own per controller (or gets
+ * the process rlimit) before it runs, so everything it starts is counted from the first instruction.
+ */
+export async function limited(cmd: Command, limits: JailLimits): Promise<LimitedCommand> {
+  const { processes, memory } = limits;
+  const name = `threadwork-${process.pid}-${randomBytes(6).toString('hex')}`;
+  const dirs: string[] = [];
+  try {
+    if (processes?.method === 'cgroup') {
+      const dir = join(processes.base!, name);
+      await mkdir(dir);
+      dirs.push(dir);
+      await writeFile(join(dir, 'pids.max'), String(processes.max));
+    }
+    if (memory) {
+      const dir = join(memory.base, name);
+      // cgroup v2 with both controllers: one directory holds both limits.
+      if (!dirs.includes(dir)) {
+        await mkdir(dir);
+        dirs.push(dir);
       }
-    },
-  };
+      await writeMemoryLimit(dir, memory);
+    }
+  } catch (err) {
+    await removeCgroups(dirs);
+    throw err;
+  }
+  let command = cmd;
+  if (processes?.method === 'rlimit') {
+    command = { command: PRLIMIT, args: [`--nproc=${processes.max}`, '--', cmd.command, ...cmd.args] };
+  }
+  if (dirs.length > 0) {
+    // The shell joins each cgroup (given as $0, ${1}, …), then becomes the command.
+    const param = (i: number) => (i === 0 ? '$0' : `\${${i}}`);
+    const joins = dirs.map((_, i) => `echo $$ > "${param(i)}/cgroup.procs"`).join(' && ');
+    const script = `${joins} && shift ${dirs.length - 1} && exec "$@"`;
+    command = { command: '/bin/sh', args: ['-c', script, ...dirs, command.command, ...command.args] };
+  }
+  return { command, release: () => removeCgroups(dirs) };
+}
+
+/** Removes the cgroups once the last process in them has gone (the jail's die with it). */
+async function removeCgroups(dirs: string[]): Promise<void> {
+  for (const dir of dirs) {
+    for (let tries = 0; tries < 50; tries++) {
+      try {
+        await rmdir(dir);
+        break;
+      } catch (err) {
+        if ((err as NodeJS.ErrnoException).code === 'ENOENT') break;
+        await new Promise((resolve) => setTimeout(resolve, 100));
+      }
+    }
+  }
 }

@@ -99,7 +99,10 @@ export class CodexHarness implements Harness {
         : codex,
     );
     // Inside its process limit from the first instruction: everything the jail starts counts.
-    const bounded = gates && isolation.processes ? await limited(cmd, isolation.processes) : null;
+    const bounded =
+      gates && (isolation.processes || isolation.memory)
+        ? await limited(cmd, { processes: isolation.processes, memory: isolation.memory })
+        : null;
     const started = bounded?.command ?? cmd;
     // Its own process group, so stopping it also stops the commands it started.
     const child = spawn(started.command, [...started.args, ...args], {
