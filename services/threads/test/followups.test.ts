@@ -181,6 +181,43 @@ describe('messages, queue and steer', () => {
     expect(pending.controls).toEqual([]);
   });
 
+  it('applies a queue item whose admission answer was lost when the run-ended event is retried', async () => {
+    // runs admits the queue item's run, but its answer never arrives (runs.admit timing out on a
+    // busy machine): the retried event finds the thread busy with that very run.
+    const { thread, target } = await newThread();
+    const queued = ControlSubmission.parse(await h.call(rpc.threads.queue, { ...target, body: { prompt: 'After' } }));
+    expect(queued.control.status).toBe('pending');
+    h.runs.loseNextAdmitAnswer();
+    const { seq } = await h.runs.transition(thread.run_id, 'completed');
+    await h.handledUpTo(seq);
+
+    const runs = h.runs.created(thread.id);
+    expect(runs).toHaveLength(2);
+    const [control] = (await h.call(rpc.threads.controls, { ...target, view: 'thread' })).controls;
+    expect(control).toMatchObject({ id: queued.control.id, status: 'applied', created_run_id: runs[1]?.id });
+    expect(texts(await messages(target))).toEqual(['user:Start', 'user:After']);
+    expect(await h.call(rpc.threads.resumable, target)).toEqual({ run: { run_id: runs[1]?.id } });
+  });
+
+  it('answers a retried queue request whose admission answer was lost with the run it admitted', async () => {
+    // The first attempt's run is admitted but its answer lost (a 503 to the client); the client's
+    // retry (the same client_request_id) finds the thread busy with that very run.
+    const { thread, target } = await newThread();
+    h.runs.setStatus(thread.run_id, 'completed');
+    const body = { prompt: 'Lost', client_request_id: 'queue-lost-1' };
+    h.runs.loseNextAdmitAnswer();
+    const err = await h.callError(rpc.threads.queue, { ...target, body });
+    expect(err.code).toBe('unavailable');
+    const [, run] = h.runs.created(thread.id);
+    if (!run) throw new Error('the double created no run');
+
+    const retried = ControlSubmission.parse(await h.call(rpc.threads.queue, { ...target, body }));
+    expect(retried.control).toMatchObject({ status: 'applied', created_run_id: run.id });
+    expect(retried.run).toMatchObject({ run_id: run.id, run_status: 'queued' });
+    expect(texts(await messages(target))).toEqual(['user:Start', 'user:Lost']);
+    expect(h.runs.created(thread.id)).toHaveLength(2);
+  });
+
   it('answers no_active_run to a steer of an idle thread', async () => {
     const { thread, target } = await newThread();
     h.runs.setStatus(thread.run_id, 'cancelled');

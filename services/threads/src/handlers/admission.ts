@@ -131,13 +131,44 @@ async function admitControl(deps: Deps, thread: ThreadRecord, control: ControlRe
 }
 
 /**
+ * Records the admission of the pending control whose run `run` is, if there is one: the run as the
+ * thread's latest, its message shown, the control applied. The run exists while its control is
+ * still pending when whoever admitted it gave up before hearing back (runs.admit timed out on a
+ * busy machine, or the process stopped); left so, the control would name no run until its own run
+ * had ended. `run` is as runs reports it, so runs is not asked again; every write is conditional,
+ * and a twin still recording the same admission writes the same.
+ */
+async function recordControlAdmission(
+  deps: Deps,
+  thread: ThreadRecord,
+  run: Run,
+): Promise<{ controlId: string; run: Run } | null> {
+  const control = await deps.store.pendingControlForRun(thread._id, run.id);
+  if (!control) return null;
+  deps.logger.info({ controlId: control._id, runId: run.id }, 'recording the admission of a control whose run is live');
+  await recordRun(deps, run);
+  await deps.store.showMessage(`${thread._id}/${control.message_id}`, {
+    parts: [{ type: 'text', text: control.prompt }],
+    run_id: run.id,
+    created_at: new Date(),
+  });
+  await deps.store.markControlApplied(control._id, { createdRunId: run.id, at: new Date() });
+  return { controlId: control._id, run };
+}
+
+/**
  * When the thread is idle, the oldest pending control (a queue item, or a steer whose run ended
  * before the harness took it) admits the next run. Safe to call any number of times, from any
  * replica: a second caller either admits with the same control id (the same run comes back) or
  * finds the thread busy. Returns the control that admitted a run, and the run.
+ *
+ * A live run keeps the queue waiting, unless it is a pending control's own run: a drain that
+ * timed out waiting for runs.admit after runs had admitted it (and is being retried) finds the
+ * thread busy with that run, and records its admission instead of leaving it pending.
  */
 export async function drainQueue(deps: Deps, thread: ThreadRecord): Promise<{ controlId: string; run: Run } | null> {
-  if (await deps.peers.liveRun(thread.owner_id, thread._id)) return null;
+  const live = await deps.peers.liveRun(thread.owner_id, thread._id);
+  if (live) return recordControlAdmission(deps, thread, live);
   for (;;) {
     const control = await deps.store.oldestPendingControl(thread._id);
     if (!control) return null;

@@ -302,6 +302,10 @@ export function createThreadsStore(db: Db, { idempotencyTtlMs }: ThreadsStoreOpt
         controls.find({ thread_id: threadId, status: 'pending' }).sort({ created_at: 1, _id: 1 }).limit(1).next(),
       ),
 
+    /** The pending control whose admission chose this run id, if any (its run may exist already). */
+    pendingControlForRun: (threadId: string, runId: string) =>
+      mongoCall(() => controls.findOne({ thread_id: threadId, status: 'pending', run_id: runId })),
+
     listControls: (threadId: string, status: ControlStatus | undefined) =>
       mongoCall(() =>
         controls
