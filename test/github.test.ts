@@ -18,6 +18,7 @@ import {
   type FakeRepository,
 } from '@threadwork/testing';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { RunDriver } from './support/driver.js';
 import { startStack, type Stack, type TestUser } from './support/stack.js';
 
 // The GitHub App end to end: the real services in this process, a fake GitHub on loopback (REST,
@@ -286,7 +287,13 @@ describe('review and publication', () => {
   it('turns a candidate into a pull request whose checks go pending → failure → success', async () => {
     const branch = `threadwork/${threadId}`;
     // The runner's part: a token for the repository, the thread branch pushed with real git.
-    const { token } = await request(stack.nc, rpc.repohost.token, { owner_id: alice.id, repository_ids: [widgets.id] });
+    const runner = await RunDriver.claim(stack.nc, runId);
+    await runner.to('running');
+    const { token } = await request(stack.nc, rpc.repohost.token, {
+      run_id: runId,
+      claim_id: runner.claimId,
+      repository_ids: [widgets.id],
+    });
     const pushed = await pushBranch({
       cloneUrl: fake.cloneUrl('alice-gh/widgets'),
       token: token!,
@@ -335,6 +342,7 @@ describe('review and publication', () => {
     });
 
     expect((await post(`/v1/runs/${runId}/cancel`, alice, {})).status).toBe(202);
+    await runner.to('cancelled');
     const ready = await evidence();
     expect(ready).toMatchObject({
       diff: { status: 'ready', diff: event.diff, files: event.files, truncated: false },

@@ -1,3 +1,4 @@
+import { randomBytes } from 'node:crypto';
 // Runs the benchmarks write events to themselves, standing in for a runner.
 import { rpc } from '@threadwork/contracts';
 import { request } from '@threadwork/platform';
@@ -20,7 +21,8 @@ export async function createHeldRun(stack, prompt) {
     harness: UNSERVED_HARNESS,
   });
   const runId = created.run_id;
-  const { attempt } = await request(stack.nc, rpc.runs.claim, { run_id: runId, runner_id: 'bench' });
+  const claimId = `clm_${randomBytes(16).toString('hex')}`;
+  const { attempt } = await request(stack.nc, rpc.runs.claim, { run_id: runId, runner_id: 'bench', claim_id: claimId });
   await request(stack.nc, rpc.runs.transition, { run_id: runId, attempt, to: 'starting' });
   await request(stack.nc, rpc.runs.transition, { run_id: runId, attempt, to: 'running' });
   return { runId, threadId: created.id, attempt };

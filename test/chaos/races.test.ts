@@ -18,7 +18,7 @@ import {
   type RunStatus,
 } from '@threadwork/contracts';
 import { isAppError, request, type NatsConnection } from '@threadwork/platform';
-import { uniqueId } from '@threadwork/testing';
+import { newClaimId, uniqueId } from '@threadwork/testing';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { RunDriver, question } from '../support/driver.js';
 import { logProblems, statusTrail, waitFor } from './support/api.js';
@@ -174,16 +174,18 @@ class Runner {
   private constructor(
     readonly runId: string,
     readonly attempt: number,
+    readonly claimId: string,
   ) {}
 
   static async claim(runId: string): Promise<Runner> {
+    const claimId = newClaimId();
     const claimed = await request(
       nc,
       rpc.runs.claim,
-      { run_id: runId, runner_id: 'chaos-races' },
+      { run_id: runId, runner_id: 'chaos-races', claim_id: claimId },
       { timeoutMs: RUNNER_TIMEOUT_MS },
     );
-    return new Runner(runId, claimed.attempt);
+    return new Runner(runId, claimed.attempt, claimId);
   }
 
   /** Claimed (which moves it to `starting`), then running. */
@@ -207,11 +209,11 @@ class Runner {
   }
 
   ask(...args: Parameters<RunDriver['ask']>) {
-    return new RunDriver(nc, this.runId, this.attempt).ask(...args);
+    return new RunDriver(nc, this.runId, this.attempt, this.claimId).ask(...args);
   }
 
   settlement(interactionId: string) {
-    return new RunDriver(nc, this.runId, this.attempt).settlement(interactionId);
+    return new RunDriver(nc, this.runId, this.attempt, this.claimId).settlement(interactionId);
   }
 }
 

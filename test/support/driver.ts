@@ -1,5 +1,6 @@
 import { rpc, type Question, type RunStatus } from '@threadwork/contracts';
 import { request, type NatsConnection } from '@threadwork/platform';
+import { newClaimId } from '@threadwork/testing';
 
 /**
  * Stands in for the runner in end-to-end tests of the API: it moves runs through the runs
@@ -13,11 +14,14 @@ export class RunDriver {
     private readonly nc: NatsConnection,
     readonly runId: string,
     public attempt = 0,
+    /** The claim's secret, which only the runner holding the run knows. */
+    readonly claimId = newClaimId(),
   ) {}
 
   static async claim(nc: NatsConnection, runId: string, runnerId = 'test-driver'): Promise<RunDriver> {
-    const claimed = await request(nc, rpc.runs.claim, { run_id: runId, runner_id: runnerId });
-    return new RunDriver(nc, runId, claimed.attempt);
+    const claimId = newClaimId();
+    const claimed = await request(nc, rpc.runs.claim, { run_id: runId, runner_id: runnerId, claim_id: claimId });
+    return new RunDriver(nc, runId, claimed.attempt, claimId);
   }
 
   to(
@@ -59,7 +63,11 @@ export class RunDriver {
   }
 
   settlement(interactionId: string) {
-    return request(this.nc, rpc.runs.interactionSettlement, { interaction_id: interactionId });
+    return request(this.nc, rpc.runs.interactionSettlement, {
+      run_id: this.runId,
+      claim_id: this.claimId,
+      interaction_id: interactionId,
+    });
   }
 
   /** claim → starting → running, as a runner does when it picks the job up. */

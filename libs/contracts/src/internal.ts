@@ -105,13 +105,24 @@ export const EventsPageRequest = z.object({
   limit: z.int().min(1).max(1000),
 });
 
-/** The runner claims the next attempt of a run it took from RUN_JOBS; a lost race is `already_settled`. */
 /**
- * `claim_id` names one claim of a job by a runner, the same on every retry of that call: a retry
- * whose first try was applied (its answer lost) gets the attempt it already claimed, instead of
- * claiming the next one and fencing itself out.
+ * A runner's secret for one claim of a job, chosen at random by the runner: the same on every retry
+ * of the claim (a retry whose first try was applied, its answer lost, gets the attempt it already
+ * claimed instead of claiming the next one and fencing itself out), and afterwards the runner's
+ * proof that it holds the run — for an installation token for the run's repositories and for the
+ * answers to the run's questions. The runs service keeps only its hash.
  */
-export const ClaimRequest = z.object({ run_id: Id, runner_id: Id, claim_id: Id.optional() });
+export const ClaimId = z.string().regex(/^[A-Za-z0-9_-]{24,128}$/, 'must be 24 to 128 URL-safe characters');
+/** The runner claims the next attempt of a run it took from RUN_JOBS; a lost race is `already_settled`. */
+export const ClaimRequest = z.object({ run_id: Id, runner_id: Id, claim_id: ClaimId });
+/** Whether `claim_id` holds the run now; what the holder may be given access to. */
+export const HolderRequest = z.object({ run_id: Id, claim_id: ClaimId });
+export const HolderResponse = z.object({
+  owner_id: OwnerId,
+  repository_ids: z.array(z.int().positive()),
+});
+/** The answers to a question of the run the caller holds. */
+export const SettlementRequest = z.object({ run_id: Id, claim_id: ClaimId, interaction_id: Id });
 export const ClaimResponse = z.object({ run: Run, attempt: z.int().min(0), job: RunJob });
 
 /** Moves a run; rejected unless `attempt` is the run's current attempt (a stale runner is fenced out). */
@@ -228,9 +239,12 @@ export const WebhookResponse = z.object({ status: z.enum(['accepted', 'duplicate
 /**
  * Internal only (never through the gateway): a short-lived credential for git over HTTPS to the
  * repositories asked for, all of one installation. Null for repositories that need none (local).
+ * Only for the runner holding a live run (its claim id), and only for that run's repositories,
+ * for the run's owner.
  */
 export const TokenRequest = z.object({
-  owner_id: OwnerId,
+  run_id: Id,
+  claim_id: ClaimId,
   repository_ids: z.array(z.int().positive()).min(1).max(11),
 });
 export const TokenResponse = z.object({ token: z.string().min(1).nullable(), expires_at: Timestamp.nullable() });
@@ -259,9 +273,10 @@ export const rpc = {
     interactionAnswer: defineEndpoint(SERVICES.runs.subjects.interactionAnswer, InteractionAnswerRequest, AnswerResult),
     interactionSettlement: defineEndpoint(
       SERVICES.runs.subjects.interactionSettlement,
-      z.object({ interaction_id: Id }),
+      SettlementRequest,
       InteractionSettlement,
     ),
+    holder: defineEndpoint(SERVICES.runs.subjects.holder, HolderRequest, HolderResponse),
   },
   threads: {
     create: defineEndpoint(SERVICES.threads.subjects.create, CreateRequest, z.union([ThreadWithRun, TaskWithRun])),

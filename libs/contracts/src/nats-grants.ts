@@ -89,7 +89,7 @@ const GRANTS: Record<NatsIdentity, Grant> = {
   },
   repohost: {
     serves: 'repohost',
-    calls: [threads.subjects.get],
+    calls: [threads.subjects.get, runs.subjects.holder],
     publishes: [evt('repohost')],
     subscribes: [],
     streams: [{ stream: STREAM_NAMES.domain, consumers: [CONSUMERS.repohost] }],

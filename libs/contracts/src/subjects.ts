@@ -92,6 +92,7 @@ export const SERVICES = {
       interactionList: 'runs.interaction.list',
       interactionAnswer: 'runs.interaction.answer',
       interactionSettlement: 'runs.interaction.settlement',
+      holder: 'runs.holder',
     },
   },
   repohost: {

@@ -17,6 +17,11 @@ export function uniqueId(prefix = 't'): string {
   return `${prefix}${Date.now().toString(36)}${randomBytes(4).toString('hex')}`;
 }
 
+/** A claim id as a runner makes one for each take of a job: random, and its proof of holding the run. */
+export function newClaimId(): string {
+  return `clm_${randomBytes(16).toString('hex')}`;
+}
+
 /** A MONGO_DB_PREFIX of its own for one test file or service instance. */
 export function uniqueDbPrefix(): string {
   return uniqueId('tw');

@@ -86,6 +86,13 @@ export async function startRepohost(config: RepohostConfig): Promise<StartedServ
 
     const provider = combineProviders({ local, github: github?.github ?? null, logger });
     logger.info({ provider: provider.name, dir }, 'serving repositories');
-    await serveRoutes(runtime, SERVICES.repohost, repohostRoutes({ provider, js, github }), config.SHUTDOWN_TIMEOUT_MS);
+    const holder: RoutesDeps['holder'] = (runId, claimId) =>
+      request(nc, rpc.runs.holder, { run_id: runId, claim_id: claimId }, { timeoutMs: 5_000 });
+    await serveRoutes(
+      runtime,
+      SERVICES.repohost,
+      repohostRoutes({ provider, js, github, holder, logger }),
+      config.SHUTDOWN_TIMEOUT_MS,
+    );
   });
 }

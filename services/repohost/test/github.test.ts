@@ -32,15 +32,18 @@ import {
   createBareRepo,
   generateAppKeyPair,
   isolatedNats,
+  newClaimId,
   pushBranch,
   signWebhook,
   startFakeGitHub,
   uniqueDbPrefix,
+  uniqueId,
   type FakeGitHub,
   type FakeRepository,
   type IsolatedNats,
 } from '@threadwork/testing';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { RunsConfig, startRuns } from '@threadwork/runs';
 import { REPOHOST_CONSUMER, RepohostConfig, startRepohost } from '../src/index.js';
 
 const APP_ID = 4242;
@@ -73,6 +76,7 @@ describe('repohost GitHub App provider', () => {
   let mongo: MongoClient;
   let fake: FakeGitHub;
   let service: StartedService;
+  let runs: StartedService;
   let localDir: string;
   let dbPrefix: string;
   let widgets: FakeRepository;
@@ -94,8 +98,9 @@ describe('repohost GitHub App provider', () => {
     localDir = mkdtempSync(join(tmpdir(), 'threadwork-repohost-gh-'));
     createBareRepo(localDir, 'local-only');
     nats = await isolatedNats();
-    await nats.provision();
+    // Tokens go to the runner holding a live run: the runs service says which run a claim holds.
     dbPrefix = uniqueDbPrefix();
+    runs = await startRuns(loadConfig(RunsConfig, baseServiceEnv(nats.env('runs'), dbPrefix)));
     service = await startRepohost(
       loadConfig(RepohostConfig, {
         ...baseServiceEnv(nats.env('repohost'), dbPrefix),
@@ -125,11 +130,35 @@ describe('repohost GitHub App provider', () => {
   afterAll(async () => {
     await nc?.drain();
     await service?.stop();
+    await runs?.stop();
     await mongo?.close();
     await nats?.stop();
     await fake?.close();
     rmSync(localDir, { recursive: true, force: true });
   });
+
+  /** A live run of `owner` on `repositories`, claimed as a runner claims it: what a token is asked for. */
+  async function heldRun(owner: string, repositories: Pick<FakeRepository, 'id' | 'full_name'>[]) {
+    const { run } = await request(nc, rpc.runs.admit, {
+      owner_id: owner,
+      thread_id: uniqueId('thr_'),
+      project_id: uniqueId('prj_'),
+      message_id: uniqueId('msg_'),
+      admission_key: uniqueId('adm_'),
+      prompt: 'Push the branch',
+      repositories: repositories.map((r) => ({
+        project_repository_id: uniqueId('prp_'),
+        repository_id: r.id,
+        full_name: r.full_name,
+        branch: 'trunk',
+        // Where the runner would clone from; the runs service only keeps it.
+        clone_url: `https://github.invalid/${r.full_name}.git`,
+      })),
+    });
+    const claimId = newClaimId();
+    await request(nc, rpc.runs.claim, { run_id: run.id, runner_id: 'runner-test', claim_id: claimId });
+    return { run_id: run.id, claim_id: claimId };
+  }
 
   /** The browser's part: open the install URL as `login`, land on the setup URL GitHub redirects to. */
   async function installAs(login: string, installUrl: string) {
@@ -294,14 +323,12 @@ describe('repohost GitHub App provider', () => {
     });
     expect(access.repositories.map((r) => r.name)).toEqual(['gadgets', 'widgets']);
 
-    const { token, expires_at } = await request(nc, rpc.repohost.token, {
-      owner_id: alice,
-      repository_ids: [widgets.id],
-    });
+    const held = await heldRun(alice, [widgets]);
+    const { token, expires_at } = await request(nc, rpc.repohost.token, { ...held, repository_ids: [widgets.id] });
     expect(token).toMatch(/^ghs_/);
     expect(Date.parse(expires_at!) - Date.now()).toBeGreaterThan(30 * 60_000);
     // A second ask reuses the token while it has long enough to live.
-    const again = await request(nc, rpc.repohost.token, { owner_id: alice, repository_ids: [widgets.id] });
+    const again = await request(nc, rpc.repohost.token, { ...held, repository_ids: [widgets.id] });
     expect(again.token).toBe(token);
 
     // The token clones the repository it was asked for, and only that one.
@@ -319,24 +346,47 @@ describe('repohost GitHub App provider', () => {
       rmSync(work, { recursive: true, force: true });
     }
 
-    const local = await request(nc, rpc.repohost.repositories, { owner_id: alice, q: 'local-only' });
-    const none = await request(nc, rpc.repohost.token, {
-      owner_id: alice,
-      repository_ids: [local.repositories[0]!.repository_id],
-    });
+    const local = (await request(nc, rpc.repohost.repositories, { owner_id: alice, q: 'local-only' })).repositories[0]!;
+    const localRepo = { id: local.repository_id, full_name: local.full_name };
+    const heldLocal = await heldRun(alice, [localRepo]);
+    const none = await request(nc, rpc.repohost.token, { ...heldLocal, repository_ids: [local.repository_id] });
     expect(none).toEqual({ token: null, expires_at: null });
+    const heldBoth = await heldRun(alice, [widgets, localRepo]);
     const mixed = await request(nc, rpc.repohost.token, {
-      owner_id: alice,
-      repository_ids: [widgets.id, local.repositories[0]!.repository_id],
+      ...heldBoth,
+      repository_ids: [widgets.id, local.repository_id],
     }).catch((e: unknown) => e);
     expect((mixed as AppError).code).toBe('invalid_request');
-    const foreign = await request(nc, rpc.repohost.token, { owner_id: bob, repository_ids: [widgets.id] }).catch(
+    // A run of Bob's naming Alice's repository gets nothing: Bob does not see it.
+    const heldByBob = await heldRun(bob, [widgets]);
+    const foreign = await request(nc, rpc.repohost.token, { ...heldByBob, repository_ids: [widgets.id] }).catch(
       (e: unknown) => e,
     );
     expect((foreign as AppError).code).toBe('not_found');
 
     // Every app call so far (installations, tokens) went out with one cached JWT.
     expect(fake.jwtsSeen.size).toBe(1);
+  });
+
+  it('hands a token only to the runner holding a live run, for that run’s repositories', async () => {
+    const held = await heldRun(alice, [widgets]);
+    const refusal = async (req: { run_id: string; claim_id: string; repository_ids: number[] }) => {
+      const err = await request(nc, rpc.repohost.token, req).then(
+        () => null,
+        (e: unknown) => e as AppError,
+      );
+      return err?.code;
+    };
+    // A claim id that never held the run: whoever names a run does not get its repositories.
+    const stranger = { run_id: held.run_id, claim_id: newClaimId(), repository_ids: [widgets.id] };
+    expect(await refusal(stranger)).toBe('already_settled');
+    // The holder, for a repository of the owner's that is not the run's.
+    expect(await refusal({ ...held, repository_ids: [gadgets.id] })).toBe('invalid_request');
+    const missing = { run_id: 'run_missing', claim_id: held.claim_id, repository_ids: [widgets.id] };
+    expect(await refusal(missing)).toBe('not_found');
+    // Once a newer attempt claims the run, the older claim gets nothing more.
+    await request(nc, rpc.runs.claim, { run_id: held.run_id, runner_id: 'runner-next', claim_id: newClaimId() });
+    expect(await refusal({ ...held, repository_ids: [widgets.id] })).toBe('already_settled');
   });
 
   describe('webhooks', () => {
@@ -420,7 +470,8 @@ describe('repohost GitHub App provider', () => {
     it('opens a draft pull request for a candidate and follows its checks through webhooks', async () => {
       const threadId = `thr_${Math.random().toString(16).slice(2)}`;
       const branch = `threadwork/${threadId}`;
-      const { token } = await request(nc, rpc.repohost.token, { owner_id: alice, repository_ids: [widgets.id] });
+      const held = await heldRun(alice, [widgets]);
+      const { token } = await request(nc, rpc.repohost.token, { ...held, repository_ids: [widgets.id] });
       const pushed = await pushBranch({
         cloneUrl: fake.cloneUrl('alice-gh/widgets'),
         token: token!,

@@ -53,9 +53,15 @@ export async function startRunner(config: RunnerConfig): Promise<RunnerService> 
     }
 
     // Repohost hands out short-lived tokens for repositories that need one (GitHub), none for local ones.
-    const credentials: RepositoryCredentials = async (ownerId, repositoryId, url) =>
+    const credentials: RepositoryCredentials = async (hold, repositoryId, url) =>
       /^https?:\/\//.test(url)
-        ? (await request(runtime.nc, rpc.repohost.token, { owner_id: ownerId, repository_ids: [repositoryId] })).token
+        ? (
+            await request(runtime.nc, rpc.repohost.token, {
+              run_id: hold.runId,
+              claim_id: hold.claimId,
+              repository_ids: [repositoryId],
+            })
+          ).token
         : null;
     const sandboxes = new LocalSandboxProvider({
       root: config.SANDBOX_ROOT,

@@ -3,7 +3,7 @@ import { readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { rpc, type RunJob, type SandboxStatus } from '@threadwork/contracts';
 import { createLogger, request } from '@threadwork/platform';
-import { uniqueId } from '@threadwork/testing';
+import { newClaimId, uniqueId } from '@threadwork/testing';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { attemptHolds } from '../src/flows/calls.js';
 import { startTime } from '../src/harness/processes.js';
@@ -71,17 +71,15 @@ function runner(): FakeRunner {
 /** Claims the run's next attempt as a runner would, and the claim the sandbox takes for it. */
 async function claim(runId: string): Promise<{ job: RunJob; claim: SandboxClaim }> {
   const runnerId = uniqueId('runner-');
-  const res = await request(stack.nc, rpc.runs.claim, {
-    run_id: runId,
-    runner_id: runnerId,
-    claim_id: uniqueId('clm_'),
-  });
+  const claimId = newClaimId();
+  const res = await request(stack.nc, rpc.runs.claim, { run_id: runId, runner_id: runnerId, claim_id: claimId });
   return {
     job: res.job,
     claim: {
       run_id: runId,
       attempt: res.attempt,
       runner_id: runnerId,
+      claim_id: claimId,
       holds: () => attemptHolds(stack.nc, runId, res.attempt),
     },
   };

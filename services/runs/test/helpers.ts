@@ -15,6 +15,7 @@ import {
 import {
   baseServiceEnv,
   isolatedNats,
+  newClaimId,
   testInfra,
   uniqueDbPrefix,
   uniqueId,
@@ -104,16 +105,19 @@ export interface LiveRun {
   run: Run;
   owner: string;
   attempt: number;
+  /** The claim's secret, the holder's proof. */
+  claim_id: string;
 }
 
 /** Admits a run, claims it and moves it to `running`, as a runner would. */
 export async function runningRun(nc: NatsConnection, overrides: Partial<RpcRequest<typeof rpc.runs.admit>> = {}) {
   const req = admission(overrides);
   const { run } = await request(nc, rpc.runs.admit, req);
-  const claim = await request(nc, rpc.runs.claim, { run_id: run.id, runner_id: 'runner-a' });
+  const claimId = newClaimId();
+  const claim = await request(nc, rpc.runs.claim, { run_id: run.id, runner_id: 'runner-a', claim_id: claimId });
   const running = await request(nc, rpc.runs.transition, { run_id: run.id, attempt: claim.attempt, to: 'running' });
   expect(running.status).toBe('running');
-  return { run: running, owner: req.owner_id, attempt: claim.attempt, thread_id: req.thread_id };
+  return { run: running, owner: req.owner_id, attempt: claim.attempt, claim_id: claimId, thread_id: req.thread_id };
 }
 
 /** Every event of a run, page by page. */

@@ -1,6 +1,6 @@
 import { rpc, RunSignal, subjects, type Question } from '@threadwork/contracts';
 import { decodeJson, request } from '@threadwork/platform';
-import { uniqueId } from '@threadwork/testing';
+import { newClaimId, uniqueId } from '@threadwork/testing';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { failure, readLog, runningRun, startHarness, statusLog, type Harness } from './helpers.js';
 
@@ -90,7 +90,7 @@ describe('interactions', () => {
   });
 
   it('settles exactly once under 10 concurrent answers and resumes the run', async () => {
-    const { run, owner, interaction } = await ask([fileQuestion]);
+    const { run, owner, interaction, claim_id } = await ask([fileQuestion]);
     const signals = h.nc.subscribe(subjects.runSignal(run.id), { max: 1 });
     const outcomes = await Promise.allSettled(
       Array.from({ length: 10 }, (_, i) =>
@@ -115,7 +115,11 @@ describe('interactions', () => {
     }
 
     expect((await request(h.nc, rpc.runs.get, { run_id: run.id })).status).toBe('running');
-    const settlement = await request(h.nc, rpc.runs.interactionSettlement, { interaction_id: interaction.id });
+    const settlement = await request(h.nc, rpc.runs.interactionSettlement, {
+      run_id: run.id,
+      claim_id,
+      interaction_id: interaction.id,
+    });
     expect(settlement.answers).toEqual(won[0]!.answers);
     const log = await readLog(h.nc, run.id);
     expect(log.filter((e) => (e.chunk as { type: string }).type === 'interaction.settled').map((e) => e.chunk)).toEqual(
@@ -134,7 +138,7 @@ describe('interactions', () => {
   });
 
   it('redacts secret answers everywhere but in the runner settlement', async () => {
-    const { owner, thread_id, interaction } = await ask();
+    const { run, owner, thread_id, interaction, claim_id } = await ask();
     const result = await request(h.nc, rpc.runs.interactionAnswer, {
       owner_id: owner,
       interaction_id: interaction.id,
@@ -153,7 +157,11 @@ describe('interactions', () => {
     expect(list.interactions.map((i) => i.answers)).toEqual([publicAnswers]);
     expect(JSON.stringify([got, list])).not.toContain('tok-s3cret');
 
-    const settlement = await request(h.nc, rpc.runs.interactionSettlement, { interaction_id: interaction.id });
+    const settlement = await request(h.nc, rpc.runs.interactionSettlement, {
+      run_id: run.id,
+      claim_id,
+      interaction_id: interaction.id,
+    });
     expect(settlement.interaction.answers).toEqual(publicAnswers);
     expect(settlement.answers).toEqual({
       file: { kind: 'options', optionIds: ['README.md'] },
@@ -251,8 +259,27 @@ describe('interactions', () => {
     expect(
       (await request(h.nc, rpc.runs.interactionGet, { owner_id: owner, interaction_id: interaction.id })).status,
     ).toBe('pending');
-    expect((await failure(request(h.nc, rpc.runs.interactionSettlement, { interaction_id: 'int_missing' }))).code).toBe(
-      'not_found',
+  });
+
+  it('gives the answers only to the runner holding the run that asked', async () => {
+    const { run, interaction, claim_id } = await ask([fileQuestion]);
+    const other = await runningRun(h.nc);
+    const settlement = (req: { run_id: string; claim_id: string; interaction_id: string }) =>
+      request(h.nc, rpc.runs.interactionSettlement, req);
+    expect((await settlement({ run_id: run.id, claim_id, interaction_id: interaction.id })).interaction.id).toBe(
+      interaction.id,
+    );
+    // Any other claim id, or the holder of another run asking for this run's question: refused.
+    const stranger = { run_id: run.id, claim_id: newClaimId(), interaction_id: interaction.id };
+    expect((await failure(settlement(stranger))).code).toBe('already_settled');
+    const neighbour = { run_id: other.run.id, claim_id: other.claim_id, interaction_id: interaction.id };
+    expect((await failure(settlement(neighbour))).code).toBe('not_found');
+    const missing = { run_id: run.id, claim_id, interaction_id: 'int_missing' };
+    expect((await failure(settlement(missing))).code).toBe('not_found');
+    // A newer attempt's claim fences the older one out.
+    await request(h.nc, rpc.runs.claim, { run_id: run.id, runner_id: 'runner-b', claim_id: newClaimId() });
+    expect((await failure(settlement({ run_id: run.id, claim_id, interaction_id: interaction.id }))).code).toBe(
+      'already_settled',
     );
   });
 });

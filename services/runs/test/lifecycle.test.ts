@@ -1,7 +1,7 @@
 import { jetstream } from '@nats-io/jetstream';
 import { rpc, RunSignal, subjects } from '@threadwork/contracts';
 import { createLogger, decodeJson, loadConfig, request } from '@threadwork/platform';
-import { baseServiceEnv } from '@threadwork/testing';
+import { baseServiceEnv, newClaimId } from '@threadwork/testing';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { RunsConfig } from '../src/index.js';
 import type { RunsContext } from '../src/flows/context.js';
@@ -28,7 +28,7 @@ describe('run lifecycle', () => {
 
   it('moves a run through claim, running and completion, logging each move', async () => {
     const { run, owner, thread_id } = await admit();
-    const claim = await request(h.nc, rpc.runs.claim, { run_id: run.id, runner_id: 'runner-a' });
+    const claim = await request(h.nc, rpc.runs.claim, { run_id: run.id, runner_id: 'runner-a', claim_id: newClaimId() });
     expect(claim.attempt).toBe(0);
     expect(claim.run).toMatchObject({ status: 'starting', attempt: 0 });
     expect(claim.job).toMatchObject({ run_id: run.id, thread_id, owner_id: owner });
@@ -92,27 +92,27 @@ describe('run lifecycle', () => {
 
   it('claims attempt 0 first, the next attempt on redelivery, and fails the run once attempts run out', async () => {
     const { run } = await admit();
-    const first = await request(h.nc, rpc.runs.claim, { run_id: run.id, runner_id: 'runner-a' });
+    const first = await request(h.nc, rpc.runs.claim, { run_id: run.id, runner_id: 'runner-a', claim_id: newClaimId() });
     expect(first.attempt).toBe(0);
     await request(h.nc, rpc.runs.transition, { run_id: run.id, attempt: 0, to: 'running' });
 
-    const second = await request(h.nc, rpc.runs.claim, { run_id: run.id, runner_id: 'runner-b' });
+    const second = await request(h.nc, rpc.runs.claim, { run_id: run.id, runner_id: 'runner-b', claim_id: newClaimId() });
     expect(second.attempt).toBe(1);
     expect(second.run).toMatchObject({ status: 'running', attempt: 1 });
 
-    const third = await request(h.nc, rpc.runs.claim, { run_id: run.id, runner_id: 'runner-c' });
+    const third = await request(h.nc, rpc.runs.claim, { run_id: run.id, runner_id: 'runner-c', claim_id: newClaimId() });
     expect(third.attempt).toBe(2);
 
-    const err = await failure(request(h.nc, rpc.runs.claim, { run_id: run.id, runner_id: 'runner-d' }));
+    const err = await failure(request(h.nc, rpc.runs.claim, { run_id: run.id, runner_id: 'runner-d', claim_id: newClaimId() }));
     expect(err.code).toBe('already_settled');
     const failed = await request(h.nc, rpc.runs.get, { run_id: run.id });
     expect(failed).toMatchObject({ status: 'failed', terminal: true, error: { code: 'runner_lost' } });
     expect(await statusLog(h.nc, run.id)).toEqual(['queued', 'starting', 'running', 'failed']);
 
-    expect((await failure(request(h.nc, rpc.runs.claim, { run_id: run.id, runner_id: 'runner-e' }))).code).toBe(
+    expect((await failure(request(h.nc, rpc.runs.claim, { run_id: run.id, runner_id: 'runner-e', claim_id: newClaimId() }))).code).toBe(
       'already_settled',
     );
-    expect((await failure(request(h.nc, rpc.runs.claim, { run_id: 'run_missing', runner_id: 'r' }))).code).toBe(
+    expect((await failure(request(h.nc, rpc.runs.claim, { run_id: 'run_missing', runner_id: 'r', claim_id: newClaimId() }))).code).toBe(
       'not_found',
     );
   });
@@ -120,7 +120,7 @@ describe('run lifecycle', () => {
   it('gives a retried claim the attempt its first try made, applied or still under way', async () => {
     // Retried after the first try was applied (its answer lost): the same attempt, nothing burnt.
     const { run } = await admit();
-    const claim = { run_id: run.id, runner_id: 'runner-a', claim_id: 'clm_once' };
+    const claim = { run_id: run.id, runner_id: 'runner-a', claim_id: newClaimId() };
     const first = await request(h.nc, rpc.runs.claim, claim);
     const retry = await request(h.nc, rpc.runs.claim, claim);
     expect([first.attempt, retry.attempt]).toEqual([0, 0]);
@@ -128,7 +128,7 @@ describe('run lifecycle', () => {
     await request(h.nc, rpc.runs.transition, { run_id: run.id, attempt: 0, to: 'running' });
     expect(await request(h.nc, rpc.runs.claim, claim)).toMatchObject({ attempt: 0, run: { status: 'running' } });
     // A different claim (a redelivery to another runner) still takes the next attempt over.
-    const other = await request(h.nc, rpc.runs.claim, { run_id: run.id, runner_id: 'runner-b', claim_id: 'clm_other' });
+    const other = await request(h.nc, rpc.runs.claim, { run_id: run.id, runner_id: 'runner-b', claim_id: newClaimId() });
     expect(other.attempt).toBe(1);
     // …and fences the first claim: its retry now learns the run moved on.
     expect((await failure(request(h.nc, rpc.runs.claim, claim))).code).toBe('already_settled');
@@ -136,7 +136,7 @@ describe('run lifecycle', () => {
     // Retried while the first try is still under way: both tries answer the one attempt.
     for (let i = 0; i < 5; i++) {
       const { run: raced } = await admit();
-      const twin = { run_id: raced.id, runner_id: 'runner-a', claim_id: `clm_twin_${i}` };
+      const twin = { run_id: raced.id, runner_id: 'runner-a', claim_id: newClaimId() };
       const answers = await Promise.all([request(h.nc, rpc.runs.claim, twin), request(h.nc, rpc.runs.claim, twin)]);
       expect(answers.map((a) => a.attempt)).toEqual([0, 0]);
       expect(await request(h.nc, rpc.runs.get, { run_id: raced.id })).toMatchObject({ status: 'starting', attempt: 0 });
@@ -149,7 +149,7 @@ describe('run lifecycle', () => {
       const { run } = await admit();
       const outcomes = await Promise.allSettled(
         ['runner-a', 'runner-b', 'runner-c'].map((runner_id) =>
-          request(h.nc, rpc.runs.claim, { run_id: run.id, runner_id }),
+          request(h.nc, rpc.runs.claim, { run_id: run.id, runner_id, claim_id: newClaimId() }),
         ),
       );
       const won = outcomes.flatMap((o) => (o.status === 'fulfilled' ? [o.value] : []));
@@ -181,7 +181,7 @@ describe('run lifecycle', () => {
 
   it('fences a runner whose attempt was taken over out of moves and appends', async () => {
     const { run } = await runningRun(h.nc);
-    const takeover = await request(h.nc, rpc.runs.claim, { run_id: run.id, runner_id: 'runner-b' });
+    const takeover = await request(h.nc, rpc.runs.claim, { run_id: run.id, runner_id: 'runner-b', claim_id: newClaimId() });
     expect(takeover.attempt).toBe(1);
 
     const move = await failure(request(h.nc, rpc.runs.transition, { run_id: run.id, attempt: 0, to: 'completed' }));
@@ -237,7 +237,7 @@ describe('run lifecycle', () => {
   it('finishes a cancellation whose runner went away when its job comes back', async () => {
     const { run, owner } = await runningRun(h.nc);
     await request(h.nc, rpc.runs.cancel, { owner_id: owner, run_id: run.id });
-    const err = await failure(request(h.nc, rpc.runs.claim, { run_id: run.id, runner_id: 'runner-b' }));
+    const err = await failure(request(h.nc, rpc.runs.claim, { run_id: run.id, runner_id: 'runner-b', claim_id: newClaimId() }));
     expect(err.code).toBe('already_settled');
     expect(await request(h.nc, rpc.runs.get, { run_id: run.id })).toMatchObject({
       status: 'cancelled',
@@ -375,7 +375,7 @@ describe('run lifecycle', () => {
       const [completed, cancelled, claim] = await Promise.allSettled([
         request(h.nc, rpc.runs.transition, { run_id: run.id, attempt, to: 'completed' }),
         request(h.nc, rpc.runs.transition, { run_id: run.id, attempt, to: 'cancelled' }),
-        request(h.nc, rpc.runs.claim, { run_id: run.id, runner_id: 'runner-b' }),
+        request(h.nc, rpc.runs.claim, { run_id: run.id, runner_id: 'runner-b', claim_id: newClaimId() }),
       ]);
       const final = await request(h.nc, rpc.runs.get, { run_id: run.id });
       outcomes.add(final.status);

@@ -109,7 +109,7 @@ describe('recovery from interrupted writes', () => {
   });
 
   it('shows a settlement whose follow-ups were interrupted, and finishes it when the runner reads it', async () => {
-    const { run, attempt, owner } = await runningRun(h.nc);
+    const { run, attempt, owner, claim_id } = await runningRun(h.nc);
     const interaction = await request(h.nc, rpc.runs.interactionCreate, {
       run_id: run.id,
       attempt,
@@ -139,7 +139,11 @@ describe('recovery from interrupted writes', () => {
     ).toBe('already_settled');
     expect((await request(h.nc, rpc.runs.get, { run_id: run.id })).status).toBe('waiting_for_input');
 
-    const settlement = await request(h.nc, rpc.runs.interactionSettlement, { interaction_id: interaction.id });
+    const settlement = await request(h.nc, rpc.runs.interactionSettlement, {
+      run_id: run.id,
+      claim_id,
+      interaction_id: interaction.id,
+    });
     expect(settlement.answers).toEqual({ q: { kind: 'text', text: 'go' } });
     expect((await request(h.nc, rpc.runs.get, { run_id: run.id })).status).toBe('running');
     const settled = (await readLog(h.nc, run.id)).filter(

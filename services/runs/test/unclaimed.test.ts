@@ -1,6 +1,6 @@
 import { rpc } from '@threadwork/contracts';
 import { request } from '@threadwork/platform';
-import { uniqueId } from '@threadwork/testing';
+import { newClaimId, uniqueId } from '@threadwork/testing';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { admission, failure, startHarness, statusLog, type Harness } from './helpers.js';
 
@@ -25,7 +25,7 @@ describe('a run no runner claims', () => {
     const { run: unclaimed } = await request(h.nc, rpc.runs.admit, unclaimedReq);
     const claimedReq = admission({ harness });
     const { run: claimed } = await request(h.nc, rpc.runs.admit, claimedReq);
-    await request(h.nc, rpc.runs.claim, { run_id: claimed.id, runner_id: 'runner-a' });
+    await request(h.nc, rpc.runs.claim, { run_id: claimed.id, runner_id: 'runner-a', claim_id: newClaimId() });
 
     const deadline = Date.now() + 10 * MAX_AGE_MS + 60_000;
     let failed = await request(h.nc, rpc.runs.get, { run_id: unclaimed.id });
@@ -43,7 +43,7 @@ describe('a run no runner claims', () => {
     // The thread takes its next run; a runner coming late for the failed one finds it over.
     const next = await request(h.nc, rpc.runs.admit, { ...admission({ harness }), thread_id: unclaimedReq.thread_id });
     expect(next.created).toBe(true);
-    const late = await failure(request(h.nc, rpc.runs.claim, { run_id: unclaimed.id, runner_id: 'runner-late' }));
+    const late = await failure(request(h.nc, rpc.runs.claim, { run_id: unclaimed.id, runner_id: 'runner-late', claim_id: newClaimId() }));
     expect(late.code).toBe('already_settled');
   });
 });

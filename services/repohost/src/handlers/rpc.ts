@@ -1,5 +1,6 @@
-import { rpc } from '@threadwork/contracts';
-import { invalidRequest, route, type JetStreamClient, type RpcRoute } from '@threadwork/platform';
+import { rpc, type HolderResponse } from '@threadwork/contracts';
+import { invalidRequest, isAppError, route, type JetStreamClient, type Logger, type RpcRoute } from '@threadwork/platform';
+import type { z } from 'zod';
 import type { GitHubAppConfig } from '../config.js';
 import { filterRepositories, pickRepositories, publicRepository } from '../domain/repositories.js';
 import type { GitHubClient } from '../github/client.js';
@@ -16,12 +17,15 @@ const TOKEN_MIN_LIFETIME_MS = 15 * 60_000;
 export interface RoutesDeps {
   provider: CombinedProvider;
   js: JetStreamClient;
+  /** The runs service's answer to "does this claim hold this live run, and what may it reach?". */
+  holder: (runId: string, claimId: string) => Promise<z.output<typeof HolderResponse>>;
+  logger: Logger;
   /** Everything GitHub; null when no GitHub App is configured. */
   github:
     (InstallDeps & PublicationDeps & { config: GitHubAppConfig; client: GitHubClient; store: GitHubStore }) | null;
 }
 
-export function repohostRoutes({ provider, js, github }: RoutesDeps): RpcRoute[] {
+export function repohostRoutes({ provider, js, github, holder, logger }: RoutesDeps): RpcRoute[] {
   return [
     route(rpc.repohost.connection, ({ owner_id }) => provider.connection(owner_id)),
     route(rpc.repohost.repositories, async ({ owner_id, q }) => ({
@@ -43,7 +47,24 @@ export function repohostRoutes({ provider, js, github }: RoutesDeps): RpcRoute[]
       receiveWebhook({ config: github?.config ?? null, store: github?.store ?? null, js }, input),
     ),
 
-    route(rpc.repohost.token, async ({ owner_id, repository_ids }) => {
+    route(rpc.repohost.token, async ({ run_id, claim_id, repository_ids }) => {
+      // For the runner that holds a live run, for that run's repositories, as the run's owner:
+      // never for whichever owner and repositories a caller names.
+      let held: z.output<typeof HolderResponse>;
+      try {
+        held = await holder(run_id, claim_id);
+      } catch (err) {
+        if (isAppError(err) && (err.code === 'already_settled' || err.code === 'not_found')) {
+          logger.warn({ run_id, reason: err.message }, 'refused a token: the caller does not hold the run');
+        }
+        throw err;
+      }
+      const foreign = repository_ids.filter((id) => !held.repository_ids.includes(id));
+      if (foreign.length > 0) {
+        logger.warn({ run_id, repository_ids: foreign }, 'refused a token for repositories that are not the run’s');
+        throw invalidRequest(`repository_ids: ${foreign.join(', ')} not a repository of run ${run_id}`);
+      }
+      const owner_id = held.owner_id;
       const sourced = await provider.sourced(owner_id);
       // not_found for any the owner cannot see, as for access.
       const picked = pickRepositories(

@@ -119,9 +119,11 @@ export async function executeJob(
 ): Promise<JobResult> {
   const log = deps.logger.child({ run_id: job.run_id, thread_id: job.thread_id });
   let claim: { run: Run; attempt: number; job: RunJob };
+  let claimId: string;
   try {
-    // One claim id for this take of the job: retries of the call get the attempt a lost answer carried.
-    const claimId = `clm_${randomBytes(12).toString('hex')}`;
+    // One claim id for this take of the job: retries of the call get the attempt a lost answer
+    // carried, and later calls prove with it that this runner holds the run. A secret: never logged.
+    claimId = `clm_${randomBytes(16).toString('hex')}`;
     claim = await call(
       deps.nc,
       rpc.runs.claim,
@@ -147,7 +149,7 @@ export async function executeJob(
     if (isAppError(err) && err.retryable) return { kind: 'nak', delayMs: 5_000 };
     throw err;
   }
-  const execution = new RunExecution(deps, claim.job, claim.attempt, claim.run.status, log);
+  const execution = new RunExecution(deps, claim.job, claim.attempt, claimId, claim.run.status, log);
   track(execution);
   try {
     return await execution.execute();
@@ -178,6 +180,7 @@ class RunExecution implements LiveRun {
     private readonly deps: RunDeps,
     private readonly job: RunJob,
     private readonly attempt: number,
+    private readonly claimId: string,
     status: RunStatus,
     private readonly log: Logger,
   ) {
@@ -489,7 +492,12 @@ class RunExecution implements LiveRun {
     }
     while (!this.stopReason) {
       try {
-        const settlement = await call(nc, rpc.runs.interactionSettlement, { interaction_id: interactionId }, 5_000);
+        const settlement = await call(
+          nc,
+          rpc.runs.interactionSettlement,
+          { run_id: this.job.run_id, claim_id: this.claimId, interaction_id: interactionId },
+          5_000,
+        );
         if (settlement.interaction.status !== 'pending') {
           return harnessAnswers(settlement.interaction.status, settlement.answers);
         }
@@ -597,7 +605,8 @@ class RunExecution implements LiveRun {
   private async pushBranch(repo: SandboxRepo): Promise<void> {
     const ref = `refs/heads/${repo.branch}`;
     try {
-      const token = await this.deps.credentials(this.job.owner_id, repo.repository_id, repo.clone_url);
+      const hold = { runId: this.job.run_id, claimId: this.claimId };
+      const token = await this.deps.credentials(hold, repo.repository_id, repo.clone_url);
       const remote = { url: repo.clone_url, token };
       let lease = repo.start_revision ?? '';
       for (let tries = 0; ; tries++) {
@@ -738,6 +747,7 @@ class RunExecution implements LiveRun {
       run_id: this.job.run_id,
       attempt: this.attempt,
       runner_id: this.deps.runnerId,
+      claim_id: this.claimId,
       holds: () => attemptHolds(this.deps.nc, this.job.run_id, this.attempt),
     };
   }

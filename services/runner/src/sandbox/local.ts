@@ -119,7 +119,8 @@ export class LocalSandboxProvider implements SandboxProvider {
         const known = state.repos[repo.project_repository_id];
         const folder = known?.dir ?? pickFolder(repo, taken);
         taken.add(folder);
-        const token = (await this.options.credentials?.(job.owner_id, repo.repository_id, repo.clone_url)) ?? null;
+        const hold = { runId: claim.run_id, claimId: claim.claim_id };
+        const token = (await this.options.credentials?.(hold, repo.repository_id, repo.clone_url)) ?? null;
         const remote = { url: repo.clone_url, token };
         const prepared = await this.prepareRepo(dir, folder, repo, job.thread_id, known, remote, take);
         state.repos[repo.project_repository_id] = prepared.state;

@@ -118,5 +118,11 @@ export class SandboxError extends Error {
   override name = 'SandboxError';
 }
 
-/** A short-lived token for git over HTTPS to one repository of an owner; null when none is needed. */
-export type RepositoryCredentials = (ownerId: string, repositoryId: number, url: string) => Promise<string | null>;
+/** The run a caller holds, by its claim: what repohost hands a token for. */
+export interface RunHold {
+  runId: string;
+  claimId: string;
+}
+
+/** A short-lived token for git over HTTPS to one repository of the run held; null when none is needed. */
+export type RepositoryCredentials = (hold: RunHold, repositoryId: number, url: string) => Promise<string | null>;

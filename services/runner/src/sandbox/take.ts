@@ -22,6 +22,8 @@ export interface SandboxClaim {
   run_id: string;
   attempt: number;
   runner_id: string;
+  /** The claim's secret: the runner's proof, to repohost, that it holds the run. */
+  claim_id: string;
   /** Whether this attempt still holds its run (the run live, at this attempt), asked of the runs service. */
   holds(): Promise<boolean>;
 }

@@ -146,9 +146,11 @@ export async function answerInteraction(
 export async function readSettlement(
   ctx: RunsContext,
   interactionId: string,
+  runId: string,
 ): Promise<{ doc: InteractionDoc; answers: SettlementDoc['answers'] }> {
   const doc = await ctx.interactions.interactions.findOne({ _id: interactionId });
-  if (!doc) throw notFound('interaction');
+  // Another run's question is none of this caller's business: as if it did not exist.
+  if (!doc || doc.run_id !== runId) throw notFound('interaction');
   const settlement = await ctx.interactions.settlements.findOne({ _id: interactionId });
   if (!settlement) return { doc, answers: {} };
   if (doc.status === 'pending') await completeSettlement(ctx, doc, settlement);

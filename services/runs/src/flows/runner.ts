@@ -1,6 +1,7 @@
+import { createHash } from 'node:crypto';
 import type { z } from 'zod';
-import { AppError, invalidRequest, isDuplicateKeyError, unavailable } from '@threadwork/platform';
-import type { AppendRequest, ClaimRequest, RunJob, TransitionRequest } from '@threadwork/contracts';
+import { AppError, invalidRequest, isDuplicateKeyError, notFound, unavailable } from '@threadwork/platform';
+import type { AppendRequest, ClaimRequest, HolderResponse, RunJob, TransitionRequest } from '@threadwork/contracts';
 import { decideClaim, isHeldByRunner, isTerminal, transition } from '../domain/run-state.js';
 import { toJob, type RunDoc } from '../store/runs.js';
 import { loadRun, staleAttempt, type RunsContext } from './context.js';
@@ -12,6 +13,9 @@ import { announceMove, appendWhileLive, finishRun, moveRun, settleIfTerminal } f
 const MOVE_TRIES = 3;
 
 const settled = (message: string) => new AppError('already_settled', message);
+
+/** What is kept of a claim id: enough to recognise it, nothing to present as it. */
+const claimHash = (claimId: string) => createHash('sha256').update(claimId).digest('hex');
 
 /**
  * Claims the next attempt of a run for a runner that took its job. Racing runners race for the
@@ -30,7 +34,8 @@ export async function claimRun(
   // A retry of a claim already made (its answer lost, or the first try still under way): the
   // attempt it made is the caller's — finish adopting it rather than claim the next one — unless
   // a later claim has taken the run over since, which fences this one out.
-  const mine = req.claim_id ? await ctx.store.attempts.findOne({ run_id: run._id, claim_id: req.claim_id }) : null;
+  const claimSha256 = claimHash(req.claim_id);
+  const mine = await ctx.store.attempts.findOne({ run_id: run._id, claim_sha256: claimSha256 });
   if (mine) {
     if (last && last.attempt > mine.attempt) {
       throw settled(`attempt ${mine.attempt} of run ${run._id} was taken over by attempt ${last.attempt}`);
@@ -63,17 +68,42 @@ export async function claimRun(
       run_id: run._id,
       attempt,
       runner_id: req.runner_id,
-      ...(req.claim_id ? { claim_id: req.claim_id } : {}),
+      claim_sha256: claimSha256,
       at: new Date(),
     });
   } catch (err) {
     if (!isDuplicateKeyError(err)) throw err;
     // A twin of this very claim (a retry racing its first try) inserted it: it is ours too.
     const holder = await ctx.store.attempts.findOne({ _id: `${run._id}:${attempt}` });
-    if (req.claim_id && holder?.claim_id === req.claim_id) return adoptAttempt(ctx, run, attempt, req.runner_id);
+    if (holder?.claim_sha256 === claimSha256) return adoptAttempt(ctx, run, attempt, req.runner_id);
     throw settled(`attempt ${attempt} of run ${run._id} was claimed by another runner`);
   }
   return adoptAttempt(ctx, run, attempt, req.runner_id);
+}
+
+/**
+ * The live run that `claimId` holds: its current attempt is the one that claim made. Refused
+ * (`already_settled`) for a run that ended or moved on to a newer attempt, and for a claim id
+ * that never held it — a runner acts for the runs it holds, not for any run it can name.
+ */
+export async function holdingRun(ctx: RunsContext, runId: string, claimId: string): Promise<RunDoc> {
+  const run = await ctx.store.runs.findOne({ _id: runId });
+  if (!run) throw notFound('run');
+  const attempt = await ctx.store.attempts.findOne({ _id: `${run._id}:${run.attempt}` });
+  if (run.terminal || run.status === 'queued' || attempt?.claim_sha256 !== claimHash(claimId)) {
+    throw settled(`run ${run._id} is not held by this claim`);
+  }
+  return run;
+}
+
+/** What the holder of a live run may be given access to: its owner's repositories of the run. */
+export async function describeHolder(
+  ctx: RunsContext,
+  runId: string,
+  claimId: string,
+): Promise<z.input<typeof HolderResponse>> {
+  const run = await holdingRun(ctx, runId, claimId);
+  return { owner_id: run.owner_id, repository_ids: run.repositories.map((r) => r.repository_id) };
 }
 
 /**

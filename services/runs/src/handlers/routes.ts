@@ -9,7 +9,7 @@ import {
   listInteractions,
   readSettlement,
 } from '../flows/interactions.js';
-import { appendEvents, claimRun, transitionRun } from '../flows/runner.js';
+import { appendEvents, claimRun, describeHolder, holdingRun, transitionRun } from '../flows/runner.js';
 import { cancelRun, eventsPage, getRuns, liveRun } from '../flows/runs.js';
 import { toInteraction } from '../store/interactions.js';
 import { toRun } from '../store/runs.js';
@@ -65,9 +65,12 @@ export function runsRoutes(ctx: RunsContext): RpcRoute[] {
     ),
     route(rpc.runs.interactionSettlement, (req) =>
       mongoCall(async () => {
-        const { doc, answers } = await readSettlement(ctx, req.interaction_id);
+        // Answers in clear, secrets included: for the runner holding the run that asked only.
+        await holdingRun(ctx, req.run_id, req.claim_id);
+        const { doc, answers } = await readSettlement(ctx, req.interaction_id, req.run_id);
         return { interaction: toInteraction(doc), answers };
       }),
     ),
+    route(rpc.runs.holder, (req) => mongoCall(() => describeHolder(ctx, req.run_id, req.claim_id))),
   ];
 }

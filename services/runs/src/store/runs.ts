@@ -86,8 +86,8 @@ export interface AttemptDoc {
   run_id: string;
   attempt: number;
   runner_id: string;
-  /** The claim call that made it (repeated on its retries); absent for callers that send none. */
-  claim_id?: string;
+  /** SHA-256 (hex) of the runner's claim id: its retries find the attempt, its holder proves itself. */
+  claim_sha256?: string;
   at: Date;
 }
 
