@@ -34,6 +34,7 @@ export async function startRepohost(config: RepohostConfig): Promise<StartedServ
     const local = createLocalProvider({ dir, store, logger });
 
     let github: RoutesDeps['github'] = null;
+    let handleEvent: ((subject: string, payload: unknown) => Promise<void>) | null = null;
     const appConfig = githubAppConfig(config);
     if (appConfig) {
       const githubStore = createGitHubStore(db);
@@ -60,15 +61,7 @@ export async function startRepohost(config: RepohostConfig): Promise<StartedServ
         },
       };
 
-      // DOMAIN keeps events a week whoever read them (limits retention). This consumer sees only
-      // candidates and queued webhooks, from the moment it is first created: candidates older
-      // than the GitHub App's configuration have nothing to publish.
-      await consumeDomain(runtime, {
-        durable: REPOHOST_CONSUMER,
-        handle: createEventHandler({ ...github, store: githubStore, github: provider }),
-        drainMs: config.SHUTDOWN_TIMEOUT_MS,
-        progressEveryMs: 10_000,
-      });
+      handleEvent = createEventHandler({ ...github, store: githubStore, github: provider });
       logger.info(
         {
           app_id: appConfig.appId,
@@ -83,6 +76,18 @@ export async function startRepohost(config: RepohostConfig): Promise<StartedServ
         'GitHub App configured',
       );
     }
+
+    // The consumer (candidates and queued webhooks, from when the runs service first made it) is
+    // read with or without a GitHub App: without one, a candidate is of a local repository, which
+    // gets no pull request, and no webhook is ever queued, so each event is acked as it comes. A
+    // consumer nobody reads would only pile up events; one read from the start means candidates
+    // older than the App's configuration are not published once it is configured.
+    await consumeDomain(runtime, {
+      durable: REPOHOST_CONSUMER,
+      handle: handleEvent ?? (async (subject) => logger.debug({ subject }, 'no GitHub App: nothing to do')),
+      drainMs: config.SHUTDOWN_TIMEOUT_MS,
+      progressEveryMs: 10_000,
+    });
 
     const provider = combineProviders({ local, github: github?.github ?? null, logger });
     logger.info({ provider: provider.name, dir }, 'serving repositories');

@@ -38,6 +38,7 @@ describe('repohost local provider', () => {
     // Not created up front: the service creates its folder.
     dir = join(root, 'repos');
     nats = await isolatedNats();
+    await nats.provision();
     service = await startRepohost(
       loadConfig(RepohostConfig, { ...baseServiceEnv(nats.env('repohost')), REPOHOST_LOCAL_DIR: dir }),
     );
