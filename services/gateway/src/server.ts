@@ -1,3 +1,4 @@
+import { randomUUID } from 'node:crypto';
 import { setMaxListeners } from 'node:events';
 import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
 import swagger from '@fastify/swagger';
@@ -10,6 +11,7 @@ import {
   toAppError,
   type Logger,
   type NatsConnection,
+  withRequestId,
 } from '@threadwork/platform';
 import Fastify, { LogController, type FastifyError, type FastifyReply, type FastifyRequest } from 'fastify';
 import {
@@ -210,6 +212,9 @@ async function authenticate(
   return mongoCall(() => deps.identity.findUser(userId), identityLookup(deps));
 }
 
+/** What a 500 says, whatever failed: the details are in the log under the request's id. */
+const INTERNAL_MESSAGE = 'internal error';
+
 function sendError(reply: FastifyReply, status: number, code: string, message: string) {
   return reply.code(status).send({ error: { code, message } });
 }
@@ -256,6 +261,10 @@ export async function buildServer(deps: GatewayDeps) {
       return server;
     },
     loggerInstance: deps.logger,
+    // Each request's id: in the log of every service that serves it (request_id), and answered in
+    // X-Request-Id for a client to quote. Made here, never taken from the client.
+    genReqId: () => randomUUID(),
+    requestIdHeader: false,
     // Who the client is (request.ip: the per-address limits, the request log) behind proxies.
     trustProxy: fastifyTrustProxy(deps.trustProxy ?? false),
     bodyLimit: deps.bodyLimit,
@@ -367,6 +376,11 @@ export async function buildServer(deps: GatewayDeps) {
   };
   // One hook in callback style, so probes and public paths pass without a promise or a tick.
   app.addHook('onRequest', (request, reply, done) => {
+    reply.header('x-request-id', request.id);
+    // Everything this request does from here on, the calls to other services included, runs as it.
+    withRequestId(request.id, () => onRequest(request, reply, done));
+  });
+  const onRequest = (request: FastifyRequest, reply: FastifyReply, done: (err?: Error) => void) => {
     if (closing.signal.aborted) {
       // A request that still reaches us while we close (on a connection that was busy when closing
       // began) is refused the way any unavailable backend is: 503 `unavailable`, retry elsewhere.
@@ -385,7 +399,7 @@ export async function buildServer(deps: GatewayDeps) {
       },
       (err: unknown) => done(err instanceof Error ? err : new Error(String(err))),
     );
-  });
+  };
 
   app.setErrorHandler((err: FastifyError, request, reply) => {
     if (hasZodFastifySchemaValidationErrors(err)) {
@@ -415,7 +429,12 @@ export async function buildServer(deps: GatewayDeps) {
       return sendError(reply, 400, 'invalid_request', FASTIFY_REQUEST_ERRORS[err.code] ?? `request: ${err.message}`);
     }
     const appErr = toAppError(err);
-    if (appErr.code === 'internal') request.log.error({ err }, 'request failed');
+    if (appErr.code === 'internal') {
+      // The failure's own text (a service's, GitHub's through repohost) is for the log only: the
+      // client gets the code and the request id (X-Request-Id) to quote.
+      request.log.error({ err }, 'request failed');
+      return sendError(reply, 500, 'internal', INTERNAL_MESSAGE);
+    }
     if (appErr.code === 'unauthorized') return reply.code(401).send({ error: 'Unauthorized' });
     // Both are worth retrying soon; say when, as for the rate limit.
     if (appErr.code === 'unavailable' || appErr.code === 'rate_limited') reply.header('retry-after', '1');

@@ -10,6 +10,7 @@ import {
   type RunStatus,
 } from '@threadwork/contracts';
 import {
+  AppError,
   conflict,
   notFound,
   route,
@@ -28,6 +29,8 @@ import { control, interaction, run, runRef, task, thread } from './fixtures.js';
 export const SPECIAL = {
   /** Throws a plain Error carrying a secret: the service answers `internal`. */
   boom: 'thr_boom',
+  /** Answers `internal` with a message of its own (as repohost did with GitHub's failures). */
+  internalWithText: 'thr_internal_text',
   /** Answers a shape the contract does not allow: the gateway's parse fails. */
   malformed: 'thr_malformed',
   /** Answers after the gateway has given up. */
@@ -166,6 +169,7 @@ export async function serveDoubles(nc: NatsConnection, world: World, logger: Log
       }),
       route(rpc.threads.get, async ({ owner_id, thread_id, view }) => {
         if (thread_id === SPECIAL.boom) throw new Error(`driver said ${SECRET}`);
+        if (thread_id === SPECIAL.internalWithText) throw new AppError('internal', `GitHub answered ${SECRET}`);
         if (thread_id === SPECIAL.malformed) return { id: thread_id } as unknown as ReturnType<typeof task>;
         world.ownedThread(owner_id, thread_id);
         return view === 'task' ? task(thread_id) : thread(thread_id);

@@ -354,6 +354,14 @@ describe('gateway routes', () => {
       expect(res.body).not.toContain(SECRET);
     });
 
+    it('when a service answers `internal` with a message of its own: the code, and the request id to quote', async () => {
+      const res = await get(`/v1/threads/${SPECIAL.internalWithText}`);
+      expect(res.statusCode).toBe(500);
+      expect(res.json()).toEqual({ error: { code: 'internal', message: 'internal error' } });
+      expect(res.body).not.toContain(SECRET);
+      expect(res.headers['x-request-id']).toMatch(/^[0-9a-f-]{36}$/);
+    });
+
     it('when a service answers a shape the contract does not allow', async () => {
       const res = await get(`/v1/threads/${SPECIAL.malformed}`);
       expect(res.statusCode).toBe(500);
