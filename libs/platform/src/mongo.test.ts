@@ -1,7 +1,14 @@
 import { MongoNetworkError, MongoNetworkTimeoutError, MongoServerError, MongoServerSelectionError } from 'mongodb';
 import { describe, expect, it } from 'vitest';
 import { AppError } from './errors.js';
-import { databasesNamedBy, foreignDatabaseProblem, isMongoUnavailable, mongoCall, redactMongoUrl } from './mongo.js';
+import {
+  databasesNamedBy,
+  foreignDatabaseProblem,
+  isMongoUnavailable,
+  mongoCall,
+  mongoUrlWithDatabase,
+  redactMongoUrl,
+} from './mongo.js';
 
 /** A driver error the driver does not export, known only by its name (as the driver sets it). */
 function namedError(name: string): Error {
@@ -105,6 +112,17 @@ describe('a service’s connection string', () => {
       authSource: 'admin',
     });
     expect(databasesNamedBy('mongodb+srv://c.example.net/?tls=true')).toEqual({ path: null, authSource: null });
+  });
+
+  it('can be made to name a service’s own database', () => {
+    expect(mongoUrlWithDatabase('mongodb://127.0.0.1:27017/', own)).toBe(
+      'mongodb://127.0.0.1:27017/threadwork_gateway',
+    );
+    expect(mongoUrlWithDatabase('mongodb://a:1,b:2/?replicaSet=rs0', own)).toBe(
+      'mongodb://a:1,b:2/threadwork_gateway?replicaSet=rs0',
+    );
+    expect(mongoUrlWithDatabase('mongodb://h:1/other?tls=true', own)).toBe('mongodb://h:1/threadwork_gateway?tls=true');
+    expect(foreignDatabaseProblem(mongoUrlWithDatabase('mongodb://h:1', own), own)).toBeNull();
   });
 
   it('is shown without its password', () => {

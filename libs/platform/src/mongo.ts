@@ -114,6 +114,13 @@ export function foreignDatabaseProblem(url: string, ownDb: string): string | nul
   return null;
 }
 
+/** The connection string with `db` as the database it names (its path), the rest as it was. */
+export function mongoUrlWithDatabase(url: string, db: string): string {
+  const match = /^(mongodb(?:\+srv)?:\/\/[^/?]*)(?:\/[^?]*)?(\?.*)?$/.exec(url.trim());
+  if (!match) throw new Error('not a MongoDB connection string');
+  return `${match[1]}/${encodeURIComponent(db)}${match[2] ?? ''}`;
+}
+
 /** A connection string as it may be shown: without the password. */
 export function redactMongoUrl(url: string): string {
   return url.replace(/^(mongodb(?:\+srv)?:\/\/[^:@/]*):[^@/]*@/, '$1:[redacted]@');
