@@ -124,7 +124,10 @@ const API_DESCRIPTION = [
   'Cookie-authenticated writes from another site (`Sec-Fetch-Site: cross-site`) are refused.',
   '',
   'Rate limit: a token bucket per caller and per gateway replica (RATE_LIMIT_PER_SECOND, RATE_LIMIT_BURST);',
-  'above it 429 `rate_limited` with `Retry-After` in seconds.',
+  'above it 429 `rate_limited` with `Retry-After` in seconds. API keys that match no one are limited per client',
+  'address (AUTH_FAILURES_PER_SECOND, AUTH_FAILURES_BURST): past it 429 `rate_limited`, also before a 401.',
+  '',
+  'Every answer carries `X-Request-Id`: quote it when reporting a 500, whose message never carries the cause.',
   '',
   `Run event stream: ${STREAM_DESCRIPTION}`,
 ].join('\n');
