@@ -377,12 +377,6 @@ export async function buildServer(deps: GatewayDeps) {
     await sendError(reply, 429, 'rate_limited', `too many requests; retry in ${decision.retryAfterSeconds} s`);
     return true;
   };
-  // One hook in callback style, so probes and public paths pass without a promise or a tick.
-  app.addHook('onRequest', (request, reply, done) => {
-    reply.header('x-request-id', request.id);
-    // Everything this request does from here on, the calls to other services included, runs as it.
-    withRequestId(request.id, () => onRequest(request, reply, done));
-  });
   const onRequest = (request: FastifyRequest, reply: FastifyReply, done: (err?: Error) => void) => {
     if (closing.signal.aborted) {
       // A request that still reaches us while we close (on a connection that was busy when closing
@@ -403,6 +397,15 @@ export async function buildServer(deps: GatewayDeps) {
       (err: unknown) => done(err instanceof Error ? err : new Error(String(err))),
     );
   };
+  // One hook in callback style, so probes and public paths pass without a promise or a tick.
+  app.addHook('onRequest', (request, reply, done) => {
+    reply.header('x-request-id', request.id);
+    // Everything this request does from here on, the calls to other services included, runs as it.
+    withRequestId(request.id, () => onRequest(request, reply, done));
+  });
+  // A body is read on the socket's events, which may run outside the request's context: enter it
+  // again before the handler (as @fastify/request-context does).
+  app.addHook('preValidation', (request, _reply, done) => withRequestId(request.id, () => done()));
 
   app.setErrorHandler((err: FastifyError, request, reply) => {
     if (hasZodFastifySchemaValidationErrors(err)) {

@@ -12,6 +12,7 @@ import {
 import {
   AppError,
   conflict,
+  currentRequestId,
   notFound,
   route,
   serveRpc,
@@ -62,6 +63,8 @@ export class World {
   readonly pageCalls = new Map<string, number>();
   private readonly pageWaiters: { runId: string; calls: number; resolve: () => void }[] = [];
   repositories: Repository[] = [];
+  /** The request id each threads.create was served under (currentRequestId in the service). */
+  readonly createRequestIds: (string | undefined)[] = [];
   private counter = 0;
 
   nextId(prefix: string): string {
@@ -161,6 +164,7 @@ export async function serveDoubles(nc: NatsConnection, world: World, logger: Log
           })),
       })),
       route(rpc.threads.create, async ({ owner_id, view, body }) => {
+        world.createRequestIds.push(currentRequestId());
         if (body.client_request_id === 'reused') throw conflict('idempotency_conflict', 'client_request_id reused');
         const id = world.addThread(owner_id);
         const first = world.addRun(owner_id, id, 'queued');
