@@ -28,6 +28,12 @@ const codexLike = () => ({
     { type: 'message', role: 'user', content: [{ type: 'input_image', image_url: 'data:image/png;base64,iVBORw0K' }] },
   ],
   tools: [
+    // A tool's parameters are a JSON Schema: its property names are not content.
+    {
+      type: 'function',
+      name: 'view_image',
+      parameters: { type: 'object', properties: { image_url: { type: 'string' }, file_id: { type: 'string' } } },
+    },
     { type: 'function', name: 'exec_command' },
     { type: 'custom', name: 'apply_patch' },
     { type: 'namespace', name: 'multi_agent_v1' },

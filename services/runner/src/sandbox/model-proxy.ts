@@ -72,8 +72,9 @@ const REFUSED_FIELDS: Record<string, string> = {
  * Why a Responses request is not one a harness makes, or null. With the key added, the request's
  * body is the agent's to write: it must not make the provider fetch a URL (an image, a file, an MCP
  * server: a way out past the egress policy), read what the key's account stores (files, stored
- * responses, prompts, conversations), or run on past the turn (background). Checked throughout the
- * body — a tool's output and a tool nested in a namespace carry content as the input does.
+ * responses, prompts, conversations), or run on past the turn (background). The input is checked
+ * throughout (a tool's output carries content as a message does), and so are the tools a namespace
+ * nests.
  */
 export function responsesRequestProblem(body: unknown): string | null {
   if (typeof body !== 'object' || body === null || Array.isArray(body)) return 'the body is not a JSON object';
@@ -83,8 +84,25 @@ export function responsesRequestProblem(body: unknown): string | null {
   }
   if (request.background === true) return 'background runs outlive the turn';
   if (request.store === true) return 'store keeps the conversation on the account';
-  if (request.tools !== undefined && !Array.isArray(request.tools)) return 'tools is not a list';
-  return valueProblem(request);
+  if (request.tools !== undefined) {
+    if (!Array.isArray(request.tools)) return 'tools is not a list';
+    const problem = toolsProblem(request.tools);
+    if (problem) return problem;
+  }
+  return valueProblem(request.input);
+}
+
+/** The tools declared, and those nested in a namespace; not their parameters, which are JSON Schemas. */
+function toolsProblem(tools: unknown[]): string | null {
+  for (const tool of tools as { type?: unknown; tools?: unknown }[]) {
+    if (!HARNESS_TOOLS.has(String(tool?.type))) return `tool type ${JSON.stringify(tool?.type)} is the provider's`;
+    if (tool.tools !== undefined) {
+      if (!Array.isArray(tool.tools)) return 'tools is not a list';
+      const problem = toolsProblem(tool.tools);
+      if (problem) return problem;
+    }
+  }
+  return null;
 }
 
 function valueProblem(value: unknown): string | null {
@@ -106,11 +124,6 @@ function valueProblem(value: unknown): string | null {
       if (typeof url !== 'string' || !url.startsWith('data:'))
         return 'images must be inline (a data: URL), not fetched';
       continue;
-    }
-    if (key === 'tools' && Array.isArray(child)) {
-      for (const tool of child as { type?: unknown }[]) {
-        if (!HARNESS_TOOLS.has(String(tool?.type))) return `tool type ${JSON.stringify(tool?.type)} is the provider's`;
-      }
     }
     const problem = valueProblem(child);
     if (problem) return problem;
