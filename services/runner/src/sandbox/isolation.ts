@@ -6,7 +6,14 @@ import type { EgressPolicy } from './egress.js';
 import { JAIL_UID, probeJail, type JailMode, type JailOwner } from './jail.js';
 import { seccompProgram } from './seccomp.js';
 import { probeMemoryLimit, probeProcessLimit, type MemoryLimit, type ProcessLimit } from './limits.js';
-import { missingCapabilities, passableByOthers, probeUid, unmappedProblem, type UidRange } from './uids.js';
+import {
+  missingCapabilities,
+  passableByOthers,
+  probeUid,
+  rangeOverlaps,
+  unmappedProblem,
+  type UidRange,
+} from './uids.js';
 
 // What stands between an agent and the machine, decided once at start-up from the settings and
 // what this machine allows, and said in the runner's start log and in every run's events
@@ -130,10 +137,10 @@ async function decideJail(mode: JailMode, logger: Logger): Promise<boolean> {
 /**
  * Who jails run as outside. The runner running as root switches each to its sandbox's uid; that
  * takes root's usual capabilities (a container's root may lack some), the range mapped in this
- * user namespace, SANDBOX_ROOT reachable by those uids (every
- * directory above it searchable by others; the root itself is made so), and bubblewrap working
- * when started as an unprivileged user (unprivileged user namespaces allowed). Where one of these
- * fails, SANDBOX_JAIL=required refuses to start: jails would be root outside them.
+ * user namespace, SANDBOX_ROOT reachable by those uids (every directory above it searchable by
+ * others; the root itself is made so), and bubblewrap working when started as an unprivileged user
+ * (unprivileged user namespaces allowed). Where one of these fails, SANDBOX_JAIL=required refuses
+ * to start: jails would be root outside them.
  */
 async function decideOutsideUser(settings: IsolationSettings, logger: Logger): Promise<OutsideUser> {
   const uid = process.getuid?.() ?? -1;
@@ -152,7 +159,16 @@ async function decideOutsideUser(settings: IsolationSettings, logger: Logger): P
     unmappedProblem(range) ??
     (await rootProblem(settings.root)) ??
     (await probeJail({ uid: probeUid(range), programs }).then((probe) => (probe.ok ? null : probe.reason)));
-  if (!problem) return { kind: 'per-sandbox', range, programs };
+  if (!problem) {
+    const overlaps = rangeOverlaps(range);
+    if (overlaps.length > 0) {
+      logger.warn(
+        { uid_range: `${range.first}-${range.last}`, overlaps },
+        'SANDBOX_UID_RANGE holds ids this machine gives others: a sandbox sharing one would share its files with them',
+      );
+    }
+    return { kind: 'per-sandbox', range, programs };
+  }
   if (settings.jail === 'required') {
     throw new Error(
       `SANDBOX_JAIL=required and the runner runs as root, but jails cannot run as a uid of their own: ${problem}`,

@@ -64,6 +64,34 @@ export function unmappedProblem(range: UidRange): string | null {
   return null;
 }
 
+/**
+ * Who else on this machine has ids of the range (a user of /etc/passwd, a subordinate range of
+ * /etc/subuid or /etc/subgid, for rootless containers): sharing a uid with a sandbox, they would
+ * share its files. Empty when none.
+ */
+export function rangeOverlaps(range: UidRange): string[] {
+  const read = (file: string) => {
+    try {
+      return readFileSync(file, 'utf8').split('\n').filter(Boolean);
+    } catch {
+      return [];
+    }
+  };
+  const inRange = (first: number, count: number) => first <= range.last && range.first < first + count;
+  const found: string[] = [];
+  for (const line of read('/etc/passwd')) {
+    const [name, , uid] = line.split(':');
+    if (inRange(Number(uid), 1)) found.push(`user ${name} (${uid})`);
+  }
+  for (const file of ['/etc/subuid', '/etc/subgid']) {
+    for (const line of read(file)) {
+      const [name, first, count] = line.split(':');
+      if (inRange(Number(first), Number(count))) found.push(`${file} of ${name} (${first}+${count})`);
+    }
+  }
+  return found;
+}
+
 /** Whether a user who is neither owner nor group of them may pass through `dir` and every directory above it. */
 export function passableByOthers(dir: string): boolean {
   try {

@@ -21,10 +21,7 @@ export type CodexSandboxProbe = { ok: true } | { ok: false; reason: string };
 
 const PROBE_TIMEOUT_MS = 30_000;
 
-export async function probeCodexSandbox(
-  root: string,
-  jail: { owner?: JailOwner } | null,
-): Promise<CodexSandboxProbe> {
+export async function probeCodexSandbox(root: string, jail: { owner?: JailOwner } | null): Promise<CodexSandboxProbe> {
   const underTmp = !relative(tmpdir(), root).startsWith('..');
   if (underTmp) {
     return {
