@@ -1,4 +1,4 @@
-import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync } from 'node:fs';
+import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, statSync } from 'node:fs';
 import { createServer, type Server } from 'node:http';
 import { join } from 'node:path';
 import { say, shell, uniqueId, type FakeScript } from '@threadwork/testing';
@@ -29,6 +29,15 @@ const scripts = new Map<string, FakeScript>([
     },
   ],
 ]);
+
+/** Where the runner runs as root (as in CI), each sandbox's jail runs as a uid of its own outside. */
+const ROOT = process.getuid?.() === 0;
+const OUTSIDE_LAYER = ROOT ? 'outside-uid-per-sandbox' : `outside-uid-runner-${process.getuid?.()}`;
+
+/** A process's real uid, from /proc. */
+function realUid(pid: number): number {
+  return Number(/^Uid:\s+(\d+)/m.exec(readFileSync(`/proc/${pid}/status`, 'utf8'))?.[1]);
+}
 
 /** Processes on this machine whose command line contains `text`. */
 function processesMatching(text: string): number[] {
@@ -158,7 +167,33 @@ describe('an agent in its jail', () => {
     expect(layers).toContain('codex-workspace-write');
     expect(layers).toContain('user-namespace-uid-1000-no-capabilities');
     expect(layers).toContain('seccomp-no-ptrace-no-io-uring');
+    expect(layers).toContain(OUTSIDE_LAYER);
     expect(cluster.runners()[0]!.output()).toContain('codex-workspace-write');
+    expect(cluster.runners()[0]!.output()).toContain(OUTSIDE_LAYER);
+  });
+
+  it('is, outside its jail, a uid of its sandbox’s own: not root, not the runner, not another sandbox', async (ctx) => {
+    if (!ROOT) ctx.skip();
+    const uidOf = (threadId: string) =>
+      (JSON.parse(readFileSync(join(cluster.sandboxRoot, threadId, 'threadwork.json'), 'utf8')) as { uid: number }).uid;
+    const { found, threadId, repo } = await attack('owner', 'echo "uid: $(id -u)"; echo mine > mine.txt');
+    expect(found).toContain('uid: 1000');
+    const uid = uidOf(threadId);
+    expect(uid).toBeGreaterThanOrEqual(200000);
+    expect(uid).toBeLessThan(265535);
+    // What it writes in its workspace is that uid's, not root's.
+    for (const file of ['found.txt', 'mine.txt']) {
+      const stat = statSync(join(cluster.sandboxRoot, threadId, repo, file));
+      expect([stat.uid, stat.gid], file).toEqual([uid, uid]);
+    }
+    // The harness kept warm for the thread's next run, and all it runs, are that uid outside.
+    const runner = cluster.runners()[0]!;
+    const harness = cluster.harnessPids(runner.pid, threadId);
+    expect(harness.length).toBeGreaterThan(0);
+    for (const pid of harness) expect(realUid(pid), `process ${pid}`).toBe(uid);
+    // Another thread's sandbox has another.
+    const other = await attack('owner-other', 'echo "uid: $(id -u)"');
+    expect(uidOf(other.threadId)).not.toBe(uid);
   });
 
   it('cannot list or read another thread’s workspace, nor the deployment’s data', async () => {
@@ -368,5 +403,52 @@ print("never", "stopped", flush=True)'; echo "allocation exited $?"`,
     await waitFor('what the agent left running to be stopped', () => (lingering().length === 0 ? true : undefined));
     const runner = cluster.runners()[0]!;
     expect(cluster.harnessPids(runner.pid, threadId).length).toBeGreaterThan(0);
+  });
+});
+
+describe('an agent whose runner lets it reach any public host (SANDBOX_EGRESS=open)', () => {
+  beforeAll(async () => {
+    // The same deployment, its runner replaced by one in open mode.
+    for (const runner of cluster.runners()) await runner.stop();
+    await cluster.startRunner({ SANDBOX_EGRESS: 'open', SANDBOX_EGRESS_ALLOW: '' });
+  });
+
+  it('still reaches no internal address: loopback, private, link-local (cloud metadata), NAT64; each refusal is an event', async () => {
+    // Addresses only: the proxy refuses each before any connection is tried.
+    const targets: [url: string, host: string, port: number][] = [
+      ['http://169.254.169.254/latest/meta-data/', '169.254.169.254', 80],
+      ['https://169.254.169.254/', '169.254.169.254', 443],
+      ['http://127.0.0.1/', '127.0.0.1', 80],
+      ['http://localhost/', 'localhost', 80],
+      ['https://10.0.0.1/', '10.0.0.1', 443],
+      ['http://172.16.0.1/', '172.16.0.1', 80],
+      ['http://192.168.1.1/', '192.168.1.1', 80],
+      ['http://[fe80::1]/', '[fe80::1]', 80],
+      ['http://[64:ff9b::a9fe:a9fe]/', '[64:ff9b::a9fe:a9fe]', 80],
+      ['https://[::ffff:169.254.169.254]/', '[::ffff:169.254.169.254]', 443],
+    ];
+    const via = `curl -sS -m 10 -x "$HTTPS_PROXY" --noproxy ''`;
+    const { found, runId } = await attack(
+      'open-internal',
+      targets
+        .map(([url], i) => `echo "${i}: $(${via} -o /dev/null -w '%{http_code} %{http_connect}' '${url}' 2>/dev/null)"`)
+        .join('\n'),
+    );
+    targets.forEach(([url], i) => {
+      // A plain request is answered 403; a tunnel (https) is refused with 403 before it is made.
+      expect(found, url).toMatch(new RegExp(`^${i}: (403 000|000 403)$`, 'm'));
+    });
+    const events = (await readLog(cluster, user, runId)).map(
+      (e) => e.chunk as { type: string; egress?: string; host?: string; port?: number; reason?: string },
+    );
+    expect(events.find((c) => c.type === 'sandbox.ready')).toMatchObject({ egress: 'open' });
+    expect(events.filter((c) => c.type === 'network.refused')).toEqual(
+      targets.map(([, host, port]) => ({
+        type: 'network.refused',
+        host,
+        port,
+        reason: 'it resolves to an internal address',
+      })),
+    );
   });
 });

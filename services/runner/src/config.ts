@@ -3,6 +3,7 @@ import { Id } from '@threadwork/contracts';
 import { env, processConfigShape } from '@threadwork/platform';
 import { z } from 'zod';
 import { egressRuleProblem } from './sandbox/egress.js';
+import { parseUidRange } from './sandbox/uids.js';
 
 const MIB = 1024 * 1024;
 
@@ -57,6 +58,25 @@ export const RunnerConfig = z
      * with NODE_ENV=production, else `auto`.
      */
     SANDBOX_JAIL: z.enum(['required', 'auto', 'off']).optional(),
+    /**
+     * Where the runner runs as root, the uids a jail runs as outside it, one per sandbox (gid the
+     * same, no supplementary groups; src/sandbox/uids.ts): escaped, an agent would be that user,
+     * not root and not another sandbox's owner. `first-last`; the last is the runner's own for its
+     * start-up probes. Choose ids no user of the machine has (nor a range of /etc/subuid), mapped
+     * in the runner's user namespace (a Kubernetes pod with `hostUsers: false` maps 0-65535).
+     * Unused by a runner that is not root: its jails run as its own uid (the start log says so).
+     */
+    SANDBOX_UID_RANGE: z
+      .string()
+      .default('200000-265535')
+      .transform((text, ctx) => {
+        const range = parseUidRange(text);
+        if (typeof range === 'string') {
+          ctx.addIssue({ code: 'custom', message: range });
+          return z.NEVER;
+        }
+        return range;
+      }),
     /**
      * Where a jailed agent may connect to, through the runner's egress proxy (src/sandbox/egress.ts):
      * `none` (nothing but the model), `allowlist` (the hosts of SANDBOX_EGRESS_ALLOW), `open` (any

@@ -11,6 +11,7 @@ import { startJobConsumer } from './handlers/jobs.js';
 import { CodexHarness } from './harness/codex/codex.js';
 import { LocalSandboxProvider } from './sandbox/local.js';
 import { decideIsolation } from './sandbox/isolation.js';
+import { SandboxUids } from './sandbox/uids.js';
 import type { RepositoryCredentials } from './sandbox/provider.js';
 
 export { RunnerConfig } from './config.js';
@@ -63,10 +64,28 @@ export async function startRunner(config: RunnerConfig): Promise<RunnerService> 
             })
           ).token
         : null;
+    const isolation = await decideIsolation(
+      {
+        jail: config.SANDBOX_JAIL ?? (process.env.NODE_ENV === 'production' ? 'required' : 'auto'),
+        codexSandbox: config.CODEX_SANDBOX_MODE,
+        egress: { mode: config.SANDBOX_EGRESS, allow: config.SANDBOX_EGRESS_ALLOW },
+        root: config.SANDBOX_ROOT,
+        pidsMax: config.SANDBOX_PIDS_MAX,
+        memoryMaxBytes: config.SANDBOX_MEMORY_MAX_BYTES,
+        tmpBytes: config.SANDBOX_TMP_MAX_BYTES,
+        uidRange: config.SANDBOX_UID_RANGE,
+      },
+      logger,
+    );
     const sandboxes = new LocalSandboxProvider({
       root: config.SANDBOX_ROOT,
       logger,
       credentials,
+      // Each sandbox a uid of its own, where the runner runs as root and can switch to one.
+      uids:
+        isolation.outside?.kind === 'per-sandbox'
+          ? new SandboxUids(config.SANDBOX_ROOT, isolation.outside.range)
+          : null,
       publish: async (threadId, sandboxId, status, reason) => {
         const event: SandboxStatusEvent = {
           thread_id: threadId,
@@ -78,18 +97,6 @@ export async function startRunner(config: RunnerConfig): Promise<RunnerService> 
         await publishDomain(runtime.js, logger, domainEvents.sandboxStatus, event, `${threadId}:${randomUUID()}`);
       },
     });
-    const isolation = await decideIsolation(
-      {
-        jail: config.SANDBOX_JAIL ?? (process.env.NODE_ENV === 'production' ? 'required' : 'auto'),
-        codexSandbox: config.CODEX_SANDBOX_MODE,
-        egress: { mode: config.SANDBOX_EGRESS, allow: config.SANDBOX_EGRESS_ALLOW },
-        root: config.SANDBOX_ROOT,
-        pidsMax: config.SANDBOX_PIDS_MAX,
-        memoryMaxBytes: config.SANDBOX_MEMORY_MAX_BYTES,
-        tmpBytes: config.SANDBOX_TMP_MAX_BYTES,
-      },
-      logger,
-    );
     const harness = new CodexHarness({
       baseUrl: baseUrl ?? UNCONFIGURED_MODEL_URL,
       apiKey: config.THREADWORK_DEMO ? null : (config.MODEL_API_KEY ?? null),

@@ -1,5 +1,5 @@
 import { execFileSync } from 'node:child_process';
-import { mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
+import { chmodSync, mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { rpc, type RpcRequest, type Run, type RunEvent } from '@threadwork/contracts';
@@ -70,6 +70,8 @@ export async function startStack(scripts: Map<string, FakeScript>, options: Stac
   );
   const fake = await startFakeModel(scriptsByPrompt(scripts));
   const dir = mkdtempSync(join(tmpdir(), 'threadwork-runner-test-'));
+  // As above a deployment's SANDBOX_ROOT: a sandbox's own uid (a runner running as root) may pass.
+  chmodSync(dir, 0o711);
   const sandboxRoot = join(dir, 'sandboxes');
   const runnerEnv = (extra: Env = {}): Env => ({
     ...baseEnv,
@@ -230,8 +232,13 @@ export function domainOf(stack: Stack, verb: string, runOrThread: string): Domai
   );
 }
 
+/**
+ * Git as a person looking at a workspace would run it, changing nothing there (`status` writes no
+ * refreshed index). Where the runner runs as root, a workspace and the agent's `.git` in it belong
+ * to the sandbox's own uid, which git run by another user refuses to work in unless told it is safe.
+ */
 export function git(cwd: string, ...args: string[]): string {
-  return execFileSync('git', args, { cwd, encoding: 'utf8' });
+  return execFileSync('git', ['-c', 'safe.directory=*', '--no-optional-locks', ...args], { cwd, encoding: 'utf8' });
 }
 
 /**

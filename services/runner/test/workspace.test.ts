@@ -1,3 +1,4 @@
+import { spawnSync } from 'node:child_process';
 import { readdirSync, readFileSync, existsSync, statSync } from 'node:fs';
 import { join } from 'node:path';
 import { CandidateProducedEvent, MessageCompletedEvent } from '@threadwork/contracts';
@@ -166,6 +167,54 @@ describe('a run in a workspace', () => {
     const reply = MessageCompletedEvent.parse(domainOf(stack, 'message.completed', run.id)[0]?.data);
     expect(reply.text).toBe('Done: created src/new.txt and appended a line to README.md.');
     expect(domainOf(stack, 'sandbox.status', threadId).map((e) => e.data.status)).toEqual(['initializing', 'ready']);
+  });
+
+  it('belongs, where the runner runs as root, to a uid of the sandbox’s own, but for the runner’s state', async (ctx) => {
+    if (process.getuid?.() !== 0 || !workspace) ctx.skip();
+    const sandboxDir = join(stack.sandboxRoot, threadId);
+    const { uid } = JSON.parse(readFileSync(join(sandboxDir, 'threadwork.json'), 'utf8')) as { uid: number };
+    // SANDBOX_UID_RANGE's default, less its last (the probes').
+    expect(uid).toBeGreaterThanOrEqual(200000);
+    expect(uid).toBeLessThan(265535);
+    // What the agent made, what the runner checked out for it, the agent's repository, its homes.
+    for (const path of ['src/new.txt', 'README.md', '.git/HEAD', '.git/index', '.'].map((p) => join(workspace, p))) {
+      expect([statSync(path).uid, statSync(path).gid], path).toEqual([uid, uid]);
+    }
+    for (const dir of ['codex-home', 'home']) expect(statSync(join(sandboxDir, dir)).uid).toBe(uid);
+    // The runner's own state stays root's, out of that uid's reach (as if the agent got out of its
+    // jail); only the objects its repository borrows are readable.
+    expect(statSync(join(sandboxDir, 'threadwork.json')).uid).toBe(0);
+    const as = (...command: string[]) =>
+      spawnSync(
+        '/usr/bin/setpriv',
+        ['--reuid', String(uid), '--regid', String(uid), '--clear-groups', '--', ...command],
+        {
+          cwd: '/',
+          env: { PATH: '/usr/bin:/bin', HOME: '/nonexistent' },
+        },
+      ).status === 0;
+    expect(as('cat', join(sandboxDir, 'threadwork.json'))).toBe(false);
+    expect(as('ls', sandboxDir)).toBe(false);
+    expect(as('ls', join(sandboxDir, 'takes'))).toBe(false);
+    expect(as('ls', join(sandboxDir, 'git', 'app.git'))).toBe(false);
+    for (const file of ['HEAD', 'config', 'index', 'refs/heads/threadwork']) {
+      expect(as('cat', join(sandboxDir, 'git', 'app.git', file)), file).toBe(false);
+    }
+    expect(as('git', '-C', workspace, 'log', '--oneline', '-1')).toBe(true);
+    expect(as('touch', join(workspace, 'src', 'new.txt'))).toBe(true);
+    // No other sandbox's uid passes through its folder.
+    expect(
+      spawnSync('/usr/bin/setpriv', [
+        '--reuid',
+        String(uid + 1),
+        '--regid',
+        String(uid + 1),
+        '--clear-groups',
+        '--',
+        'ls',
+        workspace,
+      ]).status,
+    ).not.toBe(0);
   });
 
   it('continues a second run of the same thread in the same workspace', async () => {

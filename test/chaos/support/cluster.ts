@@ -1,5 +1,5 @@
 import { spawnSync, type ChildProcess } from 'node:child_process';
-import { existsSync, mkdirSync, mkdtempSync, readFileSync, readlinkSync, rmSync } from 'node:fs';
+import { chmodSync, existsSync, mkdirSync, mkdtempSync, readFileSync, readlinkSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { createLogger, connectNats, type NatsConnection } from '@threadwork/platform';
@@ -120,6 +120,8 @@ export class Cluster {
 
   static async start(options: ClusterOptions = {}): Promise<Cluster> {
     const dir = mkdtempSync(join(tmpdir(), 'threadwork-chaos-'));
+    // As above a deployment's SANDBOX_ROOT: a sandbox's own uid (a runner running as root) may pass.
+    chmodSync(dir, 0o711);
     const natsAuth = testNatsAuth();
     const nats = await startNatsServer({
       binary: ensureTool('nats-server'),

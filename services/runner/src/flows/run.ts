@@ -528,6 +528,7 @@ class RunExecution implements LiveRun {
           const candidate = await commitAndDiff(repo, sandbox.take, {
             message: commitMessage(job),
             maxDiffBytes: deps.config.DIFF_MAX_BYTES,
+            owner: sandbox.owner,
           });
           // A run that did not complete reports a candidate only if it changed something.
           if (to !== 'completed' && !candidate.committed) continue;

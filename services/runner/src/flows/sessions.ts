@@ -53,6 +53,7 @@ export class SessionPool {
       env: sandbox.env,
       model: opts.model,
       mounts: sandbox.mounts,
+      owner: sandbox.owner,
     };
     let session: HarnessSession;
     try {

@@ -73,6 +73,8 @@ export interface SessionOptions {
   resumeSessionId: string | null;
   /** What the jail shows of the host, when the harness runs in one. */
   mounts: { writable: readonly string[]; readable: readonly string[] };
+  /** The sandbox's own uid (and gid), which its jail runs as outside; null: the runner's own. */
+  owner: number | null;
 }
 
 export class ResumeFailedError extends Error {

@@ -4,12 +4,14 @@ import { rename, rm, writeFile } from 'node:fs/promises';
 import { dirname, join } from 'node:path';
 import { promisify } from 'node:util';
 import { git, type GitRepo } from './git.js';
+import { handOver } from './uids.js';
 
 // The agent's own repository in a workspace (`<workspace>/.git`). The agent may do anything to it —
 // commit, rewrite history, add hooks or config — and the runner never runs git on it: the runner's
 // git directory is elsewhere (git.ts). It is made anew from the runner's at the start of every run
 // and after every commit the runner makes, so the agent always finds the thread branch as it stands
 // and a clean status; what the agent did to the previous one is gone, its files are not touched.
+// Where the sandbox has a uid of its own, the repository is that uid's, like the rest of the workspace.
 
 export interface AgentRepoShape {
   /** The repository's URL, as the agent's `origin` (it holds no credential). */
@@ -23,9 +25,14 @@ export interface AgentRepoShape {
  * Replaces the workspace's `.git` with a fresh repository on the runner's current revision: the
  * thread branch and `origin/<base>` at the runner's revisions, the index matching the branch, the
  * objects borrowed from the runner's repository (`alternates`), nothing copied. `take` throws when
- * the workspace is no longer the caller's to change.
+ * the workspace is no longer the caller's to change. `owner`: the sandbox's uid, which gets it.
  */
-export async function makeAgentRepo(runner: GitRepo, shape: AgentRepoShape, take: { check(): void }): Promise<void> {
+export async function makeAgentRepo(
+  runner: GitRepo,
+  shape: AgentRepoShape,
+  take: { check(): void },
+  owner: number | null,
+): Promise<void> {
   const workTree = runner.workTree;
   if (!workTree) throw new Error('the runner repository has no work tree');
   // Made beside the runner's git directory (a place of the runner's), then moved in whole.
@@ -47,6 +54,8 @@ export async function makeAgentRepo(runner: GitRepo, shape: AgentRepoShape, take
     }
     const base = await revision(cwd, runner, `refs/remotes/origin/${shape.baseBranch}`);
     if (base) await git(cwd, ['update-ref', `refs/remotes/origin/${shape.baseBranch}`, base], agent);
+    // Handed over whole before it is moved in: the runner runs no git on it from here on.
+    if (owner !== null) await handOver([aside], owner);
     take.check();
     await removeAgentTree(join(workTree, '.git'), cwd);
     await rename(aside, join(workTree, '.git'));

@@ -25,7 +25,7 @@ export interface Candidate {
 export async function commitAndDiff(
   repo: SandboxRepo,
   take: SandboxFence,
-  opts: { message: string; maxDiffBytes: number },
+  opts: { message: string; maxDiffBytes: number; owner: number | null },
 ): Promise<Candidate> {
   const mine = { repo: runnerRepo(repo) };
   const cwd = repo.gitDir;
@@ -43,7 +43,12 @@ export async function commitAndDiff(
 
   const head = (await git(cwd, ['rev-parse', 'HEAD'], mine)).trim();
   // The agent's repository shows the commit too (a clean status, the branch where it now is).
-  await makeAgentRepo(mine.repo, { url: repo.clone_url, baseBranch: repo.base_branch, branch: repo.branch }, take);
+  await makeAgentRepo(
+    mine.repo,
+    { url: repo.clone_url, baseBranch: repo.base_branch, branch: repo.branch },
+    take,
+    opts.owner,
+  );
   const base = await baseRevision(repo);
   const range = [base, head, '--'];
   const raw = await gitBounded(

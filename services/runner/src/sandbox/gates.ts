@@ -1,4 +1,4 @@
-import { mkdtemp, rm } from 'node:fs/promises';
+import { chmod, chown, mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { Logger } from '@threadwork/platform';
@@ -8,7 +8,9 @@ import { startModelProxy, type ModelProxy } from './model-proxy.js';
 
 // A jail's only ways out, served by the runner for one jailed harness process: the model proxy
 // (the key added outside) and the egress proxy (the policy enforced outside), their sockets in a
-// directory private to the runner that the jail sees as JAIL_RUN_DIR.
+// directory private to the runner that the jail sees as JAIL_RUN_DIR. A jail that runs as a uid of
+// its own outside reaches them through that uid's group: the directory and the sockets are the
+// runner's, of that group, and no one else's.
 
 export interface GateOptions {
   model: { baseUrl: string; apiKey: string | null };
@@ -16,6 +18,8 @@ export interface GateOptions {
   logger: Logger;
   /** Every request a gate refused: off the model API, or to a destination the policy does not allow. */
   refused(refusal: GateRefusal): void;
+  /** The uid (and gid) the jail runs as outside, when not the runner's own. */
+  owner?: number | null;
 }
 
 export type GateRefusal =
@@ -48,6 +52,15 @@ export async function openGates(opts: GateOptions): Promise<JailGates> {
       policy: opts.egress,
       refused: (r) => opts.refused({ gate: 'egress', ...r }),
     });
+    if (opts.owner !== undefined && opts.owner !== null) {
+      // Connecting takes write permission on the socket, and search on its directory.
+      for (const socket of [model.socketPath, egress.socketPath]) {
+        await chown(socket, 0, opts.owner);
+        await chmod(socket, 0o660);
+      }
+      await chown(runDir, 0, opts.owner);
+      await chmod(runDir, 0o710);
+    }
     return { runDir, modelBasePath: model.basePath, close };
   } catch (err) {
     await close();

@@ -17,6 +17,9 @@ import { promisify } from 'node:util';
 //   (`https`, or `file` for the local provider), never a remote read from a repository;
 // - a token handed over by a credential helper reading a file private to that one command, never
 //   through an environment variable or an argument another process could read.
+// The work tree may belong to the sandbox's own uid (uids.ts) while git runs as root: git's check
+// of a repository's owner (`safe.directory`) applies to a repository it discovers, not to the
+// explicit GIT_DIR every command here is given, which is the runner's own.
 
 const run = promisify(execFile);
 

@@ -1,14 +1,34 @@
+import { chmod, stat } from 'node:fs/promises';
+import { join } from 'node:path';
 import type { Logger } from '@threadwork/platform';
 import { probeCodexSandbox } from '../harness/codex/sandbox-probe.js';
 import type { EgressPolicy } from './egress.js';
-import { JAIL_UID, probeJail, type JailMode } from './jail.js';
+import { JAIL_UID, probeJail, type JailMode, type JailOwner } from './jail.js';
 import { seccompProgram } from './seccomp.js';
 import { probeMemoryLimit, probeProcessLimit, type MemoryLimit, type ProcessLimit } from './limits.js';
+import {
+  missingCapabilities,
+  passableByOthers,
+  probeUid,
+  rangeOverlaps,
+  unmappedProblem,
+  type UidRange,
+} from './uids.js';
 
 // What stands between an agent and the machine, decided once at start-up from the settings and
 // what this machine allows, and said in the runner's start log and in every run's events
-// (`sandbox.ready`): the jail (bubblewrap), Codex's own sandbox around each command inside it, and
-// the egress policy.
+// (`sandbox.ready`): the jail (bubblewrap), who its processes are outside it, Codex's own sandbox
+// around each command inside it, and the egress policy.
+
+/** Where programs the sandboxes' uids cannot reach where they are are linked, under SANDBOX_ROOT. */
+const PROGRAMS = '.jail-programs';
+
+/**
+ * Who a jail's processes are outside it: each sandbox's own uid from the range (the runner runs as
+ * root and can switch to it), or the runner's own user (it cannot: it is not root, or, root, it
+ * could not make the switch work here and SANDBOX_JAIL=auto let it go on).
+ */
+export type OutsideUser = { kind: 'per-sandbox'; range: UidRange; programs: string } | { kind: 'runner'; uid: number };
 
 export type CodexSandboxSetting = 'auto' | 'workspace-write' | 'danger-full-access';
 
@@ -18,6 +38,8 @@ export interface Isolation {
   /** Codex's sandbox mode for the agent's commands. */
   codexSandbox: 'workspace-write' | 'danger-full-access';
   egress: EgressPolicy;
+  /** Who a jail's processes are outside it (null: not jailed). */
+  outside: OutsideUser | null;
   /** How many processes a jail may hold, and how that is enforced; null: not bounded here. */
   processes: ProcessLimit | null;
   /** How much memory a jail may hold (its /tmp included); null: not bounded here. */
@@ -38,19 +60,26 @@ export interface IsolationSettings {
   /** 0: no memory limit of the runner's own. */
   memoryMaxBytes: number;
   tmpBytes: number;
+  /** Where each sandbox's uid comes from, where the runner runs as root (SANDBOX_UID_RANGE). */
+  uidRange: UidRange;
 }
 
 export async function decideIsolation(settings: IsolationSettings, logger: Logger): Promise<Isolation> {
   const jailed = await decideJail(settings.jail, logger);
-  const codexSandbox = await decideCodexSandbox(settings, jailed, logger);
-  const processes = jailed ? await decideProcessLimit(settings.pidsMax, logger) : null;
-  const memory = jailed && settings.memoryMaxBytes > 0 ? await decideMemoryLimit(settings.memoryMaxBytes, logger) : null;
+  const outside = jailed ? await decideOutsideUser(settings, logger) : null;
+  const probeOwner: JailOwner | undefined =
+    outside?.kind === 'per-sandbox' ? { uid: probeUid(outside.range), programs: outside.programs } : undefined;
+  const codexSandbox = await decideCodexSandbox(settings, jailed, probeOwner, logger);
+  const processes = jailed ? await decideProcessLimit(settings.pidsMax, outside, logger) : null;
+  const memory =
+    jailed && settings.memoryMaxBytes > 0 ? await decideMemoryLimit(settings.memoryMaxBytes, logger) : null;
   const layers = jailed
     ? [
         'bubblewrap-jail',
         'own-mount-pid-ipc-uts-namespaces',
         'no-network-but-gates',
         `user-namespace-uid-${JAIL_UID}-no-capabilities`,
+        outside?.kind === 'per-sandbox' ? 'outside-uid-per-sandbox' : `outside-uid-runner-${outside?.uid}`,
         ...(seccompProgram() ? ['seccomp-no-ptrace-no-io-uring'] : []),
         'model-key-outside',
         `egress-${settings.egress.mode}`,
@@ -64,13 +93,23 @@ export async function decideIsolation(settings: IsolationSettings, logger: Logge
     jailed,
     codexSandbox,
     egress: settings.egress,
+    outside,
     processes,
     memory,
     tmpBytes: settings.tmpBytes,
     layers,
   };
   logger.info(
-    { layers, egress: settings.egress.mode, egress_allow: settings.egress.allow },
+    {
+      layers,
+      egress: settings.egress.mode,
+      egress_allow: settings.egress.allow,
+      ...(outside?.kind === 'per-sandbox'
+        ? { outside_uid_range: `${outside.range.first}-${outside.range.last}` }
+        : outside
+          ? { outside_uid: outside.uid }
+          : {}),
+    },
     jailed
       ? 'sandboxes are jailed: the agent sees its workspace only, no network but the runner’s gates, no secrets'
       : 'sandboxes are NOT jailed',
@@ -95,8 +134,67 @@ async function decideJail(mode: JailMode, logger: Logger): Promise<boolean> {
   return false;
 }
 
-async function decideProcessLimit(max: number, logger: Logger): Promise<ProcessLimit | null> {
-  const probe = await probeProcessLimit(max);
+/**
+ * Who jails run as outside. The runner running as root switches each to its sandbox's uid; that
+ * takes root's usual capabilities (a container's root may lack some), the range mapped in this
+ * user namespace, SANDBOX_ROOT reachable by those uids (every directory above it searchable by
+ * others; the root itself is made so), and bubblewrap working when started as an unprivileged user
+ * (unprivileged user namespaces allowed). Where one of these fails, SANDBOX_JAIL=required refuses
+ * to start: jails would be root outside them.
+ */
+async function decideOutsideUser(settings: IsolationSettings, logger: Logger): Promise<OutsideUser> {
+  const uid = process.getuid?.() ?? -1;
+  if (uid !== 0) {
+    logger.info(
+      { outside_uid: uid },
+      `the runner is not root: jails run as its own user (uid ${uid}) outside them, which cannot switch to a uid per sandbox (SANDBOX_UID_RANGE applies to a runner running as root)`,
+    );
+    return { kind: 'runner', uid };
+  }
+  const range = settings.uidRange;
+  const programs = join(settings.root, PROGRAMS);
+  const missing = missingCapabilities();
+  const problem =
+    (missing.length > 0 ? `it lacks ${missing.join(', ')}` : null) ??
+    unmappedProblem(range) ??
+    (await rootProblem(settings.root)) ??
+    (await probeJail({ uid: probeUid(range), programs }).then((probe) => (probe.ok ? null : probe.reason)));
+  if (!problem) {
+    const overlaps = rangeOverlaps(range);
+    if (overlaps.length > 0) {
+      logger.warn(
+        { uid_range: `${range.first}-${range.last}`, overlaps },
+        'SANDBOX_UID_RANGE holds ids this machine gives others: a sandbox sharing one would share its files with them',
+      );
+    }
+    return { kind: 'per-sandbox', range, programs };
+  }
+  if (settings.jail === 'required') {
+    throw new Error(
+      `SANDBOX_JAIL=required and the runner runs as root, but jails cannot run as a uid of their own: ${problem}`,
+    );
+  }
+  logger.warn(
+    { reason: problem },
+    'jails run as ROOT outside them: the runner runs as root and cannot give each sandbox a uid of its own (SANDBOX_JAIL=auto)',
+  );
+  return { kind: 'runner', uid };
+}
+
+/** Why the sandboxes' uids could not reach SANDBOX_ROOT, once let through the root itself; null when they can. */
+async function rootProblem(root: string): Promise<string | null> {
+  const mode = (await stat(root)).mode;
+  if (!(mode & 0o001)) await chmod(root, (mode & 0o7777) | 0o011);
+  if (passableByOthers(root)) return null;
+  return `SANDBOX_ROOT ${root} is below a directory other users may not pass through (no o+x): a sandbox's uid could not reach its workspace`;
+}
+
+async function decideProcessLimit(
+  max: number,
+  outside: OutsideUser | null,
+  logger: Logger,
+): Promise<ProcessLimit | null> {
+  const probe = await probeProcessLimit(max, outside?.kind === 'per-sandbox');
   if (probe.ok) return probe.limit;
   logger.warn(
     { reason: probe.reason },
@@ -118,10 +216,11 @@ async function decideMemoryLimit(maxBytes: number, logger: Logger): Promise<Memo
 async function decideCodexSandbox(
   settings: IsolationSettings,
   jailed: boolean,
+  owner: JailOwner | undefined,
   logger: Logger,
 ): Promise<Isolation['codexSandbox']> {
   if (settings.codexSandbox === 'danger-full-access') return 'danger-full-access';
-  const probe = await probeCodexSandbox(settings.root, jailed);
+  const probe = await probeCodexSandbox(settings.root, jailed ? { owner } : null);
   if (probe.ok) return 'workspace-write';
   if (settings.codexSandbox === 'workspace-write') {
     throw new Error(`CODEX_SANDBOX_MODE=workspace-write, but Codex's sandbox ${probe.reason}`);

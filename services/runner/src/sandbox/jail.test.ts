@@ -1,10 +1,22 @@
-import { execFile } from 'node:child_process';
-import { existsSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { execFile, spawn } from 'node:child_process';
+import {
+  chmodSync,
+  chownSync,
+  existsSync,
+  mkdirSync,
+  mkdtempSync,
+  readFileSync,
+  rmSync,
+  statSync,
+  writeFileSync,
+} from 'node:fs';
 import { createServer, type Server } from 'node:net';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { jailed, probeJail, type JailLayout } from './jail.js';
+import { descendants } from '../harness/processes.js';
+import { jailed, probeJail, type JailLayout, type JailOwner } from './jail.js';
+import { SandboxUids } from './uids.js';
 
 // The jail on its own, around a shell instead of a harness: what it lets a process inside see and
 // change, whatever else (Codex's own sandbox) may wrap the agent's commands in a run.
@@ -36,11 +48,11 @@ afterAll(async () => {
 });
 
 /** Runs `script` in the jail; answers what it printed. */
-async function inJail(script: string): Promise<string> {
-  const cmd = jailed({ command: '/bin/sh', args: ['-c', script] }, layout);
+async function inJail(script: string, where: JailLayout = layout): Promise<string> {
+  const cmd = jailed({ command: '/bin/sh', args: ['-c', script] }, where);
   const { stdout } = await promisify(execFile)(cmd.command, cmd.args, {
-    cwd: layout.cwd,
-    env: { PATH: '/usr/bin:/bin', HOME: layout.cwd },
+    cwd: where.cwd,
+    env: { PATH: '/usr/bin:/bin', HOME: where.cwd },
     timeout: 60_000,
   });
   return stdout;
@@ -104,5 +116,145 @@ describe('a jail', () => {
       'pidfd_getfd: Operation not permitted',
       'process_vm_readv: Operation not permitted',
     ]);
+  });
+});
+
+/** The real, effective, saved and file-system ids of a process, and its supplementary groups, from /proc. */
+function idsOf(pid: number): { uid: number[]; gid: number[]; groups: string } {
+  const status = readFileSync(`/proc/${pid}/status`, 'utf8');
+  const field = (name: string) => new RegExp(`^${name}:[ \\t]*(.*)$`, 'm').exec(status)?.[1]?.trim() ?? '';
+  return {
+    uid: field('Uid').split(/\s+/).map(Number),
+    gid: field('Gid').split(/\s+/).map(Number),
+    groups: field('Groups'),
+  };
+}
+
+// Where the runner runs as root, a jail runs as its sandbox's own uid outside (uids.ts): what an
+// agent that got out of it would be. Only root can switch uid, so only a root run tests it.
+describe('a jail of a sandbox with a uid of its own', () => {
+  const root = mkdtempSync('/var/tmp/threadwork-jail-owner-test-');
+  const range = { first: 210000 + Math.floor(Math.random() * 50_000), last: 0 };
+  range.last = range.first + 100;
+  let owners: Map<string, JailOwner>;
+  const sandboxOf = (name: string): JailLayout => ({
+    cwd: join(root, name, 'workspace'),
+    writable: [join(root, name, 'workspace')],
+    readable: [],
+    runDir: join(root, name, 'run'),
+    owner: owners.get(name),
+  });
+
+  beforeAll(async () => {
+    if (process.getuid?.() !== 0) return;
+    // As the local provider lays a sandbox out: its folder the runner's and its uid's group's
+    // (0710), its workspace the uid's, the runner's state beside it the runner's alone.
+    chmodSync(root, 0o711);
+    const uids = new SandboxUids(root, range);
+    owners = new Map();
+    for (const name of ['a', 'b']) {
+      const uid = await uids.claim(name, undefined);
+      owners.set(name, { uid, programs: join(root, '.jail-programs') });
+      const { cwd, runDir } = sandboxOf(name);
+      mkdirSync(cwd, { recursive: true });
+      mkdirSync(runDir);
+      chownSync(join(root, name), 0, uid);
+      chmodSync(join(root, name), 0o710);
+      chownSync(cwd, uid, uid);
+      writeFileSync(join(root, name, 'threadwork.json'), '{"secret": "the runner’s"}\n', { mode: 0o600 });
+      // Left by the runner in what the jail shows, readable by its owner only.
+      writeFileSync(join(cwd, 'runner-only.txt'), 'the runner’s\n', { mode: 0o600 });
+    }
+  });
+  afterAll(() => rmSync(root, { recursive: true, force: true }));
+
+  it('runs as an ordinary user inside, and outside as the sandbox’s uid: not root, not the runner', async (ctx) => {
+    if (!available || process.getuid?.() !== 0) ctx.skip();
+    const a = sandboxOf('a');
+    const uid = a.owner!.uid;
+    const cmd = jailed(
+      { command: '/bin/sh', args: ['-c', 'id -u; echo made > made.txt; echo ready; exec sleep 60'] },
+      a,
+    );
+    const child = spawn(cmd.command, cmd.args, {
+      cwd: a.cwd,
+      env: { PATH: '/usr/bin:/bin' },
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
+    try {
+      let out = '';
+      await new Promise<void>((resolve, reject) => {
+        child.stdout.on('data', (chunk: Buffer) => {
+          out += chunk.toString();
+          if (out.includes('ready')) resolve();
+        });
+        child.once('exit', (code) => reject(new Error(`the jail exited (${code}) before it was ready: ${out}`)));
+      });
+      expect(out.split('\n')[0]).toBe('1000');
+      // Everything the jail runs, bubblewrap included: real, effective, saved and file-system ids.
+      const pids = [child.pid!, ...descendants(child.pid!)];
+      expect(pids.length).toBeGreaterThanOrEqual(3);
+      for (const pid of pids) {
+        const ids = idsOf(pid);
+        expect(ids.uid, `uid of ${pid}`).toEqual([uid, uid, uid, uid]);
+        expect(ids.gid, `gid of ${pid}`).toEqual([uid, uid, uid, uid]);
+        expect(ids.groups, `groups of ${pid}`).toBe('');
+      }
+      expect(uid).not.toBe(0);
+      expect(uid).not.toBe(process.getuid!());
+      // What it writes is that uid's, outside as well.
+      const made = statSync(join(a.cwd, 'made.txt'));
+      expect([made.uid, made.gid]).toEqual([uid, uid]);
+    } finally {
+      child.kill('SIGKILL');
+    }
+  });
+
+  it('cannot read what the runner keeps for itself, even where it is bound in, nor another sandbox’s files', async (ctx) => {
+    if (!available || process.getuid?.() !== 0) ctx.skip();
+    const a = sandboxOf('a');
+    const b = sandboxOf('b');
+    expect(a.owner!.uid).not.toBe(b.owner!.uid);
+    const found = await inJail(
+      [
+        attempt('runner’s file in its workspace', 'cat runner-only.txt'),
+        attempt('own file', 'echo x > own.txt && cat own.txt'),
+      ].join('\n'),
+      a,
+    );
+    expect(found.split('\n').filter(Boolean)).toEqual(['runner’s file in its workspace: no', 'own file: yes']);
+    // Outside the jail (as if it had got out), as the sandbox's uid: the runner's state beside its
+    // workspace, and the other sandbox, are closed to it.
+    const as = (uid: number, ...command: string[]) =>
+      promisify(execFile)('/usr/bin/setpriv', [
+        '--reuid',
+        String(uid),
+        '--regid',
+        String(uid),
+        '--clear-groups',
+        '--',
+        ...command,
+      ]).then(
+        () => 'yes',
+        () => 'no',
+      );
+    expect(await as(a.owner!.uid, 'cat', join(root, 'a', 'threadwork.json'))).toBe('no');
+    expect(await as(a.owner!.uid, 'ls', join(root, 'a'))).toBe('no');
+    expect(await as(a.owner!.uid, 'ls', b.cwd)).toBe('no');
+    expect(await as(b.owner!.uid, 'cat', join(a.cwd, 'own.txt'))).toBe('no');
+    expect(await as(a.owner!.uid, 'cat', join(a.cwd, 'own.txt'))).toBe('yes');
+  });
+
+  it('runs a program from a directory its uid cannot reach (a checkout in a private directory)', async (ctx) => {
+    if (!available || process.getuid?.() !== 0) ctx.skip();
+    const a = sandboxOf('a');
+    const hidden = mkdtempSync(join(root, 'private-'));
+    const tool = join(hidden, 'tool', 'bin', 'tool');
+    mkdirSync(join(hidden, 'tool', 'bin'), { recursive: true });
+    writeFileSync(tool, '#!/bin/sh\necho "tool ran as $(id -u)"\n', { mode: 0o755 });
+    expect(statSync(hidden).mode & 0o777).toBe(0o700);
+    const cmd = jailed({ command: tool, args: [] }, a);
+    const { stdout } = await promisify(execFile)(cmd.command, cmd.args, { cwd: a.cwd, env: { PATH: '/usr/bin:/bin' } });
+    expect(stdout).toBe('tool ran as 1000\n');
   });
 });

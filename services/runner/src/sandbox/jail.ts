@@ -1,9 +1,11 @@
-import { execFile } from 'node:child_process';
-import { existsSync } from 'node:fs';
+import { execFile, execFileSync } from 'node:child_process';
+import { createHash } from 'node:crypto';
+import { existsSync, mkdirSync, mkdtempSync, realpathSync, renameSync, rmSync, statSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { promisify } from 'node:util';
 import type { Command } from '../harness/codex/launch.js';
 import { seccompFile } from './seccomp.js';
+import { reachableByOthers } from './uids.js';
 
 // The jail a sandbox's harness runs in (bubblewrap): everything the agent starts runs inside it.
 // - System directories read-only (`/usr`, `/bin`, `/lib*`, a short list of `/etc`), nothing else of
@@ -14,13 +16,19 @@ import { seccompFile } from './seccomp.js';
 //   are not visible, and everything in it dies with the harness), its own network namespace with
 //   nothing but loopback, its own user namespace with no capabilities, in which the agent is an
 //   ordinary user (JAIL_UID), not root, whatever the runner is outside.
+// - Outside, an unprivileged uid of the sandbox's own where the runner runs as root (`owner`,
+//   uids.ts): bubblewrap is started as that uid and gid, with no supplementary groups, so what the
+//   jail holds outside is that user's, not root's. It must reach what is bound in: the sandbox's
+//   directories are made so (local.ts), programs it cannot reach where they are (a checkout in a
+//   private directory) are linked or copied to a directory it can (`owner.programs`).
 // - Only the environment the harness is given (the runner's own never reaches it).
 // - The model endpoint through the runner's proxy on a unix socket (model-proxy.ts), relayed to a
 //   loopback port inside by a bridge: the model key stays outside. The rest of the network only
 //   through the runner's egress proxy (egress.ts), relayed the same way, which enforces the policy.
 
 const BWRAP = '/usr/bin/bwrap';
-/** The agent's uid and gid inside the jail; outside, the jail's processes are the runner's user. */
+const SETPRIV = '/usr/bin/setpriv';
+/** The agent's uid and gid inside the jail; outside, the sandbox's own uid (JailOwner) or the runner's. */
 export const JAIL_UID = 1000;
 
 /** Where the model proxy's socket directory appears inside the jail. */
@@ -69,6 +77,17 @@ const ETC = [
 ];
 const SYSTEM = ['/usr', '/bin', '/sbin', '/lib', '/lib32', '/lib64', '/libx32'];
 
+/** The unprivileged user a jail's processes are outside it, when not the runner. */
+export interface JailOwner {
+  /** Its uid, and its gid. */
+  uid: number;
+  /**
+   * A directory of the runner's that every user may pass through: programs the uid could not reach
+   * where they are are linked (or copied) there, and bound in from there at their own paths.
+   */
+  programs: string;
+}
+
 export interface JailLayout {
   /** The harness's working directory (a workspace). */
   cwd: string;
@@ -80,9 +99,11 @@ export interface JailLayout {
   runDir: string;
   /** Size bound of the jail's /tmp (a tmpfs); none when absent. */
   tmpBytes?: number;
+  /** Who the jail's processes are outside; the runner's own user when absent. */
+  owner?: JailOwner;
 }
 
-function bwrapArgs(layout: JailLayout, programs: readonly string[]): string[] {
+function bwrapArgs(layout: JailLayout, programs: readonly (readonly [source: string, at: string])[]): string[] {
   // Nested user namespaces stay possible: Codex's own sandbox (the second layer) is made of them.
   const args = ['--unshare-all', '--uid', String(JAIL_UID), '--gid', String(JAIL_UID)];
   args.push('--die-with-parent', '--new-session', '--cap-drop', 'ALL');
@@ -91,7 +112,7 @@ function bwrapArgs(layout: JailLayout, programs: readonly string[]): string[] {
   args.push('--proc', '/proc', '--dev', '/dev');
   if (layout.tmpBytes) args.push('--size', String(layout.tmpBytes));
   args.push('--tmpfs', '/tmp');
-  for (const path of programs) args.push('--ro-bind', path, path);
+  for (const [source, at] of programs) args.push('--ro-bind', source, at);
   for (const path of layout.readable) args.push('--ro-bind', path, path);
   for (const path of layout.writable) args.push('--bind', path, path);
   // Read-only: connecting to a socket needs no write, and a writable one would be the agent's way
@@ -104,13 +125,19 @@ function bwrapArgs(layout: JailLayout, programs: readonly string[]): string[] {
 /**
  * bubblewrap with `args`, and the seccomp filter (seccomp.ts) on its fd 3: a shell opens the
  * runner's file of it, then becomes bubblewrap, which reads it before anything in the jail runs.
+ * With an owner, bubblewrap is started as that user (util-linux `setpriv`), after the filter is
+ * open: the file stays the runner's alone.
  */
-function bwrap(args: readonly string[], inner: readonly string[]): Command {
+function bwrap(args: readonly string[], inner: readonly string[], owner: JailOwner | undefined): Command {
+  const as = owner ? [SETPRIV, '--reuid', String(owner.uid), '--regid', String(owner.uid), '--clear-groups', '--'] : [];
   const filter = seccompFile();
-  if (!filter) return { command: BWRAP, args: [...args, '--', ...inner] };
+  if (!filter) {
+    const [command = BWRAP, ...rest] = [...as, BWRAP];
+    return { command, args: [...rest, ...args, '--', ...inner] };
+  }
   return {
     command: '/bin/sh',
-    args: ['-c', 'exec 3< "$0" && exec "$@"', filter, BWRAP, ...args, '--seccomp', '3', '--', ...inner],
+    args: ['-c', 'exec 3< "$0" && exec "$@"', filter, ...as, BWRAP, ...args, '--seccomp', '3', '--', ...inner],
   };
 }
 
@@ -128,6 +155,42 @@ function programPaths(cmd: Command): string[] {
 }
 
 /**
+ * Where bubblewrap, started as `owner`, finds `path`: where it is if that user can reach it, else
+ * a copy in `owner.programs` — hard links where the disk allows (nothing copied), named after the
+ * path and its change time, so runners sharing the directory share it and a changed program gets a
+ * new one. Made aside and moved in whole.
+ */
+function programSource(path: string, owner: JailOwner): string {
+  if (reachableByOthers(path)) return path;
+  const real = realpathSync(path);
+  const stat = statSync(real);
+  const key = createHash('sha256').update(`${real}\0${stat.ino}\0${stat.ctimeMs}`).digest('hex').slice(0, 24);
+  const target = join(owner.programs, key);
+  if (!existsSync(target)) {
+    mkdirSync(owner.programs, { recursive: true, mode: 0o711 });
+    const aside = mkdtempSync(join(owner.programs, '.partial-'));
+    try {
+      const copy = join(aside, 'p');
+      try {
+        execFileSync('cp', ['-a', '--link', '--', real, copy], { stdio: 'ignore' });
+      } catch {
+        rmSync(copy, { recursive: true, force: true });
+        execFileSync('cp', ['-a', '--', real, copy], { stdio: 'ignore' });
+      }
+      try {
+        renameSync(copy, target);
+      } catch (err) {
+        // Another runner moved the same one in meanwhile.
+        if (!existsSync(target)) throw err;
+      }
+    } finally {
+      rmSync(aside, { recursive: true, force: true });
+    }
+  }
+  return target;
+}
+
+/**
  * `cmd` inside the jail, behind the bridge to the model proxy: the jail's shell starts the bridge,
  * waits until it listens, then becomes the harness (so the harness is the jail's main process:
  * when it exits, the jail and everything in it goes).
@@ -142,18 +205,24 @@ export function jailed(cmd: Command, layout: JailLayout): Command {
     `while [ ! -e ${ready} ]; do i=$((i+1)); if [ $i -gt 3000 ]; then echo "the model bridge did not start" >&2; exit 97; fi; sleep 0.01; done`,
     'exec "$@"',
   ].join('\n');
-  return bwrap(bwrapArgs(layout, programPaths(cmd)), ['/bin/sh', '-c', script, 'sh', cmd.command, ...cmd.args]);
+  const owner = layout.owner;
+  const programs = programPaths(cmd).map((path) => [owner ? programSource(path, owner) : path, path] as const);
+  return bwrap(bwrapArgs(layout, programs), ['/bin/sh', '-c', script, 'sh', cmd.command, ...cmd.args], owner);
 }
 
 export type JailMode = 'required' | 'auto' | 'off';
 
-/** Whether a jail can be made here: bubblewrap present and allowed to create its namespaces. */
-export async function probeJail(): Promise<{ ok: true } | { ok: false; reason: string }> {
+/**
+ * Whether a jail can be made here: bubblewrap present and allowed to create its namespaces — as
+ * `owner` when given (started as an unprivileged user, it needs unprivileged user namespaces).
+ */
+export async function probeJail(owner?: JailOwner): Promise<{ ok: true } | { ok: false; reason: string }> {
   if (!existsSync(BWRAP))
     return { ok: false, reason: `${BWRAP} is not installed (Debian: apt-get install bubblewrap)` };
+  if (owner && !existsSync(SETPRIV)) return { ok: false, reason: `${SETPRIV} is not installed (Debian: util-linux)` };
   const layout: JailLayout = { cwd: '/', writable: [], readable: [], runDir: '/tmp' };
   try {
-    const probe = bwrap(bwrapArgs(layout, []), ['/bin/true']);
+    const probe = bwrap(bwrapArgs(layout, []), ['/bin/true'], owner);
     await promisify(execFile)(probe.command, probe.args, { timeout: 10_000 });
     return { ok: true };
   } catch (err) {

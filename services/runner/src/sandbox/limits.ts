@@ -10,8 +10,9 @@ import type { Command } from '../harness/codex/launch.js';
 // Processes (tasks: threads count), two ways, whichever this machine allows, found once at start-up:
 // - a pids cgroup per jailed harness, where the runner may make one (cgroup v1's pids hierarchy,
 //   or a cgroup v2 tree with the pids controller delegated);
-// - else RLIMIT_NPROC (util-linux `prlimit`): the kernel counts it per user namespace, so it holds
-//   the jail's own processes — but not for a runner running as root on the host, which it exempts.
+// - else RLIMIT_NPROC (util-linux `prlimit`): the kernel counts it per user (and user namespace),
+//   so it holds the jail's own processes — where the jail runs as a uid of its sandbox's own, or
+//   as a runner that is not root; the kernel exempts root, so not for jails that run as root.
 // Memory: a memory cgroup per jailed harness (v1's memory hierarchy, or v2 with the memory
 // controller delegated), swap included where the kernel accounts it. Past it, the kernel's OOM
 // killer takes a process of the jail, never one outside it. No rlimit stands in for it: an
@@ -99,9 +100,13 @@ export async function probeMemoryLimit(
   }
 }
 
-/** How this machine can bound a jail's processes to `max`; null (with why) when it cannot. */
+/**
+ * How this machine can bound a jail's processes to `max`; null (with why) when it cannot.
+ * `ownUids`: each jail runs as a uid of its sandbox's own outside (uids.ts), never root.
+ */
 export async function probeProcessLimit(
   max: number,
+  ownUids = false,
 ): Promise<{ ok: true; limit: ProcessLimit } | { ok: false; reason: string }> {
   const base = cgroupBase('pids')?.base;
   if (base) {
@@ -117,10 +122,10 @@ export async function probeProcessLimit(
       await rmdir(probe).catch(() => undefined);
     }
   }
-  if (process.getuid?.() === 0) {
+  if (process.getuid?.() === 0 && !ownUids) {
     return {
       ok: false,
-      reason: 'no pids cgroup can be made here, and RLIMIT_NPROC does not bind a runner running as root',
+      reason: 'no pids cgroup can be made here, and RLIMIT_NPROC does not bind jails that run as root',
     };
   }
   if (!existsSync(PRLIMIT)) return { ok: false, reason: `${PRLIMIT} is not installed (Debian: util-linux)` };

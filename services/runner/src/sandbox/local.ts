@@ -1,7 +1,7 @@
 import { execFile } from 'node:child_process';
 import { createHash, randomBytes } from 'node:crypto';
 import { existsSync } from 'node:fs';
-import { mkdir, readFile, rename, rm, writeFile } from 'node:fs/promises';
+import { chmod, chown, mkdir, readFile, rename, rm, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
 import type { RunJob, RunRepository, SandboxStatus } from '@threadwork/contracts';
@@ -10,6 +10,7 @@ import { killTree, startTime } from '../harness/processes.js';
 import { makeAgentRepo } from './agent-repo.js';
 import { SandboxTake, SandboxTakenError, type SandboxClaim } from './take.js';
 import { git, remoteRevisions, type RemoteAccess } from './git.js';
+import { ensureOwned, handOver, secureGitDir, type SandboxUids } from './uids.js';
 import {
   SandboxError,
   type Sandbox,
@@ -28,6 +29,13 @@ import {
 // sandbox: see take.ts). Each workspace also has a `.git` of the agent's:
 // a repository of its own on the thread branch (objects borrowed from the runner's), made anew for
 // every run, which the runner never reads.
+//
+// Where the runner runs as root, each sandbox has a uid of its own (uids.ts), which its jail runs as
+// outside: the workspaces, `codex-home/` and `home/` are that uid's; the rest stays root's, out of
+// its reach. The sandbox's folder is root's and that uid's group's, mode 0710 (no other sandbox's
+// uid passes through it; its own may, not list it); `threadwork.json` is 0600 and `takes/` 0700;
+// `git/` and each runner git directory may be passed through (0711) to reach `objects/`, which
+// that uid's group may read, and nothing else there (uids.ts, `secureGitDir`).
 
 const execFileAsync = promisify(execFile);
 
@@ -54,6 +62,8 @@ interface SandboxState {
   repos: Record<string, RepoState>;
   /** A run found the sandbox past its bound on disk: the next one rebuilds the workspaces. */
   outgrown?: boolean;
+  /** The sandbox's own uid, where the runner gives each one (uids.ts). */
+  uid?: number;
 }
 
 export interface LocalSandboxOptions {
@@ -62,6 +72,8 @@ export interface LocalSandboxOptions {
   publish: SandboxStatusPublisher;
   /** A short-lived token to clone and fetch a repository of the owner's, or null when none is needed. */
   credentials?: RepositoryCredentials;
+  /** Where each sandbox's own uid comes from; absent where jails run as the runner's user. */
+  uids?: SandboxUids | null;
 }
 
 export const threadBranch = (threadId: string) => `threadwork/${threadId}`;
@@ -90,7 +102,8 @@ export class LocalSandboxProvider implements SandboxProvider {
   constructor(private readonly options: LocalSandboxOptions) {}
 
   async prepare(job: RunJob, claim: SandboxClaim): Promise<Sandbox> {
-    const dir = join(this.options.root, folderName(job.thread_id));
+    const folder = folderName(job.thread_id);
+    const dir = join(this.options.root, folder);
     const take = await SandboxTake.take(dir, claim);
     const existing = await this.readState(dir);
     if (existing?.outgrown) await this.rebuild(dir, existing, take);
@@ -103,10 +116,14 @@ export class LocalSandboxProvider implements SandboxProvider {
     take.check();
     await this.publish(job.thread_id, state.sandbox_id, 'initializing', null);
     const starts = new Map<string, string | null>();
+    let owner: number | null = null;
     try {
+      owner = this.options.uids ? await this.options.uids.claim(folder, state.uid) : null;
+      if (owner !== null) state.uid = owner;
       await mkdir(join(dir, HARNESS_HOME), { recursive: true });
       await mkdir(join(dir, GIT_DIRS), { recursive: true });
       await mkdir(join(dir, AGENT_HOME), { recursive: true });
+      if (owner !== null) await this.secure(dir, owner);
       const taken = new Set([
         HARNESS_HOME,
         STATE_FILE,
@@ -117,12 +134,12 @@ export class LocalSandboxProvider implements SandboxProvider {
       ]);
       for (const repo of job.repositories) {
         const known = state.repos[repo.project_repository_id];
-        const folder = known?.dir ?? pickFolder(repo, taken);
-        taken.add(folder);
+        const repoFolder = known?.dir ?? pickFolder(repo, taken);
+        taken.add(repoFolder);
         const hold = { runId: claim.run_id, claimId: claim.claim_id };
         const token = (await this.options.credentials?.(hold, repo.repository_id, repo.clone_url)) ?? null;
         const remote = { url: repo.clone_url, token };
-        const prepared = await this.prepareRepo(dir, folder, repo, job.thread_id, known, remote, take);
+        const prepared = await this.prepareRepo(dir, repoFolder, repo, job.thread_id, known, remote, take, owner);
         state.repos[repo.project_repository_id] = prepared.state;
         starts.set(repo.project_repository_id, prepared.start);
         // Recorded at once: a clone that is in place but not in the state would be cloned over next time.
@@ -141,7 +158,7 @@ export class LocalSandboxProvider implements SandboxProvider {
       await this.publish(job.thread_id, state.sandbox_id, 'failed', reason);
       throw new SandboxError(`the sandbox could not be prepared: ${reason}`, { cause: err });
     }
-    const sandbox = this.toSandbox(dir, state, job.repositories, starts, take);
+    const sandbox = this.toSandbox(dir, state, job.repositories, starts, take, owner);
     take.check();
     await this.publish(job.thread_id, state.sandbox_id, 'ready', null);
     return sandbox;
@@ -227,6 +244,20 @@ export class LocalSandboxProvider implements SandboxProvider {
     await this.writeState(dir, state, take);
   }
 
+  /**
+   * Gives the sandbox's uid what the agent writes, and keeps the rest out of its reach (see the top
+   * of this file). Each step leaves things as a crash halfway would find them again: a directory
+   * found owned is owned whole (ensureOwned).
+   */
+  private async secure(dir: string, owner: number): Promise<void> {
+    await chown(dir, 0, owner);
+    await chmod(dir, 0o710);
+    await chmod(join(dir, TAKES), 0o700);
+    await chmod(join(dir, GIT_DIRS), 0o711);
+    await ensureOwned(join(dir, HARNESS_HOME), owner);
+    await ensureOwned(join(dir, AGENT_HOME), owner);
+  }
+
   status(threadId: string): SandboxStatus | null {
     return this.statuses.get(threadId) ?? null;
   }
@@ -252,6 +283,7 @@ export class LocalSandboxProvider implements SandboxProvider {
     known: RepoState | undefined,
     remote: RemoteAccess,
     take: SandboxTake,
+    owner: number | null,
   ): Promise<{ state: RepoState; start: string | null }> {
     const workTree = join(root, folder);
     const gitDir = gitDirOf(root, folder);
@@ -278,7 +310,11 @@ export class LocalSandboxProvider implements SandboxProvider {
           this.options.logger.warn({ err, repo: repo.full_name }, 'fetch failed; continuing with the clone as it is');
         }
       }
-      await makeAgentRepo({ gitDir, workTree }, { url: repo.clone_url, baseBranch: repo.branch, branch }, take);
+      if (owner !== null) {
+        await secureGitDir(gitDir, owner);
+        await ensureOwned(workTree, owner);
+      }
+      await makeAgentRepo({ gitDir, workTree }, { url: repo.clone_url, baseBranch: repo.branch, branch }, take, owner);
       return { state: known, start };
     }
     if (!empty && !revisions.has(baseRef))
@@ -308,6 +344,11 @@ export class LocalSandboxProvider implements SandboxProvider {
         // branch starts from an empty tree, and its first commit is the repository's first.
         await git(root, ['symbolic-ref', 'HEAD', threadRef], into);
       }
+      // The checkout is the sandbox's uid's before it is in place, and the runner's git directory its own.
+      if (owner !== null) {
+        await handOver([partial.workTree], owner);
+        await secureGitDir(partial.gitDir, owner);
+      }
       take.check();
       await rename(partial.gitDir, gitDir);
       take.check();
@@ -322,7 +363,7 @@ export class LocalSandboxProvider implements SandboxProvider {
       : (
           await git(root, ['rev-parse', '--verify', `refs/remotes/origin/${repo.branch}^{commit}`], { repo: theirs })
         ).trim();
-    await makeAgentRepo(theirs, { url: repo.clone_url, baseBranch: repo.branch, branch }, take);
+    await makeAgentRepo(theirs, { url: repo.clone_url, baseBranch: repo.branch, branch }, take, owner);
     return { state: { dir: folder, base_branch: repo.branch, base_revision: base }, start };
   }
 
@@ -332,6 +373,7 @@ export class LocalSandboxProvider implements SandboxProvider {
     repositories: readonly RunRepository[],
     starts: ReadonlyMap<string, string | null>,
     take: SandboxFence,
+    owner: number | null,
   ): Sandbox {
     const byId = new Map(repositories.map((r) => [r.project_repository_id, r]));
     const repos: SandboxRepo[] = Object.entries(state.repos).flatMap(([id, r]) => {
@@ -371,6 +413,7 @@ export class LocalSandboxProvider implements SandboxProvider {
         writable: [...repos.map((r) => r.dir), harnessHome, home],
         readable: repos.map((r) => join(r.gitDir, 'objects')),
       },
+      owner,
       sessionId: state.session_id,
       take,
     };
@@ -386,7 +429,7 @@ export class LocalSandboxProvider implements SandboxProvider {
 
   private async writeState(dir: string, state: SandboxState, take: SandboxFence): Promise<void> {
     const tmp = join(dir, `.${STATE_FILE}.${randomBytes(4).toString('hex')}`);
-    await writeFile(tmp, `${JSON.stringify(state, null, 2)}\n`);
+    await writeFile(tmp, `${JSON.stringify(state, null, 2)}\n`, { mode: 0o600 });
     try {
       take.check();
       await rename(tmp, join(dir, STATE_FILE));

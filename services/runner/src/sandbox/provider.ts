@@ -43,6 +43,11 @@ export interface Sandbox {
    * git directories — is in it.
    */
   mounts: { writable: string[]; readable: string[] };
+  /**
+   * The sandbox's own unprivileged uid (gid the same), which its jail runs as outside and which
+   * owns what the agent may write; null where jails run as the runner's own user (uids.ts).
+   */
+  owner: number | null;
   /** The harness's whole environment: nothing of the runner's own (no NATS, Mongo or service secrets). */
   env: Record<string, string>;
   repos: SandboxRepo[];

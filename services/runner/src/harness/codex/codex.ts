@@ -16,7 +16,7 @@ import {
 import { descendants, processesOf, signal, stopAllBut, type ProcessIdentity } from '../processes.js';
 import type { Isolation } from '../../sandbox/isolation.js';
 import { openGates, type GateRefusal } from '../../sandbox/gates.js';
-import { BRIDGE_PORT, EGRESS_ENV, jailed } from '../../sandbox/jail.js';
+import { BRIDGE_PORT, EGRESS_ENV, jailed, type JailOwner } from '../../sandbox/jail.js';
 import { limited } from '../../sandbox/limits.js';
 import { appServerArgs, codexCommand, guarded } from './launch.js';
 import { CodexTurnMapper, toQuestion } from './mapping.js';
@@ -68,6 +68,7 @@ export class CodexHarness implements Harness {
           egress: isolation.egress,
           logger,
           refused: (refusal) => session?.refused(refusal),
+          owner: opts.owner,
         })
       : null;
     const key = gates ? null : this.options.apiKey;
@@ -95,6 +96,7 @@ export class CodexHarness implements Harness {
             readable: opts.mounts.readable,
             runDir: gates.runDir,
             tmpBytes: isolation.tmpBytes,
+            owner: jailOwner(isolation, opts.owner),
           })
         : codex,
     );
@@ -155,6 +157,14 @@ export class CodexHarness implements Harness {
       throw err;
     }
   }
+}
+
+/** Who the sandbox's jail runs as outside: its own uid where the runner gives each one. */
+function jailOwner(isolation: Isolation, uid: number | null): JailOwner | undefined {
+  if (uid === null) return undefined;
+  if (isolation.outside?.kind !== 'per-sandbox')
+    throw new Error('a sandbox has a uid of its own, but jails do not switch uid');
+  return { uid, programs: isolation.outside.programs };
 }
 
 /**

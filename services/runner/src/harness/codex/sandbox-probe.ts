@@ -5,7 +5,8 @@ import { mkdir, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join, relative } from 'node:path';
 import { promisify } from 'node:util';
-import { jailed } from '../../sandbox/jail.js';
+import { jailed, type JailOwner } from '../../sandbox/jail.js';
+import { handOver } from '../../sandbox/uids.js';
 import { codexCommand } from './launch.js';
 
 // Codex's own sandbox (`workspace-write`: bubblewrap, seccomp, landlock) around each command the
@@ -14,12 +15,13 @@ import { codexCommand } from './launch.js';
 // the machine (nested user namespaces) and on where sandboxes live (Codex leaves /tmp writable, so
 // a sandbox root under /tmp is not confined), so it is tried once at start-up, the way a run would
 // use it: a command writes its workspace (must work) and the harness's home (must be refused).
+// Jailed, it runs as runs will: as the owner given (an unprivileged uid), which owns its directories.
 
 export type CodexSandboxProbe = { ok: true } | { ok: false; reason: string };
 
 const PROBE_TIMEOUT_MS = 30_000;
 
-export async function probeCodexSandbox(root: string, jail: boolean): Promise<CodexSandboxProbe> {
+export async function probeCodexSandbox(root: string, jail: { owner?: JailOwner } | null): Promise<CodexSandboxProbe> {
   const underTmp = !relative(tmpdir(), root).startsWith('..');
   if (underTmp) {
     return {
@@ -36,6 +38,7 @@ export async function probeCodexSandbox(root: string, jail: boolean): Promise<Co
   ];
   try {
     for (const d of [workspace, home, codexHome, run]) await mkdir(d, { recursive: true });
+    if (jail?.owner) await handOver([dir], jail.owner.uid);
     const codex = codexCommand();
     const script = `echo ok > inside; echo no > '${join(codexHome, 'outside')}'; true`;
     const probe = {
@@ -43,7 +46,13 @@ export async function probeCodexSandbox(root: string, jail: boolean): Promise<Co
       args: [...codex.args, 'sandbox', '-c', 'sandbox_mode="workspace-write"', '--', '/bin/sh', '-c', script],
     };
     const cmd = jail
-      ? jailed(probe, { cwd: workspace, writable: [workspace, home, codexHome], readable: [], runDir: run })
+      ? jailed(probe, {
+          cwd: workspace,
+          writable: [workspace, home, codexHome],
+          readable: [],
+          runDir: run,
+          owner: jail.owner,
+        })
       : probe;
     try {
       await promisify(execFile)(cmd.command, cmd.args, {
