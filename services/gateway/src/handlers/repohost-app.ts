@@ -2,6 +2,8 @@ import {
   ErrorBody,
   InstallSession,
   InstallSessionRequest,
+  LinkedInstallation,
+  LinkInstallationRequest,
   SetupQuery,
   WebhookResponse,
   rpc,
@@ -31,8 +33,9 @@ const unauthorized = z.object({ error: z.literal('Unauthorized') });
 
 /**
  * The GitHub App's install flow and webhooks: an install session for the caller, GitHub's setup
- * callback (unauthenticated: the session's `state` is the proof) and webhook deliveries
- * (unauthenticated: the signature is the proof, checked by repohost over the raw body).
+ * callback (unauthenticated: the session's `state` is the proof; it links nothing, it hands a
+ * one-time code back to the app), the code's redemption by the session's owner with its PKCE
+ * verifier, and webhook deliveries (unauthenticated: the signature is the proof).
  */
 export const repohostAppRoutes: RouteModule = (app, deps) => {
   app.post(
@@ -40,8 +43,11 @@ export const repohostAppRoutes: RouteModule = (app, deps) => {
     {
       schema: {
         summary: 'Start installing the GitHub App: a short-lived, single-use install URL',
-        description:
-          '`return_to` must be exactly `<app scheme>://repohost/setup`; after installing, the browser comes back there with `outcome` (`installed`, `requested` or `error`), `installation_id` and, on error, `error`.',
+        description: [
+          '`return_to` must be exactly `<app scheme>://repohost/setup`. `code_challenge` is required: base64url(SHA-256(code_verifier)) without padding (PKCE S256, RFC 7636), where `code_verifier` is a random secret of 43 to 128 characters the client keeps; a request without it is 400 `invalid_request` naming `body.code_challenge`.',
+          '',
+          'After installing, the browser comes back to `return_to` with `outcome`: `installed` (with `installation_id` and a one-time `code`), `requested` (an organisation member asked an owner to install; nothing to link) or `error` (with `error`). Nothing is linked yet: redeem `code` with `POST /v1/repohost/installations` and the verifier, as this same caller, before it expires.',
+        ].join('\n'),
         tags: ['repohost'],
         body: InstallSessionRequest,
         response: { 201: InstallSession, ...writeErrors },
@@ -51,8 +57,30 @@ export const repohostAppRoutes: RouteModule = (app, deps) => {
       const session = await call(deps, rpc.repohost.installSession, {
         owner_id: ownerOf(request),
         return_to: request.body.return_to,
+        code_challenge: request.body.code_challenge,
       });
       return reply.code(201).send(session);
+    },
+  );
+
+  app.post(
+    '/v1/repohost/installations',
+    {
+      schema: {
+        summary: "Link an installation: redeem the setup callback's one-time code",
+        description: [
+          "Redeems the `code` the setup callback handed to the install session's `return_to`, with the `code_verifier` behind the session's `code_challenge`. Only the caller who created the install session can redeem it, once, before it expires (`INSTALL_LINK_CODE_TTL_MS`, 5 minutes by default).",
+          '',
+          'With the OAuth client configured (always in production), the GitHub user who completed the setup must be able to see the installation, and must be the GitHub user this caller is verified as: the first link verifies the caller as that GitHub user, and a GitHub user is verified for one caller only. Refusals are 400 `invalid_request` naming `body.code` or `body.code_verifier`; nothing is linked.',
+        ].join('\n'),
+        tags: ['repohost'],
+        body: LinkInstallationRequest,
+        response: { 201: LinkedInstallation.describe('Linked to the caller'), ...writeErrors },
+      },
+    },
+    async (request, reply) => {
+      const linked = await call(deps, rpc.repohost.link, { owner_id: ownerOf(request), ...request.body });
+      return reply.code(201).send(linked);
     },
   );
 
@@ -60,9 +88,9 @@ export const repohostAppRoutes: RouteModule = (app, deps) => {
     '/v1/repohost/setup',
     {
       schema: {
-        summary: 'GitHub App setup callback: links the installation and returns to the app',
+        summary: 'GitHub App setup callback: hands a one-time link code back to the app',
         description:
-          "GitHub redirects here after an installation. Unauthenticated: the install session's `state` is the proof and is consumed once. Answers 302 to the session's `return_to` with `outcome`, `installation_id` and (on error) `error`; an unknown, expired or used `state` links nothing.",
+          "GitHub redirects here after an installation. Unauthenticated: the install session's `state` is the proof and is consumed once. Links nothing by itself: answers 302 to the session's `return_to` with `outcome=installed`, `installation_id` and a one-time `code` that only the session's creator can redeem (`POST /v1/repohost/installations`, with its PKCE verifier); or `outcome=requested`; or `outcome=error` with `error` (`invalid_state`, `missing_installation`, `installation_not_found`, `unverified_installation`, `github_account_mismatch`, `github_unavailable`). Rate-limited per client address.",
         tags: ['repohost'],
         security: [],
         querystring: SetupCallbackQuery,

@@ -2,7 +2,9 @@ import { createHmac } from 'node:crypto';
 import type { AppError } from '@threadwork/platform';
 import { describe, expect, it } from 'vitest';
 import {
+  codeChallengeOf,
   githubRepository,
+  identityConflict,
   installUrl,
   isAllowedReturnTo,
   isStale,
@@ -10,6 +12,7 @@ import {
   parseWebhookPayload,
   setupRedirect,
   setupReturnTo,
+  verifierMatches,
   verifySignature,
 } from './github.js';
 
@@ -35,8 +38,8 @@ describe('install sessions', () => {
   });
 
   it('redirect with the outcome', () => {
-    expect(setupRedirect('tw://repohost/setup', { outcome: 'installed', installationId: 5 })).toBe(
-      'tw://repohost/setup?outcome=installed&installation_id=5',
+    expect(setupRedirect('tw://repohost/setup', { outcome: 'installed', installationId: 5, code: 'c0de' })).toBe(
+      'tw://repohost/setup?outcome=installed&installation_id=5&code=c0de',
     );
     expect(setupRedirect('tw://repohost/setup', { outcome: 'requested' })).toBe(
       'tw://repohost/setup?outcome=requested',
@@ -44,6 +47,24 @@ describe('install sessions', () => {
     expect(setupRedirect('tw://repohost/setup', { outcome: 'error', error: 'invalid_state' })).toBe(
       'tw://repohost/setup?outcome=error&error=invalid_state',
     );
+  });
+});
+
+describe('link codes', () => {
+  it('take the PKCE S256 challenge: RFC 7636 appendix B', () => {
+    const verifier = 'dBjftJeZ4CVP-mB92K27uhbUJU1p1r_wW1gFWFOEjXk';
+    expect(codeChallengeOf(verifier)).toBe('E9Melhoa2OwvFrEMTJguCHaoeK1t8URWbuGJSstw-cM');
+    expect(verifierMatches(verifier, 'E9Melhoa2OwvFrEMTJguCHaoeK1t8URWbuGJSstw-cM')).toBe(true);
+    expect(verifierMatches(`${verifier}x`, 'E9Melhoa2OwvFrEMTJguCHaoeK1t8URWbuGJSstw-cM')).toBe(false);
+    expect(verifierMatches(verifier, 'short')).toBe(false);
+  });
+
+  it('go to the GitHub user an owner is verified as, and that user to one owner', () => {
+    const base = { ownerId: 'usr_a', githubUserId: 1, ownerGitHubId: null, githubUserOwner: null };
+    expect(identityConflict(base)).toBeNull();
+    expect(identityConflict({ ...base, ownerGitHubId: 1, githubUserOwner: 'usr_a' })).toBeNull();
+    expect(identityConflict({ ...base, ownerGitHubId: 2 })).toBe('owner_is_another_github_user');
+    expect(identityConflict({ ...base, githubUserOwner: 'usr_b' })).toBe('github_user_is_another_owner');
   });
 });
 

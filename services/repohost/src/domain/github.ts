@@ -1,10 +1,11 @@
-import { createHmac, timingSafeEqual } from 'node:crypto';
+import { createHash, createHmac, timingSafeEqual } from 'node:crypto';
 import type { HostedRepository, Installation } from '@threadwork/contracts';
 import { invalidRequest } from '@threadwork/platform';
 import type { GhRepository } from '../github/shapes.js';
 
 // The GitHub App's rules that need no I/O: where install sessions may return to, what a setup
-// callback redirects to, how a webhook proves itself, and how GitHub's shapes become ours.
+// callback redirects to, who may redeem its code, how a webhook proves itself, and how GitHub's
+// shapes become ours.
 
 /** The one `return_to` an install session accepts: the native app's setup callback. */
 export function setupReturnTo(appScheme: string): string {
@@ -23,12 +24,13 @@ export function installUrl(webUrl: string, slug: string, state?: string): string
 }
 
 /**
- * What the setup callback tells the native app: `installed` (linked; `installation_id` names it),
- * `requested` (an organisation member asked an owner to install; nothing to link yet), or `error`
- * with a reason. Nothing is linked on `error`.
+ * What the setup callback tells the native app: `installed` (installed on GitHub and verified;
+ * `installation_id` names it and the one-time `code` links it, redeemed by the caller who created
+ * the session with its verifier), `requested` (an organisation member asked an owner to install;
+ * nothing to link yet), or `error` with a reason. No code is handed out on `error`.
  */
 export type SetupOutcome =
-  | { outcome: 'installed'; installationId: number }
+  | { outcome: 'installed'; installationId: number; code: string }
   | { outcome: 'requested' }
   | {
       outcome: 'error';
@@ -37,6 +39,7 @@ export type SetupOutcome =
         | 'missing_installation'
         | 'installation_not_found'
         | 'unverified_installation'
+        | 'github_account_mismatch'
         | 'github_unavailable';
       installationId?: number;
     };
@@ -48,7 +51,44 @@ export function setupRedirect(returnTo: string, result: SetupOutcome): string {
   if ('installationId' in result && result.installationId !== undefined) {
     url.searchParams.set('installation_id', String(result.installationId));
   }
+  if (result.outcome === 'installed') url.searchParams.set('code', result.code);
   return url.href;
+}
+
+/** PKCE's S256: base64url(SHA-256(verifier)), unpadded. */
+export function codeChallengeOf(verifier: string): string {
+  return createHash('sha256').update(verifier, 'ascii').digest('base64url');
+}
+
+/** Does `verifier` hash to `challenge`? Compared in constant time. */
+export function verifierMatches(verifier: string, challenge: string): boolean {
+  const given = Buffer.from(codeChallengeOf(verifier));
+  const expected = Buffer.from(challenge);
+  return given.length === expected.length && timingSafeEqual(given, expected);
+}
+
+/** A one-time link code is stored by its hash, so a read of the database cannot redeem one. */
+export function linkCodeHash(code: string): string {
+  return createHash('sha256').update(code, 'utf8').digest('hex');
+}
+
+/**
+ * May the owner of an install session link what this GitHub user installed? Each of our users is
+ * verified as one GitHub user, and each GitHub user as one of ours, the first time a link of theirs
+ * is redeemed: so an organisation admin lured into completing someone else's install session is
+ * refused when either side is already known as someone else.
+ */
+export function identityConflict(input: {
+  ownerId: string;
+  githubUserId: number;
+  /** The GitHub user id the owner is verified as, if any. */
+  ownerGitHubId: number | null;
+  /** The owner this GitHub user is verified as, if any. */
+  githubUserOwner: string | null;
+}): 'owner_is_another_github_user' | 'github_user_is_another_owner' | null {
+  if (input.ownerGitHubId !== null && input.ownerGitHubId !== input.githubUserId) return 'owner_is_another_github_user';
+  if (input.githubUserOwner !== null && input.githubUserOwner !== input.ownerId) return 'github_user_is_another_owner';
+  return null;
 }
 
 /**

@@ -1,5 +1,12 @@
 import { rpc, type HolderResponse } from '@threadwork/contracts';
-import { invalidRequest, isAppError, route, type JetStreamClient, type Logger, type RpcRoute } from '@threadwork/platform';
+import {
+  invalidRequest,
+  isAppError,
+  route,
+  type JetStreamClient,
+  type Logger,
+  type RpcRoute,
+} from '@threadwork/platform';
 import type { z } from 'zod';
 import type { GitHubAppConfig } from '../config.js';
 import { filterRepositories, pickRepositories, publicRepository } from '../domain/repositories.js';
@@ -7,7 +14,7 @@ import type { GitHubClient } from '../github/client.js';
 import type { CombinedProvider } from '../providers/combined.js';
 import { gitHubAppError } from '../providers/github.js';
 import type { GitHubStore } from '../store/github.js';
-import { completeSetup, createInstallSession, notConfigured, type InstallDeps } from './install.js';
+import { completeSetup, createInstallSession, linkInstallation, notConfigured, type InstallDeps } from './install.js';
 import { readPublication, type PublicationDeps } from './publication.js';
 import { receiveWebhook } from './webhooks.js';
 
@@ -42,6 +49,10 @@ export function repohostRoutes({ provider, js, github, holder, logger }: RoutesD
     route(rpc.repohost.setup, async (input) => {
       if (!github) throw notConfigured();
       return completeSetup(github, input);
+    }),
+    route(rpc.repohost.link, async (input) => {
+      if (!github) throw notConfigured();
+      return linkInstallation(github, input);
     }),
     route(rpc.repohost.webhook, (input) =>
       receiveWebhook({ config: github?.config ?? null, store: github?.store ?? null, js }, input),
