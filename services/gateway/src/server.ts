@@ -19,7 +19,7 @@ import {
   validatorCompiler,
   type ZodTypeProvider,
 } from 'fastify-type-provider-zod';
-import { TokenBuckets, type RateLimit } from './domain/rate-limit.js';
+import { addressKey, TokenBuckets, type RateLimit } from './domain/rate-limit.js';
 import { readCookie, SESSION_COOKIE, verifySession } from './domain/session.js';
 import { Followers, type HandlerDeps, type RouteModule } from './handlers/common.js';
 import { OPERATION_IDS } from './handlers/operation-ids.js';
@@ -64,6 +64,12 @@ export interface GatewayDeps {
   requestTimeoutMs: number;
   /** Per caller, per replica. */
   rateLimit: RateLimit;
+  /** Per client address, per replica, on the unauthenticated paths that reach a backing service. */
+  publicRateLimit?: RateLimit;
+  /** Which proxies are believed about the client address (fastify's `trustProxy`); none by default. */
+  trustProxy?: boolean | string[];
+  /** The GitHub App's webhook secret; without it every webhook delivery is refused (401). */
+  webhookSecret?: string | null;
   /** Key that signs `tw_session` cookies. */
   sessionSecret: string;
   /** Comment frames keep idle event streams alive through proxies that cut silent connections. */
@@ -84,6 +90,12 @@ const PROBE_ROUTES = new Set(['/healthz', '/readyz']);
 
 /** Paths under /v1 that prove themselves another way (or are public documents). */
 const PUBLIC_PATHS = new Set(['/v1/openapi.json', '/v1/repohost/setup', '/v1/repohost/webhooks']);
+/**
+ * The public paths that reach a backing service, limited per client address before any other work
+ * (the body of a webhook is not read yet). The OpenAPI document is served from memory.
+ */
+const ADDRESS_LIMITED_PATHS = new Set(['/v1/repohost/setup', '/v1/repohost/webhooks']);
+const PUBLIC_RATE_LIMIT: RateLimit = { perSecond: 5, burst: 50 };
 
 const ROUTES: RouteModule[] = [
   threadRoutes,
@@ -112,7 +124,9 @@ const API_DESCRIPTION = [
   'Cookie-authenticated writes from another site (`Sec-Fetch-Site: cross-site`) are refused.',
   '',
   'Rate limit: a token bucket per caller and per gateway replica (RATE_LIMIT_PER_SECOND, RATE_LIMIT_BURST);',
-  'above it 429 `rate_limited` with `Retry-After` in seconds.',
+  'above it 429 `rate_limited` with `Retry-After` in seconds. The unauthenticated setup callback and webhooks',
+  'are limited per client address instead (PUBLIC_RATE_LIMIT_PER_SECOND, PUBLIC_RATE_LIMIT_BURST; an accepted',
+  'webhook delivery gives its token back), the address as TRUST_PROXY allows proxies to name it.',
   '',
   `Run event stream: ${STREAM_DESCRIPTION}`,
 ].join('\n');
@@ -199,6 +213,9 @@ export async function buildServer(deps: GatewayDeps) {
     },
     loggerInstance: deps.logger,
     bodyLimit: deps.bodyLimit,
+    // Who the client is, for the per-address limit and the request log: the peer, unless a proxy
+    // this deployment trusts names another in X-Forwarded-For.
+    trustProxy: deps.trustProxy ?? false,
     // Above the contract's 256 so an overlong id reaches validation and is a 400 naming
     // `params.id`, not the router's bare 414.
     routerOptions: { maxParamLength: MAX_PARAM_LENGTH },
@@ -277,6 +294,7 @@ export async function buildServer(deps: GatewayDeps) {
   setMaxListeners(0, closing.signal);
   app.addHook('preClose', async () => closing.abort());
   const buckets = new TokenBuckets(deps.rateLimit);
+  const addressBuckets = new TokenBuckets(deps.publicRateLimit ?? PUBLIC_RATE_LIMIT);
   app.decorateRequest('user', null);
   /** Authentication and the rate limit of an API request; true when it has been answered here. */
   const guard = async (request: FastifyRequest, reply: FastifyReply): Promise<boolean> => {
@@ -303,6 +321,19 @@ export async function buildServer(deps: GatewayDeps) {
     }
     const path = request.url.split('?')[0] ?? '';
     if (!path.startsWith('/v1/') || PUBLIC_PATHS.has(path)) {
+      if (ADDRESS_LIMITED_PATHS.has(path)) {
+        const decision = addressBuckets.take(addressKey(request.ip), Date.now());
+        if (!decision.allowed) {
+          reply.header('retry-after', String(decision.retryAfterSeconds));
+          void sendError(
+            reply,
+            429,
+            'rate_limited',
+            `too many requests from this address; retry in ${decision.retryAfterSeconds} s`,
+          );
+          return;
+        }
+      }
       done();
       return;
     }
@@ -397,6 +428,8 @@ export async function buildServer(deps: GatewayDeps) {
     closing: closing.signal,
     heartbeatMs: deps.heartbeatMs ?? HEARTBEAT_MS,
     followers: new Followers(deps.maxFollowersPerUser ?? MAX_FOLLOWERS_PER_USER),
+    webhookSecret: deps.webhookSecret ?? null,
+    refundAddress: (request) => addressBuckets.refund(addressKey(request.ip), Date.now()),
   };
   for (const routes of ROUTES) routes(app, handlerDeps);
 

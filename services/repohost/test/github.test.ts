@@ -517,13 +517,23 @@ describe('repohost GitHub App provider', () => {
         expect((err as AppError).code).toBe('unauthorized');
       }
       // A refused delivery is not remembered either: the same id, signed, is taken.
-      const err = await send('repository', payload, { delivery: 'delivery-2', signature: null }).catch(
-        (e: unknown) => e,
-      );
+      const other = fake.payloads.repository('privatized', widgets.id);
+      const err = await send('repository', other, { delivery: 'delivery-2', signature: null }).catch((e: unknown) => e);
       expect((err as AppError).code).toBe('unauthorized');
-      expect(await send('repository', payload, { delivery: 'delivery-2' })).toEqual({ status: 'accepted' });
+      expect(await send('repository', other, { delivery: 'delivery-2' })).toEqual({ status: 'accepted' });
+      // The same signed body under a new delivery id is a replay, refused; under its own id a repeat.
+      expect(await refusal(send('repository', payload, { delivery: 'delivery-3' }))).toMatch(
+        /^unauthorized: .*replayed/,
+      );
+      expect(await send('repository', payload, { delivery: 'delivery-1' })).toEqual({ status: 'duplicate' });
+      // A payload sent under another event's name is refused, and not remembered either.
+      const status = fake.payloads.repository('publicized', widgets.id);
+      expect(await refusal(send('pull_request', status, { delivery: 'delivery-4' }))).toMatch(
+        /^invalid_request: headers\.x-github-event: does not match the payload/,
+      );
+      expect(await send('repository', status, { delivery: 'delivery-4' })).toEqual({ status: 'accepted' });
       await nc.flush();
-      await eventually(async () => expect(queued).toHaveLength(2));
+      await eventually(async () => expect(queued).toHaveLength(3));
       sub.unsubscribe();
     });
 

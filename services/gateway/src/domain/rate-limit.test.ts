@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { TokenBuckets } from './rate-limit.js';
+import { addressKey, TokenBuckets } from './rate-limit.js';
 
 describe('TokenBuckets', () => {
   it('allows a burst, then one request per refilled token', () => {
@@ -42,5 +42,30 @@ describe('TokenBuckets', () => {
   it('rejects a limit that would never allow anything', () => {
     expect(() => new TokenBuckets({ perSecond: 0, burst: 1 })).toThrow(RangeError);
     expect(() => new TokenBuckets({ perSecond: 1, burst: 0 })).toThrow(RangeError);
+  });
+});
+
+describe('refunds', () => {
+  it('give a token back, never beyond the burst', () => {
+    const buckets = new TokenBuckets({ perSecond: 0.001, burst: 2 });
+    expect(buckets.take('a', 0).allowed).toBe(true);
+    expect(buckets.take('a', 0).allowed).toBe(true);
+    expect(buckets.take('a', 0).allowed).toBe(false);
+    buckets.refund('a', 0);
+    expect(buckets.take('a', 0).allowed).toBe(true);
+    for (let i = 0; i < 5; i++) buckets.refund('b', 0);
+    expect([1, 2, 3].map(() => buckets.take('b', 0).allowed)).toEqual([true, true, false]);
+  });
+});
+
+describe('addressKey', () => {
+  it('keeps IPv4 as it is and IPv6 by its /64', () => {
+    expect(addressKey('203.0.113.7')).toBe('203.0.113.7');
+    expect(addressKey('::ffff:203.0.113.7')).toBe('203.0.113.7');
+    expect(addressKey('2001:db8:1:2:aaaa::1')).toBe('2001:db8:1:2::/64');
+    expect(addressKey('2001:0DB8:0001:0002:ffff:ffff:ffff:ffff')).toBe('2001:db8:1:2::/64');
+    expect(addressKey('2001:db8::1')).toBe('2001:db8:0:0::/64');
+    expect(addressKey('::1')).toBe('0:0:0:0::/64');
+    expect(addressKey('fe80::1%eth0')).toBe('fe80:0:0:0::/64');
   });
 });

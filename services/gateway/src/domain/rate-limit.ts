@@ -38,6 +38,12 @@ export class TokenBuckets {
     return { allowed: false, retryAfterSeconds: Math.max(1, Math.ceil(waitSeconds)) };
   }
 
+  /** Gives back a token taken for `key` (a request that proved itself), up to the bucket's size. */
+  refund(key: string, nowMs: number): void {
+    const bucket = this.refilled(key, nowMs);
+    bucket.tokens = Math.min(this.limit.burst, bucket.tokens + 1);
+  }
+
   get size(): number {
     return this.buckets.size;
   }
@@ -63,4 +69,27 @@ export class TokenBuckets {
       if (bucket.tokens + elapsedSeconds * this.limit.perSecond >= this.limit.burst) this.buckets.delete(key);
     }
   }
+}
+
+/**
+ * The key a client address is limited by: an IPv4 address as it is, an IPv6 address by its /64
+ * (one host is usually given a whole /64, and could take a fresh address for every request),
+ * an IPv4-mapped IPv6 address as the IPv4 address it is.
+ */
+export function addressKey(address: string): string {
+  const ip = address.split('%', 1)[0] ?? address;
+  const mapped = /^::ffff:(\d+\.\d+\.\d+\.\d+)$/i.exec(ip);
+  if (mapped) return mapped[1]!;
+  if (!ip.includes(':')) return ip;
+  const [head = '', tail = ''] = ip.split('::', 2);
+  const left = head === '' ? [] : head.split(':');
+  const right = ip.includes('::') ? (tail === '' ? [] : tail.split(':')) : [];
+  const groups = ip.includes('::')
+    ? [...left, ...Array<string>(8 - left.length - right.length).fill('0'), ...right]
+    : left;
+  const prefix = groups
+    .slice(0, 4)
+    .map((group) => (group.replace(/^0+(?=.)/, '') || '0').toLowerCase())
+    .join(':');
+  return `${prefix}::/64`;
 }

@@ -8,7 +8,7 @@ import {
   WebhookResponse,
   rpc,
 } from '@threadwork/contracts';
-import { AppError } from '@threadwork/platform';
+import { AppError, verifyWebhookSignature } from '@threadwork/platform';
 import type { FastifyInstance } from 'fastify';
 import type { ZodTypeProvider } from 'fastify-type-provider-zod';
 import { z } from 'zod';
@@ -30,6 +30,9 @@ const WebhookHeaders = z.object({
 });
 
 const unauthorized = z.object({ error: z.literal('Unauthorized') });
+const tooManyFromAddress = ErrorBody.describe(
+  'Too many requests from this client address (PUBLIC_RATE_LIMIT_PER_SECOND, PUBLIC_RATE_LIMIT_BURST, per gateway replica); `Retry-After` says when to retry',
+);
 
 /**
  * The GitHub App's install flow and webhooks: an install session for the caller, GitHub's setup
@@ -97,6 +100,7 @@ export const repohostAppRoutes: RouteModule = (app, deps) => {
         response: {
           302: z.null().describe("Redirect to the session's return_to with the outcome"),
           400: readErrors[400],
+          429: tooManyFromAddress,
           500: readErrors[500],
           503: readErrors[503],
         },
@@ -123,7 +127,9 @@ export const forwardableBytes = (maxPayload: number) => Math.floor(((maxPayload 
 /**
  * In a scope of its own so that only this route takes any content type as raw bytes (the
  * signature covers them exactly), and no more of them than one NATS message can forward (GitHub
- * sends up to 25 MiB): a larger body is refused while it arrives, never held whole.
+ * sends up to 25 MiB): a larger body is refused while it arrives, never held whole. The per-address
+ * limit has been taken before the body is read (server.ts); the signature is checked before
+ * anything is sent on NATS.
  */
 function webhookRoute(scope: FastifyInstance, deps: HandlerDeps): void {
   const bodyLimit = Math.min(WEBHOOK_BODY_LIMIT, forwardableBytes(deps.nc.info?.max_payload ?? 1024 * 1024));
@@ -135,16 +141,22 @@ function webhookRoute(scope: FastifyInstance, deps: HandlerDeps): void {
       bodyLimit,
       schema: {
         summary: 'GitHub App webhook deliveries',
-        description:
-          'Unauthenticated: `X-Hub-Signature-256` (HMAC-SHA256 of the raw body with the webhook secret) is the proof; a bad or missing one is 401 and nothing is processed. Each `X-GitHub-Delivery` is processed once (a repeat answers `duplicate`). Processing happens after the answer.',
+        description: [
+          'Unauthenticated: `X-Hub-Signature-256` (HMAC-SHA256 of the raw body with the webhook secret) is the proof, checked by the gateway before the delivery goes anywhere (and again by repohost); a bad or missing one is 401 and nothing is processed.',
+          '',
+          "GitHub signs the body only, so what the signature cannot bind is bound otherwise: a signed body is tied to the `X-GitHub-Delivery` that first brought it (for the 14 days deliveries are remembered), and the same body under another delivery id is a replay, refused with 401; `X-GitHub-Event` must agree with the payload where that is unambiguous (400 otherwise). Each delivery id is processed once (a repeat answers `duplicate`, as GitHub's own redeliveries do). Processing happens after the answer.",
+          '',
+          'The body is refused with 413 as it arrives once it is larger than one NATS message can forward. Requests are limited per client address (429 with `Retry-After`); an accepted delivery gives its token back.',
+        ].join('\n'),
         tags: ['repohost'],
         security: [],
         headers: WebhookHeaders,
         response: {
           202: WebhookResponse,
           400: readErrors[400],
-          401: unauthorized.describe('Signature missing or wrong'),
+          401: unauthorized.describe('Signature missing or wrong, or a signed body replayed under another delivery id'),
           413: ErrorBody.describe('Delivery larger than this deployment can forward (NATS max_payload)'),
+          429: tooManyFromAddress,
           500: readErrors[500],
           503: readErrors[503],
         },
@@ -152,13 +164,17 @@ function webhookRoute(scope: FastifyInstance, deps: HandlerDeps): void {
     },
     async (request, reply) => {
       const body = Buffer.isBuffer(request.body) ? request.body : Buffer.alloc(0);
+      const headers = request.headers as z.infer<typeof WebhookHeaders>;
+      // Nothing unproven goes on NATS: repohost checks again, but never has to hear a forgery.
+      if (!deps.webhookSecret || !verifyWebhookSignature(deps.webhookSecret, body, headers['x-hub-signature-256'])) {
+        throw new AppError('unauthorized', 'webhook signature missing or wrong');
+      }
       const encoded = body.toString('base64');
       // The delivery travels to repohost in one NATS message; a server reached since may allow less.
       const maxPayload = deps.nc.info?.max_payload ?? 1024 * 1024;
       if (encoded.length + ENVELOPE_BYTES > maxPayload) {
         throw new AppError('payload_too_large', `request body is larger than ${forwardableBytes(maxPayload)} bytes`);
       }
-      const headers = request.headers as z.infer<typeof WebhookHeaders>;
       const result = await call(deps, rpc.repohost.webhook, {
         event: headers['x-github-event'],
         delivery: headers['x-github-delivery'],
@@ -166,6 +182,8 @@ function webhookRoute(scope: FastifyInstance, deps: HandlerDeps): void {
         ...(headers['content-type'] === undefined ? {} : { content_type: headers['content-type'] }),
         body_base64: encoded,
       });
+      // GitHub's deliveries are not what the per-address limit is for: a new one gives its token back.
+      if (result.status === 'accepted') deps.refundAddress(request);
       return reply.code(202).send(result);
     },
   );

@@ -1,8 +1,8 @@
-import { createHmac } from 'node:crypto';
 import type { AppError } from '@threadwork/platform';
 import { describe, expect, it } from 'vitest';
 import {
   codeChallengeOf,
+  eventMismatch,
   githubRepository,
   identityConflict,
   installUrl,
@@ -13,7 +13,6 @@ import {
   setupRedirect,
   setupReturnTo,
   verifierMatches,
-  verifySignature,
 } from './github.js';
 
 describe('install sessions', () => {
@@ -99,25 +98,6 @@ describe('mayLink', () => {
   });
 });
 
-describe('verifySignature', () => {
-  const body = Buffer.from('{"zen":"Keep it logically awesome."}');
-  const good = `sha256=${createHmac('sha256', 's3cret').update(body).digest('hex')}`;
-
-  it('accepts the HMAC of the raw body', () => {
-    expect(verifySignature('s3cret', body, good)).toBe(true);
-    expect(verifySignature('s3cret', body, good.toUpperCase().replace('SHA256=', 'sha256='))).toBe(true);
-  });
-
-  it('refuses a missing, malformed, wrong or other-body signature', () => {
-    expect(verifySignature('s3cret', body, undefined)).toBe(false);
-    expect(verifySignature('s3cret', body, '')).toBe(false);
-    expect(verifySignature('s3cret', body, 'sha1=abc')).toBe(false);
-    expect(verifySignature('s3cret', body, good.slice(0, -2))).toBe(false);
-    expect(verifySignature('other', body, good)).toBe(false);
-    expect(verifySignature('s3cret', Buffer.from(`${body.toString()} `), good)).toBe(false);
-  });
-});
-
 describe('parseWebhookPayload', () => {
   it('reads JSON and form-encoded deliveries', () => {
     expect(parseWebhookPayload('application/json', Buffer.from('{"a":1}'))).toEqual({ a: 1 });
@@ -178,5 +158,42 @@ describe('shapes', () => {
     expect(isStale(undefined, now, 1000)).toBe(true);
     expect(isStale(new Date(9_500), now, 1000)).toBe(false);
     expect(isStale(new Date(9_000), now, 1000)).toBe(true);
+  });
+});
+
+describe('eventMismatch', () => {
+  const payloads: Record<string, Record<string, unknown>> = {
+    installation: { action: 'created', installation: {}, repositories: [], sender: {} },
+    installation_repositories: {
+      action: 'added',
+      installation: {},
+      repositories_added: [],
+      repositories_removed: [],
+      sender: {},
+    },
+    repository: { action: 'edited', repository: {}, installation: {}, sender: {} },
+    pull_request: { action: 'opened', number: 1, pull_request: {}, repository: {}, installation: {}, sender: {} },
+    check_run: { action: 'created', check_run: {}, repository: {}, installation: {}, sender: {} },
+    check_suite: { action: 'completed', check_suite: {}, repository: {}, installation: {}, sender: {} },
+    status: { sha: 'a', context: 'ci', state: 'success', repository: {}, installation: {}, sender: {} },
+  };
+
+  it('accepts each payload under its own event, and any under an event repohost ignores', () => {
+    for (const [event, payload] of Object.entries(payloads)) {
+      expect(eventMismatch(event, payload)).toBeNull();
+      expect(eventMismatch('push', payload)).toBeNull();
+    }
+  });
+
+  it('refuses each payload under every other event repohost acts on', () => {
+    for (const [event, payload] of Object.entries(payloads)) {
+      for (const other of Object.keys(payloads).filter((name) => name !== event)) {
+        expect(eventMismatch(other, payload), `${event} as ${other}`).not.toBeNull();
+      }
+    }
+    expect(eventMismatch('repository', payloads.pull_request!)).toBe(
+      'a payload with pull_request is a pull_request event, not repository',
+    );
+    expect(eventMismatch('installation', payloads.status!)).toBe('installation payloads carry no repository');
   });
 });

@@ -1,4 +1,4 @@
-import { createHash, createHmac, timingSafeEqual } from 'node:crypto';
+import { createHash, timingSafeEqual } from 'node:crypto';
 import type { HostedRepository, Installation } from '@threadwork/contracts';
 import { invalidRequest } from '@threadwork/platform';
 import type { GhRepository } from '../github/shapes.js';
@@ -111,16 +111,56 @@ export function mayLink(input: {
   return input.installationCreatedAt.getTime() >= input.sessionCreatedAt.getTime() - skew;
 }
 
-const SIGNATURE = /^sha256=([0-9a-f]{64})$/;
+/** What a delivery's body is remembered by, to know it again under another delivery id. */
+export function webhookBodyHash(body: Buffer): string {
+  return createHash('sha256').update(body).digest('hex');
+}
 
-/** `X-Hub-Signature-256` over the raw body, compared in constant time. */
-export function verifySignature(secret: string, body: Buffer, header: string | undefined): boolean {
-  if (header === undefined) return false;
-  const match = SIGNATURE.exec(header.trim().toLowerCase());
-  if (!match) return false;
-  const expected = createHmac('sha256', secret).update(body).digest();
-  const given = Buffer.from(match[1]!, 'hex');
-  return given.length === expected.length && timingSafeEqual(given, expected);
+/**
+ * Top-level keys each event repohost processes always carries. `X-GitHub-Event` is not signed, so
+ * a signed body could be sent again under another event's name; the payload says what it is.
+ */
+const EVENT_KEYS: Readonly<Record<string, readonly string[]>> = {
+  installation: ['installation'],
+  installation_repositories: ['installation', 'repositories_added', 'repositories_removed'],
+  repository: ['repository'],
+  pull_request: ['pull_request', 'number'],
+  check_run: ['check_run'],
+  check_suite: ['check_suite'],
+  status: ['sha', 'context', 'state'],
+};
+
+/** Top-level keys an event's payload never carries (installations are not about one repository). */
+const NEVER: Readonly<Record<string, readonly string[]>> = {
+  installation: ['repository'],
+  installation_repositories: ['repository'],
+};
+
+/** Top-level keys that, among the events repohost processes, only one event's payload carries. */
+const ONLY_IN: Readonly<Record<string, string>> = {
+  repositories_added: 'installation_repositories',
+  pull_request: 'pull_request',
+  check_run: 'check_run',
+  check_suite: 'check_suite',
+  context: 'status',
+};
+
+/**
+ * Why a payload cannot be the event its header names, or null. Only where it is unambiguous: for
+ * the events repohost acts on (an event it ignores cannot be mistaken for anything), a key the event
+ * always carries is missing, or a key only another such event carries is there.
+ */
+export function eventMismatch(event: string, payload: Record<string, unknown>): string | null {
+  const required = EVENT_KEYS[event];
+  if (!required) return null;
+  const missing = required.find((key) => !(key in payload));
+  if (missing !== undefined) return `${event} payloads carry ${missing}`;
+  const stray = (NEVER[event] ?? []).find((key) => key in payload);
+  if (stray !== undefined) return `${event} payloads carry no ${stray}`;
+  for (const [key, owner] of Object.entries(ONLY_IN)) {
+    if (owner !== event && key in payload) return `a payload with ${key} is a ${owner} event, not ${event}`;
+  }
+  return null;
 }
 
 /**

@@ -55,7 +55,7 @@ export function repohostRoutes({ provider, js, github, holder, logger }: RoutesD
       return linkInstallation(github, input);
     }),
     route(rpc.repohost.webhook, (input) =>
-      receiveWebhook({ config: github?.config ?? null, store: github?.store ?? null, js }, input),
+      receiveWebhook({ config: github?.config ?? null, store: github?.store ?? null, js, logger }, input),
     ),
 
     route(rpc.repohost.token, async ({ run_id, claim_id, repository_ids }) => {
