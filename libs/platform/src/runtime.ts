@@ -6,7 +6,15 @@ import { Lifecycle, startHealthServer } from './lifecycle.js';
 import { createLogger, type Logger } from './logger.js';
 import { connectMongo, mongoCall, serviceDbName } from './mongo.js';
 import { DOMAIN_STREAM, type NatsIdentity } from '@threadwork/contracts';
-import { connectNats, awaitConsumer, consumeJson, jetStreamOf, natsAnswers, serveRpc, type RpcRoute } from './nats.js';
+import {
+  connectNats,
+  awaitConsumer,
+  consumeJson,
+  jetStreamOf,
+  natsAnswers,
+  serveRpc,
+  type RpcRoute,
+} from './nats.js';
 import { startTelemetry } from './telemetry.js';
 import { natsAuthOf } from './nats-auth.js';
 
