@@ -494,14 +494,16 @@ export function createGitHubStore(db: Db): GitHubStore {
     },
 
     async recordBody(hash, delivery, now) {
-      try {
-        await mongoCall(() => bodies.insertOne({ _id: hash, delivery, received_at: now }));
-      } catch (err) {
-        if (!isDuplicateKeyError(err)) throw err;
+      for (;;) {
+        try {
+          await mongoCall(() => bodies.insertOne({ _id: hash, delivery, received_at: now }));
+          break;
+        } catch (err) {
+          if (!isDuplicateKeyError(err)) throw err;
+        }
         const held = await mongoCall(() => bodies.findOne({ _id: hash }));
-        // Gone since (forgotten after a failed queueing): GitHub's retry of that delivery wins it.
-        if (!held) return this.recordBody(hash, delivery, now);
-        return held.delivery === delivery ? 'same_delivery' : 'other_delivery';
+        if (held) return held.delivery === delivery ? 'same_delivery' : 'other_delivery';
+        // Forgotten in between (its delivery could not be queued): try to take it again.
       }
       await mongoCall(() =>
         bodies.deleteMany({ received_at: { $lt: new Date(now.getTime() - DELIVERY_RETENTION_MS) } }),
