@@ -12,6 +12,7 @@ import {
 import { jetStreamOf, publishJson, request, type JetStreamHandles } from '@threadwork/platform';
 import {
   generateAppKeyPair,
+  pkcePair,
   pushBranch,
   startFakeGitHub,
   type FakeGitHub,
@@ -105,19 +106,34 @@ async function installAs(login: string, installUrl: string): Promise<{ setupUrl:
 }
 
 describe('install flow', () => {
-  it('refuses a return_to other than the app', async () => {
-    const res = await post('/v1/repohost/install-session', alice, { return_to: 'https://example.com/setup' });
+  it('refuses a return_to other than the app, and a session without a code challenge', async () => {
+    const { challenge } = pkcePair();
+    const res = await post('/v1/repohost/install-session', alice, {
+      return_to: 'https://example.com/setup',
+      code_challenge: challenge,
+    });
     expect(res.status).toBe(400);
     expect(await res.json()).toMatchObject({ error: { code: 'invalid_request' } });
     expect((await stack.fetch('/v1/repohost/install-session', { method: 'POST', body: '{}' })).status).toBe(401);
+    // A client of the older form (no challenge) is told what is missing.
+    const old = await post('/v1/repohost/install-session', alice, { return_to: RETURN_TO });
+    expect(old.status).toBe(400);
+    expect(await old.json()).toEqual({
+      error: {
+        code: 'invalid_request',
+        message:
+          'body.code_challenge: required: base64url(SHA-256(code_verifier)), 43 characters, as in PKCE (RFC 7636, S256)',
+      },
+    });
   });
 
   it('links an installation, shows it, lists its repositories and creates a thread on one', async () => {
     const before = await json(await stack.fetch('/v1/repohost/connection', { user: alice }), 200, ProviderConnection);
     expect(before).toMatchObject({ status: 'not_connected', app_slug: SLUG, installations: [] });
 
+    const pkce = pkcePair();
     const session = await json<{ install_url: string; expires_at: string }>(
-      await post('/v1/repohost/install-session', alice, { return_to: RETURN_TO }),
+      await post('/v1/repohost/install-session', alice, { return_to: RETURN_TO, code_challenge: pkce.challenge }),
       201,
     );
     const { setupUrl, returned } = await installAs('alice-gh', session.install_url);
@@ -126,7 +142,20 @@ describe('install flow', () => {
     expect(Object.fromEntries(returned.searchParams)).toEqual({
       outcome: 'installed',
       installation_id: String(installationId),
+      code: expect.any(String),
     });
+    // Nothing is linked until the app redeems the code with its verifier.
+    expect(
+      (await json(await stack.fetch('/v1/repohost/connection', { user: alice }), 200, ProviderConnection)).status,
+    ).toBe('not_connected');
+    const linked = await json<{ installation: { id: number; account: string } }>(
+      await post('/v1/repohost/installations', alice, {
+        code: returned.searchParams.get('code'),
+        code_verifier: pkce.verifier,
+      }),
+      201,
+    );
+    expect(linked.installation).toMatchObject({ id: installationId, account: 'alice-gh' });
 
     // The same callback again (a replay, a double click): the state is spent, nothing changes.
     const replay = await fetch(setupUrl, { redirect: 'manual' });
@@ -181,7 +210,7 @@ describe('install flow', () => {
   it("does not link another user's installation through a session of one's own", async () => {
     fake.install('bob-gh', { createdAt: new Date(Date.now() - 60 * 60_000) });
     const session = await json<{ install_url: string }>(
-      await post('/v1/repohost/install-session', alice, { return_to: RETURN_TO }),
+      await post('/v1/repohost/install-session', alice, { return_to: RETURN_TO, code_challenge: pkcePair().challenge }),
       201,
     );
     const state = new URL(session.install_url).searchParams.get('state')!;

@@ -152,6 +152,12 @@ Argument: (dict "root" $ "name" "gateway" "svc" .Values.gateway).
 - name: HOST
   value: "0.0.0.0"
 {{ include "threadwork.secretEnv" (dict "root" $root "env" "SESSION_SECRET" "ref" "session" "key" $v.secrets.session.key "optional" false) }}
+{{- /* Webhook signatures are checked here before a delivery goes on NATS (and again by repohost). */}}
+{{ include "threadwork.secretEnv" (dict "root" $root "env" "GITHUB_WEBHOOK_SECRET" "ref" "githubWebhook" "key" $v.secrets.githubWebhook.key "optional" true) }}
+{{- with .svc.trustProxy }}
+- name: TRUST_PROXY
+  value: {{ . | quote }}
+{{- end }}
 {{- else }}
 - name: HEALTH_PORT
   value: {{ $v.healthPort | quote }}

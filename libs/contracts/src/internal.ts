@@ -4,7 +4,15 @@ import { ControlList, ControlSubmission, TaskControlList } from './api/controls.
 import { AnswerRequest, AnswerResult, Interaction, InteractionList, Question } from './api/interactions.js';
 import { MessageAccepted, MessagePage, SendMessageBody } from './api/messages.js';
 import { QueueBody, SteerBody } from './api/controls.js';
-import { InstallSession, Repository, RepositoryList, ProviderConnection } from './api/repohost.js';
+import {
+  CodeChallenge,
+  InstallSession,
+  LinkedInstallation,
+  LinkInstallationRequest,
+  Repository,
+  RepositoryList,
+  ProviderConnection,
+} from './api/repohost.js';
 import { DiffFile, Publication, ReviewEvidence, ReviewStats } from './api/review.js';
 import { Run, RunError, RunEventPage, RunUsage } from './api/runs.js';
 import { CreateThreadBody, ResumableRun, Task, TaskList, TaskWithRun, Thread, ThreadWithRun } from './api/threads.js';
@@ -209,8 +217,15 @@ export const HostedRepository = Repository.extend({ clone_url: z.string().min(1)
 export type HostedRepository = z.infer<typeof HostedRepository>;
 export const AccessResponse = z.object({ repositories: z.array(HostedRepository) });
 
-/** POST /v1/repohost/install-session: `return_to` is checked against the configured app scheme by repohost. */
-export const InstallSessionCreateRequest = z.object({ owner_id: OwnerId, return_to: z.string().min(1).max(2048) });
+/**
+ * POST /v1/repohost/install-session: `return_to` is checked against the configured app scheme by
+ * repohost; `code_challenge` binds the one-time code the setup callback mints to this caller's verifier.
+ */
+export const InstallSessionCreateRequest = z.object({
+  owner_id: OwnerId,
+  return_to: z.string().min(1).max(2048),
+  code_challenge: CodeChallenge,
+});
 /**
  * GET /v1/repohost/setup, the provider's redirect after an installation (unauthenticated: `state`
  * is the proof). `code` is present when the app asks for user authorization during installation.
@@ -223,6 +238,11 @@ export const SetupRequest = z.object({
 });
 /** Where the gateway redirects the browser (302): the session's `return_to` with the outcome. */
 export const SetupResponse = z.object({ redirect_to: z.string().min(1) });
+/**
+ * POST /v1/repohost/installations: the caller redeems the setup callback's one-time code with the
+ * verifier of the install session it created; only then is the installation linked to it.
+ */
+export const LinkRequest = LinkInstallationRequest.extend({ owner_id: OwnerId });
 /**
  * POST /v1/repohost/webhooks, forwarded by the gateway untouched: the body travels base64-encoded
  * so the signature is checked over exactly the bytes the provider signed.
@@ -308,6 +328,7 @@ export const rpc = {
       InstallSession,
     ),
     setup: defineEndpoint(SERVICES.repohost.subjects.setup, SetupRequest, SetupResponse),
+    link: defineEndpoint(SERVICES.repohost.subjects.link, LinkRequest, LinkedInstallation),
     webhook: defineEndpoint(SERVICES.repohost.subjects.webhook, WebhookRequest, WebhookResponse),
     token: defineEndpoint(SERVICES.repohost.subjects.token, TokenRequest, TokenResponse),
     publication: defineEndpoint(SERVICES.repohost.subjects.publication, PublicationRequest, Publication.nullable()),

@@ -56,6 +56,7 @@ const GRANTS: Record<NatsIdentity, Grant> = {
       repohost.subjects.repositories,
       repohost.subjects.installSession,
       repohost.subjects.setup,
+      repohost.subjects.link,
       repohost.subjects.webhook,
       review.subjects.get,
     ],

@@ -103,6 +103,7 @@ export const SERVICES = {
       access: 'repohost.access',
       installSession: 'repohost.install_session',
       setup: 'repohost.setup',
+      link: 'repohost.link',
       webhook: 'repohost.webhook',
       token: 'repohost.token',
       publication: 'repohost.publication',

@@ -10,3 +10,4 @@ export * from './runtime.js';
 export * from './telemetry.js';
 export { isTransientFailure } from './transient.js';
 export * from './http-telemetry.js';
+export { verifyWebhookSignature } from './webhook-signature.js';

@@ -1,5 +1,6 @@
 import { execFile, execFileSync, spawn } from 'node:child_process';
 import {
+  createHash,
   createHmac,
   createPublicKey,
   generateKeyPairSync,
@@ -23,8 +24,8 @@ import { githubSchemas } from './github-schemas.js';
 // installation and user tokens it issued, and serves real git smart HTTP over bare repositories
 // through `git http-backend`, so `git clone` and `git push` work against it with an installation
 // token as the password. Its web side has the app's install page (which installs the app for the
-// login given in an `x-fake-login` header and redirects to the setup URL) and the OAuth code
-// exchange. Webhooks are sent signed to the configured URL by the helpers. Every success answer
+// login given in an `x-fake-login` header, or on an organisation it owns, and redirects to the
+// setup URL) and the OAuth code exchange. Webhooks are sent signed to the configured URL by the helpers. Every success answer
 // and every webhook is checked against GitHub's published OpenAPI descriptions as it goes out.
 
 export interface FakeAccount {
@@ -140,6 +141,8 @@ export interface FakeGitHub {
   /** Where webhooks go (the app's Webhook URL). */
   webhookUrl: string;
   readonly accounts: Map<string, FakeAccount>;
+  /** Organisation login → member login → role. */
+  readonly memberships: Map<string, Map<string, 'admin' | 'member'>>;
   readonly repositories: Map<number, FakeRepository>;
   readonly installations: Map<number, FakeInstallation>;
   readonly pulls: FakePull[];
@@ -157,6 +160,12 @@ export interface FakeGitHub {
    */
   readonly schemaProblems: string[];
   account(login: string, type?: FakeAccount['type']): FakeAccount;
+  /**
+   * Makes `login` a member of organisation `org`: an `admin` (owner) installs the app on it, a
+   * `member` can only ask an owner to (GitHub's `setup_action=request`); both see its installation
+   * in `GET /user/installations`.
+   */
+  addMember(org: string, login: string, role?: 'admin' | 'member'): void;
   addRepository(owner: string, name: string, opts?: BareRepoOptions & { private?: boolean }): FakeRepository;
   repository(fullName: string): FakeRepository;
   install(
@@ -234,6 +243,7 @@ export async function startFakeGitHub(options: FakeGitHubOptions): Promise<FakeG
   const tokenTtlMs = options.tokenTtlMs ?? 60 * 60 * 1000;
   const root = mkdtempSync(join(tmpdir(), 'threadwork-fake-github-'));
   const accounts = new Map<string, FakeAccount>();
+  const memberships = new Map<string, Map<string, 'admin' | 'member'>>();
   const repositories = new Map<number, FakeRepository>();
   const installations = new Map<number, FakeInstallation>();
   const pulls: FakePull[] = [];
@@ -672,11 +682,15 @@ export async function startFakeGitHub(options: FakeGitHubOptions): Promise<FakeG
     if (method === 'GET' && path === '/user/installations') {
       const token = requireToken(req, 'user');
       const user = accounts.get(token.login!)!;
-      // Installations the user can reach: on their own account (organisation membership is not modelled).
-      const visible = [...installations.values()].filter((i) => i.account.id === user.id);
+      // Installations the user can reach: on their own account, and on organisations they belong to.
+      const visible = [...installations.values()].filter(
+        (i) => i.account.id === user.id || memberships.get(i.account.login)?.has(user.login) === true,
+      );
+      const perPage = Math.min(100, Number(query.get('per_page') ?? 30));
+      const page = Math.max(1, Number(query.get('page') ?? 1));
       return reply('/user/installations', 200, {
         total_count: visible.length,
-        installations: visible.map((i) => installationJson(i)),
+        installations: visible.slice((page - 1) * perPage, page * perPage).map((i) => installationJson(i)),
       });
     }
     if ((m = /^\/repos\/([^/]+)\/([^/]+)\/pulls$/.exec(path))) {
@@ -802,15 +816,28 @@ export async function startFakeGitHub(options: FakeGitHubOptions): Promise<FakeG
 
   // --- web: install page and OAuth --------------------------------------------------------------
 
-  /** A user installs the app on their account (all repositories) and is sent to the setup URL. */
+  /**
+   * The signed-in user (`x-fake-login`) installs the app (all repositories) on their own account,
+   * or on the organisation named by `x-fake-target` if they own it, and is sent to the setup URL.
+   * A member who does not own the organisation can only ask its owners: `setup_action=request`,
+   * no installation. With the app's OAuth client, the redirect carries the user's `code`.
+   */
   function installPage(req: IncomingMessage, res: ServerResponse, url: URL): void {
     const login = req.headers['x-fake-login'];
     if (typeof login !== 'string' || !accounts.has(login)) throw new HttpError(401, 'sign in first (x-fake-login)');
-    const existing = [...installations.values()].find((i) => i.account.login === login);
-    const installation = existing ?? fake.install(login);
+    const targetHeader = req.headers['x-fake-target'];
+    const targetLogin = typeof targetHeader === 'string' ? targetHeader : login;
+    const role = targetLogin === login ? 'admin' : memberships.get(targetLogin)?.get(login);
+    if (!role) throw new HttpError(404, `${login} cannot install on ${targetLogin}`);
     const target = new URL(fake.setupUrl);
-    target.searchParams.set('installation_id', String(installation.id));
-    target.searchParams.set('setup_action', existing ? 'update' : 'install');
+    if (role === 'admin') {
+      const existing = [...installations.values()].find((i) => i.account.login === targetLogin);
+      const installation = existing ?? fake.install(targetLogin);
+      target.searchParams.set('installation_id', String(installation.id));
+      target.searchParams.set('setup_action', existing ? 'update' : 'install');
+    } else {
+      target.searchParams.set('setup_action', 'request');
+    }
     const state = url.searchParams.get('state');
     if (state !== null) target.searchParams.set('state', state);
     if (options.oauth) target.searchParams.set('code', fake.oauthCode(login));
@@ -952,6 +979,7 @@ export async function startFakeGitHub(options: FakeGitHubOptions): Promise<FakeG
     setupUrl: `${webUrl}/setup-not-configured`,
     webhookUrl: `${webUrl}/webhook-not-configured`,
     accounts,
+    memberships,
     repositories,
     installations,
     pulls,
@@ -973,6 +1001,15 @@ export async function startFakeGitHub(options: FakeGitHubOptions): Promise<FakeG
       };
       accounts.set(login, account);
       return account;
+    },
+
+    addMember(org, login, role = 'member') {
+      const organisation = fake.account(org, 'Organization');
+      if (organisation.type !== 'Organization') throw new Error(`${org} is not an organisation`);
+      fake.account(login);
+      const members = memberships.get(org) ?? new Map<string, 'admin' | 'member'>();
+      members.set(login, role);
+      memberships.set(org, members);
     },
 
     addRepository(owner, name, opts = {}) {
@@ -1180,6 +1217,15 @@ export async function startFakeGitHub(options: FakeGitHubOptions): Promise<FakeG
     },
   };
   return fake;
+}
+
+/**
+ * What a client of the install flow keeps and sends: a random PKCE verifier, and its S256
+ * challenge (base64url(SHA-256(verifier))) for `POST /v1/repohost/install-session`.
+ */
+export function pkcePair(): { verifier: string; challenge: string } {
+  const verifier = randomBytes(32).toString('base64url');
+  return { verifier, challenge: createHash('sha256').update(verifier).digest('base64url') };
 }
 
 /** An RSA key pair like the one GitHub issues for an app (the private key in PKCS#1 PEM). */

@@ -34,7 +34,18 @@ describe('GatewayConfig', () => {
     expect(trust('true')).toBe(true);
     expect(trust('1')).toBe(1);
     expect(trust('10.0.0.0/8, 192.0.2.7,2001:db8::/32')).toEqual(['10.0.0.0/8', '192.0.2.7', '2001:db8::/32']);
+    expect(trust('loopback,uniquelocal')).toEqual(['loopback', 'uniquelocal']);
     expect(() => trust('ingress-nginx')).toThrow(/TRUST_PROXY: "ingress-nginx" is not an address or CIDR/);
     expect(() => trust('10.0.0.0/33')).toThrow(/TRUST_PROXY/);
+  });
+
+  it('limits the public paths per address, and reads the webhook secret', () => {
+    expect(loadConfig(GatewayConfig, {})).toMatchObject({
+      PUBLIC_RATE_LIMIT_PER_SECOND: 5,
+      PUBLIC_RATE_LIMIT_BURST: 50,
+    });
+    expect(loadConfig(GatewayConfig, {}).GITHUB_WEBHOOK_SECRET).toBeUndefined();
+    expect(loadConfig(GatewayConfig, { GITHUB_WEBHOOK_SECRET: '' }).GITHUB_WEBHOOK_SECRET).toBeUndefined();
+    expect(loadConfig(GatewayConfig, { GITHUB_WEBHOOK_SECRET: 's' }).GITHUB_WEBHOOK_SECRET).toBe('s');
   });
 });

@@ -16,12 +16,14 @@ export function parseTrustProxy(value: string): { value: TrustProxy } | string {
     .map((entry) => entry.trim())
     .filter(Boolean);
   for (const entry of entries) {
+    // proxy-addr's names: 127.0.0.0/8 and ::1, 169.254.0.0/16 and fe80::/10, the private ranges.
+    if (['loopback', 'linklocal', 'uniquelocal'].includes(entry)) continue;
     const [address = '', bits, extra] = entry.split('/');
     const family = isIP(address);
     const maxBits = family === 6 ? 128 : 32;
     const badBits = bits !== undefined && (!/^\d{1,3}$/.test(bits) || Number(bits) > maxBits);
     if (family === 0 || badBits || extra !== undefined) {
-      return `${JSON.stringify(entry)} is not an address or CIDR (expected false, true, a number of hops, or addresses and CIDRs of the proxies)`;
+      return `${JSON.stringify(entry)} is not an address or CIDR (expected false, true, a number of hops, or addresses, CIDRs and loopback/linklocal/uniquelocal of the proxies)`;
     }
   }
   return { value: entries };
@@ -66,9 +68,9 @@ export const GatewayConfig = z
     /**
      * Which proxies in front of the gateway are trusted to say who the client is (X-Forwarded-For),
      * as fastify's `trustProxy`: `false` (the default: the client is whoever connected), a number of
-     * proxy hops, or comma-separated addresses and CIDRs of the proxies; `true` believes any
-     * X-Forwarded-For, which a client can write itself — only where nothing but the proxy can
-     * connect. The client address feeds the per-address limits and the request log.
+     * proxy hops, or comma-separated addresses, CIDRs and named ranges (`loopback`, `linklocal`,
+     * `uniquelocal`) of the proxies; `true` believes any X-Forwarded-For, which a client can write
+     * itself — only where nothing but the proxy can connect. The client address feeds the per-address limits and the request log.
      */
     TRUST_PROXY: z
       .string()
@@ -81,6 +83,21 @@ export const GatewayConfig = z
         }
         return parsed.value;
       }),
+    /**
+     * Requests per second each client address may make to the unauthenticated paths that reach a
+     * backing service (GitHub's setup callback and webhooks), per replica. A webhook delivery that
+     * is accepted gives its token back, so GitHub's own deliveries are never held back by it: the
+     * limit bounds the work of everything that does not prove itself. IPv6 clients count per /64.
+     */
+    PUBLIC_RATE_LIMIT_PER_SECOND: z.coerce.number().positive().default(5),
+    /** Such requests a client address may make at once before the per-second rate applies. */
+    PUBLIC_RATE_LIMIT_BURST: z.coerce.number().int().min(1).default(50),
+    /**
+     * The GitHub App's webhook secret (the one repohost reads): every delivery's
+     * `X-Hub-Signature-256` is checked here before anything is sent on NATS. Unset, every delivery
+     * is refused with 401.
+     */
+    GITHUB_WEBHOOK_SECRET: z.preprocess((value) => (value === '' ? undefined : value), z.string().min(1).optional()),
     /** Event streams and long-polls one user may hold open at once, per replica; past it 429 `rate_limited`. */
     MAX_FOLLOWERS_PER_USER: z.coerce.number().int().min(1).default(32),
     /**

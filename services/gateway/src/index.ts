@@ -47,6 +47,8 @@ export async function startGateway(config: GatewayConfig): Promise<Gateway> {
       rateLimit: { perSecond: config.RATE_LIMIT_PER_SECOND, burst: config.RATE_LIMIT_BURST },
       authFailureLimit: { perSecond: config.AUTH_FAILURES_PER_SECOND, burst: config.AUTH_FAILURES_BURST },
       trustProxy: config.TRUST_PROXY,
+      publicRateLimit: { perSecond: config.PUBLIC_RATE_LIMIT_PER_SECOND, burst: config.PUBLIC_RATE_LIMIT_BURST },
+      webhookSecret: config.GITHUB_WEBHOOK_SECRET ?? null,
       maxFollowersPerUser: config.MAX_FOLLOWERS_PER_USER,
       sessionSecret: sessionSecretOf(config, runtime.logger),
       ready: async () => {
@@ -59,7 +61,15 @@ export async function startGateway(config: GatewayConfig): Promise<Gateway> {
     });
     const url = await app.listen({ port: config.PORT, host: config.HOST });
     runtime.lifecycle.add('http', () => app.close());
-    runtime.logger.info({ url }, 'gateway listening');
+    runtime.logger.info(
+      {
+        url,
+        trust_proxy: config.TRUST_PROXY,
+        // Deliveries are checked here before anything goes on NATS; without the secret none passes.
+        webhooks: config.GITHUB_WEBHOOK_SECRET ? 'signatures checked' : 'refused: GITHUB_WEBHOOK_SECRET is not set',
+      },
+      'gateway listening',
+    );
     return { url, logger: runtime.logger, stop: () => runtime.lifecycle.stop() };
   } catch (err) {
     await runtime.lifecycle.stop();

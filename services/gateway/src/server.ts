@@ -76,6 +76,10 @@ export interface GatewayDeps {
   authFailureLimit?: RateLimit;
   /** Which proxies say who the client is (TRUST_PROXY, fastify's trustProxy); default none. */
   trustProxy?: TrustProxy;
+  /** Per client address, per replica, on the unauthenticated paths that reach a backing service. */
+  publicRateLimit?: RateLimit;
+  /** The GitHub App's webhook secret; without it every webhook delivery is refused (401). */
+  webhookSecret?: string | null;
   /** Key that signs `tw_session` cookies. */
   sessionSecret: string;
   /** Comment frames keep idle event streams alive through proxies that cut silent connections. */
@@ -96,6 +100,12 @@ const PROBE_ROUTES = new Set(['/healthz', '/readyz']);
 
 /** Paths under /v1 that prove themselves another way (or are public documents). */
 const PUBLIC_PATHS = new Set(['/v1/openapi.json', '/v1/repohost/setup', '/v1/repohost/webhooks']);
+/**
+ * The public paths that reach a backing service, limited per client address before any other work
+ * (the body of a webhook is not read yet). The OpenAPI document is served from memory.
+ */
+const ADDRESS_LIMITED_PATHS = new Set(['/v1/repohost/setup', '/v1/repohost/webhooks']);
+const PUBLIC_RATE_LIMIT: RateLimit = { perSecond: 5, burst: 50 };
 
 const ROUTES: RouteModule[] = [
   threadRoutes,
@@ -126,6 +136,9 @@ const API_DESCRIPTION = [
   'Rate limit: a token bucket per caller and per gateway replica (RATE_LIMIT_PER_SECOND, RATE_LIMIT_BURST);',
   'above it 429 `rate_limited` with `Retry-After` in seconds. API keys that match no one are limited per client',
   'address (AUTH_FAILURES_PER_SECOND, AUTH_FAILURES_BURST): past it 429 `rate_limited`, also before a 401.',
+  'The unauthenticated setup callback and webhooks are limited per client address instead',
+  '(PUBLIC_RATE_LIMIT_PER_SECOND, PUBLIC_RATE_LIMIT_BURST; an accepted webhook delivery gives its token back),',
+  'the address as TRUST_PROXY allows proxies to name it.',
   '',
   'Every answer carries `X-Request-Id`: quote it when reporting a 500, whose message never carries the cause.',
   '',
@@ -350,6 +363,7 @@ export async function buildServer(deps: GatewayDeps) {
   app.addHook('preClose', async () => closing.abort());
   const buckets = new TokenBuckets(deps.rateLimit);
   const guesses = new PerAddressLimiter(deps.authFailureLimit ?? AUTH_FAILURE_LIMIT);
+  const publicLimiter = new PerAddressLimiter(deps.publicRateLimit ?? PUBLIC_RATE_LIMIT);
   app.decorateRequest('user', null);
   /** Authentication and the rate limit of an API request; true when it has been answered here. */
   const guard = async (request: FastifyRequest, reply: FastifyReply): Promise<boolean> => {
@@ -387,6 +401,19 @@ export async function buildServer(deps: GatewayDeps) {
     }
     const path = request.url.split('?')[0] ?? '';
     if (!path.startsWith('/v1/') || PUBLIC_PATHS.has(path)) {
+      if (ADDRESS_LIMITED_PATHS.has(path)) {
+        const decision = publicLimiter.take(request.ip);
+        if (!decision.allowed) {
+          reply.header('retry-after', String(decision.retryAfterSeconds));
+          void sendError(
+            reply,
+            429,
+            'rate_limited',
+            `too many requests from this address; retry in ${decision.retryAfterSeconds} s`,
+          );
+          return;
+        }
+      }
       done();
       return;
     }
@@ -495,6 +522,8 @@ export async function buildServer(deps: GatewayDeps) {
     closing: closing.signal,
     heartbeatMs: deps.heartbeatMs ?? HEARTBEAT_MS,
     followers: new Followers(deps.maxFollowersPerUser ?? MAX_FOLLOWERS_PER_USER),
+    webhookSecret: deps.webhookSecret ?? null,
+    refundAddress: (request) => publicLimiter.refund(request.ip),
   };
   for (const routes of ROUTES) routes(app, handlerDeps);
 

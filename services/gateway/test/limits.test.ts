@@ -33,6 +33,82 @@ describe('rate limit', () => {
   });
 });
 
+describe('rate limit of the public paths, per client address', () => {
+  let harness: Harness;
+
+  beforeAll(async () => {
+    harness = await startHarness();
+  });
+  afterAll(async () => {
+    await harness?.close();
+  });
+
+  const limit = { perSecond: 0.001, burst: 2 };
+  /** A webhook with no signature: refused (401) by the gateway itself, after the limit. */
+  const unsigned = (app: Awaited<ReturnType<Harness['gateway']>>, remoteAddress: string, forwardedFor?: string) =>
+    app.inject({
+      method: 'POST',
+      url: '/v1/repohost/webhooks',
+      remoteAddress,
+      headers: {
+        'content-type': 'application/json',
+        'x-github-event': 'ping',
+        'x-github-delivery': 'd-1',
+        ...(forwardedFor === undefined ? {} : { 'x-forwarded-for': forwardedFor }),
+      },
+      payload: '{}',
+    });
+
+  it('keys on the peer address, whatever X-Forwarded-For says, when no proxy is trusted', async () => {
+    const app = await harness.gateway({ publicRateLimit: limit, webhookSecret: 'secret' });
+    expect((await unsigned(app, '198.51.100.1', '203.0.113.1')).statusCode).toBe(401);
+    expect((await unsigned(app, '198.51.100.1', '203.0.113.2')).statusCode).toBe(401);
+    const limited = await unsigned(app, '198.51.100.1', '203.0.113.3');
+    expect(limited.statusCode).toBe(429);
+    expect(limited.json()).toMatchObject({ error: { code: 'rate_limited' } });
+    expect(Number(limited.headers['retry-after'])).toBeGreaterThanOrEqual(1);
+    // Another address, and the setup callback shares the address's bucket.
+    expect((await unsigned(app, '198.51.100.2')).statusCode).toBe(401);
+    expect((await app.inject({ url: '/v1/repohost/setup?state=s', remoteAddress: '198.51.100.1' })).statusCode).toBe(
+      429,
+    );
+  });
+
+  it('keys on the client a trusted proxy names, and on the peer when an untrusted one names any', async () => {
+    const app = await harness.gateway({ publicRateLimit: limit, webhookSecret: 'secret', trustProxy: ['10.0.0.0/8'] });
+    for (const client of ['203.0.113.1', '203.0.113.2', '203.0.113.3']) {
+      expect((await unsigned(app, '10.1.2.3', client)).statusCode).toBe(401);
+    }
+    expect((await unsigned(app, '10.1.2.3', '203.0.113.1')).statusCode).toBe(401);
+    expect((await unsigned(app, '10.1.2.3', '203.0.113.1')).statusCode).toBe(429);
+    // Not a trusted proxy: its X-Forwarded-For is ignored and the peer spends its own bucket.
+    expect((await unsigned(app, '192.0.2.9', '203.0.113.50')).statusCode).toBe(401);
+    expect((await unsigned(app, '192.0.2.9', '203.0.113.51')).statusCode).toBe(401);
+    expect((await unsigned(app, '192.0.2.9', '203.0.113.52')).statusCode).toBe(429);
+    // IPv6 clients count per /64.
+    expect((await unsigned(app, '10.1.2.3', '2001:db8:0:1::a')).statusCode).toBe(401);
+    expect((await unsigned(app, '10.1.2.3', '2001:db8:0:1::b')).statusCode).toBe(401);
+    expect((await unsigned(app, '10.1.2.3', '2001:db8:0:1::c')).statusCode).toBe(429);
+  });
+
+  it('refuses every delivery when no webhook secret is configured', async () => {
+    const app = await harness.gateway({ webhookSecret: null });
+    const res = await app.inject({
+      method: 'POST',
+      url: '/v1/repohost/webhooks',
+      headers: {
+        'content-type': 'application/json',
+        'x-github-event': 'ping',
+        'x-github-delivery': 'd-2',
+        'x-hub-signature-256': `sha256=${'0'.repeat(64)}`,
+      },
+      payload: '{}',
+    });
+    expect(res.statusCode).toBe(401);
+    expect(res.json()).toEqual({ error: 'Unauthorized' });
+  });
+});
+
 describe('backing services down', () => {
   let harness: Harness;
 

@@ -30,6 +30,18 @@ describe('GitHub App settings', () => {
     expect(() => loadConfig(RepohostConfig, { ...app, GITHUB_CLIENT_ID: 'x' })).toThrow(/GITHUB_CLIENT_SECRET/);
   });
 
+  it('need the OAuth client in production, where nothing else proves who installed', () => {
+    expect(() => loadConfig(RepohostConfig, { ...app, NODE_ENV: 'production' })).toThrow(
+      /GITHUB_CLIENT_ID: required with a GitHub App when NODE_ENV=production/,
+    );
+    const oauth = { GITHUB_CLIENT_ID: 'Iv1.x', GITHUB_CLIENT_SECRET: 'y' };
+    expect(githubAppConfig(loadConfig(RepohostConfig, { ...app, ...oauth, NODE_ENV: 'production' }))).toMatchObject({
+      oauth: { clientId: 'Iv1.x', clientSecret: 'y' },
+    });
+    // Without an app, production needs nothing of GitHub.
+    expect(githubAppConfig(loadConfig(RepohostConfig, { NODE_ENV: 'production' }))).toBeNull();
+  });
+
   it('read a one-line PEM and default to github.com', () => {
     const config = githubAppConfig(loadConfig(RepohostConfig, app));
     expect(config).toMatchObject({
@@ -39,6 +51,7 @@ describe('GitHub App settings', () => {
       webUrl: 'https://github.com',
       appScheme: 'threadwork',
       installSessionTtlMs: 600_000,
+      linkCodeTtlMs: 300_000,
       prDraft: true,
       oauth: null,
     });

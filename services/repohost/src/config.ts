@@ -30,8 +30,10 @@ export const RepohostConfig = z
     GITHUB_APP_SLUG: optional(z.string().regex(/^[a-z0-9][a-z0-9-]*$/i)),
     /**
      * OAuth client of the app. When set, the setup callback must carry the `code` GitHub adds when
-     * the app requests user authorization during installation, and the installation is linked only
-     * if that user can see it.
+     * the app requests user authorization during installation, the installation is linked only if
+     * that user can see it, and only to the Threadwork user that GitHub user is verified as.
+     * Required when NODE_ENV=production: without it the setup callback's installation id is
+     * whatever the browser sends.
      */
     GITHUB_CLIENT_ID: optional(z.string().min(1)),
     GITHUB_CLIENT_SECRET: optional(z.string().min(1)),
@@ -46,6 +48,13 @@ export const RepohostConfig = z
       .default('threadwork'),
     /** How long an install session (its `state`) can be used. */
     INSTALL_SESSION_TTL_MS: env.duration(10 * 60_000),
+    /**
+     * How long the one-time code the setup callback hands to `return_to` can be redeemed
+     * (POST /v1/repohost/installations). The app redeems it as it comes back, within seconds.
+     */
+    INSTALL_LINK_CODE_TTL_MS: env.duration(5 * 60_000),
+    /** `production` makes the OAuth client (GITHUB_CLIENT_ID, GITHUB_CLIENT_SECRET) mandatory with a GitHub App. */
+    NODE_ENV: z.string().default('development'),
     /**
      * Where the gateway is reachable from GitHub and browsers. Only used to log the app's Setup URL
      * (`<PUBLIC_BASE_URL>/v1/repohost/setup`) and Webhook URL (`…/v1/repohost/webhooks`) at start.
@@ -77,6 +86,15 @@ export const RepohostConfig = z
         path: ['GITHUB_CLIENT_SECRET'],
         message: 'GITHUB_CLIENT_ID and GITHUB_CLIENT_SECRET go together',
       });
+    } else if (config.NODE_ENV === 'production' && config.GITHUB_CLIENT_ID === undefined) {
+      // Without the OAuth client nothing proves who installed: an id sent to the setup callback
+      // would be linked on its creation time alone.
+      ctx.addIssue({
+        code: 'custom',
+        path: ['GITHUB_CLIENT_ID'],
+        message:
+          'required with a GitHub App when NODE_ENV=production (with GITHUB_CLIENT_SECRET): the setup callback must prove which GitHub user installed',
+      });
     }
   });
 export type RepohostConfig = z.output<typeof RepohostConfig>;
@@ -99,6 +117,7 @@ export interface GitHubAppConfig {
   webUrl: string;
   appScheme: string;
   installSessionTtlMs: number;
+  linkCodeTtlMs: number;
   prDraft: boolean;
   cacheTtlMs: number;
   publicationSyncMs: number;
@@ -120,6 +139,7 @@ export function githubAppConfig(config: RepohostConfig): GitHubAppConfig | null 
     webUrl: config.GITHUB_WEB_URL.replace(/\/+$/, ''),
     appScheme: config.APP_SCHEME,
     installSessionTtlMs: config.INSTALL_SESSION_TTL_MS,
+    linkCodeTtlMs: config.INSTALL_LINK_CODE_TTL_MS,
     prDraft: config.PR_DRAFT,
     cacheTtlMs: config.GITHUB_CACHE_TTL_MS,
     publicationSyncMs: config.PUBLICATION_SYNC_MS,

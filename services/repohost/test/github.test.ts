@@ -1,4 +1,5 @@
 import { execFile } from 'node:child_process';
+import { createHash } from 'node:crypto';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -34,6 +35,7 @@ import {
   generateAppKeyPair,
   isolatedNats,
   newClaimId,
+  pkcePair,
   pushBranch,
   signWebhook,
   startFakeGitHub,
@@ -188,24 +190,51 @@ describe('repohost GitHub App provider', () => {
     return { base: `${url.protocol}//${url.host}${url.pathname}`, ...Object.fromEntries(url.searchParams) };
   };
 
-  async function connectAlice(): Promise<number> {
-    const session = await request(nc, rpc.repohost.installSession, { owner_id: alice, return_to: RETURN_TO });
-    const callback = await installAs('alice-gh', session.install_url);
-    const { redirect_to } = await request(nc, rpc.repohost.setup, callback);
-    expect(outcome(redirect_to)).toMatchObject({
-      outcome: 'installed',
-      installation_id: String(callback.installation_id),
+  /** An install session of `owner`'s, with the PKCE verifier its client keeps. */
+  async function startSession(owner: string) {
+    const pkce = pkcePair();
+    const session = await request(nc, rpc.repohost.installSession, {
+      owner_id: owner,
+      return_to: RETURN_TO,
+      code_challenge: pkce.challenge,
     });
-    return callback.installation_id;
+    return { ...session, state: new URL(session.install_url).searchParams.get('state')!, verifier: pkce.verifier };
   }
+
+  const link = (owner: string, code: string, verifier: string) =>
+    request(nc, rpc.repohost.link, { owner_id: owner, code, code_verifier: verifier });
+
+  /** Session, install page as `login`, setup callback: the one-time code and the verifier that redeems it. */
+  async function installFor(owner: string, login: string) {
+    const session = await startSession(owner);
+    const callback = await installAs(login, session.install_url);
+    const returned = outcome((await request(nc, rpc.repohost.setup, callback)).redirect_to);
+    expect(returned).toMatchObject({ outcome: 'installed', installation_id: String(callback.installation_id) });
+    return { installationId: callback.installation_id, code: returned.code!, verifier: session.verifier };
+  }
+
+  async function connectAlice(): Promise<number> {
+    const { installationId, code, verifier } = await installFor(alice, 'alice-gh');
+    await link(alice, code, verifier);
+    return installationId;
+  }
+
+  const refusal = (promise: Promise<unknown>) =>
+    promise.then(
+      () => null,
+      (err: unknown) => (err instanceof AppError ? `${err.code}: ${err.message}` : String(err)),
+    );
 
   let aliceInstallation: number;
 
   it('refuses an install session that would return anywhere but the app', async () => {
+    const { challenge } = pkcePair();
     for (const return_to of ['https://evil.example/cb', `${SCHEME}://repohost/setup?x=1`, 'other://repohost/setup']) {
-      const err = await request(nc, rpc.repohost.installSession, { owner_id: alice, return_to }).catch(
-        (e: unknown) => e,
-      );
+      const err = await request(nc, rpc.repohost.installSession, {
+        owner_id: alice,
+        return_to,
+        code_challenge: challenge,
+      }).catch((e: unknown) => e);
       expect(err).toBeInstanceOf(AppError);
       expect((err as AppError).code).toBe('invalid_request');
     }
@@ -219,20 +248,32 @@ describe('repohost GitHub App provider', () => {
     expect(connection.installations.map((i) => i.account)).toEqual(['local']);
   });
 
-  it('links an installation through session → install page → setup callback', async () => {
-    const session = await request(nc, rpc.repohost.installSession, { owner_id: alice, return_to: RETURN_TO });
+  it('links an installation through session → install page → setup callback → code redeemed', async () => {
+    const session = await startSession(alice);
     expect(new URL(session.install_url).pathname).toBe(`/apps/${SLUG}/installations/new`);
     expect(Date.parse(session.expires_at) - Date.now()).toBeGreaterThan(9 * 60_000);
 
     const callback = await installAs('alice-gh', session.install_url);
     expect(callback.setup_action).toBe('install');
     const { redirect_to } = await request(nc, rpc.repohost.setup, callback);
-    expect(outcome(redirect_to)).toEqual({
+    const returned = outcome(redirect_to);
+    expect(returned).toEqual({
       base: RETURN_TO,
       outcome: 'installed',
       installation_id: String(callback.installation_id),
+      code: expect.stringMatching(/^[A-Za-z0-9_-]{43}$/),
     });
     aliceInstallation = callback.installation_id;
+    // The callback linked nothing by itself.
+    expect(ProviderConnection.parse(await request(nc, rpc.repohost.connection, { owner_id: alice })).status).toBe(
+      'not_connected',
+    );
+    const linked = await request(nc, rpc.repohost.link, {
+      owner_id: alice,
+      code: returned.code!,
+      code_verifier: session.verifier,
+    });
+    expect(linked.installation).toMatchObject({ id: aliceInstallation, account: 'alice-gh' });
 
     const connection = ProviderConnection.parse(await request(nc, rpc.repohost.connection, { owner_id: alice }));
     expect(connection.status).toBe('ready');
@@ -251,7 +292,7 @@ describe('repohost GitHub App provider', () => {
   });
 
   it('takes a state once: a second use, an unknown one and an expired one link nothing', async () => {
-    const session = await request(nc, rpc.repohost.installSession, { owner_id: bob, return_to: RETURN_TO });
+    const session = await startSession(bob);
     const callback = await installAs('bob-gh-not-yet', session.install_url).catch(() => null);
     expect(callback).toBeNull(); // no such GitHub user: the page refuses
 
@@ -270,8 +311,7 @@ describe('repohost GitHub App provider', () => {
     expect(outcome(unknown.redirect_to)).toMatchObject({ outcome: 'error', error: 'invalid_state' });
 
     // An expired session: its expiry is moved into the past in repohost's own database.
-    const expired = await request(nc, rpc.repohost.installSession, { owner_id: alice, return_to: RETURN_TO });
-    const state = new URL(expired.install_url).searchParams.get('state')!;
+    const { state } = await startSession(alice);
     await mongo
       .db(serviceDbName(dbPrefix, 'repohost'))
       .collection<{ _id: string; expires_at: Date }>('install_sessions')
@@ -284,10 +324,62 @@ describe('repohost GitHub App provider', () => {
     expect(outcome(late.redirect_to)).toMatchObject({ outcome: 'error', error: 'invalid_state' });
   });
 
+  it('redeems a code once, for the owner of its session, with its verifier only', async () => {
+    fake.account('dave-gh');
+    const dave = 'usr_dave';
+    const { installationId, code, verifier } = await installFor(dave, 'dave-gh');
+
+    // Another caller, even with the verifier, is told nothing about it; the owner needs the verifier.
+    expect(await refusal(link('usr_mallory', code, verifier))).toMatch(/^invalid_request: body\.code: unknown/);
+    expect(await refusal(link(dave, code, pkcePair().verifier))).toMatch(/^invalid_request: body\.code_verifier: /);
+    expect(await refusal(link(dave, 'x'.repeat(43), verifier))).toMatch(/^invalid_request: body\.code: unknown/);
+    expect((await request(nc, rpc.repohost.connection, { owner_id: dave })).status).toBe('not_connected');
+
+    // None of that spent it; of concurrent redemptions exactly one links.
+    const results = await Promise.all([1, 2, 3].map(() => refusal(link(dave, code, verifier))));
+    expect(results.filter((r) => r === null)).toHaveLength(1);
+    expect(results.filter((r) => r?.startsWith('invalid_request: body.code: unknown'))).toHaveLength(2);
+    const connection = await request(nc, rpc.repohost.connection, { owner_id: dave });
+    expect(connection.installations.map((i) => i.id)).toEqual([installationId, 1]);
+    expect(await refusal(link(dave, code, verifier))).toMatch(/^invalid_request: body\.code: unknown/);
+
+    // A code past its lifetime: its expiry is moved into the past in repohost's own database.
+    const late = await installFor(dave, 'dave-gh');
+    const hash = createHash('sha256').update(late.code).digest('hex');
+    await mongo
+      .db(serviceDbName(dbPrefix, 'repohost'))
+      .collection<{ _id: string; expires_at: Date }>('install_link_codes')
+      .updateOne({ _id: hash }, { $set: { expires_at: new Date(Date.now() - 1000) } });
+    expect(await refusal(link(dave, late.code, late.verifier))).toMatch(/^invalid_request: body\.code: unknown/);
+  });
+
+  it('without OAuth, links a guessed fresh installation someone else linked to no one else', async () => {
+    fake.account('erin-gh');
+    const erin = await installFor('usr_erin', 'erin-gh');
+    await link('usr_erin', erin.code, erin.verifier);
+    // Mallory's own session, a setup callback she forges with erin's id: created a moment ago, so
+    // it passes the creation-time check, and the code comes back to mallory's own browser...
+    const session = await startSession('usr_mallory');
+    const { redirect_to } = await request(nc, rpc.repohost.setup, {
+      installation_id: erin.installationId,
+      setup_action: 'install',
+      state: session.state,
+    });
+    const returned = outcome(redirect_to);
+    expect(returned).toMatchObject({ outcome: 'installed' });
+    // ...but without OAuth an installation is linked to one owner only.
+    expect(await refusal(link('usr_mallory', returned.code!, session.verifier))).toMatch(
+      /^invalid_request: body\.code: this installation is linked to another account/,
+    );
+    expect((await request(nc, rpc.repohost.connection, { owner_id: 'usr_mallory' })).status).toBe('not_connected');
+    // Erin links it again as often as she likes.
+    const again = await installFor('usr_erin', 'erin-gh');
+    expect((await link('usr_erin', again.code, again.verifier)).installation.id).toBe(erin.installationId);
+  });
+
   it("never links someone else's older installation, and keeps it invisible", async () => {
     const carolInstallation = [...fake.installations.values()].find((i) => i.account.login === 'carol-gh')!;
-    const session = await request(nc, rpc.repohost.installSession, { owner_id: 'usr_mallory', return_to: RETURN_TO });
-    const state = new URL(session.install_url).searchParams.get('state')!;
+    const { state } = await startSession('usr_mallory');
     const { redirect_to } = await request(nc, rpc.repohost.setup, {
       installation_id: carolInstallation.id,
       setup_action: 'install',
@@ -475,13 +567,23 @@ describe('repohost GitHub App provider', () => {
         expect((err as AppError).code).toBe('unauthorized');
       }
       // A refused delivery is not remembered either: the same id, signed, is taken.
-      const err = await send('repository', payload, { delivery: 'delivery-2', signature: null }).catch(
-        (e: unknown) => e,
-      );
+      const other = fake.payloads.repository('privatized', widgets.id);
+      const err = await send('repository', other, { delivery: 'delivery-2', signature: null }).catch((e: unknown) => e);
       expect((err as AppError).code).toBe('unauthorized');
-      expect(await send('repository', payload, { delivery: 'delivery-2' })).toEqual({ status: 'accepted' });
+      expect(await send('repository', other, { delivery: 'delivery-2' })).toEqual({ status: 'accepted' });
+      // The same signed body under a new delivery id is a replay, refused; under its own id a repeat.
+      expect(await refusal(send('repository', payload, { delivery: 'delivery-3' }))).toMatch(
+        /^unauthorized: .*replayed/,
+      );
+      expect(await send('repository', payload, { delivery: 'delivery-1' })).toEqual({ status: 'duplicate' });
+      // A payload sent under another event's name is refused, and not remembered either.
+      const status = fake.payloads.repository('publicized', widgets.id);
+      expect(await refusal(send('pull_request', status, { delivery: 'delivery-4' }))).toMatch(
+        /^invalid_request: headers\.x-github-event: does not match the payload/,
+      );
+      expect(await send('repository', status, { delivery: 'delivery-4' })).toEqual({ status: 'accepted' });
       await nc.flush();
-      await eventually(async () => expect(queued).toHaveLength(2));
+      await eventually(async () => expect(queued).toHaveLength(3));
       sub.unsubscribe();
     });
 

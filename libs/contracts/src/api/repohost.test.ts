@@ -2,6 +2,7 @@ import { describe, expect, it } from 'vitest';
 import {
   InstallSession,
   InstallSessionRequest,
+  LinkInstallationRequest,
   ProviderConnection,
   RepositoriesQuery,
   RepositoryList,
@@ -82,10 +83,19 @@ describe('ProviderConnection', () => {
 });
 
 describe('install session', () => {
+  const challenge = 'E9Melhoa2OwvFrEMTJguCHaoeK1t8URWbuGJSstw-cM';
+
   it('accepts the request and response shapes', () => {
-    expect(InstallSessionRequest.parse({ return_to: 'threadwork://repohost/setup' })).toEqual({
-      return_to: 'threadwork://repohost/setup',
-    });
+    expect(
+      InstallSessionRequest.parse({ return_to: 'threadwork://repohost/setup', code_challenge: challenge }),
+    ).toEqual({ return_to: 'threadwork://repohost/setup', code_challenge: challenge });
+    expect(
+      InstallSessionRequest.safeParse({
+        return_to: 'threadwork://repohost/setup',
+        code_challenge: challenge,
+        code_challenge_method: 'S256',
+      }).success,
+    ).toBe(true);
     const session = {
       install_url: 'https://github.com/apps/threadwork/installations/new?state=abc',
       expires_at: '2025-05-01T10:10:00Z',
@@ -94,9 +104,36 @@ describe('install session', () => {
   });
 
   it('rejects a missing or empty return_to', () => {
-    expect(InstallSessionRequest.safeParse({}).success).toBe(false);
-    expect(InstallSessionRequest.safeParse({ return_to: '' }).success).toBe(false);
+    expect(InstallSessionRequest.safeParse({ code_challenge: challenge }).success).toBe(false);
+    expect(InstallSessionRequest.safeParse({ return_to: '', code_challenge: challenge }).success).toBe(false);
     expect(InstallSession.safeParse({ install_url: 'https://x.test' }).success).toBe(false);
+  });
+
+  it('requires an S256 code challenge, saying what it is when it is missing', () => {
+    const missing = InstallSessionRequest.safeParse({ return_to: 'threadwork://repohost/setup' });
+    expect(missing.success).toBe(false);
+    expect(missing.error?.issues[0]?.message).toMatch(/^required: base64url\(SHA-256\(code_verifier\)\)/);
+    for (const code_challenge of ['short', `${challenge}=`, challenge.replace('-', '+')]) {
+      expect(InstallSessionRequest.safeParse({ return_to: 'x://y', code_challenge }).success).toBe(false);
+    }
+    const plain = { return_to: 'x://y', code_challenge: challenge, code_challenge_method: 'plain' };
+    expect(InstallSessionRequest.safeParse(plain).success).toBe(false);
+  });
+});
+
+describe('LinkInstallationRequest', () => {
+  it('takes a code and a verifier of 43 to 128 unreserved characters, nothing else', () => {
+    const verifier = 'dBjftJeZ4CVP-mB92K27uhbUJU1p1r_wW1gFWFOEjXk';
+    expect(LinkInstallationRequest.parse({ code: 'c0de', code_verifier: verifier })).toEqual({
+      code: 'c0de',
+      code_verifier: verifier,
+    });
+    for (const code_verifier of ['x'.repeat(42), 'x'.repeat(129), `${verifier.slice(1)}/`]) {
+      expect(LinkInstallationRequest.safeParse({ code: 'c0de', code_verifier }).success).toBe(false);
+    }
+    expect(LinkInstallationRequest.safeParse({ code: 'c0de', code_verifier: verifier, owner_id: 'x' }).success).toBe(
+      false,
+    );
   });
 });
 

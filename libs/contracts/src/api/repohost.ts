@@ -75,12 +75,30 @@ export const ProviderConnection = z.object({
 });
 export type ProviderConnection = z.infer<typeof ProviderConnection>;
 
+/** base64url(SHA-256(code_verifier)), unpadded: always 43 characters (RFC 7636, `S256`). */
+export const CodeChallenge = z
+  .string({ error: 'required: base64url(SHA-256(code_verifier)), 43 characters, as in PKCE (RFC 7636, S256)' })
+  .regex(/^[A-Za-z0-9_-]{43}$/, 'must be base64url(SHA-256(code_verifier)) without padding: 43 characters');
+export type CodeChallenge = z.infer<typeof CodeChallenge>;
+
+/** The secret the client keeps while the browser installs: 43 to 128 unreserved characters (RFC 7636). */
+export const CodeVerifier = z
+  .string()
+  .regex(/^[A-Za-z0-9._~-]{43,128}$/, 'must be 43 to 128 characters of A-Z, a-z, 0-9, "-", ".", "_", "~"');
+export type CodeVerifier = z.infer<typeof CodeVerifier>;
+
 /**
  * POST /v1/repohost/install-session. Only the native app's `<app_scheme>://repohost/setup` is
  * allowed, but the scheme is configuration, so the exact-URI check belongs to the service.
+ * `code_challenge` is required: the setup callback links nothing by itself, it hands a one-time
+ * code back to `return_to`, and only this caller, presenting the verifier behind the challenge,
+ * can redeem it (POST /v1/repohost/installations).
  */
 export const InstallSessionRequest = z.object({
   return_to: z.string().min(1).max(2048),
+  code_challenge: CodeChallenge,
+  /** Only `S256` (the default): a plain challenge would be the verifier itself, sent in the clear. */
+  code_challenge_method: z.literal('S256').optional(),
 });
 export type InstallSessionRequest = z.infer<typeof InstallSessionRequest>;
 
@@ -101,3 +119,17 @@ export const SetupQuery = z.object({
   state: Id,
 });
 export type SetupQuery = z.infer<typeof SetupQuery>;
+
+/**
+ * POST /v1/repohost/installations: redeems the one-time `code` the setup callback handed to the
+ * install session's `return_to`, with the verifier behind the session's `code_challenge`.
+ */
+export const LinkInstallationRequest = z.strictObject({
+  code: z.string().min(1).max(256),
+  code_verifier: CodeVerifier,
+});
+export type LinkInstallationRequest = z.infer<typeof LinkInstallationRequest>;
+
+/** The installation now linked to the caller. */
+export const LinkedInstallation = z.object({ installation: Installation });
+export type LinkedInstallation = z.infer<typeof LinkedInstallation>;

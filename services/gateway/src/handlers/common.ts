@@ -29,6 +29,10 @@ export interface HandlerDeps {
   heartbeatMs: number;
   /** Event streams and long-polls open at once, per user (on this replica). */
   followers: Followers;
+  /** The GitHub App's webhook secret, checked before a delivery is sent on NATS; null refuses all. */
+  webhookSecret: string | null;
+  /** Gives back the per-address token a public request took, when it proved itself. */
+  refundAddress: (request: FastifyRequest) => void;
 }
 
 /**

@@ -2,11 +2,13 @@ import {
   ErrorBody,
   InstallSession,
   InstallSessionRequest,
+  LinkedInstallation,
+  LinkInstallationRequest,
   SetupQuery,
   WebhookResponse,
   rpc,
 } from '@threadwork/contracts';
-import { AppError } from '@threadwork/platform';
+import { AppError, verifyWebhookSignature } from '@threadwork/platform';
 import type { FastifyInstance } from 'fastify';
 import type { ZodTypeProvider } from 'fastify-type-provider-zod';
 import { z } from 'zod';
@@ -28,11 +30,15 @@ const WebhookHeaders = z.object({
 });
 
 const unauthorized = z.object({ error: z.literal('Unauthorized') });
+const tooManyFromAddress = ErrorBody.describe(
+  'Too many requests from this client address (PUBLIC_RATE_LIMIT_PER_SECOND, PUBLIC_RATE_LIMIT_BURST, per gateway replica); `Retry-After` says when to retry',
+);
 
 /**
  * The GitHub App's install flow and webhooks: an install session for the caller, GitHub's setup
- * callback (unauthenticated: the session's `state` is the proof) and webhook deliveries
- * (unauthenticated: the signature is the proof, checked by repohost over the raw body).
+ * callback (unauthenticated: the session's `state` is the proof; it links nothing, it hands a
+ * one-time code back to the app), the code's redemption by the session's owner with its PKCE
+ * verifier, and webhook deliveries (unauthenticated: the signature is the proof).
  */
 export const repohostAppRoutes: RouteModule = (app, deps) => {
   app.post(
@@ -40,8 +46,11 @@ export const repohostAppRoutes: RouteModule = (app, deps) => {
     {
       schema: {
         summary: 'Start installing the GitHub App: a short-lived, single-use install URL',
-        description:
-          '`return_to` must be exactly `<app scheme>://repohost/setup`; after installing, the browser comes back there with `outcome` (`installed`, `requested` or `error`), `installation_id` and, on error, `error`.',
+        description: [
+          '`return_to` must be exactly `<app scheme>://repohost/setup`. `code_challenge` is required: base64url(SHA-256(code_verifier)) without padding (PKCE S256, RFC 7636), where `code_verifier` is a random secret of 43 to 128 characters the client keeps; a request without it is 400 `invalid_request` naming `body.code_challenge`.',
+          '',
+          'After installing, the browser comes back to `return_to` with `outcome`: `installed` (with `installation_id` and a one-time `code`), `requested` (an organisation member asked an owner to install; nothing to link) or `error` (with `error`). Nothing is linked yet: redeem `code` with `POST /v1/repohost/installations` and the verifier, as this same caller, before it expires.',
+        ].join('\n'),
         tags: ['repohost'],
         body: InstallSessionRequest,
         response: { 201: InstallSession, ...writeErrors },
@@ -51,8 +60,30 @@ export const repohostAppRoutes: RouteModule = (app, deps) => {
       const session = await call(deps, rpc.repohost.installSession, {
         owner_id: ownerOf(request),
         return_to: request.body.return_to,
+        code_challenge: request.body.code_challenge,
       });
       return reply.code(201).send(session);
+    },
+  );
+
+  app.post(
+    '/v1/repohost/installations',
+    {
+      schema: {
+        summary: "Link an installation: redeem the setup callback's one-time code",
+        description: [
+          "Redeems the `code` the setup callback handed to the install session's `return_to`, with the `code_verifier` behind the session's `code_challenge`. Only the caller who created the install session can redeem it, once, before it expires (`INSTALL_LINK_CODE_TTL_MS`, 5 minutes by default).",
+          '',
+          'With the OAuth client configured (always in production), the GitHub user who completed the setup must be able to see the installation, and must be the GitHub user this caller is verified as: the first link verifies the caller as that GitHub user, and a GitHub user is verified for one caller only. Refusals are 400 `invalid_request` naming `body.code` or `body.code_verifier`; nothing is linked.',
+        ].join('\n'),
+        tags: ['repohost'],
+        body: LinkInstallationRequest,
+        response: { 201: LinkedInstallation.describe('Linked to the caller'), ...writeErrors },
+      },
+    },
+    async (request, reply) => {
+      const linked = await call(deps, rpc.repohost.link, { owner_id: ownerOf(request), ...request.body });
+      return reply.code(201).send(linked);
     },
   );
 
@@ -60,15 +91,16 @@ export const repohostAppRoutes: RouteModule = (app, deps) => {
     '/v1/repohost/setup',
     {
       schema: {
-        summary: 'GitHub App setup callback: links the installation and returns to the app',
+        summary: 'GitHub App setup callback: hands a one-time link code back to the app',
         description:
-          "GitHub redirects here after an installation. Unauthenticated: the install session's `state` is the proof and is consumed once. Answers 302 to the session's `return_to` with `outcome`, `installation_id` and (on error) `error`; an unknown, expired or used `state` links nothing.",
+          "GitHub redirects here after an installation. Unauthenticated: the install session's `state` is the proof and is consumed once. Links nothing by itself: answers 302 to the session's `return_to` with `outcome=installed`, `installation_id` and a one-time `code` that only the session's creator can redeem (`POST /v1/repohost/installations`, with its PKCE verifier); or `outcome=requested`; or `outcome=error` with `error` (`invalid_state`, `missing_installation`, `installation_not_found`, `unverified_installation`, `github_account_mismatch`, `github_unavailable`). Rate-limited per client address.",
         tags: ['repohost'],
         security: [],
         querystring: SetupCallbackQuery,
         response: {
           302: z.null().describe("Redirect to the session's return_to with the outcome"),
           400: readErrors[400],
+          429: tooManyFromAddress,
           500: readErrors[500],
           503: readErrors[503],
         },
@@ -95,7 +127,9 @@ export const forwardableBytes = (maxPayload: number) => Math.floor(((maxPayload 
 /**
  * In a scope of its own so that only this route takes any content type as raw bytes (the
  * signature covers them exactly), and no more of them than one NATS message can forward (GitHub
- * sends up to 25 MiB): a larger body is refused while it arrives, never held whole.
+ * sends up to 25 MiB): a larger body is refused while it arrives, never held whole. The per-address
+ * limit has been taken before the body is read (server.ts); the signature is checked before
+ * anything is sent on NATS.
  */
 function webhookRoute(scope: FastifyInstance, deps: HandlerDeps): void {
   const bodyLimit = Math.min(WEBHOOK_BODY_LIMIT, forwardableBytes(deps.nc.info?.max_payload ?? 1024 * 1024));
@@ -107,16 +141,22 @@ function webhookRoute(scope: FastifyInstance, deps: HandlerDeps): void {
       bodyLimit,
       schema: {
         summary: 'GitHub App webhook deliveries',
-        description:
-          'Unauthenticated: `X-Hub-Signature-256` (HMAC-SHA256 of the raw body with the webhook secret) is the proof; a bad or missing one is 401 and nothing is processed. Each `X-GitHub-Delivery` is processed once (a repeat answers `duplicate`). Processing happens after the answer.',
+        description: [
+          'Unauthenticated: `X-Hub-Signature-256` (HMAC-SHA256 of the raw body with the webhook secret) is the proof, checked by the gateway before the delivery goes anywhere (and again by repohost); a bad or missing one is 401 and nothing is processed.',
+          '',
+          "GitHub signs the body only, so what the signature cannot bind is bound otherwise: a signed body is tied to the `X-GitHub-Delivery` that first brought it (for the 14 days deliveries are remembered), and the same body under another delivery id is a replay, refused with 401; `X-GitHub-Event` must agree with the payload where that is unambiguous (400 otherwise). Each delivery id is processed once (a repeat answers `duplicate`, as GitHub's own redeliveries do). Processing happens after the answer.",
+          '',
+          'The body is refused with 413 as it arrives once it is larger than one NATS message can forward. Requests are limited per client address (429 with `Retry-After`); an accepted delivery gives its token back.',
+        ].join('\n'),
         tags: ['repohost'],
         security: [],
         headers: WebhookHeaders,
         response: {
           202: WebhookResponse,
           400: readErrors[400],
-          401: unauthorized.describe('Signature missing or wrong'),
+          401: unauthorized.describe('Signature missing or wrong, or a signed body replayed under another delivery id'),
           413: ErrorBody.describe('Delivery larger than this deployment can forward (NATS max_payload)'),
+          429: tooManyFromAddress,
           500: readErrors[500],
           503: readErrors[503],
         },
@@ -124,13 +164,17 @@ function webhookRoute(scope: FastifyInstance, deps: HandlerDeps): void {
     },
     async (request, reply) => {
       const body = Buffer.isBuffer(request.body) ? request.body : Buffer.alloc(0);
+      const headers = request.headers as z.infer<typeof WebhookHeaders>;
+      // Nothing unproven goes on NATS: repohost checks again, but never has to hear a forgery.
+      if (!deps.webhookSecret || !verifyWebhookSignature(deps.webhookSecret, body, headers['x-hub-signature-256'])) {
+        throw new AppError('unauthorized', 'webhook signature missing or wrong');
+      }
       const encoded = body.toString('base64');
       // The delivery travels to repohost in one NATS message; a server reached since may allow less.
       const maxPayload = deps.nc.info?.max_payload ?? 1024 * 1024;
       if (encoded.length + ENVELOPE_BYTES > maxPayload) {
         throw new AppError('payload_too_large', `request body is larger than ${forwardableBytes(maxPayload)} bytes`);
       }
-      const headers = request.headers as z.infer<typeof WebhookHeaders>;
       const result = await call(deps, rpc.repohost.webhook, {
         event: headers['x-github-event'],
         delivery: headers['x-github-delivery'],
@@ -138,6 +182,8 @@ function webhookRoute(scope: FastifyInstance, deps: HandlerDeps): void {
         ...(headers['content-type'] === undefined ? {} : { content_type: headers['content-type'] }),
         body_base64: encoded,
       });
+      // GitHub's deliveries are not what the per-address limit is for: a new one gives its token back.
+      if (result.status === 'accepted') deps.refundAddress(request);
       return reply.code(202).send(result);
     },
   );

@@ -1,8 +1,10 @@
-import { createHmac } from 'node:crypto';
 import type { AppError } from '@threadwork/platform';
 import { describe, expect, it } from 'vitest';
 import {
+  codeChallengeOf,
+  eventMismatch,
   githubRepository,
+  identityConflict,
   installUrl,
   isAllowedReturnTo,
   isStale,
@@ -10,7 +12,7 @@ import {
   parseWebhookPayload,
   setupRedirect,
   setupReturnTo,
-  verifySignature,
+  verifierMatches,
 } from './github.js';
 
 describe('install sessions', () => {
@@ -35,8 +37,8 @@ describe('install sessions', () => {
   });
 
   it('redirect with the outcome', () => {
-    expect(setupRedirect('tw://repohost/setup', { outcome: 'installed', installationId: 5 })).toBe(
-      'tw://repohost/setup?outcome=installed&installation_id=5',
+    expect(setupRedirect('tw://repohost/setup', { outcome: 'installed', installationId: 5, code: 'c0de' })).toBe(
+      'tw://repohost/setup?outcome=installed&installation_id=5&code=c0de',
     );
     expect(setupRedirect('tw://repohost/setup', { outcome: 'requested' })).toBe(
       'tw://repohost/setup?outcome=requested',
@@ -44,6 +46,24 @@ describe('install sessions', () => {
     expect(setupRedirect('tw://repohost/setup', { outcome: 'error', error: 'invalid_state' })).toBe(
       'tw://repohost/setup?outcome=error&error=invalid_state',
     );
+  });
+});
+
+describe('link codes', () => {
+  it('take the PKCE S256 challenge: RFC 7636 appendix B', () => {
+    const verifier = 'dBjftJeZ4CVP-mB92K27uhbUJU1p1r_wW1gFWFOEjXk';
+    expect(codeChallengeOf(verifier)).toBe('E9Melhoa2OwvFrEMTJguCHaoeK1t8URWbuGJSstw-cM');
+    expect(verifierMatches(verifier, 'E9Melhoa2OwvFrEMTJguCHaoeK1t8URWbuGJSstw-cM')).toBe(true);
+    expect(verifierMatches(`${verifier}x`, 'E9Melhoa2OwvFrEMTJguCHaoeK1t8URWbuGJSstw-cM')).toBe(false);
+    expect(verifierMatches(verifier, 'short')).toBe(false);
+  });
+
+  it('go to the GitHub user an owner is verified as, and that user to one owner', () => {
+    const base = { ownerId: 'usr_a', githubUserId: 1, ownerGitHubId: null, githubUserOwner: null };
+    expect(identityConflict(base)).toBeNull();
+    expect(identityConflict({ ...base, ownerGitHubId: 1, githubUserOwner: 'usr_a' })).toBeNull();
+    expect(identityConflict({ ...base, ownerGitHubId: 2 })).toBe('owner_is_another_github_user');
+    expect(identityConflict({ ...base, githubUserOwner: 'usr_b' })).toBe('github_user_is_another_owner');
   });
 });
 
@@ -75,25 +95,6 @@ describe('mayLink', () => {
     expect(mayLink({ ...base, installationCreatedAt: at('2025-01-01T12:05:00Z') })).toBe(true);
     expect(mayLink({ ...base, installationCreatedAt: at('2025-01-01T11:59:30Z') })).toBe(true);
     expect(mayLink({ ...base, installationCreatedAt: at('2025-01-01T11:50:00Z') })).toBe(false);
-  });
-});
-
-describe('verifySignature', () => {
-  const body = Buffer.from('{"zen":"Keep it logically awesome."}');
-  const good = `sha256=${createHmac('sha256', 's3cret').update(body).digest('hex')}`;
-
-  it('accepts the HMAC of the raw body', () => {
-    expect(verifySignature('s3cret', body, good)).toBe(true);
-    expect(verifySignature('s3cret', body, good.toUpperCase().replace('SHA256=', 'sha256='))).toBe(true);
-  });
-
-  it('refuses a missing, malformed, wrong or other-body signature', () => {
-    expect(verifySignature('s3cret', body, undefined)).toBe(false);
-    expect(verifySignature('s3cret', body, '')).toBe(false);
-    expect(verifySignature('s3cret', body, 'sha1=abc')).toBe(false);
-    expect(verifySignature('s3cret', body, good.slice(0, -2))).toBe(false);
-    expect(verifySignature('other', body, good)).toBe(false);
-    expect(verifySignature('s3cret', Buffer.from(`${body.toString()} `), good)).toBe(false);
   });
 });
 
@@ -157,5 +158,42 @@ describe('shapes', () => {
     expect(isStale(undefined, now, 1000)).toBe(true);
     expect(isStale(new Date(9_500), now, 1000)).toBe(false);
     expect(isStale(new Date(9_000), now, 1000)).toBe(true);
+  });
+});
+
+describe('eventMismatch', () => {
+  const payloads: Record<string, Record<string, unknown>> = {
+    installation: { action: 'created', installation: {}, repositories: [], sender: {} },
+    installation_repositories: {
+      action: 'added',
+      installation: {},
+      repositories_added: [],
+      repositories_removed: [],
+      sender: {},
+    },
+    repository: { action: 'edited', repository: {}, installation: {}, sender: {} },
+    pull_request: { action: 'opened', number: 1, pull_request: {}, repository: {}, installation: {}, sender: {} },
+    check_run: { action: 'created', check_run: {}, repository: {}, installation: {}, sender: {} },
+    check_suite: { action: 'completed', check_suite: {}, repository: {}, installation: {}, sender: {} },
+    status: { sha: 'a', context: 'ci', state: 'success', repository: {}, installation: {}, sender: {} },
+  };
+
+  it('accepts each payload under its own event, and any under an event repohost ignores', () => {
+    for (const [event, payload] of Object.entries(payloads)) {
+      expect(eventMismatch(event, payload)).toBeNull();
+      expect(eventMismatch('push', payload)).toBeNull();
+    }
+  });
+
+  it('refuses each payload under every other event repohost acts on', () => {
+    for (const [event, payload] of Object.entries(payloads)) {
+      for (const other of Object.keys(payloads).filter((name) => name !== event)) {
+        expect(eventMismatch(other, payload), `${event} as ${other}`).not.toBeNull();
+      }
+    }
+    expect(eventMismatch('repository', payloads.pull_request!)).toBe(
+      'a payload with pull_request is a pull_request event, not repository',
+    );
+    expect(eventMismatch('installation', payloads.status!)).toBe('installation payloads carry no repository');
   });
 });

@@ -1,10 +1,11 @@
-import { createHmac, timingSafeEqual } from 'node:crypto';
+import { createHash, timingSafeEqual } from 'node:crypto';
 import type { HostedRepository, Installation } from '@threadwork/contracts';
 import { invalidRequest } from '@threadwork/platform';
 import type { GhRepository } from '../github/shapes.js';
 
 // The GitHub App's rules that need no I/O: where install sessions may return to, what a setup
-// callback redirects to, how a webhook proves itself, and how GitHub's shapes become ours.
+// callback redirects to, who may redeem its code, how a webhook proves itself, and how GitHub's
+// shapes become ours.
 
 /** The one `return_to` an install session accepts: the native app's setup callback. */
 export function setupReturnTo(appScheme: string): string {
@@ -23,12 +24,13 @@ export function installUrl(webUrl: string, slug: string, state?: string): string
 }
 
 /**
- * What the setup callback tells the native app: `installed` (linked; `installation_id` names it),
- * `requested` (an organisation member asked an owner to install; nothing to link yet), or `error`
- * with a reason. Nothing is linked on `error`.
+ * What the setup callback tells the native app: `installed` (installed on GitHub and verified;
+ * `installation_id` names it and the one-time `code` links it, redeemed by the caller who created
+ * the session with its verifier), `requested` (an organisation member asked an owner to install;
+ * nothing to link yet), or `error` with a reason. No code is handed out on `error`.
  */
 export type SetupOutcome =
-  | { outcome: 'installed'; installationId: number }
+  | { outcome: 'installed'; installationId: number; code: string }
   | { outcome: 'requested' }
   | {
       outcome: 'error';
@@ -37,6 +39,7 @@ export type SetupOutcome =
         | 'missing_installation'
         | 'installation_not_found'
         | 'unverified_installation'
+        | 'github_account_mismatch'
         | 'github_unavailable';
       installationId?: number;
     };
@@ -48,7 +51,44 @@ export function setupRedirect(returnTo: string, result: SetupOutcome): string {
   if ('installationId' in result && result.installationId !== undefined) {
     url.searchParams.set('installation_id', String(result.installationId));
   }
+  if (result.outcome === 'installed') url.searchParams.set('code', result.code);
   return url.href;
+}
+
+/** PKCE's S256: base64url(SHA-256(verifier)), unpadded. */
+export function codeChallengeOf(verifier: string): string {
+  return createHash('sha256').update(verifier, 'ascii').digest('base64url');
+}
+
+/** Does `verifier` hash to `challenge`? Compared in constant time. */
+export function verifierMatches(verifier: string, challenge: string): boolean {
+  const given = Buffer.from(codeChallengeOf(verifier));
+  const expected = Buffer.from(challenge);
+  return given.length === expected.length && timingSafeEqual(given, expected);
+}
+
+/** A one-time link code is stored by its hash, so a read of the database cannot redeem one. */
+export function linkCodeHash(code: string): string {
+  return createHash('sha256').update(code, 'utf8').digest('hex');
+}
+
+/**
+ * May the owner of an install session link what this GitHub user installed? Each of our users is
+ * verified as one GitHub user, and each GitHub user as one of ours, the first time a link of theirs
+ * is redeemed: so an organisation admin lured into completing someone else's install session is
+ * refused when either side is already known as someone else.
+ */
+export function identityConflict(input: {
+  ownerId: string;
+  githubUserId: number;
+  /** The GitHub user id the owner is verified as, if any. */
+  ownerGitHubId: number | null;
+  /** The owner this GitHub user is verified as, if any. */
+  githubUserOwner: string | null;
+}): 'owner_is_another_github_user' | 'github_user_is_another_owner' | null {
+  if (input.ownerGitHubId !== null && input.ownerGitHubId !== input.githubUserId) return 'owner_is_another_github_user';
+  if (input.githubUserOwner !== null && input.githubUserOwner !== input.ownerId) return 'github_user_is_another_owner';
+  return null;
 }
 
 /**
@@ -71,16 +111,56 @@ export function mayLink(input: {
   return input.installationCreatedAt.getTime() >= input.sessionCreatedAt.getTime() - skew;
 }
 
-const SIGNATURE = /^sha256=([0-9a-f]{64})$/;
+/** What a delivery's body is remembered by, to know it again under another delivery id. */
+export function webhookBodyHash(body: Buffer): string {
+  return createHash('sha256').update(body).digest('hex');
+}
 
-/** `X-Hub-Signature-256` over the raw body, compared in constant time. */
-export function verifySignature(secret: string, body: Buffer, header: string | undefined): boolean {
-  if (header === undefined) return false;
-  const match = SIGNATURE.exec(header.trim().toLowerCase());
-  if (!match) return false;
-  const expected = createHmac('sha256', secret).update(body).digest();
-  const given = Buffer.from(match[1]!, 'hex');
-  return given.length === expected.length && timingSafeEqual(given, expected);
+/**
+ * Top-level keys each event repohost processes always carries. `X-GitHub-Event` is not signed, so
+ * a signed body could be sent again under another event's name; the payload says what it is.
+ */
+const EVENT_KEYS: Readonly<Record<string, readonly string[]>> = {
+  installation: ['installation'],
+  installation_repositories: ['installation', 'repositories_added', 'repositories_removed'],
+  repository: ['repository'],
+  pull_request: ['pull_request', 'number'],
+  check_run: ['check_run'],
+  check_suite: ['check_suite'],
+  status: ['sha', 'context', 'state'],
+};
+
+/** Top-level keys an event's payload never carries (installations are not about one repository). */
+const NEVER: Readonly<Record<string, readonly string[]>> = {
+  installation: ['repository'],
+  installation_repositories: ['repository'],
+};
+
+/** Top-level keys that, among the events repohost processes, only one event's payload carries. */
+const ONLY_IN: Readonly<Record<string, string>> = {
+  repositories_added: 'installation_repositories',
+  pull_request: 'pull_request',
+  check_run: 'check_run',
+  check_suite: 'check_suite',
+  context: 'status',
+};
+
+/**
+ * Why a payload cannot be the event its header names, or null. Only where it is unambiguous: for
+ * the events repohost acts on (an event it ignores cannot be mistaken for anything), a key the event
+ * always carries is missing, or a key only another such event carries is there.
+ */
+export function eventMismatch(event: string, payload: Record<string, unknown>): string | null {
+  const required = EVENT_KEYS[event];
+  if (!required) return null;
+  const missing = required.find((key) => !(key in payload));
+  if (missing !== undefined) return `${event} payloads carry ${missing}`;
+  const stray = (NEVER[event] ?? []).find((key) => key in payload);
+  if (stray !== undefined) return `${event} payloads carry no ${stray}`;
+  for (const [key, owner] of Object.entries(ONLY_IN)) {
+    if (owner !== event && key in payload) return `a payload with ${key} is a ${owner} event, not ${event}`;
+  }
+  return null;
 }
 
 /**

@@ -14,7 +14,7 @@ import type { GitHubClient } from '../github/client.js';
 import type { CombinedProvider } from '../providers/combined.js';
 import { gitHubAppError } from '../providers/github.js';
 import type { GitHubStore } from '../store/github.js';
-import { completeSetup, createInstallSession, notConfigured, type InstallDeps } from './install.js';
+import { completeSetup, createInstallSession, linkInstallation, notConfigured, type InstallDeps } from './install.js';
 import { readPublication, type PublicationDeps } from './publication.js';
 import { receiveWebhook } from './webhooks.js';
 
@@ -50,8 +50,12 @@ export function repohostRoutes({ provider, js, github, holder, logger }: RoutesD
       if (!github) throw notConfigured();
       return completeSetup(github, input);
     }),
+    route(rpc.repohost.link, async (input) => {
+      if (!github) throw notConfigured();
+      return linkInstallation(github, input);
+    }),
     route(rpc.repohost.webhook, (input) =>
-      receiveWebhook({ config: github?.config ?? null, store: github?.store ?? null, js }, input),
+      receiveWebhook({ config: github?.config ?? null, store: github?.store ?? null, js, logger }, input),
     ),
 
     route(rpc.repohost.token, async ({ run_id, claim_id, repository_ids }) => {

@@ -1,4 +1,4 @@
-import type { HostedRepository, ProviderConnection } from '@threadwork/contracts';
+import type { HostedRepository, Installation, ProviderConnection } from '@threadwork/contracts';
 import { AppError, unavailable, type Logger } from '@threadwork/platform';
 import type { GitHubAppConfig } from '../config.js';
 import { githubRepository, installationView, installUrl, isStale } from '../domain/github.js';
@@ -57,6 +57,19 @@ export function installationDoc(
     created_at: new Date(installation.created_at),
     refreshed_at: now,
   };
+}
+
+/** An installation as the API shows it. */
+export function installationDocView(doc: InstallationDoc): Installation {
+  return installationView({
+    id: doc._id,
+    account: doc.account.login,
+    avatarUrl: doc.account.avatar_url,
+    targetType: doc.target_type,
+    repositorySelection: doc.repository_selection,
+    suspended: doc.suspended,
+    manageUrl: doc.html_url,
+  });
 }
 
 /**
@@ -142,19 +155,7 @@ export function createGitHubProvider(deps: {
         app_slug: config.slug,
         install_url: installUrl(config.webUrl, config.slug),
         ...(user ? { user: { id: user.github_id, login: user.login, avatar_url: user.avatar_url } } : {}),
-        installations: docs
-          .sort((a, b) => a._id - b._id)
-          .map((doc) =>
-            installationView({
-              id: doc._id,
-              account: doc.account.login,
-              avatarUrl: doc.account.avatar_url,
-              targetType: doc.target_type,
-              repositorySelection: doc.repository_selection,
-              suspended: doc.suspended,
-              manageUrl: doc.html_url,
-            }),
-          ),
+        installations: docs.sort((a, b) => a._id - b._id).map(installationDocView),
         installation_requests: [],
       };
       return connection;

@@ -1,0 +1,285 @@
+import { ProviderConnection, RepositoryList } from '@threadwork/contracts';
+import {
+  generateAppKeyPair,
+  pkcePair,
+  startFakeGitHub,
+  type FakeGitHub,
+  type FakeRepository,
+} from '@threadwork/testing';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { startStack, type Stack, type TestUser } from '../support/stack.js';
+
+// Who gets an installation linked. The attacker is on the internet with a Threadwork account of
+// her own; the victim administers a GitHub organisation. Everything real — the services as in
+// production (NODE_ENV=production: the OAuth client is mandatory), the HTTP API — against the fake
+// GitHub (install page, OAuth, `GET /user/installations` honouring organisation membership).
+//
+// The install flow's rule: the setup callback links nothing; it hands a one-time code to the
+// install session's `return_to` — the app on the device whose browser completed the setup — and
+// only the caller who created the session, with the PKCE verifier behind its challenge, redeems
+// it. With OAuth, the GitHub user who completed the setup must see the installation, and must be
+// the GitHub user the redeeming caller is verified as (one each way, decided by unique inserts).
+
+const APP_ID = 31337;
+const SLUG = 'threadwork-sec';
+const SECRET = 'install-link-webhook-secret';
+const SCHEME = 'twsec';
+const RETURN_TO = `${SCHEME}://repohost/setup`;
+const OAUTH = { clientId: 'Iv1.sec', clientSecret: 'sec-client-secret' };
+
+let stack: Stack;
+let fake: FakeGitHub;
+let payroll: FakeRepository;
+
+beforeAll(async () => {
+  const keys = generateAppKeyPair();
+  fake = await startFakeGitHub({
+    appId: APP_ID,
+    slug: SLUG,
+    publicKey: keys.publicKey,
+    webhookSecret: SECRET,
+    oauth: OAUTH,
+  });
+  // Organisations whose admins will be lured, each with a private repository worth stealing.
+  for (const [org, admin] of [
+    ['acme-corp', 'victim-gh'],
+    ['globex', 'victim2-gh'],
+    ['initech', 'victim3-gh'],
+    ['umbrella', 'victim4-gh'],
+  ] as const) {
+    fake.addMember(org, admin, 'admin');
+    fake.addRepository(org, 'secrets');
+  }
+  fake.addMember('acme-corp', 'intern-gh', 'member');
+  payroll = fake.addRepository('acme-corp', 'payroll');
+  for (const login of ['mallory-gh', 'mallory2-gh']) fake.addRepository(login, 'dotfiles');
+  stack = await startStack({
+    NODE_ENV: 'production',
+    SESSION_SECRET: 'install-link-test-session-secret-0123456789',
+    GITHUB_APP_ID: String(APP_ID),
+    GITHUB_APP_PRIVATE_KEY: keys.privateKey,
+    GITHUB_WEBHOOK_SECRET: SECRET,
+    GITHUB_APP_SLUG: SLUG,
+    GITHUB_CLIENT_ID: OAUTH.clientId,
+    GITHUB_CLIENT_SECRET: OAUTH.clientSecret,
+    GITHUB_API_URL: fake.apiUrl,
+    GITHUB_WEB_URL: fake.webUrl,
+    APP_SCHEME: SCHEME,
+  });
+  fake.setupUrl = `${stack.baseUrl}/v1/repohost/setup`;
+  fake.webhookUrl = `${stack.baseUrl}/v1/repohost/webhooks`;
+});
+
+afterAll(async () => {
+  await stack?.stop();
+  await fake?.close();
+});
+
+const post = (path: string, user: TestUser, body: unknown) =>
+  stack.fetch(path, { method: 'POST', user, body: JSON.stringify(body) });
+
+/** An install session of `user`'s: the install URL, and the verifier only `user`'s client holds. */
+async function startSession(user: TestUser): Promise<{ installUrl: string; state: string; verifier: string }> {
+  const { verifier, challenge } = pkcePair();
+  const res = await post('/v1/repohost/install-session', user, { return_to: RETURN_TO, code_challenge: challenge });
+  expect(res.status).toBe(201);
+  const { install_url } = (await res.json()) as { install_url: string };
+  return { installUrl: install_url, state: new URL(install_url).searchParams.get('state')!, verifier };
+}
+
+/**
+ * A browser signed in to GitHub as `login` opens `installUrl`, installs the app on `target` (an
+ * organisation it owns, or its own account), and follows GitHub back through the gateway's setup
+ * callback: what reaches the app at `return_to`.
+ */
+async function browserInstalls(login: string, installUrl: string, target = login): Promise<Record<string, string>> {
+  const page = await fetch(installUrl, {
+    headers: { 'x-fake-login': login, 'x-fake-target': target },
+    redirect: 'manual',
+  });
+  expect(page.status).toBe(302);
+  const callback = await fetch(page.headers.get('location')!, { redirect: 'manual' });
+  expect(callback.status).toBe(302);
+  const returned = new URL(callback.headers.get('location')!);
+  expect(`${returned.protocol}//${returned.host}${returned.pathname}`).toBe(RETURN_TO);
+  return Object.fromEntries(returned.searchParams);
+}
+
+const redeem = (user: TestUser, code: string, verifier: string) =>
+  post('/v1/repohost/installations', user, { code, code_verifier: verifier });
+
+async function refused(res: Response, message: RegExp): Promise<void> {
+  expect(res.status).toBe(400);
+  const body = (await res.json()) as { error: { code: string; message: string } };
+  expect(body.error.code).toBe('invalid_request');
+  expect(body.error.message).toMatch(message);
+}
+
+async function connection(user: TestUser): Promise<ProviderConnection> {
+  const res = await stack.fetch('/v1/repohost/connection', { user });
+  expect(res.status).toBe(200);
+  return ProviderConnection.parse(await res.json());
+}
+
+async function repositoryNames(user: TestUser): Promise<string[]> {
+  const res = await stack.fetch('/v1/repohost/repositories', { user });
+  expect(res.status).toBe(200);
+  return RepositoryList.parse(await res.json()).repositories.map((r) => r.full_name);
+}
+
+const installationOf = (account: string) => [...fake.installations.values()].find((i) => i.account.login === account);
+
+/** `user` links the app on their own GitHub account, the legitimate way: after it they are verified as `login`. */
+async function linkOwn(user: TestUser, login: string): Promise<void> {
+  const session = await startSession(user);
+  const returned = await browserInstalls(login, session.installUrl);
+  expect(returned.outcome).toBe('installed');
+  expect((await redeem(user, returned.code!, session.verifier)).status).toBe(201);
+}
+
+/** Nothing of `org` reaches `user`: no installation, no repository, no thread on it. */
+async function seesNothingOf(user: TestUser, org: string): Promise<void> {
+  expect((await connection(user)).installations.map((i) => i.account)).not.toContain(org);
+  expect((await repositoryNames(user)).filter((name) => name.startsWith(`${org}/`))).toEqual([]);
+}
+
+describe('the legitimate path', () => {
+  it('links an organisation installation to the admin who installed it, through the code and verifier', async () => {
+    const owner = await stack.createUser('acme-owner');
+    const session = await startSession(owner);
+    const returned = await browserInstalls('victim-gh', session.installUrl, 'acme-corp');
+    const installation = installationOf('acme-corp')!;
+    expect(returned).toEqual({
+      outcome: 'installed',
+      installation_id: String(installation.id),
+      code: expect.stringMatching(/^[A-Za-z0-9_-]{43}$/),
+    });
+    // The callback alone linked nothing.
+    expect((await connection(owner)).status).toBe('not_connected');
+
+    const res = await redeem(owner, returned.code!, session.verifier);
+    expect(res.status).toBe(201);
+    expect(await res.json()).toMatchObject({
+      installation: { id: installation.id, account: 'acme-corp', target_type: 'Organization' },
+    });
+    expect(await connection(owner)).toMatchObject({
+      status: 'ready',
+      user: { login: 'victim-gh' },
+      installations: [{ id: installation.id, account: 'acme-corp' }],
+    });
+    expect(await repositoryNames(owner)).toContain('acme-corp/payroll');
+    // Once: the same code again is refused.
+    await refused(await redeem(owner, returned.code!, session.verifier), /^body\.code: unknown/);
+  });
+
+  it('hands no code when a member only asked the owners to install', async () => {
+    const intern = await stack.createUser('acme-intern');
+    const session = await startSession(intern);
+    expect(await browserInstalls('intern-gh', session.installUrl, 'acme-corp')).toEqual({ outcome: 'requested' });
+    await seesNothingOf(intern, 'acme-corp');
+  });
+});
+
+describe('phishing: an organisation admin completes the attacker’s install session', () => {
+  it('sends the code to the admin’s own app, where neither the attacker nor the admin can link with it', async () => {
+    // The attacker has a Threadwork account and has never linked anything; she sends her install
+    // URL to the admin of globex, who installs the app on globex through it.
+    const mallory = await stack.createUser('mallory');
+    const victim = await stack.createUser('victim2');
+    const session = await startSession(mallory);
+    const returned = await browserInstalls('victim2-gh', session.installUrl, 'globex');
+    // The code goes to `return_to` in the browser that completed the setup: the admin's device.
+    expect(returned.outcome).toBe('installed');
+
+    // The admin's own Threadwork app holds no verifier of that session, and is not its creator.
+    await refused(await redeem(victim, returned.code!, pkcePair().verifier), /^body\.code: unknown/);
+    // The attacker holds the verifier, but not the code: whatever she presents is unknown.
+    await refused(await redeem(mallory, pkcePair().verifier, session.verifier), /^body\.code: unknown/);
+    await seesNothingOf(mallory, 'globex');
+    await seesNothingOf(victim, 'globex');
+    const thread = await post('/v1/threads', mallory, {
+      repository_id: fake.repository('globex/secrets').id,
+      prompt: 'x',
+    });
+    expect(thread.status).toBe(404);
+  });
+
+  it('is refused at the callback when the attacker is verified as her own GitHub account', async () => {
+    const mallory = await stack.createUser('mallory-known');
+    await linkOwn(mallory, 'mallory-gh');
+    const session = await startSession(mallory);
+    const returned = await browserInstalls('victim3-gh', session.installUrl, 'initech');
+    expect(returned).toEqual({
+      outcome: 'error',
+      error: 'github_account_mismatch',
+      installation_id: String(installationOf('initech')!.id),
+    });
+    await seesNothingOf(mallory, 'initech');
+  });
+
+  it('is refused at the callback when the admin is verified for their own account', async () => {
+    const victim = await stack.createUser('victim4');
+    await linkOwn(victim, 'victim4-gh');
+    const mallory = await stack.createUser('mallory-fresh');
+    const session = await startSession(mallory);
+    const returned = await browserInstalls('victim4-gh', session.installUrl, 'umbrella');
+    expect(returned).toMatchObject({ outcome: 'error', error: 'github_account_mismatch' });
+    await seesNothingOf(mallory, 'umbrella');
+  });
+
+  it('decides at redemption for good: a GitHub user is verified for one account only', async () => {
+    // Two sessions completed by the same fresh GitHub user: the first redemption verifies the
+    // redeemer as that user, and the other account's code (had it leaked) no longer links.
+    fake.addMember('hooli', 'gavin-gh', 'admin');
+    const gavin = await stack.createUser('gavin');
+    const mallory = await stack.createUser('mallory-race');
+    const stolen = await startSession(mallory);
+    const hers = await browserInstalls('gavin-gh', stolen.installUrl, 'hooli');
+    const own = await startSession(gavin);
+    const his = await browserInstalls('gavin-gh', own.installUrl, 'hooli');
+    expect([hers.outcome, his.outcome]).toEqual(['installed', 'installed']);
+    expect((await redeem(gavin, his.code!, own.verifier)).status).toBe(201);
+    await refused(
+      await redeem(mallory, hers.code!, stolen.verifier),
+      /^body\.code: the GitHub account that completed the setup is verified for another account/,
+    );
+    await seesNothingOf(mallory, 'hooli');
+  });
+});
+
+describe('guessing installation ids', () => {
+  it('links nothing for an installation the GitHub user who came back cannot see', async () => {
+    const mallory = await stack.createUser('mallory-guess');
+    const target = installationOf('acme-corp') ?? fake.install('acme-corp');
+    const forge = (state: string, code?: string) => {
+      const url = new URL(`${stack.baseUrl}/v1/repohost/setup`);
+      url.searchParams.set('installation_id', String(target.id));
+      url.searchParams.set('setup_action', 'install');
+      url.searchParams.set('state', state);
+      if (code !== undefined) url.searchParams.set('code', code);
+      return fetch(url, { redirect: 'manual' }).then((res) =>
+        Object.fromEntries(new URL(res.headers.get('location')!).searchParams),
+      );
+    };
+    // Her own session and her own OAuth code, the organisation's installation id.
+    expect(await forge((await startSession(mallory)).state, fake.oauthCode('mallory-gh'))).toEqual({
+      outcome: 'error',
+      error: 'unverified_installation',
+      installation_id: String(target.id),
+    });
+    // No OAuth code at all: nothing proves who came back.
+    expect(await forge((await startSession(mallory)).state)).toMatchObject({
+      outcome: 'error',
+      error: 'unverified_installation',
+    });
+    // A state that is not a session's.
+    expect(await forge('f'.repeat(48), fake.oauthCode('mallory-gh'))).toEqual({
+      outcome: 'error',
+      error: 'invalid_state',
+    });
+    // And codes are not guessable either.
+    await refused(await redeem(mallory, 'A'.repeat(43), pkcePair().verifier), /^body\.code: unknown/);
+    await seesNothingOf(mallory, 'acme-corp');
+    expect((await post('/v1/threads', mallory, { repository_id: payroll.id, prompt: 'x' })).status).toBe(404);
+  });
+});
