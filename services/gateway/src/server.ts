@@ -6,6 +6,7 @@ import {
   AppError,
   httpTelemetry,
   mongoCall,
+  retryAfterSeconds,
   telemetryEnabled,
   toAppError,
   type Logger,
@@ -113,6 +114,11 @@ const API_DESCRIPTION = [
   '',
   'Rate limit: a token bucket per caller and per gateway replica (RATE_LIMIT_PER_SECOND, RATE_LIMIT_BURST);',
   'above it 429 `rate_limited` with `Retry-After` in seconds.',
+  '',
+  'Per-user limits, for the whole deployment: at most MAX_LIVE_RUNS_PER_USER runs live at once (past it',
+  'creating a thread or task, sending a message or queueing on an idle thread is 409 `too_many_runs`, with',
+  'nothing written; a follow-up queued behind a run waits pending for room), and at most',
+  'THREADS_PER_MINUTE_PER_USER threads or tasks created in any minute (past it 429 `rate_limited` with `Retry-After`).',
   '',
   `Run event stream: ${STREAM_DESCRIPTION}`,
 ].join('\n');
@@ -344,8 +350,10 @@ export async function buildServer(deps: GatewayDeps) {
     const appErr = toAppError(err);
     if (appErr.code === 'internal') request.log.error({ err }, 'request failed');
     if (appErr.code === 'unauthorized') return reply.code(401).send({ error: 'Unauthorized' });
-    // Both are worth retrying soon; say when, as for the rate limit.
-    if (appErr.code === 'unavailable' || appErr.code === 'rate_limited') reply.header('retry-after', '1');
+    // Both are worth retrying; say when: as the service that refused says, else soon.
+    if (appErr.code === 'unavailable' || appErr.code === 'rate_limited') {
+      reply.header('retry-after', String(retryAfterSeconds(appErr)));
+    }
     return sendError(reply, HTTP_STATUS_BY_CODE[appErr.code], appErr.code, appErr.message);
   });
 

@@ -1,6 +1,7 @@
 import { CONSUMERS, SERVICES } from '@threadwork/contracts';
 import { bootService, consumeDomain, serveRoutes, startRuntime, type StartedService } from '@threadwork/platform';
 import type { ThreadsConfig } from './config.js';
+import { SerialByKey } from './domain/limits.js';
 import { createDomainHandler } from './handlers/events.js';
 import { createPeers } from './handlers/peers.js';
 import { threadsRoutes } from './handlers/routes.js';
@@ -17,7 +18,17 @@ export async function startThreads(config: ThreadsConfig): Promise<StartedServic
   return bootService(runtime, async ({ db, nc, logger }) => {
     const store = createThreadsStore(db, { idempotencyTtlMs: config.IDEMPOTENCY_TTL_MS });
     await store.ensureIndexes();
-    const deps = { store, peers: createPeers(nc), logger, harnesses: config.HARNESSES };
+    const deps = {
+      store,
+      peers: createPeers(nc),
+      logger,
+      harnesses: config.HARNESSES,
+      limits: {
+        liveRunsPerUser: config.MAX_LIVE_RUNS_PER_USER,
+        threadsPerMinute: config.THREADS_PER_MINUTE_PER_USER,
+      },
+      serial: new SerialByKey(),
+    };
 
     if (config.SWEEP_INTERVAL_MS > 0) {
       let sweeping = false;
