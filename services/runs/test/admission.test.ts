@@ -212,7 +212,8 @@ describe('runs admission', () => {
 
   it("counts an owner's live runs (queued … cancelling) up to at_most; an ended one frees its place at once", async () => {
     const owner = uniqueId('usr_');
-    const count = async (atMost = 10) => (await request(h.nc, rpc.runs.liveCount, { owner_id: owner, at_most: atMost })).live;
+    const count = async (atMost = 10) =>
+      (await request(h.nc, rpc.runs.liveCount, { owner_id: owner, at_most: atMost })).live;
     expect(await count()).toBe(0);
     const queued = await request(h.nc, rpc.runs.admit, admission({ owner_id: owner }));
     const running = await runningRun(h.nc, { owner_id: owner });

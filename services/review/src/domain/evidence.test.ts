@@ -33,3 +33,38 @@ describe('diffStatus', () => {
     expect(diffStatus({ candidate: candidate(1), failure: failure(2) }, true)).toBe('pending');
   });
 });
+
+describe('evidence', () => {
+  it('is a contract ReviewEvidence with or without a candidate', () => {
+    const empty = evidence({
+      threadId: 'thr_1',
+      projectId: 'prj_1',
+      projectRepositoryId: 'prr_a',
+      snapshot: null,
+      live: false,
+      publication: null,
+    });
+    expect(ReviewEvidence.parse(empty)).toEqual({
+      thread_id: 'thr_1',
+      project_id: 'prj_1',
+      project_repository_id: 'prr_a',
+      diff: { diff: '', files: [], status: 'no_sandbox', candidate_revision: '', truncated: false },
+      stats: { additions: 0, deletions: 0 },
+      publication: null,
+    });
+    const full = evidence({
+      threadId: 'thr_1',
+      projectId: 'prj_1',
+      projectRepositoryId: 'prr_a',
+      snapshot: { candidate: { ...candidate(1), truncated: true }, failure: null },
+      live: false,
+      publication: null,
+    });
+    expect(ReviewEvidence.parse(full).diff).toMatchObject({
+      status: 'ready',
+      truncated: true,
+      candidate_revision: 'a'.repeat(40),
+    });
+    expect(full.stats).toEqual({ additions: 2, deletions: 1 });
+  });
+});

@@ -13,7 +13,8 @@ export class SerialByKey {
   async run<T>(key: string, task: () => Promise<T>): Promise<T> {
     const previous = this.tails.get(key) ?? Promise.resolve();
     let done!: () => void;
-    const tail = previous.then(() => new Promise<void>((resolve) => (done = resolve)));
+    const finished = new Promise<void>((resolve) => (done = resolve));
+    const tail = previous.then(() => finished);
     this.tails.set(key, tail);
     await previous;
     try {

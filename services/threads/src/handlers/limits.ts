@@ -1,4 +1,4 @@
-import { AppError, conflict, rateLimited } from '@threadwork/platform';
+import { conflict, rateLimited, type AppError } from '@threadwork/platform';
 import { THREAD_RATE_WINDOW_MS, threadRateRetryAfter } from '../domain/limits.js';
 import type { ThreadRecord } from '../domain/records.js';
 import type { Deps } from './admission.js';
