@@ -10,6 +10,12 @@ import { createThreadsStore } from './store/store.js';
 
 export { ThreadsConfig } from './config.js';
 
+/**
+ * How long one of a user's admissions waits for the one before it (SerialByKey): about what the
+ * gateway waits for an answer (REQUEST_TIMEOUT_MS, 5 s by default), after which nobody is waiting.
+ */
+const SERIAL_WAIT_MS = 4_000;
+
 /** Durable name of threads' DOMAIN consumer; replicas share it, so each event is handled by one of them. */
 export const THREADS_CONSUMER = CONSUMERS.threads;
 
@@ -27,7 +33,7 @@ export async function startThreads(config: ThreadsConfig): Promise<StartedServic
         liveRunsPerUser: config.MAX_LIVE_RUNS_PER_USER,
         threadsPerMinute: config.THREADS_PER_MINUTE_PER_USER,
       },
-      serial: new SerialByKey(),
+      serial: new SerialByKey(SERIAL_WAIT_MS),
     };
 
     if (config.SWEEP_INTERVAL_MS > 0) {

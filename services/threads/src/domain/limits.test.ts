@@ -3,7 +3,7 @@ import { fitPage, SerialByKey, threadRateRetryAfter } from './limits.js';
 
 describe('SerialByKey', () => {
   it('runs one task at a time per key, in arrival order, and other keys alongside', async () => {
-    const serial = new SerialByKey();
+    const serial = new SerialByKey(10_000);
     const order: string[] = [];
     let releaseFirst!: () => void;
     const first = serial.run('alice', async () => {
@@ -21,8 +21,20 @@ describe('SerialByKey', () => {
     expect(serial.size).toBe(0);
   });
 
+  it('gives up a turn not come within its wait with unavailable, and the line goes on', async () => {
+    const serial = new SerialByKey(50);
+    let release!: () => void;
+    const holder = serial.run('alice', () => new Promise<void>((resolve) => (release = resolve)));
+    const waiter = serial.run('alice', async () => 'never');
+    await expect(waiter).rejects.toMatchObject({ code: 'unavailable' });
+    release();
+    await holder;
+    await expect(serial.run('alice', async () => 'next')).resolves.toBe('next');
+    expect(serial.size).toBe(0);
+  });
+
   it('goes on after a task that failed', async () => {
-    const serial = new SerialByKey();
+    const serial = new SerialByKey(10_000);
     await expect(serial.run('alice', () => Promise.reject(new Error('boom')))).rejects.toThrow('boom');
     await expect(serial.run('alice', async () => 42)).resolves.toBe(42);
     expect(serial.size).toBe(0);

@@ -1,3 +1,5 @@
+import { unavailable } from '@threadwork/platform';
+
 // Per-user limits, decided without I/O: the order a user's admissions are decided in, how many
 // items a page can hold, and when a refused creation may be tried again.
 
@@ -6,20 +8,33 @@
  * for each other. A count-then-admit decision made under it cannot be raced by the same user's
  * other requests on this replica, which the database cannot promise on FerretDB (no transactions,
  * no atomic conditional updates).
+ *
+ * A task waits at most `waitMs` for its turn, then fails `unavailable` (retry): a turn held long
+ * (a backing service not answering) must not pile the user's later requests up behind it past
+ * the time anyone waits for their answers.
  */
 export class SerialByKey {
   private readonly tails = new Map<string, Promise<void>>();
+
+  constructor(private readonly waitMs: number) {}
 
   async run<T>(key: string, task: () => Promise<T>): Promise<T> {
     const previous = this.tails.get(key) ?? Promise.resolve();
     let done!: () => void;
     const finished = new Promise<void>((resolve) => (done = resolve));
+    // Whoever comes next waits for this turn; one given up ends as soon as the turn before it.
     const tail = previous.then(() => finished);
     this.tails.set(key, tail);
-    await previous;
+    let timer: NodeJS.Timeout | undefined;
     try {
+      const turn = await Promise.race([
+        previous.then(() => true),
+        new Promise<false>((resolve) => (timer = setTimeout(() => resolve(false), this.waitMs))),
+      ]);
+      if (!turn) throw unavailable('too many requests of this user at once; retry');
       return await task();
     } finally {
+      clearTimeout(timer);
       done();
       // The last in line leaves nothing behind, so idle users cost no memory.
       if (this.tails.get(key) === tail) this.tails.delete(key);

@@ -182,6 +182,7 @@ async function admitWithinLimit(
   thread: ThreadRecord,
   control: ControlRecord,
 ): Promise<Run | 'full' | null> {
+  if (deps.limits.liveRunsPerUser === 0) return admitControl(deps, thread, control);
   return deps.serial.run(thread.owner_id, async () => {
     if (!(await hasRoom(deps, thread.owner_id))) {
       await deps.store.markWaiting(thread);
