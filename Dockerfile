@@ -14,7 +14,9 @@
 # Configuration is environment variables only (README "Configuration"). The image sets
 # NODE_ENV=production, which makes the gateway require SESSION_SECRET.
 
-ARG NODE_IMAGE=node:20-bookworm-slim
+# The Node of `.node-version` (test/deploy/dockerfile.test.ts keeps them equal): the LTS line the
+# local stack and the tests run on too.
+ARG NODE_IMAGE=node:24.21.0-bookworm-slim
 
 # ---------------------------------------------------------------------------------------------------
 FROM ${NODE_IMAGE} AS build

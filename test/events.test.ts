@@ -54,8 +54,9 @@ async function longPoll(): Promise<RunEvent[]> {
   let from = 1;
   for (;;) {
     const res = await stack.fetch(`/v1/runs/${runId}/events?from=${from}&limit=700&wait=5`, { user });
-    if (res.status === 429) {
-      // A follower of a run whose events trickle in asks often; a good client waits as told.
+    if (res.status === 429 || res.status === 503) {
+      // A follower of a run whose events trickle in asks often, and a busy machine may answer
+      // `unavailable`: a good client waits as told and asks again from where it was.
       await new Promise((resolve) => setTimeout(resolve, Number(res.headers.get('retry-after') ?? 1) * 1000));
       continue;
     }

@@ -212,6 +212,47 @@ describe('install flow', () => {
   });
 });
 
+describe('GitHub failing', () => {
+  it('reaches the client as a code and a message of ours, never GitHub’s text, with the request id to quote', async () => {
+    // A user whose installation's repositories were never read: a failure cannot fall back on a cached list.
+    fake.addRepository('carol-gh', 'plans');
+    const carol = await stack.createUser('gh-carol');
+    const session = await json<{ install_url: string }>(
+      await post('/v1/repohost/install-session', carol, { return_to: RETURN_TO }),
+      201,
+    );
+    const { returned } = await installAs('carol-gh', session.install_url);
+    expect(returned.searchParams.get('outcome')).toBe('installed');
+
+    // GitHub's message may echo what the request carried.
+    const echo = 'Resource not accessible by integration: carol-gh/plans?token=hunter2';
+    fake.failNext('GET', /^\/installation\/repositories$/, { status: 403, message: echo });
+    const refused = await stack.fetch('/v1/repohost/repositories', { user: carol });
+    const refusedText = await refused.text();
+    expect(refused.status).toBe(500);
+    expect(JSON.parse(refusedText)).toEqual({ error: { code: 'internal', message: 'internal error' } });
+    expect(refused.headers.get('x-request-id')).toMatch(/^[0-9a-f-]{36}$/);
+
+    fake.failNext('GET', /^\/installation\/repositories$/, { status: 502, message: echo });
+    const down = await stack.fetch('/v1/repohost/repositories', { user: carol });
+    const downText = await down.text();
+    expect(down.status).toBe(503);
+    expect(down.headers.get('retry-after')).toBe('1');
+    expect(JSON.parse(downText)).toEqual({
+      error: { code: 'unavailable', message: 'GitHub did not answer; retry later' },
+    });
+    for (const text of [refusedText, downText]) {
+      expect(text).not.toContain('hunter2');
+      expect(text).not.toContain('plans');
+      expect(text).not.toMatch(/GitHub answered|403|502/);
+    }
+
+    // And once GitHub answers again, the list is there.
+    const listed = await json(await stack.fetch('/v1/repohost/repositories', { user: carol }), 200, RepositoryList);
+    expect(listed.repositories.map((r) => r.full_name)).toEqual(['carol-gh/plans']);
+  });
+});
+
 describe('webhooks', () => {
   it('answers 202 to a signed delivery, once, and 401 to a bad or missing signature', async () => {
     const payload = fake.payloads.repository('edited', widgets.id);

@@ -28,6 +28,15 @@ const post = (path: string, body?: unknown) =>
     ...(body === undefined ? { headers: { 'content-type': 'text/plain' } } : { body: JSON.stringify(body) }),
   });
 
+async function postRetryingUnavailable(path: string, body: unknown): Promise<Response> {
+  for (;;) {
+    const res = await post(path, body);
+    if (res.status !== 503) return res;
+    await res.body?.cancel();
+    await new Promise((resolve) => setTimeout(resolve, Number(res.headers.get('retry-after') ?? 1) * 1000));
+  }
+}
+
 async function allEvents(runId: string): Promise<RunEvent[]> {
   const res = await stack.fetch(`/v1/runs/${runId}/events?limit=1000`, { user });
   return RunEventPage.parse(await res.json()).events;
@@ -42,7 +51,9 @@ const terminalStatusEvents = (events: RunEvent[]) =>
 describe('races', () => {
   it('20 concurrent identical creates make one thread and one run', async () => {
     const body = { repository_id: repoId, prompt: 'Only once', client_request_id: `req-${Date.now()}` };
-    const responses = await Promise.all(Array.from({ length: 20 }, () => post('/v1/threads', body)));
+    // Each client retries an `unavailable` answer (a busy machine) as the contract tells it to:
+    // with the same client_request_id, which is what makes retrying safe.
+    const responses = await Promise.all(Array.from({ length: 20 }, () => postRetryingUnavailable('/v1/threads', body)));
     const bodies = await Promise.all(responses.map(async (r) => ({ status: r.status, body: await r.json() })));
     for (const b of bodies) expect(b.status, JSON.stringify(b.body)).toBe(202);
     const threads = bodies.map((b) => ThreadWithRun.parse(b.body));

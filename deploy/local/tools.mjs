@@ -2,7 +2,7 @@
 // the Go toolchain and cached outside the repository, so a second run is instant and a fresh
 // machine builds each one once. Dependency-free on purpose: it runs before `pnpm install`.
 import { spawnSync } from 'node:child_process';
-import { existsSync, mkdirSync, renameSync, rmSync, statSync } from 'node:fs';
+import { existsSync, mkdirSync, readFileSync, renameSync, rmSync, statSync } from 'node:fs';
 import { homedir } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -139,6 +139,55 @@ export function ensureTools(names) {
     }
     throw err;
   }
+}
+
+/** The Node.js release everything runs on: `.node-version`, which the Dockerfile's image matches. */
+export const NODE_VERSION = readFileSync(join(here, '..', '..', '.node-version'), 'utf8').trim();
+
+/** Whether this Node is of the pinned release line (its major), which the workspace is built for. */
+export function isPinnedNode(version = process.versions.node) {
+  return version.split('.')[0] === NODE_VERSION.split('.')[0];
+}
+
+/**
+ * The pinned Node's binary: installed once from the npm registry's per-platform package
+ * (`node-<platform>-<arch>`, the binary of the official release) into the tools cache, like pnpm,
+ * so a machine with an older Node still runs everything on the supported LTS line.
+ */
+export function ensureNode({ log = (line) => process.stderr.write(line + '\n') } = {}) {
+  const pkg = `node-${process.platform}-${process.arch}`;
+  const prefix = join(toolsDir(), `node-${NODE_VERSION}`);
+  const bin = join(prefix, 'node_modules', pkg, 'bin', 'node');
+  if (existsSync(bin)) return bin;
+
+  log(`threadwork: installing Node.js ${NODE_VERSION} into ${prefix} (first time only)…`);
+  const tmp = `${prefix}.tmp-${process.pid}`;
+  rmSync(tmp, { recursive: true, force: true });
+  mkdirSync(tmp, { recursive: true });
+  const result = spawnSync(
+    'npm',
+    ['install', '--prefix', tmp, '--no-save', '--no-package-lock', '--loglevel=error', `${pkg}@${NODE_VERSION}`],
+    { stdio: ['ignore', 'inherit', 'inherit'], env: { ...process.env, npm_config_update_notifier: 'false' } },
+  );
+  const built = join(tmp, 'node_modules', pkg, 'bin', 'node');
+  if (result.status !== 0 || !existsSync(built)) {
+    rmSync(tmp, { recursive: true, force: true });
+    throw new Error(
+      `threadwork: could not install Node.js ${NODE_VERSION} (${pkg} from the npm registry); install Node ${NODE_VERSION.split('.')[0]} yourself and run again`,
+    );
+  }
+  if (existsSync(bin)) {
+    rmSync(tmp, { recursive: true, force: true });
+    return bin;
+  }
+  rmSync(prefix, { recursive: true, force: true });
+  try {
+    renameSync(tmp, prefix);
+  } catch (err) {
+    rmSync(tmp, { recursive: true, force: true });
+    if (!existsSync(bin)) throw err;
+  }
+  return bin;
 }
 
 /** Debian packages the stack needs from the system, by the file that shows each one is installed. */

@@ -1,12 +1,13 @@
 #!/usr/bin/env node
-// The one entry behind `npm start`, `npm test` and friends. On a fresh machine with Node 20 and
-// Go it installs everything else: a pinned pnpm (cached outside the repo), the workspace's node
-// modules, and the pinned servers (see tools.mjs). Dependency-free on purpose.
+// The one entry behind `npm start`, `npm test` and friends. On a fresh machine with Node 20.19+ and
+// Go it installs everything else: the pinned Node LTS (`.node-version`) it then runs everything on,
+// a pinned pnpm (both cached outside the repo), the workspace's node modules, and the pinned
+// servers (see tools.mjs). Dependency-free on purpose, and runs on the older Node too.
 import { spawn, spawnSync } from 'node:child_process';
 import { existsSync, mkdirSync, readFileSync, rmSync } from 'node:fs';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { ensureSystemPackages, ensureTools, toolsDir } from './tools.mjs';
+import { ensureNode, ensureSystemPackages, ensureTools, isPinnedNode, NODE_VERSION, toolsDir } from './tools.mjs';
 
 const root = resolve(dirname(fileURLToPath(import.meta.url)), '..', '..');
 const pkg = JSON.parse(readFileSync(join(root, 'package.json'), 'utf8'));
@@ -108,6 +109,22 @@ function foreground(cmd, args, env) {
 
 const CHAOS_CONFIG = 'vitest.chaos.config.ts';
 
+// Everything runs on the pinned Node LTS line, as in the image: on another Node this script only
+// installs that one and runs itself again on it, first on PATH so that every child (pnpm, vitest,
+// the services) runs on it too.
+if (!isPinnedNode()) {
+  let node;
+  try {
+    node = ensureNode({ log: (line) => process.stderr.write(line + '\n') });
+  } catch (err) {
+    log(err.message.replace(/^threadwork: /, ''));
+    process.exit(1);
+  }
+  log(`running on Node.js ${NODE_VERSION} (this is ${process.versions.node})`);
+  const env = { ...process.env, PATH: `${dirname(node)}:${process.env.PATH ?? ''}` };
+  process.exit(await foreground(node, [fileURLToPath(import.meta.url), ...process.argv.slice(2)], env));
+}
+
 const [command = 'help', ...rest] = process.argv.slice(2);
 const needServers = !(process.env.NATS_URL && process.env.MONGO_URL);
 
@@ -116,6 +133,11 @@ switch (command) {
     const pnpm = ensurePnpm();
     if (!existsSync(join(root, 'node_modules', '.modules.yaml'))) pnpmInstall(pnpm);
     run(pnpm, rest, { env: withPnpmOnPath(pnpm) });
+    break;
+  }
+  case 'node': {
+    // A script on the pinned Node (the benchmarks, say).
+    process.exitCode = await foreground(process.execPath, rest, process.env);
     break;
   }
   case 'tools': {
@@ -169,6 +191,6 @@ switch (command) {
     break;
   }
   default:
-    process.stderr.write('usage: node deploy/local/tw.mjs start|test|test:chaos|admin|tools|pnpm …\n');
+    process.stderr.write('usage: node deploy/local/tw.mjs start|test|test:chaos|admin|tools|pnpm|node …\n');
     process.exit(command === 'help' ? 0 : 2);
 }

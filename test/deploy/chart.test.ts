@@ -20,16 +20,19 @@ import { knownEnv, readRepoFile, repoRoot, SECRET_ENV, serviceNames } from './su
 const KUBE_VERSION = '1.33.0';
 const chartDir = join(repoRoot, 'charts', 'threadwork');
 const productionValues = join(chartDir, 'values-production.yaml');
+const DEPLOYMENTS = ['gateway', 'threads', 'runs', 'repohost', 'review'];
+/** Each service's MongoDB connection string, in a Secret of its own. */
+const MONGO_SECRETS = DEPLOYMENTS.flatMap((name) => ['--set', `mongodb.existingSecrets.${name}=mongo-${name}`]);
 /** The values without a default: everything else renders from values.yaml as it is. */
 const REQUIRED = [
   '--set',
   'nats.url=nats://nats.nats.svc:4222',
   '--set',
   'nats.auth.existingSecret=threadwork-nats',
-  '--set',
-  'mongodb.url=mongodb://mongo:27017/?replicaSet=rs0',
+  ...MONGO_SECRETS,
 ];
-const DEPLOYMENTS = ['gateway', 'threads', 'runs', 'repohost', 'review'];
+/** A development install: one MongoDB URL without credentials for every service. */
+const INSECURE_MONGO = ['--set', 'mongodb.insecure=true', '--set', 'mongodb.url=mongodb://mongo:27017/?replicaSet=rs0'];
 
 interface Model {
   validate(): void;
@@ -114,7 +117,10 @@ interface Workload extends K8sObject {
 }
 interface Policy extends K8sObject {
   spec: {
-    podSelector: { matchLabels?: Record<string, string> };
+    podSelector: {
+      matchLabels?: Record<string, string>;
+      matchExpressions?: { key: string; operator: string; values?: string[] }[];
+    };
     policyTypes: string[];
     ingress?: { from?: object[]; ports?: { port: string | number }[] }[];
     egress?: { to?: object[]; ports?: { port: string | number; protocol?: string }[] }[];
@@ -177,6 +183,34 @@ const component = (o: { metadata: { labels?: Record<string, string> } }) =>
   o.metadata.labels?.['app.kubernetes.io/component'];
 const selects = (selector: Record<string, string>, labels: Record<string, string>) =>
   Object.entries(selector).every(([key, value]) => labels[key] === value);
+/** Does a policy's pod selector, labels and expressions both, select pods with these labels? */
+const policySelects = (policy: Policy, labels: Record<string, string>) =>
+  selects(policy.spec.podSelector.matchLabels ?? {}, labels) &&
+  (policy.spec.podSelector.matchExpressions ?? []).every((e) => {
+    const value = labels[e.key];
+    switch (e.operator) {
+      case 'In':
+        return value !== undefined && (e.values ?? []).includes(value);
+      case 'NotIn':
+        return value === undefined || !(e.values ?? []).includes(value);
+      case 'Exists':
+        return value !== undefined;
+      case 'DoesNotExist':
+        return value === undefined;
+      default:
+        throw new Error(`unknown selector operator ${e.operator}`);
+    }
+  });
+/** The egress rules that apply to a workload's pods, from every policy that selects them. */
+const egressOf = (objects: K8sObject[], workload: Workload) =>
+  byKind<Policy>(objects, 'NetworkPolicy')
+    .filter((p) => policySelects(p, workload.spec.template.metadata.labels))
+    .flatMap((p) => p.spec.egress ?? []);
+/** The Secrets and keys a workload's container reads its environment from. */
+const secretRefs = (workload: Workload) =>
+  (workload.spec.template.spec.containers[0]!.env ?? []).flatMap((e) =>
+    e.valueFrom?.secretKeyRef ? [{ env: e.name, ...e.valueFrom.secretKeyRef }] : [],
+  );
 
 function expectValid(objects: K8sObject[]): void {
   expect(objects.length).toBeGreaterThan(0);
@@ -307,8 +341,8 @@ describe('charts/threadwork', () => {
       expect(config!.data?.MONGO_DB_PREFIX).toBe('threadwork');
       for (const workload of workloads(objects)) {
         const url = workload.spec.template.spec.containers[0]!.env?.find((e) => e.name === 'MONGO_URL');
-        expect(url?.value, component(workload)).toBe(
-          component(workload) === 'runner' ? undefined : 'mongodb://mongo:27017/?replicaSet=rs0',
+        expect(url?.valueFrom?.secretKeyRef?.name, component(workload)).toBe(
+          component(workload) === 'runner' ? undefined : `mongo-${component(workload)}`,
         );
       }
       for (const key of Object.keys(config!.data ?? {})) expect(SECRET_ENV).not.toContain(key);
@@ -362,7 +396,7 @@ describe('charts/threadwork', () => {
       const policies = byKind<Policy>(objects, 'NetworkPolicy');
       const pods = workloads(objects).map((w) => ({ name: component(w)!, labels: w.spec.template.metadata.labels }));
       const applying = (pod: { labels: Record<string, string> }) =>
-        policies.filter((p) => selects(p.spec.podSelector.matchLabels ?? {}, pod.labels));
+        policies.filter((p) => policySelects(p, pod.labels));
 
       for (const pod of pods) {
         const mine = applying(pod);
@@ -382,12 +416,17 @@ describe('charts/threadwork', () => {
           expect(ingress, `${pod.name} accepts no connections`).toEqual([]);
         }
         const egressPorts = mine.flatMap((p) => p.spec.egress ?? []).flatMap((rule) => rule.ports ?? []);
-        for (const port of [53, 4222, 27017]) {
+        for (const port of [53, 4222]) {
           expect(
             egressPorts.map((p) => p.port),
             `${pod.name} egress`,
           ).toContain(port);
         }
+        // The runner never uses the database: no rule of any policy lets it reach MongoDB's port.
+        expect(
+          egressPorts.some((p) => p.port === 27017),
+          `${pod.name} egress to MongoDB`,
+        ).toBe(pod.name !== 'runner');
         expect(
           egressPorts.some((p) => p.port === 443),
           `${pod.name} egress on 443`,
@@ -395,7 +434,7 @@ describe('charts/threadwork', () => {
       }
       // Every policy with ingress rules selects the gateway's pods and no others.
       for (const policy of policies.filter((p) => p.spec.ingress)) {
-        const selected = pods.filter((pod) => selects(policy.spec.podSelector.matchLabels ?? {}, pod.labels));
+        const selected = pods.filter((pod) => policySelects(policy, pod.labels));
         expect(selected.map((pod) => pod.name)).toEqual(['gateway']);
       }
     });
@@ -461,7 +500,7 @@ describe('charts/threadwork', () => {
         const env = workload.spec.template.spec.containers[0]!.env ?? [];
         const url = env.find((e) => e.name === 'MONGO_URL');
         if (component(workload) === 'runner') expect(url).toBeUndefined();
-        else expect(url?.valueFrom?.secretKeyRef?.name).toBe('threadwork-mongodb');
+        else expect(url?.valueFrom?.secretKeyRef?.name).toBe(`threadwork-mongodb-${component(workload)}`);
       }
       const gateway = workloads(objects).find((w) => component(w) === 'gateway')!;
       const session = gateway.spec.template.spec.containers[0]!.env!.find((e) => e.name === 'SESSION_SECRET');
@@ -591,14 +630,13 @@ describe('charts/threadwork', () => {
     });
 
     it('refuses to render without the keys, unless told NATS has no authorization (development)', () => {
-      const without = template(['--set', 'nats.url=nats://nats:4222', '--set', 'mongodb.url=mongodb://mongo:27017/']);
+      const without = template(['--set', 'nats.url=nats://nats:4222', ...MONGO_SECRETS]);
       expect(without.status).not.toBe(0);
       expect(without.stderr).toMatch(/nats\.auth\.existingSecret/);
       const insecure = render([
         '--set',
         'nats.url=nats://nats:4222',
-        '--set',
-        'mongodb.url=mongodb://mongo:27017/',
+        ...MONGO_SECRETS,
         '--set',
         'nats.auth.insecure=true',
       ]);
@@ -672,6 +710,171 @@ describe('charts/threadwork', () => {
           readOnly: true,
         });
       }
+    });
+  });
+
+  describe('MongoDB users', () => {
+    it('gives each pod its own connection string, from its own Secret, and the runner none', () => {
+      const objects = render([...REQUIRED, '--set', 'mongodb.existingSecretKey=uri']);
+      expectValid(objects);
+      for (const workload of workloads(objects)) {
+        const name = component(workload)!;
+        const mongo = secretRefs(workload).filter((ref) => ref.env === 'MONGO_URL' || ref.name.startsWith('mongo-'));
+        if (name === 'runner') expect(mongo, name).toEqual([]);
+        else expect(mongo, name).toEqual([{ env: 'MONGO_URL', name: `mongo-${name}`, key: 'uri' }]);
+        // Nor is any Secret of the database mounted as a file.
+        const volumes = (workload.spec.template.spec.volumes ?? []) as { secret?: { secretName: string } }[];
+        expect(
+          volumes.filter((v) => v.secret?.secretName.startsWith('mongo-')),
+          name,
+        ).toEqual([]);
+        expect(
+          workload.spec.template.spec.containers[0]!.env?.find((e) => e.name === 'MONGO_URL')?.value,
+        ).toBeUndefined();
+      }
+      const [config] = byKind(objects, 'ConfigMap');
+      expect(config!.data?.MONGO_URL).toBeUndefined();
+      expect(config!.data?.MONGO_DB_PREFIX).toBe('threadwork');
+    });
+
+    it('refuses to render without a service’s Secret, naming the service and its one role', () => {
+      for (const missing of DEPLOYMENTS) {
+        const others = DEPLOYMENTS.filter((name) => name !== missing).flatMap((name) => [
+          '--set',
+          `mongodb.existingSecrets.${name}=mongo-${name}`,
+        ]);
+        const result = template([...REQUIRED.slice(0, 4), ...others, '--set', 'mongodb.dbPrefix=acme']);
+        expect(result.status, missing).not.toBe(0);
+        expect(result.stderr).toContain(`mongodb.existingSecrets.${missing}:`);
+        expect(result.stderr).toContain(`readWrite on acme_${missing}`);
+      }
+      // values-production.yaml names every one.
+      const production = template(['-f', productionValues]);
+      expect(production.status, production.stderr).toBe(0);
+    });
+
+    it('gives every service the one URL without credentials only when told the database has no users', () => {
+      const objects = render([...REQUIRED.slice(0, 4), ...INSECURE_MONGO]);
+      expectValid(objects);
+      for (const workload of workloads(objects)) {
+        const url = workload.spec.template.spec.containers[0]!.env?.find((e) => e.name === 'MONGO_URL');
+        expect(url?.value, component(workload)).toBe(
+          component(workload) === 'runner' ? undefined : 'mongodb://mongo:27017/?replicaSet=rs0',
+        );
+      }
+      // A Secret named for a service wins over the shared URL.
+      const mixed = render([
+        ...REQUIRED.slice(0, 4),
+        ...INSECURE_MONGO,
+        '--set',
+        'mongodb.existingSecrets.gateway=mongo-gateway',
+      ]);
+      const gateway = workloads(mixed).find((w) => component(w) === 'gateway')!;
+      expect(secretRefs(gateway).find((ref) => ref.env === 'MONGO_URL')?.name).toBe('mongo-gateway');
+    });
+  });
+
+  describe('the runner’s egress', () => {
+    const runnerEgress = (objects: K8sObject[]) =>
+      egressOf(objects, byKind<Workload>(objects, 'StatefulSet')[0]!) as {
+        to?: { ipBlock?: { cidr: string; except?: string[] }; namespaceSelector?: object }[];
+        ports?: { port: string | number }[];
+      }[];
+
+    it('excepts the cluster CIDRs from the whole address space on 443, IPv4 and IPv6 apart, and leaves narrower peers alone', () => {
+      const objects = render([
+        ...REQUIRED,
+        '-f',
+        valuesFile('cluster-cidrs', {
+          networkPolicy: {
+            clusterCIDRs: [
+              '10.244.0.0/16',
+              '10.96.0.0/12',
+              '169.254.169.254/32',
+              'fd00:10:244::/56',
+              'fd00:10:96::/112',
+            ],
+            egress: {
+              runner: {
+                to: [
+                  { ipBlock: { cidr: '0.0.0.0/0', except: ['192.168.0.0/16', '10.96.0.0/12'] } },
+                  { ipBlock: { cidr: '::/0' } },
+                  { ipBlock: { cidr: '140.82.112.0/20' } },
+                ],
+                ports: [{ port: 443, protocol: 'TCP' }],
+              },
+            },
+          },
+        }),
+      ]);
+      expectValid(objects);
+      const policy = byKind<Policy>(objects, 'NetworkPolicy').find((p) => p.metadata.name.endsWith('runner-egress'))!;
+      expect(policy.spec.egress).toEqual([
+        {
+          ports: [{ port: 443, protocol: 'TCP' }],
+          to: [
+            {
+              ipBlock: {
+                cidr: '0.0.0.0/0',
+                except: ['192.168.0.0/16', '10.96.0.0/12', '10.244.0.0/16', '169.254.169.254/32'],
+              },
+            },
+            { ipBlock: { cidr: '::/0', except: ['fd00:10:244::/56', 'fd00:10:96::/112'] } },
+            { ipBlock: { cidr: '140.82.112.0/20' } },
+          ],
+        },
+      ]);
+    });
+
+    it('reaches MongoDB on no port, wherever MongoDB is', () => {
+      const objects = render([
+        ...REQUIRED,
+        '-f',
+        valuesFile('mongo-atlas', {
+          networkPolicy: {
+            egress: {
+              mongodb: {
+                to: [{ ipBlock: { cidr: '198.51.100.0/24' } }],
+                ports: [{ port: 27017, protocol: 'TCP' }],
+              },
+            },
+          },
+        }),
+      ]);
+      const rules = runnerEgress(objects);
+      expect(rules.length).toBeGreaterThan(0);
+      for (const rule of rules) {
+        expect(rule.ports?.map((p) => p.port)).not.toContain(27017);
+        // An empty `to` on a port is "anywhere": only DNS (to kube-system) and NATS (any, 4222) may be that.
+        for (const peer of rule.to ?? []) expect(peer.ipBlock?.cidr).not.toBe('198.51.100.0/24');
+      }
+      // Every other workload of the database does reach it.
+      for (const workload of workloads(objects).filter((w) => component(w) !== 'runner')) {
+        const ports = egressOf(objects, workload).flatMap((r) => r.ports ?? []);
+        expect(
+          ports.map((p) => p.port),
+          component(workload),
+        ).toContain(27017);
+      }
+    });
+
+    it('refuses a runner rule open to everywhere, and ::/0 without IPv6 cluster CIDRs', () => {
+      const open = template([
+        ...REQUIRED,
+        '-f',
+        valuesFile('runner-open', { networkPolicy: { egress: { runner: { to: [], ports: [{ port: 443 }] } } } }),
+      ]);
+      expect(open.status).not.toBe(0);
+      expect(open.stderr).toContain('networkPolicy.egress.runner.to: empty allows the runner');
+      const v6 = template([
+        ...REQUIRED,
+        '-f',
+        valuesFile('runner-v6', {
+          networkPolicy: { egress: { runner: { to: [{ ipBlock: { cidr: '::/0' } }], ports: [{ port: 443 }] } } },
+        }),
+      ]);
+      expect(v6.status).not.toBe(0);
+      expect(v6.stderr).toContain('networkPolicy.clusterCIDRs: name the cluster');
     });
   });
 
@@ -771,11 +974,17 @@ describe('charts/threadwork', () => {
       rejects(['--set', 'mongodb.url=mongodb://mongo:27017/'], /nats\/url/);
     });
 
-    it('requires mongodb.url or mongodb.existingSecret', () => {
+    it('takes mongodb.url only with mongodb.insecure, and a Secret per service of the database only', () => {
       const nats = ['--set', 'nats.url=nats://nats:4222', '--set', 'nats.auth.existingSecret=threadwork-nats'];
-      rejects(nats, /mongodb/);
-      const withSecret = render([...nats, '--set', 'mongodb.existingSecret=mongo-url']);
-      expectValid(withSecret);
+      rejects([...nats, '--set', 'mongodb.insecure=true'], /mongodb/);
+      rejects([...REQUIRED, '--set', 'mongodb.existingSecrets.runner=mongo-runner'], /existingSecrets/);
+      rejects([...REQUIRED, '--set', 'mongodb.existingSecret=mongo-url'], /existingSecret/);
+      rejects([...REQUIRED, '--set', 'mongodb.existingSecrets.gateway=Not_A_Name'], /existingSecrets\/gateway/);
+    });
+
+    it('rejects a cluster CIDR that is not one', () => {
+      rejects([...REQUIRED, '--set', 'networkPolicy.clusterCIDRs={10.0.0.0/8,cluster.local}'], /clusterCIDRs/);
+      rejects([...REQUIRED, '--set', 'networkPolicy.clusterCIDRs={10.0.0.0/33}'], /clusterCIDRs/);
     });
 
     it('rejects a public key that is not an NKEY user key', () => {

@@ -151,8 +151,12 @@ describe('deploy/compose/compose.yaml', () => {
       // It never uses the database, so it is not told where it is.
       expect(Object.keys(env).filter((v) => v.startsWith('MONGO_'))).toEqual([]);
     } else {
-      expect(env.MONGO_URL).toMatch(/^mongodb:\/\/mongo:27017\/\?replicaSet=rs0$/);
+      // Its own database only (the service refuses a URL naming another's), overridable with a
+      // connection string of its own user.
       expect(env.MONGO_DB_PREFIX).toBeTruthy();
+      expect(env.MONGO_URL).toBe(
+        `\${MONGO_URL_${name.toUpperCase()}:-mongodb://mongo:27017/${env.MONGO_DB_PREFIX}_${name}?replicaSet=rs0}`,
+      );
     }
     expect(env.OTEL_EXPORTER_OTLP_ENDPOINT).toBe('http://otel-collector:4318');
     expect(Object.keys(service!.depends_on ?? {})).toEqual(expect.arrayContaining(['nats', 'mongo']));

@@ -100,9 +100,11 @@ const runtime = dockerfile.stages.at(-1)!;
 const packageJson = JSON.parse(readRepoFile('package.json')) as { packageManager: string };
 
 describe('Dockerfile', () => {
-  it('builds and runs on node:20-bookworm-slim in two stages', () => {
+  it('builds and runs in two stages on the Node of .node-version, the one the tests run on', () => {
+    const pinned = readRepoFile('.node-version').trim();
+    expect(pinned.split('.')[0]).toBe(process.versions.node.split('.')[0]);
     expect(dockerfile.stages.length).toBeGreaterThanOrEqual(2);
-    for (const stage of dockerfile.stages) expect(stage.image).toBe('node:20-bookworm-slim');
+    for (const stage of dockerfile.stages) expect(stage.image).toBe(`node:${pinned}-bookworm-slim`);
   });
 
   it("installs the pnpm of package.json's packageManager", () => {

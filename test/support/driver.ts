@@ -1,5 +1,5 @@
 import { rpc, type Question, type RunStatus } from '@threadwork/contracts';
-import { request, type NatsConnection } from '@threadwork/platform';
+import { isAppError, request, type NatsConnection } from '@threadwork/platform';
 import { newClaimId } from '@threadwork/testing';
 
 /**
@@ -37,11 +37,11 @@ export class RunDriver {
   /** Appends chunks (each with a fresh key) and returns their sequences. */
   async append(...chunks: Record<string, unknown>[]): Promise<number[]> {
     const events = chunks.map((chunk) => ({ key: `e${this.attempt}-${++this.keys}`, chunk }));
-    const { sequences } = await request(this.nc, rpc.runs.append, {
-      run_id: this.runId,
-      attempt: this.attempt,
-      events,
-    });
+    // As the runner does: an append that got no answer (a busy machine) is sent again with the
+    // same keys, which the log stores once.
+    const { sequences } = await retryingUnavailable(() =>
+      request(this.nc, rpc.runs.append, { run_id: this.runId, attempt: this.attempt, events }),
+    );
     return sequences;
   }
 
@@ -86,3 +86,16 @@ export const question = (id: string, options: string[], isSecret = false): Quest
   isSecret,
   options: options.map((label) => ({ label, description: label })),
 });
+
+/** Calls `call` again while it fails retryably (`unavailable`), up to a generous hang guard. */
+async function retryingUnavailable<T>(call: () => Promise<T>, deadlineMs = 120_000): Promise<T> {
+  const deadline = Date.now() + deadlineMs;
+  for (let delay = 200; ; delay = Math.min(delay * 2, 2_000)) {
+    try {
+      return await call();
+    } catch (err) {
+      if (!isAppError(err) || !err.retryable || Date.now() > deadline) throw err;
+      await new Promise((resolve) => setTimeout(resolve, delay));
+    }
+  }
+}

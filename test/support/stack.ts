@@ -8,6 +8,7 @@ import {
   connectNats,
   createLogger,
   loadConfig,
+  mongoUrlWithDatabase,
   serviceDbName,
   type NatsConnection,
   type StartedService,
@@ -61,8 +62,13 @@ export async function startStack(extraEnv: Record<string, string> = {}): Promise
     for (const service of started.reverse()) await service.stop();
   };
   try {
-    // Each service as its own NATS identity, as in a deployment.
-    const as = (identity: NatsIdentity) => ({ ...env, ...nats.env(identity) });
+    // Each service as its own NATS identity, and with a connection string naming its own
+    // database (which it checks), as in a deployment.
+    const as = (identity: NatsIdentity) => ({
+      ...env,
+      ...nats.env(identity),
+      MONGO_URL: mongoUrlWithDatabase(env.MONGO_URL!, serviceDbName(dbPrefix, identity)),
+    });
     started.push(await startRuns(loadConfig(RunsConfig, as('runs'))));
     started.push(await startRepohost(loadConfig(RepohostConfig, as('repohost'))));
     started.push(await startReview(loadConfig(ReviewConfig, as('review'))));

@@ -91,6 +91,28 @@ app.kubernetes.io/component: {{ .name }}
 {{- end -}}
 
 {{/*
+MONGO_URL of one service: its own connection string (a MongoDB user with readWrite on its own
+database only) from its own Secret, and no other service's; or, with mongodb.insecure, the one URL
+without credentials. Argument: (dict "root" $ "name" "gateway").
+*/}}
+{{- define "threadwork.mongoUrlEnv" -}}
+{{- $m := .root.Values.mongodb -}}
+{{- $secret := index ($m.existingSecrets | default dict) .name | default "" -}}
+{{- if $secret }}
+- name: MONGO_URL
+  valueFrom:
+    secretKeyRef:
+      name: {{ $secret }}
+      key: {{ $m.existingSecretKey }}
+{{- else if $m.insecure }}
+- name: MONGO_URL
+  value: {{ required "mongodb.url: the connection string every service uses with mongodb.insecure=true" $m.url | quote }}
+{{- else }}
+{{- fail (printf "mongodb.existingSecrets.%s: name the Secret holding the %s service's MongoDB connection string, as a user whose only role is readWrite on %s_%s (charts/threadwork/README.md, \"MongoDB users\"); or set mongodb.insecure=true and mongodb.url, for a MongoDB without authentication (development only)" .name .name $m.dbPrefix .name) }}
+{{- end }}
+{{- end -}}
+
+{{/*
 The environment of one service's container, beyond the shared ConfigMap.
 Argument: (dict "root" $ "name" "gateway" "svc" .Values.gateway).
 */}}
@@ -122,16 +144,7 @@ Argument: (dict "root" $ "name" "gateway" "svc" .Values.gateway).
 {{- end }}
 {{- /* The runner never uses the database, so it is not told where it is. */ -}}
 {{- if ne .name "runner" }}
-{{- if $v.mongodb.existingSecret }}
-- name: MONGO_URL
-  valueFrom:
-    secretKeyRef:
-      name: {{ $v.mongodb.existingSecret }}
-      key: {{ $v.mongodb.existingSecretKey }}
-{{- else }}
-- name: MONGO_URL
-  value: {{ $v.mongodb.url | quote }}
-{{- end }}
+{{- include "threadwork.mongoUrlEnv" . }}
 {{- end }}
 {{- if eq .name "gateway" }}
 - name: PORT
@@ -347,4 +360,38 @@ spec:
 {{/* The services run as Deployments; the runner is a StatefulSet (templates/runner.yaml). */}}
 {{- define "threadwork.deployments" -}}
 {{- list "gateway" "threads" "runs" "repohost" "review" | toJson -}}
+{{- end -}}
+
+{{/*
+The runner's egress peers (networkPolicy.egress.runner.to), with the cluster's own addresses
+(networkPolicy.clusterCIDRs) excepted from every ipBlock of the whole address space: 0.0.0.0/0 gets
+the IPv4 ranges, ::/0 the IPv6 ones (an except must lie inside its cidr). An empty `to` would let
+the runner, and so the agents, reach everything: refused.
+*/}}
+{{- define "threadwork.runnerEgressPeers" -}}
+{{- $np := .Values.networkPolicy -}}
+{{- $rule := $np.egress.runner -}}
+{{- if not $rule.to -}}
+{{- fail "networkPolicy.egress.runner.to: empty allows the runner (and the agents it connects for) every destination, the cluster's own included; give ipBlocks (0.0.0.0/0 gets networkPolicy.clusterCIDRs excepted) or other peers" -}}
+{{- end -}}
+{{- $v4 := list -}}
+{{- $v6 := list -}}
+{{- range $np.clusterCIDRs -}}
+{{- if contains ":" . -}}{{- $v6 = append $v6 . -}}{{- else -}}{{- $v4 = append $v4 . -}}{{- end -}}
+{{- end -}}
+{{- $peers := list -}}
+{{- range $rule.to -}}
+{{- $peer := deepCopy . -}}
+{{- with $peer.ipBlock -}}
+{{- $cluster := ternary $v6 $v4 (eq .cidr "::/0") -}}
+{{- if or (eq .cidr "0.0.0.0/0") (eq .cidr "::/0") -}}
+{{- if not $cluster -}}
+{{- fail (printf "networkPolicy.clusterCIDRs: name the cluster's %s pod and service ranges, which the runner's egress to %s must except" (ternary "IPv6" "IPv4" (eq .cidr "::/0")) .cidr) -}}
+{{- end -}}
+{{- $_ := set . "except" (concat (.except | default list) $cluster | uniq) -}}
+{{- end -}}
+{{- end -}}
+{{- $peers = append $peers $peer -}}
+{{- end -}}
+{{- toYaml $peers -}}
 {{- end -}}

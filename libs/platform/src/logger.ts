@@ -2,6 +2,7 @@ import { fstatSync } from 'node:fs';
 import { Socket } from 'node:net';
 import { trace } from '@opentelemetry/api';
 import { pino, type Logger, type LoggerOptions, type DestinationStream } from 'pino';
+import { currentRequestId } from './request-context.js';
 
 export type { Logger } from 'pino';
 
@@ -138,7 +139,7 @@ function requestSerializer(req: {
   };
 }
 
-/** JSON logger carrying the active span's trace_id/span_id on every line. */
+/** JSON logger carrying the request's id and the active span's trace_id/span_id on every line. */
 export function createLogger({ service, level = 'info', destination }: LoggerConfig): Logger {
   const options: LoggerOptions = {
     level,
@@ -148,10 +149,11 @@ export function createLogger({ service, level = 'info', destination }: LoggerCon
     timestamp: pino.stdTimeFunctions.isoTime,
     formatters: { level: (label) => ({ level: label }) },
     mixin() {
+      const requestId = currentRequestId();
       const span = trace.getActiveSpan();
-      if (!span) return {};
+      if (!span) return requestId ? { request_id: requestId } : {};
       const ctx = span.spanContext();
-      return { trace_id: ctx.traceId, span_id: ctx.spanId };
+      return { ...(requestId ? { request_id: requestId } : {}), trace_id: ctx.traceId, span_id: ctx.spanId };
     },
   };
   return pino(options, destination ?? stdoutDestination());

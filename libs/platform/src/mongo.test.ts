@@ -1,7 +1,14 @@
 import { MongoNetworkError, MongoNetworkTimeoutError, MongoServerError, MongoServerSelectionError } from 'mongodb';
 import { describe, expect, it } from 'vitest';
 import { AppError } from './errors.js';
-import { isMongoUnavailable, mongoCall } from './mongo.js';
+import {
+  databasesNamedBy,
+  foreignDatabaseProblem,
+  isMongoUnavailable,
+  mongoCall,
+  mongoUrlWithDatabase,
+  redactMongoUrl,
+} from './mongo.js';
 
 /** A driver error the driver does not export, known only by its name (as the driver sets it). */
 function namedError(name: string): Error {
@@ -72,5 +79,56 @@ describe('mongoCall', () => {
 
   it('answers in time when the call does', async () => {
     await expect(mongoCall(async () => 'ok', { timeoutMs: 1_000 })).resolves.toBe('ok');
+  });
+});
+
+describe('a service’s connection string', () => {
+  const own = 'threadwork_gateway';
+
+  it('may name no database, its own, or authenticate in its own or in admin', () => {
+    expect(foreignDatabaseProblem('mongodb://127.0.0.1:27017/', own)).toBeNull();
+    expect(foreignDatabaseProblem('mongodb://127.0.0.1:27017', own)).toBeNull();
+    expect(foreignDatabaseProblem('mongodb://gw:pw@a:27017,b:27017/threadwork_gateway?replicaSet=rs0', own)).toBeNull();
+    expect(foreignDatabaseProblem('mongodb://gw:pw@a:27017,b:27017/?replicaSet=rs0&authSource=admin', own)).toBeNull();
+    expect(
+      foreignDatabaseProblem('mongodb+srv://gw:pw@cluster.example.net/threadwork_gateway?authSource=admin', own),
+    ).toBeNull();
+  });
+
+  it('is refused when it names another service’s database, in its path or as where its user lives', () => {
+    expect(foreignDatabaseProblem('mongodb://th:pw@a:27017,b:27017/threadwork_threads?replicaSet=rs0', own)).toMatch(
+      /names database "threadwork_threads", but this service's is "threadwork_gateway"/,
+    );
+    expect(foreignDatabaseProblem('mongodb://th:pw@a:27017/?authSource=threadwork_threads', own)).toMatch(
+      /authenticates against database "threadwork_threads"/,
+    );
+    // Another install's prefix is another database too.
+    expect(foreignDatabaseProblem('mongodb://a:27017/staging_gateway', own)).not.toBeNull();
+  });
+
+  it('reads the databases of replica-set and SRV strings', () => {
+    expect(databasesNamedBy('mongodb://u:p%40ss@h1:1,h2:2/my%5Fdb?authSource=admin&replicaSet=rs0')).toEqual({
+      path: 'my_db',
+      authSource: 'admin',
+    });
+    expect(databasesNamedBy('mongodb+srv://c.example.net/?tls=true')).toEqual({ path: null, authSource: null });
+  });
+
+  it('can be made to name a service’s own database', () => {
+    expect(mongoUrlWithDatabase('mongodb://127.0.0.1:27017/', own)).toBe(
+      'mongodb://127.0.0.1:27017/threadwork_gateway',
+    );
+    expect(mongoUrlWithDatabase('mongodb://a:1,b:2/?replicaSet=rs0', own)).toBe(
+      'mongodb://a:1,b:2/threadwork_gateway?replicaSet=rs0',
+    );
+    expect(mongoUrlWithDatabase('mongodb://h:1/other?tls=true', own)).toBe('mongodb://h:1/threadwork_gateway?tls=true');
+    expect(foreignDatabaseProblem(mongoUrlWithDatabase('mongodb://h:1', own), own)).toBeNull();
+  });
+
+  it('is shown without its password', () => {
+    expect(redactMongoUrl('mongodb://threadwork-gateway:s3cr%40t@h1:1,h2:2/threadwork_gateway')).toBe(
+      'mongodb://threadwork-gateway:[redacted]@h1:1,h2:2/threadwork_gateway',
+    );
+    expect(redactMongoUrl('mongodb://h1:1/')).toBe('mongodb://h1:1/');
   });
 });

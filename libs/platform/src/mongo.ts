@@ -78,6 +78,54 @@ export function serviceDbName(prefix: string, service: string): string {
   return `${prefix}_${service}`;
 }
 
+/** The databases a connection string names: its path (the default database) and its `authSource`. */
+export function databasesNamedBy(url: string): { path: string | null; authSource: string | null } {
+  // Not WHATWG URL: a replica set's host list (`h1:27017,h2:27017`) is no URL host.
+  const match = /^mongodb(?:\+srv)?:\/\/[^/?]*(?:\/([^?]*))?(?:\?(.*))?$/.exec(url.trim());
+  if (!match) return { path: null, authSource: null };
+  const decode = (value: string) => {
+    try {
+      return decodeURIComponent(value);
+    } catch {
+      return value;
+    }
+  };
+  const path = match[1] ? decode(match[1]) : null;
+  const authSource = new URLSearchParams(match[2] ?? '').get('authSource');
+  return { path: path || null, authSource: authSource || null };
+}
+
+/**
+ * Why a service must not use this connection string, or null when it may. Each service connects as
+ * a MongoDB user of its own whose only role is `readWrite` on its own database (README "Security
+ * model"), so a string that names another database — in its path, or as the `authSource` its user
+ * lives in (`admin` is where users may live too) — belongs to another service: a swapped secret,
+ * said at start rather than as "not authorized" at the first write, or as writes in the wrong place
+ * where the server does not check.
+ */
+export function foreignDatabaseProblem(url: string, ownDb: string): string | null {
+  const { path, authSource } = databasesNamedBy(url);
+  if (path !== null && path !== ownDb) {
+    return `names database ${JSON.stringify(path)}, but this service's is ${JSON.stringify(ownDb)}`;
+  }
+  if (authSource !== null && authSource !== ownDb && authSource !== 'admin') {
+    return `authenticates against database ${JSON.stringify(authSource)}, neither this service's (${JSON.stringify(ownDb)}) nor admin`;
+  }
+  return null;
+}
+
+/** The connection string with `db` as the database it names (its path), the rest as it was. */
+export function mongoUrlWithDatabase(url: string, db: string): string {
+  const match = /^(mongodb(?:\+srv)?:\/\/[^/?]*)(?:\/[^?]*)?(\?.*)?$/.exec(url.trim());
+  if (!match) throw new Error('not a MongoDB connection string');
+  return `${match[1]}/${encodeURIComponent(db)}${match[2] ?? ''}`;
+}
+
+/** A connection string as it may be shown: without the password. */
+export function redactMongoUrl(url: string): string {
+  return url.replace(/^(mongodb(?:\+srv)?:\/\/[^:@/]*):[^@/]*@/, '$1:[redacted]@');
+}
+
 export interface IndexDefinition {
   key: IndexSpecification;
   options: CreateIndexesOptions & { name: string };

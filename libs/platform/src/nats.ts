@@ -27,6 +27,7 @@ import { connect } from '@nats-io/transport-node';
 import { RpcEnvelope, type ConsumerDefinition, type RpcEndpoint, type StreamDefinition } from '@threadwork/contracts';
 import type { z } from 'zod';
 import { AppError, invalidRequest, toAppError, unavailable } from './errors.js';
+import { currentRequestId, REQUEST_ID_HEADER, withRequestId } from './request-context.js';
 import type { Logger } from './logger.js';
 import type { NatsAuth } from './nats-auth.js';
 import type { Histogram } from '@opentelemetry/api';
@@ -169,7 +170,10 @@ export async function ensureConsumer(
 
 /** Creates (or brings up to date) one of the deployment's consumers, as contracts define it. */
 export async function ensureDefinedConsumer(jsm: JetStreamManager, def: ConsumerDefinition): Promise<void> {
-  const filter = def.filterSubjects.length === 1 ? { filter_subject: def.filterSubjects[0] } : { filter_subjects: [...def.filterSubjects] };
+  const filter =
+    def.filterSubjects.length === 1
+      ? { filter_subject: def.filterSubjects[0] }
+      : { filter_subjects: [...def.filterSubjects] };
   await ensureConsumer(jsm, def.stream, {
     durable_name: def.durable,
     ...filter,
@@ -335,10 +339,15 @@ export async function serveRpc(
         if (!isReplyInbox(msg.reply)) {
           // Not a caller waiting for an answer: a message that names another subject to answer on
           // (to make this service publish there), or one JetStream delivered here. Never handled.
-          logger.warn({ subject: endpoint.subject, reply: msg.reply ?? null }, 'refused a request that does not reply to an inbox');
+          logger.warn(
+            { subject: endpoint.subject, reply: msg.reply ?? null },
+            'refused a request that does not reply to an inbox',
+          );
           return;
         }
-        const work = answer(endpoint, handler, msg, logger).finally(() => inflight.delete(work));
+        const work = withRequestId(msg.headers?.get(REQUEST_ID_HEADER), () =>
+          answer(endpoint, handler, msg, logger),
+        ).finally(() => inflight.delete(work));
         inflight.add(work);
       },
     });
@@ -431,6 +440,8 @@ export async function request<E extends RpcEndpoint>(
     async () => {
       const h = natsHeaders();
       injectTraceContext(h);
+      const requestId = currentRequestId();
+      if (requestId) h.set(REQUEST_ID_HEADER, requestId);
       let reply;
       const started = performance.now();
       let outcome = 'ok';

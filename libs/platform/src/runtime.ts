@@ -1,20 +1,17 @@
 import type { JetStreamClient, JetStreamManager } from '@nats-io/jetstream';
 import type { NatsConnection } from '@nats-io/nats-core';
 import type { Db, MongoClient } from 'mongodb';
-import { DEFAULT_MONGO_SERVER_SELECTION_TIMEOUT_MS, type BaseConfig, type ProcessConfig } from './config.js';
+import {
+  ConfigError,
+  DEFAULT_MONGO_SERVER_SELECTION_TIMEOUT_MS,
+  type BaseConfig,
+  type ProcessConfig,
+} from './config.js';
 import { Lifecycle, startHealthServer } from './lifecycle.js';
 import { createLogger, type Logger } from './logger.js';
-import { connectMongo, mongoCall, serviceDbName } from './mongo.js';
+import { connectMongo, foreignDatabaseProblem, mongoCall, serviceDbName } from './mongo.js';
 import { DOMAIN_STREAM, type NatsIdentity } from '@threadwork/contracts';
-import {
-  connectNats,
-  awaitConsumer,
-  consumeJson,
-  jetStreamOf,
-  natsAnswers,
-  serveRpc,
-  type RpcRoute,
-} from './nats.js';
+import { connectNats, awaitConsumer, consumeJson, jetStreamOf, natsAnswers, serveRpc, type RpcRoute } from './nats.js';
 import { startTelemetry } from './telemetry.js';
 import { natsAuthOf } from './nats-auth.js';
 
@@ -57,6 +54,11 @@ export async function startRuntime({
   mongo: wantMongo,
   logger: given,
 }: RuntimeOptions<true> | RuntimeOptions<false>): Promise<Runtime> {
+  // Before anything starts: a connection string of another service's is a configuration error.
+  if (wantMongo && 'MONGO_URL' in config) {
+    const foreign = foreignDatabaseProblem(config.MONGO_URL, serviceDbName(config.MONGO_DB_PREFIX, name));
+    if (foreign) throw new ConfigError(`invalid configuration: MONGO_URL: ${foreign}`);
+  }
   const telemetry = startTelemetry(`threadwork-${name}`);
   const logger = given ?? createLogger({ service: name, level: config.LOG_LEVEL });
   const lifecycle = new Lifecycle(logger);

@@ -172,6 +172,16 @@ export interface FakeGitHub {
   addCheckRun(fullName: string, sha: string, run: Partial<Omit<FakeCheckRun, 'id' | 'repository_id'>>): FakeCheckRun;
   updateCheckRun(id: number, change: Partial<Omit<FakeCheckRun, 'id' | 'repository_id'>>): FakeCheckRun;
   setStatus(fullName: string, sha: string, status: Pick<FakeCommitStatus, 'context' | 'state'>): FakeCommitStatus;
+  /**
+   * Makes the next `times` API requests matching `method` and `path` (a pattern over the path
+   * after `/api/v3`) fail with `status` and GitHub's error shape: `{message, documentation_url}`
+   * plus any `extra` fields (e.g. `errors`). GitHub's messages can echo what the request carried.
+   */
+  failNext(
+    method: string,
+    path: RegExp,
+    failure: { status: number; message: string; extra?: Record<string, unknown>; times?: number },
+  ): void;
   /** Signs and posts a webhook to `webhookUrl`. */
   sendWebhook(event: string, payload: Record<string, unknown>, opts?: WebhookOptions): Promise<WebhookResult>;
   /** Webhook payloads in GitHub's shapes, built from the fake's state, checked as they are sent. */
@@ -564,11 +574,30 @@ export async function startFakeGitHub(options: FakeGitHubOptions): Promise<FakeG
 
   // --- routing ---------------------------------------------------------------------------------
 
+  const failures: {
+    method: string;
+    path: RegExp;
+    status: number;
+    message: string;
+    extra: Record<string, unknown>;
+    left: number;
+  }[] = [];
+
   async function route(req: IncomingMessage, res: ServerResponse): Promise<void> {
     const url = new URL(req.url ?? '/', webUrl);
     const path = url.pathname;
     if (path.startsWith('/api/v3/')) {
       requests.push(`${req.method} ${path.slice('/api/v3'.length)}`);
+      const failure = failures.find(
+        (f) => f.left > 0 && f.method === req.method && f.path.test(path.slice('/api/v3'.length)),
+      );
+      if (failure) {
+        failure.left--;
+        throw new HttpError(failure.status, failure.message, {
+          documentation_url: 'https://docs.github.com/rest',
+          ...failure.extra,
+        });
+      }
       const body = req.method === 'GET' ? {} : parseJsonBody(await readBody(req));
       return api(req, res, path.slice('/api/v3'.length), url.searchParams, body);
     }
@@ -1032,6 +1061,10 @@ export async function startFakeGitHub(options: FakeGitHubOptions): Promise<FakeG
       };
       statuses.push(entry);
       return entry;
+    },
+
+    failNext(method, path, { status, message, extra = {}, times = 1 }) {
+      failures.push({ method, path, status, message, extra, left: times });
     },
 
     async sendWebhook(event, payload, opts = {}) {

@@ -20,6 +20,8 @@ import {
   newNatsUserKey,
   NKEY_USER_SEED,
   type NatsKeys,
+  foreignDatabaseProblem,
+  redactMongoUrl,
   serviceDbName,
   type NatsAuth,
 } from '@threadwork/platform';
@@ -193,13 +195,16 @@ async function main(): Promise<void> {
       'admin: no database to talk to: start the local stack with `npm start` (same THREADWORK_DATA_DIR), or set MONGO_URL.',
     );
   }
+  // Users and keys are the gateway's: the CLI connects as the gateway does, with its connection string.
+  const foreign = foreignDatabaseProblem(target.mongoUrl, serviceDbName(target.dbPrefix, 'gateway'));
+  if (foreign) fail(`admin: MONGO_URL ${foreign}: give the admin CLI the gateway's connection string`);
   const client = await connectMongo({
     url: target.mongoUrl,
     appName: 'threadwork-admin',
     serverSelectionTimeoutMs: 3_000,
   }).catch((err: Error) =>
     fail(
-      `admin: cannot reach the database at ${target.mongoUrl} (from ${target.source}): ${err.message}. Is \`npm start\` running?`,
+      `admin: cannot reach the database at ${redactMongoUrl(target.mongoUrl)} (from ${target.source}): ${err.message}. Is \`npm start\` running?`,
     ),
   );
   try {

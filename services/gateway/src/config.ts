@@ -1,5 +1,31 @@
+import { isIP } from 'node:net';
 import { baseConfigShape, env } from '@threadwork/platform';
 import { z } from 'zod';
+
+/** fastify's `trustProxy`: believe no proxy, every one, so many hops, or the proxies at these addresses. */
+export type TrustProxy = boolean | number | string[];
+
+/** TRUST_PROXY as fastify takes it, or why it cannot be. */
+export function parseTrustProxy(value: string): { value: TrustProxy } | string {
+  const text = value.trim();
+  if (text === '' || text === 'false' || text === '0') return { value: false };
+  if (text === 'true') return { value: true };
+  if (/^\d+$/.test(text)) return { value: Number(text) };
+  const entries = text
+    .split(',')
+    .map((entry) => entry.trim())
+    .filter(Boolean);
+  for (const entry of entries) {
+    const [address = '', bits, extra] = entry.split('/');
+    const family = isIP(address);
+    const maxBits = family === 6 ? 128 : 32;
+    const badBits = bits !== undefined && (!/^\d{1,3}$/.test(bits) || Number(bits) > maxBits);
+    if (family === 0 || badBits || extra !== undefined) {
+      return `${JSON.stringify(entry)} is not an address or CIDR (expected false, true, a number of hops, or addresses and CIDRs of the proxies)`;
+    }
+  }
+  return { value: entries };
+}
 
 export const GatewayConfig = z
   .object({
@@ -28,6 +54,33 @@ export const GatewayConfig = z
     RATE_LIMIT_PER_SECOND: z.coerce.number().positive().default(20),
     /** Requests a caller may make at once before the per-second rate applies (bucket size). */
     RATE_LIMIT_BURST: z.coerce.number().int().min(1).default(100),
+    /**
+     * API keys that match no user, per second, that one client address may present (refilled
+     * continuously, per replica): each costs a database lookup, so past it the address is answered
+     * 429 `rate_limited` without one. Only unknown keys count; keys this replica accepted recently
+     * pass without a lookup.
+     */
+    AUTH_FAILURES_PER_SECOND: z.coerce.number().positive().default(0.5),
+    /** Unknown keys one client address may present at once before AUTH_FAILURES_PER_SECOND applies. */
+    AUTH_FAILURES_BURST: z.coerce.number().int().min(1).default(20),
+    /**
+     * Which proxies in front of the gateway are trusted to say who the client is (X-Forwarded-For),
+     * as fastify's `trustProxy`: `false` (the default: the client is whoever connected), a number of
+     * proxy hops, or comma-separated addresses and CIDRs of the proxies; `true` believes any
+     * X-Forwarded-For, which a client can write itself — only where nothing but the proxy can
+     * connect. The client address feeds the per-address limits and the request log.
+     */
+    TRUST_PROXY: z
+      .string()
+      .default('false')
+      .transform((value, ctx): TrustProxy => {
+        const parsed = parseTrustProxy(value);
+        if (typeof parsed === 'string') {
+          ctx.addIssue({ code: 'custom', message: parsed });
+          return z.NEVER;
+        }
+        return parsed.value;
+      }),
     /** Event streams and long-polls one user may hold open at once, per replica; past it 429 `rate_limited`. */
     MAX_FOLLOWERS_PER_USER: z.coerce.number().int().min(1).default(32),
     /**

@@ -45,6 +45,8 @@ export async function startGateway(config: GatewayConfig): Promise<Gateway> {
       nc: runtime.nc,
       requestTimeoutMs: config.REQUEST_TIMEOUT_MS,
       rateLimit: { perSecond: config.RATE_LIMIT_PER_SECOND, burst: config.RATE_LIMIT_BURST },
+      authFailureLimit: { perSecond: config.AUTH_FAILURES_PER_SECOND, burst: config.AUTH_FAILURES_BURST },
+      trustProxy: config.TRUST_PROXY,
       maxFollowersPerUser: config.MAX_FOLLOWERS_PER_USER,
       sessionSecret: sessionSecretOf(config, runtime.logger),
       ready: async () => {

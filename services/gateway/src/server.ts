@@ -1,3 +1,4 @@
+import { randomUUID } from 'node:crypto';
 import { setMaxListeners } from 'node:events';
 import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
 import swagger from '@fastify/swagger';
@@ -11,6 +12,7 @@ import {
   toAppError,
   type Logger,
   type NatsConnection,
+  withRequestId,
 } from '@threadwork/platform';
 import Fastify, { LogController, type FastifyError, type FastifyReply, type FastifyRequest } from 'fastify';
 import {
@@ -20,11 +22,14 @@ import {
   validatorCompiler,
   type ZodTypeProvider,
 } from 'fastify-type-provider-zod';
+import { isWellFormedKey } from './domain/keys.js';
+import { PerAddressLimiter } from './domain/per-address-limit.js';
 import { TokenBuckets, type RateLimit } from './domain/rate-limit.js';
 import { readCookie, SESSION_COOKIE, verifySession } from './domain/session.js';
 import { Followers, type HandlerDeps, type RouteModule } from './handlers/common.js';
 import { OPERATION_IDS } from './handlers/operation-ids.js';
 import { componentsTransform } from './openapi-components.js';
+import type { TrustProxy } from './config.js';
 import { discardBody } from './oversized-body.js';
 import { conversationRoutes } from './handlers/conversation.js';
 import { eventRoutes, STREAM_DESCRIPTION } from './handlers/events.js';
@@ -65,6 +70,13 @@ export interface GatewayDeps {
   requestTimeoutMs: number;
   /** Per caller, per replica. */
   rateLimit: RateLimit;
+  /**
+   * API keys that match no one, per client address, per replica (AUTH_FAILURES_*): past it the
+   * address is answered 429 without a database lookup. Default: 0.5 a second, 20 at once.
+   */
+  authFailureLimit?: RateLimit;
+  /** Which proxies say who the client is (TRUST_PROXY, fastify's trustProxy); default none. */
+  trustProxy?: TrustProxy;
   /** Key that signs `tw_session` cookies. */
   sessionSecret: string;
   /** Comment frames keep idle event streams alive through proxies that cut silent connections. */
@@ -113,7 +125,10 @@ const API_DESCRIPTION = [
   'Cookie-authenticated writes from another site (`Sec-Fetch-Site: cross-site`) are refused.',
   '',
   'Rate limit: a token bucket per caller and per gateway replica (RATE_LIMIT_PER_SECOND, RATE_LIMIT_BURST);',
-  'above it 429 `rate_limited` with `Retry-After` in seconds.',
+  'above it 429 `rate_limited` with `Retry-After` in seconds. API keys that match no one are limited per client',
+  'address (AUTH_FAILURES_PER_SECOND, AUTH_FAILURES_BURST): past it 429 `rate_limited`, also before a 401.',
+  '',
+  'Every answer carries `X-Request-Id`: quote it when reporting a 500, whose message never carries the cause.',
   '',
   'Per-user limits, for the whole deployment: at most MAX_LIVE_RUNS_PER_USER runs live at once (past it',
   'creating a thread or task, sending a message or queueing on an idle thread is 409 `too_many_runs`, with',
@@ -135,15 +150,63 @@ function bearerKey(header: string | undefined): string | null {
  */
 const identityLookup = (deps: GatewayDeps) => ({ timeoutMs: deps.requestTimeoutMs });
 
+/** TRUST_PROXY as fastify's types take it: a number of hops is the function fastify makes of one. */
+function fastifyTrustProxy(trust: TrustProxy): boolean | string[] | ((address: string, hop: number) => boolean) {
+  if (typeof trust !== 'number') return trust;
+  return (_address, hop) => hop < trust;
+}
+
+/** Unknown API keys one client address may present: 20 at once, then one every two seconds. */
+const AUTH_FAILURE_LIMIT: RateLimit = { perSecond: 0.5, burst: 20 };
+
+/** An address that presented too many unknown API keys: answered 429 before any lookup. */
+class AddressLimited extends Error {
+  constructor(readonly retryAfterSeconds: number) {
+    super('too many unknown API keys from this address');
+  }
+}
+
+/**
+ * The user of a bearer key. A malformed key is refused without a lookup, a key accepted moments
+ * ago is known without one; any other costs a database lookup, so it takes a token of the client
+ * address's budget first (a guesser cannot turn the gateway into load on the database) and gives
+ * it back unless the key turned out unknown or revoked.
+ */
+async function authenticateKey(
+  key: string,
+  request: FastifyRequest,
+  deps: GatewayDeps,
+  guesses: PerAddressLimiter,
+): Promise<UserDoc | null> {
+  if (!isWellFormedKey(key)) return null;
+  const known = deps.identity.remembered?.(key);
+  if (known) return known;
+  const decision = guesses.take(request.ip);
+  if (!decision.allowed) throw new AddressLimited(decision.retryAfterSeconds);
+  let unknown = false;
+  try {
+    const user = await mongoCall(() => deps.identity.authenticate(key), identityLookup(deps));
+    unknown = user === null;
+    return user;
+  } finally {
+    // A database that failed says nothing about the key: only an unknown one counts.
+    if (!unknown) guesses.refund(request.ip);
+  }
+}
+
 /**
  * Which user a request acts for: a bearer key when an Authorization header is sent (a bad one is
  * not rescued by a cookie), else a valid session cookie. Null means 401.
  */
-async function authenticate(request: FastifyRequest, deps: GatewayDeps): Promise<UserDoc | null> {
+async function authenticate(
+  request: FastifyRequest,
+  deps: GatewayDeps,
+  guesses: PerAddressLimiter,
+): Promise<UserDoc | null> {
   const authorization = request.headers.authorization;
   if (authorization !== undefined) {
     const key = bearerKey(authorization);
-    return key ? mongoCall(() => deps.identity.authenticate(key), identityLookup(deps)) : null;
+    return key ? authenticateKey(key, request, deps, guesses) : null;
   }
   const session = readCookie(request.headers.cookie, SESSION_COOKIE);
   if (session === null) return null;
@@ -157,6 +220,9 @@ async function authenticate(request: FastifyRequest, deps: GatewayDeps): Promise
   if (!SAFE_METHODS.has(request.method) && site !== undefined && site !== 'same-origin') return null;
   return mongoCall(() => deps.identity.findUser(userId), identityLookup(deps));
 }
+
+/** What a 500 says, whatever failed: the details are in the log under the request's id. */
+const INTERNAL_MESSAGE = 'internal error';
 
 function sendError(reply: FastifyReply, status: number, code: string, message: string) {
   return reply.code(status).send({ error: { code, message } });
@@ -204,6 +270,12 @@ export async function buildServer(deps: GatewayDeps) {
       return server;
     },
     loggerInstance: deps.logger,
+    // Each request's id: in the log of every service that serves it (request_id), and answered in
+    // X-Request-Id for a client to quote. Made here, never taken from the client.
+    genReqId: () => randomUUID(),
+    requestIdHeader: false,
+    // Who the client is (request.ip: the per-address limits, the request log) behind proxies.
+    trustProxy: fastifyTrustProxy(deps.trustProxy ?? false),
     bodyLimit: deps.bodyLimit,
     // Above the contract's 256 so an overlong id reaches validation and is a 400 naming
     // `params.id`, not the router's bare 414.
@@ -283,10 +355,23 @@ export async function buildServer(deps: GatewayDeps) {
   setMaxListeners(0, closing.signal);
   app.addHook('preClose', async () => closing.abort());
   const buckets = new TokenBuckets(deps.rateLimit);
+  const guesses = new PerAddressLimiter(deps.authFailureLimit ?? AUTH_FAILURE_LIMIT);
   app.decorateRequest('user', null);
   /** Authentication and the rate limit of an API request; true when it has been answered here. */
   const guard = async (request: FastifyRequest, reply: FastifyReply): Promise<boolean> => {
-    const user = await authenticate(request, deps);
+    let user: UserDoc | null;
+    try {
+      user = await authenticate(request, deps, guesses);
+    } catch (err) {
+      if (!(err instanceof AddressLimited)) throw err;
+      request.log.warn(
+        { address: request.ip },
+        'too many unknown API keys from this address; refused without a lookup',
+      );
+      reply.header('retry-after', String(err.retryAfterSeconds));
+      await sendError(reply, 429, 'rate_limited', `${err.message}; retry in ${err.retryAfterSeconds} s`);
+      return true;
+    }
     if (!user) {
       await reply.code(401).send({ error: 'Unauthorized' });
       return true;
@@ -298,8 +383,7 @@ export async function buildServer(deps: GatewayDeps) {
     await sendError(reply, 429, 'rate_limited', `too many requests; retry in ${decision.retryAfterSeconds} s`);
     return true;
   };
-  // One hook in callback style, so probes and public paths pass without a promise or a tick.
-  app.addHook('onRequest', (request, reply, done) => {
+  const onRequest = (request: FastifyRequest, reply: FastifyReply, done: (err?: Error) => void) => {
     if (closing.signal.aborted) {
       // A request that still reaches us while we close (on a connection that was busy when closing
       // began) is refused the way any unavailable backend is: 503 `unavailable`, retry elsewhere.
@@ -318,7 +402,16 @@ export async function buildServer(deps: GatewayDeps) {
       },
       (err: unknown) => done(err instanceof Error ? err : new Error(String(err))),
     );
+  };
+  // One hook in callback style, so probes and public paths pass without a promise or a tick.
+  app.addHook('onRequest', (request, reply, done) => {
+    reply.header('x-request-id', request.id);
+    // Everything this request does from here on, the calls to other services included, runs as it.
+    withRequestId(request.id, () => onRequest(request, reply, done));
   });
+  // A body is read on the socket's events, which may run outside the request's context: enter it
+  // again before the handler (as @fastify/request-context does).
+  app.addHook('preValidation', (request, _reply, done) => withRequestId(request.id, () => done()));
 
   app.setErrorHandler((err: FastifyError, request, reply) => {
     if (hasZodFastifySchemaValidationErrors(err)) {
@@ -348,7 +441,12 @@ export async function buildServer(deps: GatewayDeps) {
       return sendError(reply, 400, 'invalid_request', FASTIFY_REQUEST_ERRORS[err.code] ?? `request: ${err.message}`);
     }
     const appErr = toAppError(err);
-    if (appErr.code === 'internal') request.log.error({ err }, 'request failed');
+    if (appErr.code === 'internal') {
+      // The failure's own text (a service's, GitHub's through repohost) is for the log only: the
+      // client gets the code and the request id (X-Request-Id) to quote.
+      request.log.error({ err }, 'request failed');
+      return sendError(reply, 500, 'internal', INTERNAL_MESSAGE);
+    }
     if (appErr.code === 'unauthorized') return reply.code(401).send({ error: 'Unauthorized' });
     // Both are worth retrying; say when: as the service that refused says, else soon.
     if (appErr.code === 'unavailable' || appErr.code === 'rate_limited') {

@@ -10,7 +10,9 @@ import {
   type RunStatus,
 } from '@threadwork/contracts';
 import {
+  AppError,
   conflict,
+  currentRequestId,
   notFound,
   route,
   serveRpc,
@@ -28,6 +30,8 @@ import { control, interaction, run, runRef, task, thread } from './fixtures.js';
 export const SPECIAL = {
   /** Throws a plain Error carrying a secret: the service answers `internal`. */
   boom: 'thr_boom',
+  /** Answers `internal` with a message of its own (as repohost did with GitHub's failures). */
+  internalWithText: 'thr_internal_text',
   /** Answers a shape the contract does not allow: the gateway's parse fails. */
   malformed: 'thr_malformed',
   /** Answers after the gateway has given up. */
@@ -59,6 +63,8 @@ export class World {
   readonly pageCalls = new Map<string, number>();
   private readonly pageWaiters: { runId: string; calls: number; resolve: () => void }[] = [];
   repositories: Repository[] = [];
+  /** The request id each threads.create was served under (currentRequestId in the service). */
+  readonly createRequestIds: (string | undefined)[] = [];
   private counter = 0;
 
   nextId(prefix: string): string {
@@ -158,6 +164,7 @@ export async function serveDoubles(nc: NatsConnection, world: World, logger: Log
           })),
       })),
       route(rpc.threads.create, async ({ owner_id, view, body }) => {
+        world.createRequestIds.push(currentRequestId());
         if (body.client_request_id === 'reused') throw conflict('idempotency_conflict', 'client_request_id reused');
         const id = world.addThread(owner_id);
         const first = world.addRun(owner_id, id, 'queued');
@@ -166,6 +173,7 @@ export async function serveDoubles(nc: NatsConnection, world: World, logger: Log
       }),
       route(rpc.threads.get, async ({ owner_id, thread_id, view }) => {
         if (thread_id === SPECIAL.boom) throw new Error(`driver said ${SECRET}`);
+        if (thread_id === SPECIAL.internalWithText) throw new AppError('internal', `GitHub answered ${SECRET}`);
         if (thread_id === SPECIAL.malformed) return { id: thread_id } as unknown as ReturnType<typeof task>;
         world.ownedThread(owner_id, thread_id);
         return view === 'task' ? task(thread_id) : thread(thread_id);

@@ -346,12 +346,48 @@ describe('gateway routes', () => {
     });
   });
 
+  it('gives each request an id of its own, answered in X-Request-Id and carried to the services it calls', async () => {
+    // A write with a body over a real connection: the handler runs after the body has arrived
+    // on the socket, and still as the request.
+    const served = await harness.gateway();
+    const url = await served.listen({ port: 0, host: '127.0.0.1' });
+    const send = (prompt: string) =>
+      fetch(`${url}/v1/threads`, {
+        method: 'POST',
+        headers: { ...alice.headers, 'content-type': 'application/json' },
+        body: JSON.stringify({ repository_id: 11, prompt }),
+      });
+    const first = await send('hi');
+    const second = await send('hi again');
+    expect(first.status).toBe(202);
+    const ids = [first.headers.get('x-request-id'), second.headers.get('x-request-id')];
+    expect(ids[0]).toMatch(/^[0-9a-f-]{36}$/);
+    expect(ids[1]).not.toBe(ids[0]);
+    expect(harness.world.createRequestIds.slice(-2)).toEqual(ids);
+    // A client's own id is not taken.
+    const chosen = await app.inject({
+      method: 'POST',
+      url: '/v1/threads',
+      headers: { ...alice.headers, 'x-request-id': 'mine' },
+      payload: { repository_id: 11, prompt: 'hi' },
+    });
+    expect(chosen.headers['x-request-id']).not.toBe('mine');
+  });
+
   describe('500 hides what went wrong', () => {
     it('when a service fails unexpectedly', async () => {
       const res = await get(`/v1/threads/${SPECIAL.boom}`);
       expect(res.statusCode).toBe(500);
       expect(res.json()).toEqual({ error: { code: 'internal', message: 'internal error' } });
       expect(res.body).not.toContain(SECRET);
+    });
+
+    it('when a service answers `internal` with a message of its own: the code, and the request id to quote', async () => {
+      const res = await get(`/v1/threads/${SPECIAL.internalWithText}`);
+      expect(res.statusCode).toBe(500);
+      expect(res.json()).toEqual({ error: { code: 'internal', message: 'internal error' } });
+      expect(res.body).not.toContain(SECRET);
+      expect(res.headers['x-request-id']).toMatch(/^[0-9a-f-]{36}$/);
     });
 
     it('when a service answers a shape the contract does not allow', async () => {

@@ -5,6 +5,7 @@ import {
   request,
   serveRoutes,
   startRuntime,
+  type Logger,
   type StartedService,
 } from '@threadwork/platform';
 import { githubAppConfig, localRepositoriesDir, type RepohostConfig } from './config.js';
@@ -24,8 +25,9 @@ export { localRepositoryId } from './domain/local.js';
 /** Durable name of repohost's DOMAIN consumer (candidates to publish, webhooks to process). */
 export const REPOHOST_CONSUMER = CONSUMERS.repohost;
 
-export async function startRepohost(config: RepohostConfig): Promise<StartedService> {
-  const runtime = await startRuntime({ name: 'repohost', config, mongo: true });
+/** `logger`: where its lines go instead of standard output (tests that read them). */
+export async function startRepohost(config: RepohostConfig, opts: { logger?: Logger } = {}): Promise<StartedService> {
+  const runtime = await startRuntime({ name: 'repohost', config, mongo: true, ...opts });
   return bootService(runtime, async ({ db, nc, js, logger }) => {
     const store = createRepositoryStore(db);
     await store.ensureIndexes();

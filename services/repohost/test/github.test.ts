@@ -26,6 +26,7 @@ import {
   type MongoClient,
   type NatsConnection,
   type StartedService,
+  withRequestId,
 } from '@threadwork/platform';
 import {
   baseServiceEnv,
@@ -85,6 +86,8 @@ describe('repohost GitHub App provider', () => {
 
   const alice = 'usr_alice';
   const bob = 'usr_bob';
+  /** Repohost's log lines (warnings and worse). */
+  const logLines: string[] = [];
 
   beforeAll(async () => {
     const keys = generateAppKeyPair();
@@ -116,6 +119,14 @@ describe('repohost GitHub App provider', () => {
         // Only webhooks move publications in this file.
         PUBLICATION_SYNC_MS: String(60 * 60_000),
       }),
+      // Its warnings, read by the test of GitHub's failures.
+      {
+        logger: createLogger({
+          service: 'repohost',
+          level: 'warn',
+          destination: { write: (line) => logLines.push(line) },
+        }),
+      },
     );
     nc = await connectNats({
       servers: nats.url,
@@ -387,6 +398,45 @@ describe('repohost GitHub App provider', () => {
     // Once a newer attempt claims the run, the older claim gets nothing more.
     await request(nc, rpc.runs.claim, { run_id: held.run_id, runner_id: 'runner-next', claim_id: newClaimId() });
     expect(await refusal({ ...held, repository_ids: [widgets.id] })).toBe('already_settled');
+  });
+
+  it('answers GitHub’s failures with a code and a message of its own, and logs GitHub’s text under the request id', async () => {
+    // GitHub's messages can echo what the request carried; this one stands for such an echo.
+    const echo = 'Branch <threadwork/evil> of repository secret-plans does not exist';
+    const held = await heldRun(alice, [gadgets]);
+    const ask = (requestId: string) =>
+      withRequestId(requestId, () =>
+        request(nc, rpc.repohost.token, { ...held, repository_ids: [gadgets.id] }).then(
+          () => null,
+          (e: unknown) => e as AppError,
+        ),
+      );
+
+    fake.failNext('POST', /^\/app\/installations\/\d+\/access_tokens$/, {
+      status: 422,
+      message: echo,
+      extra: { errors: [{ resource: 'Branch', code: 'invalid', message: echo }] },
+    });
+    const refused = await ask('req-github-refused');
+    expect(refused).toMatchObject({ code: 'internal', message: 'GitHub refused the request', retryable: false });
+    expect(JSON.stringify(refused?.toJSON())).not.toContain('secret-plans');
+
+    fake.failNext('POST', /^\/app\/installations\/\d+\/access_tokens$/, { status: 502, message: echo });
+    const down = await ask('req-github-down');
+    expect(down).toMatchObject({ code: 'unavailable', message: 'GitHub did not answer; retry later', retryable: true });
+    expect(JSON.stringify(down?.toJSON())).not.toContain('secret-plans');
+
+    // The operator finds GitHub's own words by the request's id.
+    for (const [requestId, status] of [
+      ['req-github-refused', 422],
+      ['req-github-down', 502],
+    ] as const) {
+      const line = logLines
+        .map((l) => JSON.parse(l) as { request_id?: string; github?: { status: number; message?: string } })
+        .find((l) => l.request_id === requestId && l.github);
+      expect(line?.github?.status, requestId).toBe(status);
+      expect(line?.github?.message, requestId).toContain('secret-plans');
+    }
   });
 
   describe('webhooks', () => {

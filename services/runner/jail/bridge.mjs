@@ -5,6 +5,11 @@
 import { writeFileSync } from 'node:fs';
 import { connect, createServer } from 'node:net';
 
+// The bridge outlives each run (it serves the harness kept warm), and the jail's other processes
+// share its uid: SIGUSR1 from one of them would open Node's inspector on the jail's loopback, and
+// with it every later turn's model traffic. Taking the signal keeps the inspector shut.
+process.on('SIGUSR1', () => {});
+
 const [readyFile, ...relays] = process.argv.slice(2);
 let waiting = relays.length;
 for (const relay of relays) {

@@ -25,6 +25,8 @@ export const AUTH_CACHE_DEFAULTS: AuthCacheOptions = { ttlMs: 10_000, maxEntries
  * hash rather than the key. A revocation through this store forgets everything it remembered.
  */
 export interface CachingIdentityStore extends IdentityStore {
+  /** The user of a key accepted within the TTL, without a database lookup; null otherwise. */
+  remembered(key: string): UserDoc | null;
   /** Forgets every remembered key: a key was revoked elsewhere. */
   forgetAll(): void;
 }
@@ -34,14 +36,23 @@ export function cacheAuthentication(identity: IdentityStore, options: AuthCacheO
   // Insertion order is expiry order (every entry lives ttlMs), so the first entry is the oldest.
   const remembered = new Map<string, { user: UserDoc; expiresAt: number }>();
 
+  function rememberedUser(key: string): UserDoc | null {
+    const id = hashKey(key);
+    const entry = remembered.get(id);
+    if (entry && entry.expiresAt > now()) return entry.user;
+    remembered.delete(id);
+    return null;
+  }
+
   return {
     ...identity,
 
+    remembered: rememberedUser,
+
     async authenticate(key) {
+      const known = rememberedUser(key);
+      if (known) return known;
       const id = hashKey(key);
-      const entry = remembered.get(id);
-      if (entry && entry.expiresAt > now()) return entry.user;
-      remembered.delete(id);
 
       const user = await identity.authenticate(key);
       if (user) {

@@ -44,3 +44,21 @@ describe('TokenBuckets', () => {
     expect(() => new TokenBuckets({ perSecond: 1, burst: 0 })).toThrow(RangeError);
   });
 });
+
+describe('TokenBuckets.refund', () => {
+  it('gives a taken token back, never above the burst', () => {
+    const buckets = new TokenBuckets({ perSecond: 1, burst: 2 });
+    expect(buckets.take('a', 0).allowed).toBe(true);
+    expect(buckets.take('a', 0).allowed).toBe(true);
+    buckets.refund('a', 0);
+    expect(buckets.take('a', 0).allowed).toBe(true);
+    expect(buckets.take('a', 0).allowed).toBe(false);
+    buckets.refund('a', 0);
+    buckets.refund('a', 0);
+    buckets.refund('a', 0);
+    expect([1, 2, 3].map(() => buckets.take('a', 0).allowed)).toEqual([true, true, false]);
+    // Nothing to give back to a caller never seen.
+    buckets.refund('b', 0);
+    expect(buckets.size).toBe(1);
+  });
+});

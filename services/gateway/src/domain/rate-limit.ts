@@ -38,6 +38,18 @@ export class TokenBuckets {
     return { allowed: false, retryAfterSeconds: Math.max(1, Math.ceil(waitSeconds)) };
   }
 
+  /**
+   * Gives back a token taken for `key` (up to the bucket's size): for limits on what fails, where
+   * a token is taken before the attempt, so that concurrent attempts cannot overrun the limit,
+   * and given back when it did not fail.
+   */
+  refund(key: string, nowMs: number): void {
+    const bucket = this.buckets.get(key);
+    if (!bucket) return;
+    const refilled = this.refilled(key, nowMs);
+    refilled.tokens = Math.min(this.limit.burst, refilled.tokens + 1);
+  }
+
   get size(): number {
     return this.buckets.size;
   }

@@ -30,6 +30,11 @@ export interface IdentityStore {
   listKeys(userId?: string): Promise<ApiKeyDoc[]>;
   /** The user a presented key belongs to, or null when it is malformed, unknown or revoked. */
   authenticate(key: string): Promise<UserDoc | null>;
+  /**
+   * The user of a key this store can answer for without the database (a key accepted moments ago:
+   * auth-cache.ts), else null. A store that remembers nothing leaves it out.
+   */
+  remembered?(key: string): UserDoc | null;
 }
 
 export function createIdentityStore(db: Db): IdentityStore {

@@ -229,7 +229,8 @@ export function createGitHubClient(config: {
       const body = z
         .object({ access_token: z.string().optional(), error: z.string().optional() })
         .parse(await res.json());
-      if (!body.access_token) throw new GitHubError(`exchange code: ${body.error ?? 'no token'}`, 400);
+      // GitHub's reason (`bad_verification_code`, …) is kept apart from the message, for the log.
+      if (!body.access_token) throw new GitHubError('exchange code: GitHub gave no token', 400, body.error ?? null);
       return body.access_token;
     },
 

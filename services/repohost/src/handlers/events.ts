@@ -28,7 +28,7 @@ export function createEventHandler(deps: WebhookDeps): (subject: string, payload
           deps.logger.debug({ subject }, 'ignoring DOMAIN event');
       }
     } catch (err) {
-      throw gitHubAppError(err);
+      throw gitHubAppError(err, deps.logger);
     }
   };
 }

@@ -155,7 +155,7 @@ export async function publishCandidate(deps: PublicationDeps, event: CandidatePr
     });
     logger.info({ thread_id: event.thread_id, pr_number: pull.number }, 'pull request published');
   } catch (err) {
-    throw gitHubAppError(err);
+    throw gitHubAppError(err, logger);
   }
 }
 

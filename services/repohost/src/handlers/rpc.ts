@@ -1,5 +1,12 @@
 import { rpc, type HolderResponse } from '@threadwork/contracts';
-import { invalidRequest, isAppError, route, type JetStreamClient, type Logger, type RpcRoute } from '@threadwork/platform';
+import {
+  invalidRequest,
+  isAppError,
+  route,
+  type JetStreamClient,
+  type Logger,
+  type RpcRoute,
+} from '@threadwork/platform';
 import type { z } from 'zod';
 import type { GitHubAppConfig } from '../config.js';
 import { filterRepositories, pickRepositories, publicRepository } from '../domain/repositories.js';
@@ -87,7 +94,7 @@ export function repohostRoutes({ provider, js, github, holder, logger }: RoutesD
         const token = await github.client.installationToken(installationId, repository_ids, TOKEN_MIN_LIFETIME_MS);
         return { token: token.token, expires_at: token.expiresAt };
       } catch (err) {
-        throw gitHubAppError(err);
+        throw gitHubAppError(err, logger);
       }
     }),
 

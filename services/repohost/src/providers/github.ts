@@ -15,11 +15,28 @@ export interface GitHubProvider extends RepositoryProvider {
   saveInstallation(installation: GhInstallation): Promise<InstallationDoc>;
 }
 
-/** A GitHub failure as the caller should see it: transient ones are `unavailable` (retry). */
-export function gitHubAppError(err: unknown): unknown {
+/**
+ * A GitHub failure as the caller should see it: a code and a message of ours — `unavailable` (retry)
+ * when GitHub is down, rate limited or unreachable, `internal` when it refused. GitHub's own text
+ * can echo what the request carried (a branch, a title, a repository name), so it goes to this
+ * service's log only, under the request's id (`request_id`, which the client got as X-Request-Id).
+ */
+export function gitHubAppError(err: unknown, logger: Logger): unknown {
   if (!(err instanceof GitHubError)) return err;
-  if (err.transient) return unavailable(`GitHub did not answer: ${err.message}`, err);
-  return new AppError('internal', err.message, { cause: err, retryable: false });
+  logger.warn({ github: gitHubErrorDetails(err) }, 'a call to GitHub failed');
+  if (err.transient) return unavailable('GitHub did not answer; retry later', err);
+  return new AppError('internal', 'GitHub refused the request', { cause: err, retryable: false });
+}
+
+/** What GitHub said about a failure, for the log: its status, message and errors. */
+export function gitHubErrorDetails(err: GitHubError): Record<string, unknown> {
+  const cause = err.cause instanceof Error ? err.cause.message : undefined;
+  return {
+    call: err.message,
+    status: err.status,
+    ...(cause === undefined ? {} : { message: cause }),
+    ...(err.errors === undefined ? {} : { errors: err.errors }),
+  };
 }
 
 export function installationDoc(
@@ -152,7 +169,7 @@ export function createGitHubProvider(deps: {
           await refreshRepositories(installation._id);
         } catch (err) {
           // A list read before is still worth showing; one never read cannot be made up.
-          if (!installation.repositories_synced_at) throw gitHubAppError(err);
+          if (!installation.repositories_synced_at) throw gitHubAppError(err, logger);
           logger.warn(
             { err, installation_id: installation._id },
             'could not refresh repositories; serving the cached list',

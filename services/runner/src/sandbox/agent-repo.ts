@@ -1,6 +1,8 @@
+import { execFile } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { rename, rm, writeFile } from 'node:fs/promises';
 import { dirname, join } from 'node:path';
+import { promisify } from 'node:util';
 import { git, type GitRepo } from './git.js';
 
 // The agent's own repository in a workspace (`<workspace>/.git`). The agent may do anything to it —
@@ -45,9 +47,8 @@ export async function makeAgentRepo(runner: GitRepo, shape: AgentRepoShape, take
     }
     const base = await revision(cwd, runner, `refs/remotes/origin/${shape.baseBranch}`);
     if (base) await git(cwd, ['update-ref', `refs/remotes/origin/${shape.baseBranch}`, base], agent);
-    // rm does not follow a symlink the agent may have put in place of its `.git`.
     take.check();
-    await rm(join(workTree, '.git'), { recursive: true, force: true });
+    await removeAgentTree(join(workTree, '.git'), cwd);
     await rename(aside, join(workTree, '.git'));
   } finally {
     await rm(aside, { recursive: true, force: true });
@@ -61,4 +62,26 @@ export async function revision(cwd: string, repo: GitRepo, name: string): Promis
   } catch {
     return null;
   }
+}
+
+/**
+ * Removes a tree the agent can write while processes of its jail may still run (the harness kept
+ * warm, what it started). A removal by path, as the runner's user, would follow a directory the
+ * agent swaps for a link to anywhere in the middle of it. So the tree first leaves every path the
+ * jail sees — renamed, whole, into `privateDir` (the runner's, on the same filesystem) — and is then
+ * removed by coreutils' `rm`, which descends by directory handle and never through a link. A link
+ * the agent put in place of the tree is moved, and removed, as a link.
+ */
+export async function removeAgentTree(path: string, privateDir: string): Promise<void> {
+  const trash = join(privateDir, `.trash-${randomBytes(6).toString('hex')}`);
+  try {
+    await rename(path, trash);
+  } catch (err) {
+    const code = (err as NodeJS.ErrnoException).code;
+    if (code === 'ENOENT') return;
+    if (code !== 'EXDEV') throw err;
+    await promisify(execFile)('rm', ['-rf', '--one-file-system', '--', path]);
+    return;
+  }
+  await promisify(execFile)('rm', ['-rf', '--one-file-system', '--', trash]);
 }

@@ -37,6 +37,7 @@ describe('egress decisions', () => {
   it('open public hosts on 80 and 443 only, and never this machine, private networks or metadata', async () => {
     const open: EgressPolicy = { mode: 'open', allow: [] };
     expect(await verdict(open, '8.8.8.8', 443)).toBe('allowed');
+    expect(await verdict(open, '2606:4700:4700::1111', 443)).toBe('allowed');
     expect(await verdict(open, '8.8.8.8', 22)).toMatch(/port 22 is closed/);
     for (const internal of [
       '127.0.0.1',
@@ -54,6 +55,15 @@ describe('egress decisions', () => {
       '::ffff:127.0.0.1',
       '64:ff9b::a00:1',
       '64:ff9b:1::a00:1',
+      // IPv4-compatible, SIIT, 6to4 and Teredo forms carry an IPv4 address of their own; site-local
+      // and discard-only ranges are no one's outside.
+      '::127.0.0.1',
+      '[::7f00:1]',
+      '::ffff:0:7f00:1',
+      '2002:7f00:1::1',
+      '2001:0:4136:e378:8000:63bf:3fff:fdd2',
+      'fec0::1',
+      '100::1',
     ]) {
       expect(await verdict(open, internal, 443), internal).toMatch(/internal address/);
     }

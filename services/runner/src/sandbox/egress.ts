@@ -54,6 +54,8 @@ export interface EgressProxy {
 
 const DEFAULT_PORTS = new Set([80, 443]);
 const CONNECT_TIMEOUT_MS = 15_000;
+/** Connections (tunnels included) one jail may hold open to the proxy; more are closed as they come. */
+export const MAX_CONNECTIONS = 64;
 const HOST = /^(?:\*\.)?[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?(?:\.[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?)*$/;
 
 interface Rule {
@@ -107,22 +109,25 @@ for (const [net, bits] of [
 ] as const) {
   INTERNAL_V4.addSubnet(net, bits, 'ipv4');
 }
+// IPv6: only global unicast (2000::/3) is outside, less the ranges that tunnel or translate to
+// addresses of their own (6to4, Teredo: an IPv4 address inside) and those reserved for examples.
+// Everything else — loopback, IPv4-compatible and -mapped, NAT64, unique and link-local, site-local,
+// discard-only, multicast — is internal.
+const GLOBAL_V6 = new BlockList();
+GLOBAL_V6.addSubnet('2000::', 3, 'ipv6');
 for (const [net, bits] of [
-  ['::', 127],
-  // IPv4-mapped and -translated addresses: whatever IPv4 address they carry.
-  ['::ffff:0:0', 96],
-  ['64:ff9b::', 96],
-  ['64:ff9b:1::', 48],
-  ['fc00::', 7],
-  ['fe80::', 10],
-  ['ff00::', 8],
+  ['2001::', 32],
+  ['2001:db8::', 32],
+  ['2002::', 16],
+  ['3fff::', 20],
 ] as const) {
   INTERNAL_V6.addSubnet(net, bits, 'ipv6');
 }
 
 function internal(address: string): boolean {
   // Kept apart: a BlockList also holds IPv4 addresses against the IPv4-mapped IPv6 range.
-  return isIP(address) === 6 ? INTERNAL_V6.check(address, 'ipv6') : INTERNAL_V4.check(address, 'ipv4');
+  if (isIP(address) === 6) return !GLOBAL_V6.check(address, 'ipv6') || INTERNAL_V6.check(address, 'ipv6');
+  return INTERNAL_V4.check(address, 'ipv4');
 }
 
 /** Decides a destination; answers the address to connect to, or why not. */
@@ -245,6 +250,8 @@ export async function startEgressProxy(socketPath: string, opts: EgressProxyOpti
   };
 
   const server: Server = createServer((req, res) => void forward(req, res));
+  // A jail cannot hold the runner's file descriptors: past this, new connections are closed.
+  server.maxConnections = MAX_CONNECTIONS;
   server.on('connect', (req: IncomingMessage, client: Duplex, head: Buffer) => void tunnel(req, client, head));
   await mkdir(dirname(socketPath), { recursive: true });
   await rm(socketPath, { force: true });

