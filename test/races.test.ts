@@ -11,7 +11,9 @@ let user: TestUser;
 let repoId: number;
 
 beforeAll(async () => {
-  stack = await startStack();
+  // One user races here, round after round, leaving runs live: the per-user limits would refuse
+  // them long before the rounds end (test/security/limits.test.ts plays those).
+  stack = await startStack({ MAX_LIVE_RUNS_PER_USER: '0', THREADS_PER_MINUTE_PER_USER: '0' });
   user = await stack.createUser('racer');
   repoId = await stack.addRepo('race-track');
 });

@@ -76,7 +76,7 @@ describe('local stack', () => {
       expect(await anonymous.json()).toEqual({ error: 'Unauthorized' });
       const authed = await fetch(`${base}/v1/work`, { headers: { authorization: `Bearer ${key}` } });
       expect(authed.status).toBe(200);
-      expect(await authed.json()).toEqual({ projects: [] });
+      expect(await authed.json()).toEqual({ projects: [], next_cursor: null });
 
       // A key the CLI revokes is refused at once, though the gateway had just let it in (and
       // remembers accepted keys for AUTH_CACHE_TTL_MS): the CLI announces the revocation on NATS.

@@ -173,6 +173,9 @@ export async function startStack({ runnerEnv = {}, profile = [], profileDir } = 
       RATE_LIMIT_BURST: '1000000000',
       // Benchmark 5 holds hundreds of event streams as one user; the per-user cap would refuse them.
       MAX_FOLLOWERS_PER_USER: '1000000',
+      // The benchmarks make many threads and hold many runs live as that one user.
+      MAX_LIVE_RUNS_PER_USER: '0',
+      THREADS_PER_MINUTE_PER_USER: '0',
       // Runs held for the read benchmarks are admitted for a harness no runner serves (lib/runs.mjs).
       HARNESSES: 'codex,bench',
     };

@@ -221,10 +221,23 @@ function retry(write: Write): Promise<Outcome> {
   });
 }
 
+/** Every page of a list (GET /v1/tasks or /v1/work), the largest pages, following `next_cursor`. */
+async function allPages<P extends { next_cursor?: string | null | undefined }>(path: string): Promise<P[]> {
+  const pages: P[] = [];
+  let cursor: string | null | undefined;
+  do {
+    const url = `${path}?limit=200${cursor ? `&cursor=${encodeURIComponent(cursor)}` : ''}`;
+    const res = await cluster.fetch(url, { user });
+    if (res.status !== 200) throw new Error(`GET ${url} → ${res.status}: ${await res.text()}`);
+    pages.push(await json<P>(res));
+    cursor = pages.at(-1)!.next_cursor;
+  } while (cursor);
+  return pages;
+}
+
+/** The whole work list, its pages' projects one after another. */
 async function workList(): Promise<WorkList> {
-  const res = await cluster.fetch('/v1/work', { user });
-  if (res.status !== 200) throw new Error(`GET /v1/work → ${res.status}: ${await res.text()}`);
-  return json<WorkList>(res);
+  return { projects: (await allPages<WorkList>('/v1/work')).flatMap((page) => page.projects) };
 }
 
 async function messagesOf(threadId: string): Promise<MessagePage['messages']> {
@@ -547,7 +560,7 @@ async function outages(fault: 'killed' | 'frozen'): Promise<void> {
     // recording the run of a create whose caller gave up, which makes that thread appear.)
     const listed = await waitFor('the work list and the task list to agree', async () => {
       const threads = (await workList()).projects.flatMap((p) => p.threads);
-      const tasks = (await json<TaskList>(await cluster.fetch('/v1/tasks', { user }))).tasks;
+      const tasks = (await allPages<TaskList>('/v1/tasks')).flatMap((page) => page.tasks);
       const [a, b] = [threads.map((t) => t.id).sort(), tasks.map((t) => t.id).sort()];
       return JSON.stringify(a) === JSON.stringify(b) ? threads : undefined;
     });

@@ -102,6 +102,26 @@ async function read<T>(path: string, parse: (body: unknown) => T, who: ChaosUser
   return parse(reply.body);
 }
 
+/** Every page of a list (GET /v1/tasks or /v1/work), the largest pages, following `next_cursor`. */
+async function allPages<P extends { next_cursor?: string | null | undefined }>(
+  path: string,
+  parse: (body: unknown) => P,
+  who: ChaosUser = user,
+): Promise<P[]> {
+  const pages: P[] = [];
+  let cursor: string | null | undefined;
+  do {
+    pages.push(await read(`${path}?limit=200${cursor ? `&cursor=${encodeURIComponent(cursor)}` : ''}`, parse, who));
+    cursor = pages.at(-1)!.next_cursor;
+  } while (cursor);
+  return pages;
+}
+
+const allWorkThreads = async (who: ChaosUser = user) =>
+  (await allPages('/v1/work', (b) => WorkList.parse(b), who)).flatMap((page) =>
+    page.projects.flatMap((p) => p.threads),
+  );
+
 const runOf = (runId: string) => read(`/v1/runs/${runId}`, (b) => Run.parse(b));
 
 /** The thread's live run as the API reports it (GET /v1/tasks/{id}/runs/resumable), or null. */
@@ -291,9 +311,9 @@ describe('races at scale', () => {
       // A user of its own, so that its task list holds nothing but what these rounds create.
       const creator = cluster.createUser();
       const repo = await cluster.addRepo(creator);
-      const tasks = () => read('/v1/tasks', (b) => TaskList.parse(b).tasks, creator);
-      const workThreads = async () =>
-        (await read('/v1/work', (b) => WorkList.parse(b), creator)).projects.flatMap((p) => p.threads);
+      const tasks = async () =>
+        (await allPages('/v1/tasks', (b) => TaskList.parse(b), creator)).flatMap((page) => page.tasks);
+      const workThreads = () => allWorkThreads(creator);
 
       for (let round = 0; round < ROUNDS; round++) {
         const at = `round ${round}`;
@@ -694,8 +714,7 @@ async function threadProblems(race: ThreadRace): Promise<string[]> {
 /** The work list shows each thread's last admitted run as its latest, as it ended. */
 async function latestRunProblems(races: ThreadRace[]): Promise<string[]> {
   const mismatches = async () => {
-    const work = await read('/v1/work', (b) => WorkList.parse(b));
-    const latest = new Map(work.projects.flatMap((p) => p.threads).map((t) => [t.id, t.latest_run]));
+    const latest = new Map((await allWorkThreads()).map((t) => [t.id, t.latest_run]));
     return races.flatMap(({ at, thread, last }) => {
       const shown = latest.get(thread.id);
       return shown?.id === last?.id && shown?.status === last?.status

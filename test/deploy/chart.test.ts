@@ -890,6 +890,28 @@ describe('charts/threadwork', () => {
     });
   });
 
+  describe('per-user limits', () => {
+    it('tells threads the limits, 0 included, and refuses a negative one', () => {
+      const limitsOf = (args: string[]) => {
+        const objects = render([...REQUIRED, ...args]);
+        expectValid(objects);
+        return workloads(objects).map((workload) => {
+          const env = workload.spec.template.spec.containers[0]!.env ?? [];
+          const value = (name: string) => env.find((e) => e.name === name)?.value;
+          return [component(workload), value('MAX_LIVE_RUNS_PER_USER'), value('THREADS_PER_MINUTE_PER_USER')];
+        });
+      };
+      for (const [name, live, perMinute] of limitsOf([])) {
+        expect([live, perMinute], String(name)).toEqual(name === 'threads' ? ['10', '30'] : [undefined, undefined]);
+      }
+      const off = limitsOf(['--set', 'limits.maxLiveRunsPerUser=0', '--set', 'limits.threadsPerMinutePerUser=5']);
+      expect(off.find(([name]) => name === 'threads')?.slice(1)).toEqual(['0', '5']);
+      const negative = template([...REQUIRED, '--set', 'limits.maxLiveRunsPerUser=-1']);
+      expect(negative.status).not.toBe(0);
+      expect(negative.stderr).toMatch(/maxLiveRunsPerUser/);
+    });
+  });
+
   describe('other values', () => {
     it('renders a Secret from values only when asked to', () => {
       const objects = render([

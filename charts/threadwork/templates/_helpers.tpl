@@ -184,6 +184,12 @@ Argument: (dict "root" $ "name" "gateway" "svc" .Values.gateway).
 - name: HARNESSES
   value: {{ join "," $v.harnesses | quote }}
 {{- end }}
+{{- if eq .name "threads" }}
+- name: MAX_LIVE_RUNS_PER_USER
+  value: {{ $v.limits.maxLiveRunsPerUser | int | toString | quote }}
+- name: THREADS_PER_MINUTE_PER_USER
+  value: {{ $v.limits.threadsPerMinutePerUser | int | toString | quote }}
+{{- end }}
 {{- if eq .name "runner" }}
 - name: SANDBOX_ROOT
   value: /var/lib/threadwork/sandboxes

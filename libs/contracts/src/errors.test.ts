@@ -10,6 +10,7 @@ describe('error codes', () => {
       ['no_active_run', 409],
       ['already_settled', 409],
       ['idempotency_conflict', 409],
+      ['too_many_runs', 409],
       ['payload_too_large', 413],
       ['rate_limited', 429],
       ['unavailable', 503],

@@ -8,6 +8,7 @@ export const ErrorCode = z.enum([
   'no_active_run',
   'already_settled',
   'idempotency_conflict',
+  'too_many_runs',
   'payload_too_large',
   'rate_limited',
   'unavailable',
@@ -19,7 +20,7 @@ export const ERROR_CODES = ErrorCode.options;
 
 /**
  * One place decides the HTTP status of a code, so the gateway's error handler and the services
- * that raise typed errors cannot disagree. The four conflicts share 409 and differ only by code.
+ * that raise typed errors cannot disagree. The five conflicts share 409 and differ only by code.
  */
 export const HTTP_STATUS_BY_CODE = {
   invalid_request: 400,
@@ -28,6 +29,7 @@ export const HTTP_STATUS_BY_CODE = {
   no_active_run: 409,
   already_settled: 409,
   idempotency_conflict: 409,
+  too_many_runs: 409,
   payload_too_large: 413,
   rate_limited: 429,
   unavailable: 503,

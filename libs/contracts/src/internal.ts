@@ -15,8 +15,18 @@ import {
 } from './api/repohost.js';
 import { DiffFile, Publication, ReviewEvidence, ReviewStats } from './api/review.js';
 import { Run, RunError, RunEventPage, RunUsage } from './api/runs.js';
-import { CreateThreadBody, ResumableRun, Task, TaskList, TaskWithRun, Thread, ThreadWithRun } from './api/threads.js';
-import { WorkList } from './api/work.js';
+import {
+  CreateThreadBody,
+  ResumableRun,
+  Task,
+  TaskList,
+  TaskWithRun,
+  THREAD_PAGE_LIMIT_DEFAULT,
+  THREAD_PAGE_LIMIT_MAX,
+  Thread,
+  ThreadWithRun,
+} from './api/threads.js';
+import { ProjectRepository, WorkList } from './api/work.js';
 import { defineEndpoint } from './rpc.js';
 import { SERVICES } from './subjects.js';
 import {
@@ -98,7 +108,17 @@ export const AdmitResponse = z.object({ run: Run, created: z.boolean() });
 
 export const RunGetRequest = z.object({ owner_id: OwnerId.optional(), run_id: Id });
 export const RunGetManyRequest = z.object({ owner_id: OwnerId, run_ids: z.array(Id).max(1000) });
-export const RunList = z.object({ runs: z.array(Run) });
+/**
+ * What lists need of each run: its id and status. Kept this lean on purpose: a whole run carries
+ * an error of unbounded length, so a thousand of them could pass NATS' max_payload (1 MiB by
+ * default); a thousand of these stay under 300 KB.
+ */
+export const RunState = z.object({ id: Id, status: RunStatus });
+export type RunState = z.infer<typeof RunState>;
+export const RunStateList = z.object({ runs: z.array(RunState) });
+/** How many of the owner's runs are live (queued … cancelling), counted up to `at_most`. */
+export const LiveCountRequest = z.object({ owner_id: OwnerId, at_most: z.int().min(1).max(1000) });
+export const LiveCountResponse = z.object({ live: z.int().min(0) });
 /** The live run of a thread (queued … cancelling), if any. */
 export const LiveRunRequest = z.object({ owner_id: OwnerId, thread_id: Id });
 export const LiveRunResponse = z.object({ run: Run.nullable() });
@@ -180,8 +200,17 @@ export const InteractionSettlement = z.object({
 
 export const CreateRequest = z.object({ owner_id: OwnerId, view: View, body: CreateThreadBody });
 export const ThreadGetRequest = z.object({ owner_id: OwnerId, thread_id: Id, view: View });
-export const ThreadListRequest = z.object({ owner_id: OwnerId });
+/** A page of the owner's threads, newest first (GET /v1/tasks and GET /v1/work). */
+export const ThreadPageRequest = z.object({
+  owner_id: OwnerId,
+  cursor: Cursor.optional(),
+  limit: z.int().min(1).max(THREAD_PAGE_LIMIT_MAX).default(THREAD_PAGE_LIMIT_DEFAULT),
+});
 export const OwnerRequest = z.object({ owner_id: OwnerId });
+/** The project of one of the owner's threads, with its repositories (what review checks a request against). */
+export const ThreadProjectRequest = z.object({ owner_id: OwnerId, thread_id: Id });
+export const ThreadProject = z.object({ thread_id: Id, project_id: Id, repositories: z.array(ProjectRepository) });
+export type ThreadProject = z.infer<typeof ThreadProject>;
 export const ThreadMessageRequest = z.object({ owner_id: OwnerId, thread_id: Id, body: SendMessageBody });
 export const ThreadQueueRequest = z.object({ owner_id: OwnerId, thread_id: Id, body: QueueBody });
 export const ThreadSteerRequest = z.object({ owner_id: OwnerId, thread_id: Id, body: SteerBody });
@@ -280,8 +309,9 @@ export const rpc = {
   runs: {
     admit: defineEndpoint(SERVICES.runs.subjects.admit, AdmitRequest, AdmitResponse),
     get: defineEndpoint(SERVICES.runs.subjects.get, RunGetRequest, Run),
-    getMany: defineEndpoint(SERVICES.runs.subjects.getMany, RunGetManyRequest, RunList),
+    getMany: defineEndpoint(SERVICES.runs.subjects.getMany, RunGetManyRequest, RunStateList),
     live: defineEndpoint(SERVICES.runs.subjects.live, LiveRunRequest, LiveRunResponse),
+    liveCount: defineEndpoint(SERVICES.runs.subjects.liveCount, LiveCountRequest, LiveCountResponse),
     cancel: defineEndpoint(SERVICES.runs.subjects.cancel, CancelRequest, CancelResponse),
     eventsPage: defineEndpoint(SERVICES.runs.subjects.eventsPage, EventsPageRequest, RunEventPage),
     claim: defineEndpoint(SERVICES.runs.subjects.claim, ClaimRequest, ClaimResponse),
@@ -301,8 +331,9 @@ export const rpc = {
   threads: {
     create: defineEndpoint(SERVICES.threads.subjects.create, CreateRequest, z.union([ThreadWithRun, TaskWithRun])),
     get: defineEndpoint(SERVICES.threads.subjects.get, ThreadGetRequest, z.union([Thread, Task])),
-    list: defineEndpoint(SERVICES.threads.subjects.list, ThreadListRequest, TaskList),
-    work: defineEndpoint(SERVICES.threads.subjects.work, OwnerRequest, WorkList),
+    list: defineEndpoint(SERVICES.threads.subjects.list, ThreadPageRequest, TaskList),
+    work: defineEndpoint(SERVICES.threads.subjects.work, ThreadPageRequest, WorkList),
+    project: defineEndpoint(SERVICES.threads.subjects.project, ThreadProjectRequest, ThreadProject),
     resumable: defineEndpoint(
       SERVICES.threads.subjects.resumable,
       z.object({ owner_id: OwnerId, thread_id: Id }),

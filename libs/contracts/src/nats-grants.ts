@@ -45,7 +45,8 @@ const runSignals = subjects.runSignalAll;
 const GRANTS: Record<NatsIdentity, Grant> = {
   gateway: {
     calls: [
-      ...Object.values(threads.subjects),
+      // Every threads endpoint but the project lookup, which only review needs.
+      ...Object.values(threads.subjects).filter((subject) => subject !== threads.subjects.project),
       runs.subjects.get,
       runs.subjects.cancel,
       runs.subjects.eventsPage,
@@ -71,6 +72,7 @@ const GRANTS: Record<NatsIdentity, Grant> = {
       runs.subjects.get,
       runs.subjects.getMany,
       runs.subjects.live,
+      runs.subjects.liveCount,
       repohost.subjects.access,
     ],
     publishes: [runSignals, evt('threads')],
@@ -97,7 +99,7 @@ const GRANTS: Record<NatsIdentity, Grant> = {
   },
   review: {
     serves: 'review',
-    calls: [threads.subjects.work, runs.subjects.live, repohost.subjects.publication],
+    calls: [threads.subjects.project, runs.subjects.live, repohost.subjects.publication],
     publishes: [evt('review')],
     subscribes: [],
     streams: [{ stream: STREAM_NAMES.domain, consumers: [CONSUMERS.review] }],

@@ -47,10 +47,22 @@ export const notFound = (what: string) => new AppError('not_found', `${what} not
 export const invalidRequest = (message: string, details?: Record<string, unknown>) =>
   new AppError('invalid_request', message, { details });
 export const conflict = (
-  code: Extract<ErrorCode, 'thread_busy' | 'no_active_run' | 'already_settled' | 'idempotency_conflict'>,
+  code: Extract<
+    ErrorCode,
+    'thread_busy' | 'no_active_run' | 'already_settled' | 'idempotency_conflict' | 'too_many_runs'
+  >,
   message: string,
 ) => new AppError(code, message);
 export const unavailable = (message: string, cause?: unknown) => new AppError('unavailable', message, { cause });
+/** 429 with `Retry-After: retryAfterSeconds` at the HTTP edge. */
+export const rateLimited = (message: string, retryAfterSeconds: number) =>
+  new AppError('rate_limited', message, { details: { retry_after_seconds: retryAfterSeconds } });
+
+/** How long a `rate_limited` error asks the caller to wait, in whole seconds (at least 1). */
+export function retryAfterSeconds(err: AppError): number {
+  const value = err.details?.['retry_after_seconds'];
+  return typeof value === 'number' && Number.isFinite(value) ? Math.max(1, Math.ceil(value)) : 1;
+}
 
 export function isAppError(err: unknown): err is AppError {
   return err instanceof AppError;

@@ -7,6 +7,7 @@ import {
   AppError,
   httpTelemetry,
   mongoCall,
+  retryAfterSeconds,
   telemetryEnabled,
   toAppError,
   type Logger,
@@ -141,6 +142,11 @@ const API_DESCRIPTION = [
   'the address as TRUST_PROXY allows proxies to name it.',
   '',
   'Every answer carries `X-Request-Id`: quote it when reporting a 500, whose message never carries the cause.',
+  '',
+  'Per-user limits, for the whole deployment: at most MAX_LIVE_RUNS_PER_USER runs live at once (past it',
+  'creating a thread or task, sending a message or queueing on an idle thread is 409 `too_many_runs`, with',
+  'nothing written; a follow-up queued behind a run waits pending for room), and at most',
+  'THREADS_PER_MINUTE_PER_USER threads or tasks created in any minute (past it 429 `rate_limited` with `Retry-After`).',
   '',
   `Run event stream: ${STREAM_DESCRIPTION}`,
 ].join('\n');
@@ -469,8 +475,10 @@ export async function buildServer(deps: GatewayDeps) {
       return sendError(reply, 500, 'internal', INTERNAL_MESSAGE);
     }
     if (appErr.code === 'unauthorized') return reply.code(401).send({ error: 'Unauthorized' });
-    // Both are worth retrying soon; say when, as for the rate limit.
-    if (appErr.code === 'unavailable' || appErr.code === 'rate_limited') reply.header('retry-after', '1');
+    // Both are worth retrying; say when: as the service that refused says, else soon.
+    if (appErr.code === 'unavailable' || appErr.code === 'rate_limited') {
+      reply.header('retry-after', String(retryAfterSeconds(appErr)));
+    }
     return sendError(reply, HTTP_STATUS_BY_CODE[appErr.code], appErr.code, appErr.message);
   });
 

@@ -122,6 +122,31 @@ describe('OpenAPI document', () => {
     );
   });
 
+  it('documents the pages of the task and work lists and the per-user limits', () => {
+    for (const path of ['/v1/tasks', '/v1/work']) {
+      const list = paths[path]!.get!;
+      expect(list.parameters?.map((p) => `${p.in}:${p.name}`)).toEqual(
+        expect.arrayContaining(['query:limit', 'query:cursor']),
+      );
+      const schema = resolve(list.responses['200']?.content?.['application/json']?.schema) as {
+        properties?: Record<string, unknown>;
+        required?: string[];
+      };
+      expect(schema.properties).toHaveProperty('next_cursor');
+      // Optional: the contract's response shapes are unchanged.
+      expect(schema.required ?? []).not.toContain('next_cursor');
+    }
+    for (const [method, path] of [
+      ['post', '/v1/threads'],
+      ['post', '/v1/tasks'],
+      ['post', '/v1/threads/{id}/messages'],
+      ['post', '/v1/threads/{id}/queue'],
+    ] as const) {
+      expect(JSON.stringify(paths[path]![method]!.responses['409']), `${method} ${path}`).toContain('too_many_runs');
+    }
+    expect(JSON.stringify(paths['/v1/threads']!.post!.responses['429'])).toContain('THREADS_PER_MINUTE_PER_USER');
+  });
+
   it('names each operation from the one table, uniquely', () => {
     const ids = Object.entries(paths).flatMap(([path, ops]) =>
       Object.entries(ops).map(([method, op]) => {

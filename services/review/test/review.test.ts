@@ -96,9 +96,13 @@ describe('review', () => {
         body: { repository_id: repositoryId, prompt: 'Add a changelog' },
       }),
     );
-    const work = await request(nc, rpc.threads.work, { owner_id: owner });
-    const project = work.projects.find((p) => p.threads.some((t) => t.id === created.id))!;
-    return { threadId: created.id, runId: created.run_id, projectId: project.id, prrId: project.repositories[0]!.id };
+    const project = await request(nc, rpc.threads.project, { owner_id: owner, thread_id: created.id });
+    return {
+      threadId: created.id,
+      runId: created.run_id,
+      projectId: project.project_id,
+      prrId: project.repositories[0]!.id,
+    };
   }
 
   const review = (owner: string, threadId: string, prrId: string) =>

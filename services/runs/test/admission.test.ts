@@ -2,7 +2,7 @@ import { domainEvents, RunJob, RunStatusEvent, rpc, STREAM_NAMES, subjects } fro
 import { decodeJson, request } from '@threadwork/platform';
 import { uniqueId } from '@threadwork/testing';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { admission, failure, readLog, startHarness, statusLog, type Harness } from './helpers.js';
+import { admission, failure, readLog, runningRun, startHarness, statusLog, type Harness } from './helpers.js';
 
 describe('runs admission', () => {
   let h: Harness;
@@ -204,6 +204,39 @@ describe('runs admission', () => {
       owner_id: req.owner_id,
       run_ids: [other.run.id, foreign.run.id, 'run_missing', run.id],
     });
-    expect(many.runs.map((r) => r.id)).toEqual([other.run.id, run.id]);
+    expect(many.runs).toEqual([
+      { id: other.run.id, status: 'queued' },
+      { id: run.id, status: 'queued' },
+    ]);
+  });
+
+  it("counts an owner's live runs (queued … cancelling) up to at_most; an ended one frees its place at once", async () => {
+    const owner = uniqueId('usr_');
+    const count = async (atMost = 10) =>
+      (await request(h.nc, rpc.runs.liveCount, { owner_id: owner, at_most: atMost })).live;
+    expect(await count()).toBe(0);
+    const queued = await request(h.nc, rpc.runs.admit, admission({ owner_id: owner }));
+    const running = await runningRun(h.nc, { owner_id: owner });
+    const cancelling = await runningRun(h.nc, { owner_id: owner });
+    await request(h.nc, rpc.runs.cancel, { owner_id: owner, run_id: cancelling.run.id });
+    // Someone else's runs are not counted.
+    await request(h.nc, rpc.runs.admit, admission());
+    expect(await count()).toBe(3);
+    expect(await count(2)).toBe(2);
+
+    await request(h.nc, rpc.runs.cancel, { owner_id: owner, run_id: queued.run.id });
+    expect(await count()).toBe(2);
+    // Decided but not yet written on the run document (its follow-up writes under way): not live.
+    await h.store.terminals.insertOne({
+      _id: running.run.id,
+      status: 'completed',
+      previous: 'running',
+      error: null,
+      usage: null,
+      attempt: running.attempt,
+      at: new Date(),
+      event_sequence: null,
+    });
+    expect(await count()).toBe(1);
   });
 });

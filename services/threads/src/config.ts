@@ -17,5 +17,20 @@ export const ThreadsConfig = z.object({
    * an expired one takes up room.
    */
   SWEEP_INTERVAL_MS: env.duration(10 * 60_000),
+  /**
+   * Runs one user may have live at once (queued, starting, running, waiting for input or
+   * cancelling), 0 for no limit. Creating a thread or task, sending a message or queueing on an
+   * idle thread past it is refused with 409 `too_many_runs` before anything is written; a queued
+   * follow-up whose turn comes while the user is at the limit stays pending until one of the
+   * user's runs ends. Decided one request at a time per user within a replica, so with R threads
+   * replicas a user's simultaneous admissions can pass it by at most R − 1.
+   */
+  MAX_LIVE_RUNS_PER_USER: z.coerce.number().int().min(0).max(1000).default(10),
+  /**
+   * Threads (and tasks) one user may create in any 60 s, 0 for no limit; past it 429
+   * `rate_limited` with `Retry-After`. Counted from the threads stored, so every replica sees the
+   * same count.
+   */
+  THREADS_PER_MINUTE_PER_USER: z.coerce.number().int().min(0).max(100_000).default(30),
 });
 export type ThreadsConfig = z.output<typeof ThreadsConfig>;

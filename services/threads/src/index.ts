@@ -1,6 +1,7 @@
 import { CONSUMERS, SERVICES } from '@threadwork/contracts';
 import { bootService, consumeDomain, serveRoutes, startRuntime, type StartedService } from '@threadwork/platform';
 import type { ThreadsConfig } from './config.js';
+import { SerialByKey } from './domain/limits.js';
 import { createDomainHandler } from './handlers/events.js';
 import { createPeers } from './handlers/peers.js';
 import { threadsRoutes } from './handlers/routes.js';
@@ -8,6 +9,12 @@ import { sweep } from './handlers/sweep.js';
 import { createThreadsStore } from './store/store.js';
 
 export { ThreadsConfig } from './config.js';
+
+/**
+ * How long one of a user's admissions waits for the one before it (SerialByKey): about what the
+ * gateway waits for an answer (REQUEST_TIMEOUT_MS, 5 s by default), after which nobody is waiting.
+ */
+const SERIAL_WAIT_MS = 4_000;
 
 /** Durable name of threads' DOMAIN consumer; replicas share it, so each event is handled by one of them. */
 export const THREADS_CONSUMER = CONSUMERS.threads;
@@ -17,7 +24,17 @@ export async function startThreads(config: ThreadsConfig): Promise<StartedServic
   return bootService(runtime, async ({ db, nc, logger }) => {
     const store = createThreadsStore(db, { idempotencyTtlMs: config.IDEMPOTENCY_TTL_MS });
     await store.ensureIndexes();
-    const deps = { store, peers: createPeers(nc), logger, harnesses: config.HARNESSES };
+    const deps = {
+      store,
+      peers: createPeers(nc),
+      logger,
+      harnesses: config.HARNESSES,
+      limits: {
+        liveRunsPerUser: config.MAX_LIVE_RUNS_PER_USER,
+        threadsPerMinute: config.THREADS_PER_MINUTE_PER_USER,
+      },
+      serial: new SerialByKey(SERIAL_WAIT_MS),
+    };
 
     if (config.SWEEP_INTERVAL_MS > 0) {
       let sweeping = false;

@@ -150,6 +150,8 @@ export class Cluster {
       // Limits are not what these tests are about.
       RATE_LIMIT_PER_SECOND: '100000',
       RATE_LIMIT_BURST: '100000',
+      MAX_LIVE_RUNS_PER_USER: '0',
+      THREADS_PER_MINUTE_PER_USER: '0',
       // The runs service's RUN_JOBS ack wait: a lost runner's job moves on within seconds.
       JOB_ACK_WAIT_MS: '2000',
       ...options.env,

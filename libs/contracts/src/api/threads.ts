@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { BranchName, Id, Prompt, Timestamp } from '../common.js';
+import { BranchName, Cursor, Id, Prompt, Timestamp, optionalQueryParam, pageLimit } from '../common.js';
 import { CollaborationMode, SandboxStatus, TaskStatus, ThreadStatus } from '../values.js';
 import { Message } from './messages.js';
 import { RunRef } from './runs.js';
@@ -55,11 +55,31 @@ export const TaskWithRun = z.object({
 });
 export type TaskWithRun = z.infer<typeof TaskWithRun>;
 
-/** GET /v1/tasks */
+/**
+ * GET /v1/tasks, newest first. `next_cursor` (not in the contract's table, so optional there;
+ * always sent) continues the list, null on its last page.
+ */
 export const TaskList = z.object({
   tasks: z.array(Task),
+  next_cursor: Cursor.nullable().optional(),
 });
 export type TaskList = z.infer<typeof TaskList>;
+
+/**
+ * Threads per page of GET /v1/tasks and GET /v1/work. A page also ends early once what it holds
+ * reaches THREAD_PAGE_BYTES_MAX, so it always fits in one NATS message (max_payload, 1 MiB by
+ * default) whatever its threads carry (a work thread carries its first prompt).
+ */
+export const THREAD_PAGE_LIMIT_DEFAULT = 50;
+export const THREAD_PAGE_LIMIT_MAX = 200;
+export const THREAD_PAGE_BYTES_MAX = 512 * 1024;
+
+/** GET /v1/tasks and GET /v1/work: optional, so a caller that sends neither gets the first page. */
+export const ThreadPageQuery = z.object({
+  cursor: optionalQueryParam(Cursor.optional()),
+  limit: pageLimit({ defaultValue: THREAD_PAGE_LIMIT_DEFAULT, max: THREAD_PAGE_LIMIT_MAX }),
+});
+export type ThreadPageQuery = z.infer<typeof ThreadPageQuery>;
 
 /** GET /v1/tasks/{id}/runs/resumable when an active run exists (204 with no body otherwise). */
 export const ResumableRun = z.object({

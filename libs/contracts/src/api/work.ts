@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { Id, Timestamp } from '../common.js';
+import { Cursor, Id, Timestamp } from '../common.js';
 import { CollaborationMode, RunStatus, SandboxStatus, ThreadStatus } from '../values.js';
 
 /** `id` is the `project_repository_id` that review takes. */
@@ -50,8 +50,14 @@ export const Project = z.object({
 });
 export type Project = z.infer<typeof Project>;
 
-/** GET /v1/work */
+/**
+ * GET /v1/work: a page of the caller's threads, newest first, under their projects (a project is
+ * listed on each page that holds one of its threads, with that page's threads). `next_cursor`
+ * (optional in the schema since the contract does not show it; always sent) continues the list,
+ * null on its last page.
+ */
 export const WorkList = z.object({
   projects: z.array(Project),
+  next_cursor: Cursor.nullable().optional(),
 });
 export type WorkList = z.infer<typeof WorkList>;

@@ -108,7 +108,7 @@ const errorResponses = {
   401: UnauthorizedBody.describe('Missing or invalid API key or session'),
   404: ErrorBody.describe("No such resource for this caller (others' resources are reported the same way)"),
   429: ErrorBody.describe(
-    'Rate limited (per caller, per gateway replica; for event streams and long-polls also their number open at once); `Retry-After` says when to retry',
+    'Rate limited (per caller, per gateway replica; for event streams and long-polls also their number open at once; for thread and task creation THREADS_PER_MINUTE_PER_USER); `Retry-After` says when to retry',
   ),
   500: ErrorBody.describe('Unexpected failure; the message never carries details'),
   503: ErrorBody.describe('A backing service did not answer in time; retry'),
@@ -116,7 +116,7 @@ const errorResponses = {
 const payloadTooLarge = { 413: ErrorBody.describe('Request body larger than the limit (1 MiB by default)') };
 const conflictResponse = {
   409: ErrorBody.describe(
-    'Conflict: `thread_busy`, `no_active_run`, `already_settled` or `idempotency_conflict` (see `error.code`)',
+    'Conflict: `thread_busy`, `no_active_run`, `already_settled`, `idempotency_conflict` or `too_many_runs` (the caller has MAX_LIVE_RUNS_PER_USER runs live; nothing was written) (see `error.code`)',
   ),
 };
 

@@ -7,12 +7,39 @@ import {
   TaskList,
   TaskWithRun,
   Thread,
+  ThreadPageQuery,
   ThreadWithRun,
   WorkList,
+  THREAD_PAGE_BYTES_MAX,
+  THREAD_PAGE_LIMIT_DEFAULT,
+  THREAD_PAGE_LIMIT_MAX,
   rpc,
 } from '@threadwork/contracts';
 import { z } from 'zod';
 import { asShape, call, conflictingWriteErrors, ownerOf, pathId, readErrors, type RouteModule } from './common.js';
+
+const PAGING = [
+  `Paged: \`limit\` threads a page (default ${THREAD_PAGE_LIMIT_DEFAULT}, at most ${THREAD_PAGE_LIMIT_MAX}), newest first;`,
+  `a page also ends early once it holds ${THREAD_PAGE_BYTES_MAX / 1024} KiB.`,
+  'Pass `next_cursor` back as `cursor` for the next page; it is null on the last one. A caller that sends',
+  'neither gets the first page.',
+].join(' ');
+
+/** The page a list request asks for, as threads takes it. */
+function pageOf(request: { query: ThreadPageQuery }, ownerId: string) {
+  return {
+    owner_id: ownerId,
+    limit: request.query.limit,
+    ...(request.query.cursor === undefined ? {} : { cursor: request.query.cursor }),
+  };
+}
+
+const createDescription = [
+  'Retrying with the same `client_request_id` and body returns the original answer; a different body is 409 `idempotency_conflict`.',
+  'Per-user limits, checked before anything is written: 409 `too_many_runs` when the caller already has',
+  'MAX_LIVE_RUNS_PER_USER runs live (queued, starting, running, waiting for input or cancelling);',
+  '429 `rate_limited` with `Retry-After` past THREADS_PER_MINUTE_PER_USER creations in any minute.',
+].join(' ');
 
 /** Threads and tasks themselves: the work list, creation, reads and the resumable run. */
 export const threadRoutes: RouteModule = (app, deps) => {
@@ -21,11 +48,17 @@ export const threadRoutes: RouteModule = (app, deps) => {
     {
       schema: {
         summary: 'List projects with their repositories, threads and latest runs',
+        description: [
+          PAGING,
+          'Paged by thread: each page holds its threads under their projects, and a project whose threads',
+          "span pages is on each of them with that page's threads (merge by `id`).",
+        ].join(' '),
         tags: ['work'],
+        querystring: ThreadPageQuery,
         response: { 200: WorkList, ...readErrors },
       },
     },
-    async (request) => call(deps, rpc.threads.work, { owner_id: ownerOf(request) }),
+    async (request) => call(deps, rpc.threads.work, pageOf(request, ownerOf(request))),
   );
 
   app.post(
@@ -33,8 +66,7 @@ export const threadRoutes: RouteModule = (app, deps) => {
     {
       schema: {
         summary: 'Create a task (a thread in the task vocabulary) and admit its first run',
-        description:
-          'Retrying with the same `client_request_id` and body returns the original answer; a different body is 409 `idempotency_conflict`.',
+        description: createDescription,
         tags: ['tasks'],
         body: CreateTaskBody,
         response: { 202: TaskWithRun.describe('Task created, first run admitted'), ...conflictingWriteErrors },
@@ -53,9 +85,15 @@ export const threadRoutes: RouteModule = (app, deps) => {
   app.get(
     '/v1/tasks',
     {
-      schema: { summary: "List the caller's tasks", tags: ['tasks'], response: { 200: TaskList, ...readErrors } },
+      schema: {
+        summary: "List the caller's tasks",
+        description: PAGING,
+        tags: ['tasks'],
+        querystring: ThreadPageQuery,
+        response: { 200: TaskList, ...readErrors },
+      },
     },
-    async (request) => call(deps, rpc.threads.list, { owner_id: ownerOf(request) }),
+    async (request) => call(deps, rpc.threads.list, pageOf(request, ownerOf(request))),
   );
 
   app.get(
@@ -107,8 +145,7 @@ export const threadRoutes: RouteModule = (app, deps) => {
     {
       schema: {
         summary: 'Create a thread and admit its first run',
-        description:
-          'Retrying with the same `client_request_id` and body returns the original answer; a different body is 409 `idempotency_conflict`.',
+        description: createDescription,
         tags: ['threads'],
         body: CreateThreadBody,
         response: { 202: ThreadWithRun.describe('Thread created, first run admitted'), ...conflictingWriteErrors },

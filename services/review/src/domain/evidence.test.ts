@@ -1,6 +1,6 @@
-import { ReviewEvidence, type WorkList } from '@threadwork/contracts';
+import { ReviewEvidence } from '@threadwork/contracts';
 import { describe, expect, it } from 'vitest';
-import { diffStatus, evidence, locate, type Snapshot } from './evidence.js';
+import { diffStatus, evidence, type Snapshot } from './evidence.js';
 
 const at = (s: number) => new Date(Date.UTC(2025, 0, 1, 0, 0, s));
 const candidate = (s: number): NonNullable<Snapshot['candidate']> => ({
@@ -31,42 +31,6 @@ describe('diffStatus', () => {
     expect(diffStatus({ candidate: candidate(1), failure: failure(2) }, false)).toBe('error');
     expect(diffStatus({ candidate: candidate(3), failure: failure(2) }, false)).toBe('ready');
     expect(diffStatus({ candidate: candidate(1), failure: failure(2) }, true)).toBe('pending');
-  });
-});
-
-describe('locate', () => {
-  const work: WorkList = {
-    projects: [
-      {
-        id: 'prj_1',
-        name: 'app',
-        repository: 'local/app',
-        branch: 'main',
-        repositories: [
-          { id: 'prr_a', repository_id: 1, full_name: 'local/app', branch: 'main' },
-          { id: 'prr_b', repository_id: 2, full_name: 'local/lib', branch: 'main' },
-        ],
-        threads: [{ id: 'thr_1', status: 'idle', prompt: 'x', harness: 'codex', model: 'm', latest_run: null }],
-      },
-      {
-        id: 'prj_2',
-        name: 'other',
-        repository: 'local/other',
-        branch: 'main',
-        repositories: [{ id: 'prr_c', repository_id: 3, full_name: 'local/other', branch: 'main' }],
-        threads: [],
-      },
-    ],
-  };
-
-  it("finds the thread's project when the repository is one of it", () => {
-    expect(locate(work, 'thr_1', 'prr_b')?.project.id).toBe('prj_1');
-  });
-
-  it('is null for an unknown thread, or a repository of another project', () => {
-    expect(locate(work, 'thr_9', 'prr_a')).toBeNull();
-    expect(locate(work, 'thr_1', 'prr_c')).toBeNull();
-    expect(locate(work, 'thr_1', 'prr_zz')).toBeNull();
   });
 });
 

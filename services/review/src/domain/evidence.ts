@@ -1,7 +1,6 @@
-import type { DiffStatus, Project, ReviewEvidence, ReviewStats, DiffFile, WorkList } from '@threadwork/contracts';
+import type { DiffStatus, ReviewEvidence, ReviewStats, DiffFile } from '@threadwork/contracts';
 
-// What review answers, decided without I/O from the snapshot, whether a run is live, and the
-// thread's project as the threads service describes it.
+// What review answers, decided without I/O from the snapshot and whether a run is live.
 
 /** The latest candidate of one repository of a thread, and the latest failure to produce one. */
 export interface Snapshot {
@@ -28,14 +27,6 @@ export function diffStatus(snapshot: Snapshot | null, live: boolean): DiffStatus
   const { candidate, failure } = snapshot;
   if (failure && (!candidate || failure.at.getTime() > candidate.at.getTime())) return 'error';
   return 'ready';
-}
-
-/** The thread's project, if the thread is the owner's and the project has that repository. */
-export function locate(work: WorkList, threadId: string, projectRepositoryId: string): { project: Project } | null {
-  const project = work.projects.find((candidate) => candidate.threads.some((thread) => thread.id === threadId));
-  if (!project) return null;
-  if (!project.repositories.some((repository) => repository.id === projectRepositoryId)) return null;
-  return { project };
 }
 
 export function evidence(input: {

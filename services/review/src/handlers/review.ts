@@ -16,7 +16,7 @@ import {
   type RpcRoute,
 } from '@threadwork/platform';
 import type { z } from 'zod';
-import { evidence, locate } from '../domain/evidence.js';
+import { evidence } from '../domain/evidence.js';
 import type { SnapshotStore } from '../store/snapshots.js';
 
 export interface ReviewDeps {
@@ -54,7 +54,8 @@ export function createEventHandler({
 
 /**
  * review.get: the thread must be the owner's and the project repository one of its project's
- * (asked of threads, so a foreign or unknown one is `not_found` exactly as threads sees it); then
+ * (asked of threads for that one thread's project, so a foreign or unknown one is `not_found`
+ * exactly as threads sees it); then
  * the snapshot, whether a run is live (asked of runs now, which is fresher than any event) and
  * the pull request (asked of repohost, which syncs it when stale).
  */
@@ -63,9 +64,15 @@ export async function getReview(
   input: { owner_id: string; thread_id: string; project_repository_id: string },
 ): Promise<ReviewEvidence> {
   const opts = { timeoutMs: peerTimeoutMs };
-  const work = await request(nc, rpc.threads.work, { owner_id: input.owner_id }, opts);
-  const found = locate(work, input.thread_id, input.project_repository_id);
-  if (!found) throw notFound('thread or project repository');
+  const project = await request(
+    nc,
+    rpc.threads.project,
+    { owner_id: input.owner_id, thread_id: input.thread_id },
+    opts,
+  );
+  if (!project.repositories.some((repository) => repository.id === input.project_repository_id)) {
+    throw notFound('thread or project repository');
+  }
   const [snapshot, live, publication] = await Promise.all([
     store.get(input.owner_id, input.thread_id, input.project_repository_id),
     request(nc, rpc.runs.live, { owner_id: input.owner_id, thread_id: input.thread_id }, opts),
@@ -73,7 +80,7 @@ export async function getReview(
   ]);
   return evidence({
     threadId: input.thread_id,
-    projectId: found.project.id,
+    projectId: project.project_id,
     projectRepositoryId: input.project_repository_id,
     snapshot,
     live: live.run !== null,

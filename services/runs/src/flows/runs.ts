@@ -61,6 +61,26 @@ export async function getRuns(ctx: RunsContext, ownerId: string, runIds: readonl
 }
 
 /**
+ * How many of the owner's runs are live, counted up to `atMost`. A run document can still say live
+ * after its terminal decision (the follow-up writes are under way, or on FerretDB a racing move
+ * rewrote it), so decided runs are left out: a run that has ended must free its place at once, or
+ * a follow-up waiting for that place would be refused.
+ */
+export async function liveCount(ctx: RunsContext, ownerId: string, atMost: number): Promise<number> {
+  // Runs decided but not yet written terminal are few (each is being finished right now): twice
+  // the cap leaves room for them without reading an unbounded list.
+  const candidates = await ctx.store.runs
+    .find({ owner_id: ownerId, terminal: false }, { projection: { _id: 1 } })
+    .limit(atMost * 2)
+    .toArray();
+  if (candidates.length === 0) return 0;
+  const decided = await ctx.store.terminals
+    .find({ _id: { $in: candidates.map((run) => run._id) } }, { projection: { _id: 1 } })
+    .toArray();
+  return Math.min(atMost, candidates.length - decided.length);
+}
+
+/**
  * The live run of a thread: the run of its latest slot, unless that run has ended. The terminal
  * decision counts, not only the run document: on FerretDB a move racing the decision (a cancel
  * against a completion) can rewrite the document as live after it said terminal. The move then

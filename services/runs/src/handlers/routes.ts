@@ -10,7 +10,7 @@ import {
   readSettlement,
 } from '../flows/interactions.js';
 import { appendEvents, claimRun, describeHolder, holdingRun, transitionRun } from '../flows/runner.js';
-import { cancelRun, eventsPage, getRuns, liveRun } from '../flows/runs.js';
+import { cancelRun, eventsPage, getRuns, liveCount, liveRun } from '../flows/runs.js';
 import { toInteraction } from '../store/interactions.js';
 import { toRun } from '../store/runs.js';
 
@@ -28,7 +28,12 @@ export function runsRoutes(ctx: RunsContext): RpcRoute[] {
     ),
     route(rpc.runs.get, (req) => mongoCall(async () => toRun(await loadOwnedRun(ctx, req.run_id, req.owner_id)))),
     route(rpc.runs.getMany, (req) =>
-      mongoCall(async () => ({ runs: (await getRuns(ctx, req.owner_id, req.run_ids)).map(toRun) })),
+      mongoCall(async () => ({
+        runs: (await getRuns(ctx, req.owner_id, req.run_ids)).map((run) => ({ id: run._id, status: run.status })),
+      })),
+    ),
+    route(rpc.runs.liveCount, (req) =>
+      mongoCall(async () => ({ live: await liveCount(ctx, req.owner_id, req.at_most) })),
     ),
     route(rpc.runs.live, (req) =>
       mongoCall(async () => {

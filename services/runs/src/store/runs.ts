@@ -152,6 +152,11 @@ export function createRunStore(db: Db): RunStore {
           options: { name: 'status_created' },
           serves: 'the unclaimed-run sweep: queued runs admitted before a cutoff',
         },
+        {
+          key: { owner_id: 1, terminal: 1 },
+          options: { name: 'owner_terminal' },
+          serves: "live count: an owner's runs not yet terminal (the per-user cap on live runs)",
+        },
       ]);
       await ensureIndexes(attempts, [
         {

@@ -1,13 +1,13 @@
 import { AppError } from '@threadwork/platform';
 import { describe, expect, it } from 'vitest';
-import { decodeMessageCursor, encodeMessageCursor } from './cursor.js';
+import { decodeCursor, encodeCursor } from './cursor.js';
 
-describe('message cursor', () => {
+describe('cursor', () => {
   it('round-trips a position', () => {
     const position = { createdAt: new Date('2025-05-01T10:00:00.123Z'), id: 'thr_1/msg_2' };
-    const cursor = encodeMessageCursor(position);
+    const cursor = encodeCursor(position);
     expect(cursor).toMatch(/^[A-Za-z0-9_-]+$/);
-    expect(decodeMessageCursor(cursor)).toEqual(position);
+    expect(decodeCursor(cursor)).toEqual(position);
   });
 
   it.each(['nope', Buffer.from('{"t":"x","i":"a"}').toString('base64url'), Buffer.from('[]').toString('base64url')])(
@@ -15,7 +15,7 @@ describe('message cursor', () => {
     (cursor) => {
       const err = (() => {
         try {
-          return decodeMessageCursor(cursor);
+          return decodeCursor(cursor);
         } catch (e) {
           return e;
         }

@@ -1,17 +1,20 @@
 import { invalidRequest } from '@threadwork/platform';
 
-/** Where a message page ends: the (created_at, _id) of its last message, the page order's key. */
-export interface MessagePosition {
+/**
+ * Where a page ends: the (created_at, _id) of its last item, the page order's key (messages oldest
+ * first, threads newest first).
+ */
+export interface Position {
   createdAt: Date;
   id: string;
 }
 
 /** Opaque to callers: base64url of a small JSON document, so its layout can change without an API change. */
-export function encodeMessageCursor({ createdAt, id }: MessagePosition): string {
+export function encodeCursor({ createdAt, id }: Position): string {
   return Buffer.from(JSON.stringify({ t: createdAt.getTime(), i: id })).toString('base64url');
 }
 
-export function decodeMessageCursor(cursor: string): MessagePosition {
+export function decodeCursor(cursor: string): Position {
   let decoded: unknown;
   try {
     decoded = JSON.parse(Buffer.from(cursor, 'base64url').toString('utf8'));

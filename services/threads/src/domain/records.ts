@@ -138,3 +138,18 @@ export interface RequestRecord<Ids extends Record<string, string> = Record<strin
   ids: Ids;
   created_at: Date;
 }
+
+/**
+ * A thread whose queue is waiting for room under MAX_LIVE_RUNS_PER_USER: its oldest pending control
+ * was refused because the owner was at the limit. When one of the owner's runs ends, the waiting
+ * threads are drained oldest first. Kept apart from the thread (`_id` is the thread id): FerretDB
+ * writes whole documents, so a flag on the thread could be lost to a concurrent status write.
+ */
+export interface WaitRecord {
+  _id: string;
+  owner_id: string;
+  /** When the thread first had to wait: the order waiting threads get room in. */
+  since: Date;
+  /** When it was last refused; a wait is cleared only as last seen, so a fresh refusal keeps it. */
+  at: Date;
+}

@@ -4,6 +4,7 @@ import type {
   Project,
   RunControl,
   RunRef,
+  RunState,
   RunStatus,
   Task,
   TaskRunControl,
@@ -13,12 +14,6 @@ import type {
 } from '@threadwork/contracts';
 import type { ControlRecord, MessageRecord, ProjectRecord, RecordedThread, ThreadRecord } from './records.js';
 import { taskStatus, threadStatus } from './status.js';
-
-/** The part of a run the views need, as runs reports it now. */
-export interface RunState {
-  id: string;
-  status: RunStatus;
-}
 
 export function runRef(run: { id: string; status: RunStatus; message_id: string }): RunRef {
   return {

@@ -1,7 +1,9 @@
 import type { CollaborationMode, Run, View } from '@threadwork/contracts';
 import { isAppError, notFound, type Logger } from '@threadwork/platform';
+import type { SerialByKey } from '../domain/limits.js';
 import { isRecorded, type ControlRecord, type RecordedThread, type ThreadRecord } from '../domain/records.js';
 import type { ThreadsStore } from '../store/store.js';
+import { hasRoom, type Limits } from './limits.js';
 import type { Peers } from './peers.js';
 
 export interface Deps {
@@ -10,6 +12,9 @@ export interface Deps {
   logger: Logger;
   /** The harnesses the deployment serves (HARNESSES). */
   harnesses: readonly string[];
+  limits: Limits;
+  /** One admission decision at a time per user on this replica (keyed by owner id). */
+  serial: SerialByKey;
 }
 
 export function isThreadBusy(err: unknown): boolean {
@@ -156,27 +161,93 @@ async function recordControlAdmission(
   return { controlId: control._id, run };
 }
 
+/** What draining a thread's queue came to. */
+type Drained =
+  | { kind: 'admitted'; controlId: string; run: Run }
+  /** A run is live on the thread (its end drains the queue again). */
+  | { kind: 'busy' }
+  /** Nothing pending. */
+  | { kind: 'empty' }
+  /** The owner is at MAX_LIVE_RUNS_PER_USER: the control stays pending and the thread waits for room. */
+  | { kind: 'full' };
+
+/**
+ * Admits the control's run unless the owner is at the live-run limit. Refused, the thread is
+ * marked waiting *before* the count is looked at again: a run of the owner ending meanwhile then
+ * either shows in the second count or finds the mark (drainWaiting) — the control is never left
+ * pending with nobody to retry it.
+ */
+async function admitWithinLimit(
+  deps: Deps,
+  thread: ThreadRecord,
+  control: ControlRecord,
+): Promise<Run | 'full' | null> {
+  if (deps.limits.liveRunsPerUser === 0) return admitControl(deps, thread, control);
+  return deps.serial.run(thread.owner_id, async () => {
+    if (!(await hasRoom(deps, thread.owner_id))) {
+      await deps.store.markWaiting(thread);
+      if (!(await hasRoom(deps, thread.owner_id))) return 'full';
+    }
+    return admitControl(deps, thread, control);
+  });
+}
+
+async function drain(deps: Deps, thread: ThreadRecord): Promise<Drained> {
+  const live = await deps.peers.liveRun(thread.owner_id, thread._id);
+  if (live) {
+    const recorded = await recordControlAdmission(deps, thread, live);
+    return recorded ? { kind: 'admitted', ...recorded } : { kind: 'busy' };
+  }
+  for (;;) {
+    const control = await deps.store.oldestPendingControl(thread._id);
+    if (!control) return { kind: 'empty' };
+    const run = await admitWithinLimit(deps, thread, control);
+    if (run === 'full') {
+      deps.logger.info({ controlId: control._id, threadId: thread._id }, 'owner at the live-run limit; control waits');
+      return { kind: 'full' };
+    }
+    if (!run) return { kind: 'busy' };
+    if (!run.terminal) return { kind: 'admitted', controlId: control._id, run };
+    // The control had admitted this run before, but whoever did so stopped before marking it
+    // applied, and the run has ended since: the control is applied now, and the queue moves on.
+    deps.logger.info({ controlId: control._id, runId: run.id }, 'control had admitted an ended run');
+  }
+}
+
 /**
  * When the thread is idle, the oldest pending control (a queue item, or a steer whose run ended
- * before the harness took it) admits the next run. Safe to call any number of times, from any
- * replica: a second caller either admits with the same control id (the same run comes back) or
- * finds the thread busy. Returns the control that admitted a run, and the run.
+ * before the harness took it) admits the next run — unless its owner is at the live-run limit:
+ * then it stays pending and the thread waits for one of the owner's runs to end (drainWaiting).
+ * Safe to call any number of times, from any replica: a second caller either admits with the same
+ * control id (the same run comes back) or finds the thread busy. Returns the control that admitted
+ * a run, and the run.
  *
  * A live run keeps the queue waiting, unless it is a pending control's own run: a drain that
  * timed out waiting for runs.admit after runs had admitted it (and is being retried) finds the
  * thread busy with that run, and records its admission instead of leaving it pending.
  */
 export async function drainQueue(deps: Deps, thread: ThreadRecord): Promise<{ controlId: string; run: Run } | null> {
-  const live = await deps.peers.liveRun(thread.owner_id, thread._id);
-  if (live) return recordControlAdmission(deps, thread, live);
-  for (;;) {
-    const control = await deps.store.oldestPendingControl(thread._id);
-    if (!control) return null;
-    const run = await admitControl(deps, thread, control);
-    if (!run) return null;
-    if (!run.terminal) return { controlId: control._id, run };
-    // The control had admitted this run before, but whoever did so stopped before marking it
-    // applied, and the run has ended since: the control is applied now, and the queue moves on.
-    deps.logger.info({ controlId: control._id, runId: run.id }, 'control had admitted an ended run');
+  const drained = await drain(deps, thread);
+  return drained.kind === 'admitted' ? drained : null;
+}
+
+/** Waiting threads looked at per call; past the first that finds no room the rest keep waiting. */
+const WAITS_BATCH = 50;
+
+/**
+ * Gives room that opened up (one of the owner's runs ended) to the owner's threads waiting for it,
+ * longest waiting first, until one finds no room. A wait is cleared once its thread has a run or
+ * nothing left to admit; a thread refused again keeps (and refreshes) its wait.
+ */
+export async function drainWaiting(deps: Deps, ownerId: string): Promise<number> {
+  if (deps.limits.liveRunsPerUser === 0) return 0;
+  let admitted = 0;
+  for (const wait of await deps.store.ownerWaits(ownerId, WAITS_BATCH)) {
+    const thread = await deps.store.getThread(wait._id);
+    const drained: Drained = thread && isRecorded(thread) ? await drain(deps, thread) : { kind: 'empty' };
+    if (drained.kind === 'full') break;
+    if (drained.kind === 'admitted') admitted += 1;
+    await deps.store.clearWait(wait);
   }
+  return admitted;
 }

@@ -1,4 +1,13 @@
-import type { CreateThreadBody, Run, Task, TaskWithRun, Thread, ThreadWithRun, View } from '@threadwork/contracts';
+import type {
+  CreateThreadBody,
+  HostedRepository,
+  Run,
+  Task,
+  TaskWithRun,
+  Thread,
+  ThreadWithRun,
+  View,
+} from '@threadwork/contracts';
 import { invalidRequest } from '@threadwork/platform';
 import { messageAdmissionKey, newId, requestHash, requestKey } from '../domain/ids.js';
 import {
@@ -13,6 +22,7 @@ import {
 import { isRecorded, type RecordedThread } from '../domain/records.js';
 import { runRef, taskView, threadView } from '../domain/views.js';
 import { admitWithMessage, recordRun, type Deps } from './admission.js';
+import { checkLiveRuns, checkThreadRate, withinLimits } from './limits.js';
 
 interface CreateIds extends Record<string, string> {
   thread_id: string;
@@ -26,32 +36,59 @@ interface CreateIds extends Record<string, string> {
  * the same keyed steps with them (insert-if-absent, admission by key), so any number of
  * concurrent or repeated creates converge on one thread, one message and one run — even when the
  * first one stopped half-way.
+ *
+ * The per-user limits (threads a minute, live runs) are checked before the first write, one of the
+ * user's creations and sends at a time (withinLimits), so a refused create leaves nothing behind.
  */
 export async function createThread(
   deps: Deps,
   { owner_id: ownerId, view, body }: { owner_id: string; view: View; body: CreateThreadBody },
 ): Promise<ThreadWithRun | TaskWithRun> {
-  const { store, peers } = deps;
+  const { peers } = deps;
   // Refused before anything is written: a job for a harness no runner serves would wait for good.
   if (body.harness !== undefined && !deps.harnesses.includes(body.harness)) {
     throw invalidRequest(`body.harness: not a harness this deployment serves (${deps.harnesses.join(', ')})`);
   }
   const repositoryIds = orderedRepositoryIds(body);
   const repositories = inRequestedOrder(repositoryIds, await peers.access(ownerId, repositoryIds));
+  const key = body.client_request_id ? requestKey(ownerId, 'create', body.client_request_id) : null;
+  return withinLimits(
+    deps,
+    ownerId,
+    key,
+    async () => {
+      await checkThreadRate(deps, ownerId);
+      await checkLiveRuns(deps, ownerId);
+    },
+    () => writeAndAdmit(deps, { ownerId, view, body, repositoryIds, repositories, key }),
+  );
+}
 
+async function writeAndAdmit(
+  deps: Deps,
+  {
+    ownerId,
+    view,
+    body,
+    repositoryIds,
+    repositories,
+    key,
+  }: {
+    ownerId: string;
+    view: View;
+    body: CreateThreadBody;
+    repositoryIds: number[];
+    repositories: HostedRepository[];
+    key: string | null;
+  },
+): Promise<ThreadWithRun | TaskWithRun> {
+  const { store, peers } = deps;
   const candidate: CreateIds = {
     thread_id: newId('thr'),
     message_id: body.message_id ?? newId('msg'),
     run_id: newId('run'),
   };
-  const ids = body.client_request_id
-    ? await store.claimRequest(
-        requestKey(ownerId, 'create', body.client_request_id),
-        ownerId,
-        requestHash(body),
-        candidate,
-      )
-    : candidate;
+  const ids = key ? await store.claimRequest(key, ownerId, requestHash(body), candidate) : candidate;
 
   const branches = baseBranches(repositories, body.branch);
   const [primary] = repositories;

@@ -11,7 +11,7 @@ import { describeZodError, invalidRequest, isAppError } from '@threadwork/platfo
 import type { z } from 'zod';
 import { assistantMessageId } from '../domain/ids.js';
 import { isRecorded } from '../domain/records.js';
-import { drainQueue, recordRun, type Deps } from './admission.js';
+import { drainQueue, drainWaiting, recordRun, type Deps } from './admission.js';
 
 /** The DOMAIN subjects threads reacts to: the filter of its durable consumer (consumers.ts). */
 const SUBJECTS = DOMAIN_INTERESTS.threads;
@@ -34,8 +34,8 @@ async function runIfKnown(deps: Deps, ownerId: string, runId: string): Promise<R
 
 /**
  * A run moved. The thread catches up on the run should the admitter have stopped before recording
- * it (latest run, shown message); a terminal run frees the thread for its oldest pending control.
- * Idempotent: a second delivery, or a second replica with the same event, records the same run,
+ * it (latest run, shown message); a terminal run frees the thread for its oldest pending control,
+ * and a place under the owner's live-run limit for threads waiting for one. Idempotent: a second delivery, or a second replica with the same event, records the same run,
  * and draining admits by control id, so the same run comes back instead of a second one.
  */
 async function onRunStatus(deps: Deps, event: RunStatusEvent): Promise<void> {
@@ -49,6 +49,7 @@ async function onRunStatus(deps: Deps, event: RunStatusEvent): Promise<void> {
   if (!event.terminal) return;
   const current = await deps.store.getThread(event.thread_id);
   if (current && isRecorded(current)) await drainQueue(deps, current);
+  await drainWaiting(deps, thread.owner_id);
 }
 
 async function onSandboxStatus(deps: Deps, event: SandboxStatusEvent): Promise<void> {

@@ -11,6 +11,7 @@ import { messageAdmissionKey, newId, requestHash, requestKey } from '../domain/i
 import type { ControlRecord, RecordedThread } from '../domain/records.js';
 import { controlView, runRef } from '../domain/views.js';
 import { admitWithMessage, drainQueue, isThreadBusy, ownedThread, type Deps } from './admission.js';
+import { checkLiveRuns, withinLimits } from './limits.js';
 
 interface Target {
   owner_id: string;
@@ -47,31 +48,41 @@ async function requestIds<Ids extends Record<string, string>>(
 
 /**
  * threads.message: an idle thread admits a new run for the message; an active one answers
- * `thread_busy` (queue or steer instead). The runs service decides who holds the thread, so a
- * send that races another admission loses there; its message stays hidden until the sweep
- * removes it (handlers/sweep.ts).
+ * `thread_busy` (queue or steer instead), and an owner at the live-run limit `too_many_runs`,
+ * before anything is written. The runs service decides who holds the thread, so a send that races
+ * another admission loses there; its message stays hidden until the sweep removes it
+ * (handlers/sweep.ts).
  */
 export async function sendMessage(deps: Deps, target: Target & { body: SendMessageBody }): Promise<MessageAccepted> {
   const thread = await ownedThread(deps, target.owner_id, target.thread_id, 'thread');
   const { body } = target;
-  const ids = await requestIds<MessageIds>(deps, 'message', target, body, {
-    message_id: body.message_id ?? newId('msg'),
-    run_id: newId('run'),
-  });
-  let run: Run;
-  try {
-    run = await admitWithMessage(deps, thread, {
-      message_id: ids.message_id,
-      run_id: ids.run_id,
-      prompt: body.prompt,
-      admission_key: messageAdmissionKey(thread._id, ids.message_id),
-      collaboration_mode: body.collaboration_mode,
-    });
-  } catch (err) {
-    if (isThreadBusy(err)) throw conflict('thread_busy', 'the thread has an active run; queue or steer instead');
-    throw err;
-  }
-  return { status: 'accepted', ...runRef(run) };
+  const key = body.client_request_id ? requestKey(target.owner_id, 'message', body.client_request_id) : null;
+  return withinLimits(
+    deps,
+    thread.owner_id,
+    key,
+    () => checkLiveRuns(deps, thread.owner_id, thread),
+    async () => {
+      const ids = await requestIds<MessageIds>(deps, 'message', target, body, {
+        message_id: body.message_id ?? newId('msg'),
+        run_id: newId('run'),
+      });
+      let run: Run;
+      try {
+        run = await admitWithMessage(deps, thread, {
+          message_id: ids.message_id,
+          run_id: ids.run_id,
+          prompt: body.prompt,
+          admission_key: messageAdmissionKey(thread._id, ids.message_id),
+          collaboration_mode: body.collaboration_mode,
+        });
+      } catch (err) {
+        if (isThreadBusy(err)) throw conflict('thread_busy', 'the thread has an active run; queue or steer instead');
+        throw err;
+      }
+      return { status: 'accepted', ...runRef(run) };
+    },
+  );
 }
 
 function newControl(
@@ -114,17 +125,30 @@ async function submission(
  * admits its oldest pending control at once (normally this one), an active one keeps it until its
  * run ends. Storing before looking closes the gap where the run ends between the look and the
  * write and the run-ended handler finds nothing to admit.
+ *
+ * Queueing on an idle thread would admit a run at once, so an owner at the live-run limit is
+ * refused (`too_many_runs`) before anything is written; behind an active run it is accepted, and
+ * should the owner be at the limit when its turn comes it waits pending for room (drainQueue).
  */
 export async function queueMessage(deps: Deps, target: Target & { body: QueueBody }): Promise<ControlSubmission> {
   const thread = await ownedThread(deps, target.owner_id, target.thread_id, 'thread');
   const { body } = target;
+  // Undefined: not looked up yet (a replay looks only if its control is missing).
+  let live: Run | null | undefined;
+  const replay =
+    body.client_request_id !== undefined &&
+    (await deps.store.hasRequest(requestKey(target.owner_id, 'queue', body.client_request_id)));
+  if (!replay) {
+    live = await deps.peers.liveRun(thread.owner_id, thread._id);
+    if (!live) await checkLiveRuns(deps, thread.owner_id);
+  }
   const ids = await requestIds<ControlIds>(deps, 'queue', target, body, {
     control_id: newId('ctl'),
     message_id: body.message_id ?? newId('msg'),
     run_id: newId('run'),
   });
   if (!(await deps.store.getControl(ids.control_id))) {
-    const live = await deps.peers.liveRun(thread.owner_id, thread._id);
+    if (live === undefined) live = await deps.peers.liveRun(thread.owner_id, thread._id);
     await deps.store.insertControlIfAbsent(
       newControl(thread, ids, {
         kind: 'queue',

@@ -5,6 +5,7 @@ import {
   type HostedRepository,
   type Run,
   type RunSignal,
+  type RunState,
 } from '@threadwork/contracts';
 import { publishSignal, request, type NatsConnection } from '@threadwork/platform';
 
@@ -17,9 +18,11 @@ export interface Peers {
   access(ownerId: string, repositoryIds: number[]): Promise<HostedRepository[]>;
   admit(admission: AdmitRequest): Promise<Run>;
   getRun(ownerId: string, runId: string): Promise<Run>;
-  /** Runs by id; an id runs does not know is missing from the map. */
-  getRuns(ownerId: string, runIds: string[]): Promise<Map<string, Run>>;
+  /** Runs' states by id; an id runs does not know is missing from the map. */
+  getRuns(ownerId: string, runIds: string[]): Promise<Map<string, RunState>>;
   liveRun(ownerId: string, threadId: string): Promise<Run | null>;
+  /** How many of the owner's runs are live, counted up to `atMost`. */
+  liveCount(ownerId: string, atMost: number): Promise<number>;
   /** Core-NATS signal to a live run; sent only after the state it announces is stored. */
   signal(runId: string, signal: RunSignal): void;
 }
@@ -43,7 +46,7 @@ export function createPeers(nc: NatsConnection): Peers {
 
     async getRuns(ownerId, runIds) {
       const unique = [...new Set(runIds)];
-      const found = new Map<string, Run>();
+      const found = new Map<string, RunState>();
       for (let start = 0; start < unique.length; start += GET_MANY_MAX) {
         const { runs } = await request(nc, rpc.runs.getMany, {
           owner_id: ownerId,
@@ -57,6 +60,11 @@ export function createPeers(nc: NatsConnection): Peers {
     async liveRun(ownerId, threadId) {
       const { run } = await request(nc, rpc.runs.live, { owner_id: ownerId, thread_id: threadId });
       return run;
+    },
+
+    async liveCount(ownerId, atMost) {
+      const { live } = await request(nc, rpc.runs.liveCount, { owner_id: ownerId, at_most: atMost });
+      return live;
     },
 
     signal(runId, signal) {

@@ -3,7 +3,7 @@ import { route, type RpcRoute } from '@threadwork/platform';
 import type { Deps } from './admission.js';
 import { createThread } from './create.js';
 import { queueMessage, sendMessage, steerRun } from './followups.js';
-import { getThread, listControls, listMessages, listTasks, resumableRun, workList } from './reads.js';
+import { getThread, listControls, listMessages, listTasks, resumableRun, threadProject, workList } from './reads.js';
 
 /** Every `rpc.threads.*` endpoint; the request is parsed against its schema before it gets here. */
 export function threadsRoutes(deps: Deps): RpcRoute[] {
@@ -12,6 +12,7 @@ export function threadsRoutes(deps: Deps): RpcRoute[] {
     route(rpc.threads.get, (req) => getThread(deps, req)),
     route(rpc.threads.list, (req) => listTasks(deps, req)),
     route(rpc.threads.work, (req) => workList(deps, req)),
+    route(rpc.threads.project, (req) => threadProject(deps, req)),
     route(rpc.threads.resumable, (req) => resumableRun(deps, req)),
     route(rpc.threads.message, (req) => sendMessage(deps, req)),
     route(rpc.threads.queue, (req) => queueMessage(deps, req)),

@@ -1,13 +1,18 @@
 import { isAppError } from '@threadwork/platform';
-import type { Deps } from './admission.js';
+import { drainWaiting, type Deps } from './admission.js';
 
 /** Hidden messages looked at per sweep, at most (the rest wait for the next one). */
 const HIDDEN_BATCH = 200;
+
+/** Waiting threads looked at per sweep (their owners' waits are drained). */
+const WAITS_BATCH = 200;
 
 export interface SweepResult {
   requests: number;
   removed: number;
   shown: number;
+  /** Runs admitted for threads that were waiting for room under the live-run limit. */
+  admitted: number;
 }
 
 /**
@@ -19,6 +24,9 @@ export interface SweepResult {
  * hidden. While the idempotency window lasts a retry of that send may still show it, so only
  * older ones are looked at: one whose run exists after all (the send died between admission and
  * showing) is shown; one a pending control will still admit stays; any other is removed.
+ *
+ * Threads waiting for room under the live-run limit are given it when a run of their owner ends;
+ * should that moment have been missed (the process stopped while handling it), the sweep gives it.
  */
 export async function sweep(deps: Deps, now: Date, idempotencyTtlMs: number): Promise<SweepResult> {
   const { store, peers, logger } = deps;
@@ -46,8 +54,16 @@ export async function sweep(deps: Deps, now: Date, idempotencyTtlMs: number): Pr
     await store.deleteHiddenMessage(message._id);
     removed += 1;
   }
-  if (requests + removed + shown > 0) {
-    logger.info({ requests, removed, shown }, 'swept expired idempotency records and unsent messages');
+  let admitted = 0;
+  if (deps.limits.liveRunsPerUser > 0) {
+    const owners = new Set((await store.oldestWaits(WAITS_BATCH)).map((wait) => wait.owner_id));
+    for (const owner of owners) admitted += await drainWaiting(deps, owner);
   }
-  return { requests, removed, shown };
+  if (requests + removed + shown + admitted > 0) {
+    logger.info(
+      { requests, removed, shown, admitted },
+      'swept expired idempotency records and unsent messages, and admitted waiting follow-ups',
+    );
+  }
+  return { requests, removed, shown, admitted };
 }

@@ -9,7 +9,7 @@ import {
   type Db,
   type Document,
 } from '@threadwork/platform';
-import type { MessagePosition } from '../domain/cursor.js';
+import type { Position } from '../domain/cursor.js';
 import type {
   CandidateStats,
   ControlRecord,
@@ -17,6 +17,7 @@ import type {
   ProjectRecord,
   RequestRecord,
   ThreadRecord,
+  WaitRecord,
 } from '../domain/records.js';
 
 /** What recording an admitted run changes on its thread. */
@@ -57,6 +58,7 @@ export function createThreadsStore(db: Db, { idempotencyTtlMs }: ThreadsStoreOpt
   const messages = db.collection<MessageRecord>('messages');
   const controls = db.collection<ControlRecord>('controls');
   const requests = db.collection<RequestRecord>('requests');
+  const waits = db.collection<WaitRecord>('capacity_waits');
 
   return {
     async ensureIndexes(): Promise<void> {
@@ -66,17 +68,13 @@ export function createThreadsStore(db: Db, { idempotencyTtlMs }: ThreadsStoreOpt
           options: { name: 'key_unique', unique: true },
           serves: "find-or-create the project of an owner's ordered repository set; one project per set",
         },
-        {
-          key: { owner_id: 1, created_at: -1 },
-          options: { name: 'owner_created' },
-          serves: "work list: an owner's projects, newest first",
-        },
       ]);
       await ensureIndexes(threads, [
         {
           key: { owner_id: 1, created_at: -1, _id: -1 },
           options: { name: 'owner_created' },
-          serves: "task list and work list: an owner's threads, newest first",
+          serves:
+            "task and work pages: an owner's threads, newest first, after a cursor; threads created in the last minute",
         },
       ]);
       await ensureIndexes(messages, [
@@ -106,6 +104,18 @@ export function createThreadsStore(db: Db, { idempotencyTtlMs }: ThreadsStoreOpt
           key: { thread_id: 1, created_at: 1, _id: 1 },
           options: { name: 'thread_created' },
           serves: "a thread's controls, oldest first",
+        },
+      ]);
+      await ensureIndexes(waits, [
+        {
+          key: { owner_id: 1, since: 1 },
+          options: { name: 'owner_since' },
+          serves: "when one of an owner's runs ends: the owner's threads waiting for room, longest waiting first",
+        },
+        {
+          key: { since: 1 },
+          options: { name: 'since' },
+          serves: 'the sweep: waiting threads of any owner, longest waiting first',
         },
       ]);
       await ensureIndexes(requests, [
@@ -156,6 +166,12 @@ export function createThreadsStore(db: Db, { idempotencyTtlMs }: ThreadsStoreOpt
       }
     },
 
+    /** Whether a `client_request_id` is bound already (a replay, or a twin of a request in flight). */
+    async hasRequest(key: string): Promise<boolean> {
+      const record = await mongoCall(() => requests.findOne({ _id: key }));
+      return record !== null && record.created_at.getTime() > Date.now() - idempotencyTtlMs;
+    },
+
     /** Idempotency records past their window, removed (claims treat them as absent already). */
     async sweepRequests(now: Date): Promise<number> {
       const before = new Date(now.getTime() - idempotencyTtlMs);
@@ -189,8 +205,10 @@ export function createThreadsStore(db: Db, { idempotencyTtlMs }: ThreadsStoreOpt
       return winner;
     },
 
-    listProjects: (ownerId: string) =>
-      mongoCall(() => projects.find({ owner_id: ownerId }).sort({ created_at: -1 }).toArray()),
+    getProject: (projectId: string) => mongoCall(() => projects.findOne({ _id: projectId })),
+
+    projectsByIds: (ownerId: string, projectIds: string[]) =>
+      mongoCall(() => projects.find({ _id: { $in: projectIds }, owner_id: ownerId }).toArray()),
 
     insertThreadIfAbsent: (thread: ThreadRecord) => insertIfAbsent(threads, thread),
 
@@ -199,14 +217,43 @@ export function createThreadsStore(db: Db, { idempotencyTtlMs }: ThreadsStoreOpt
     findOwnedThread: (ownerId: string, threadId: string) =>
       mongoCall(() => threads.findOne({ _id: threadId, owner_id: ownerId })),
 
-    /** Threads whose first run is recorded, newest first. */
-    listThreads: (ownerId: string) =>
+    /** Up to `limit` threads whose first run is recorded, newest first, after `after`. */
+    threadPage: (ownerId: string, after: Position | undefined, limit: number) =>
       mongoCall(() =>
         threads
-          .find({ owner_id: ownerId, latest_run_id: { $ne: null } })
+          .find({
+            owner_id: ownerId,
+            latest_run_id: { $ne: null },
+            ...(after
+              ? {
+                  $or: [
+                    { created_at: { $lt: after.createdAt } },
+                    { created_at: after.createdAt, _id: { $lt: after.id } },
+                  ],
+                }
+              : {}),
+          })
           .sort({ created_at: -1, _id: -1 })
+          .limit(limit)
           .toArray(),
       ),
+
+    /** How many threads the owner created since `since` (finished or not: each was an attempt). */
+    countThreadsSince: (ownerId: string, since: Date) =>
+      mongoCall(() => threads.countDocuments({ owner_id: ownerId, created_at: { $gt: since } })),
+
+    /** Creation time of the owner's `skip`-th thread since `since`, oldest first (null past the last). */
+    async threadCreatedSince(ownerId: string, since: Date, skip: number): Promise<Date | null> {
+      const found = await mongoCall(() =>
+        threads
+          .find({ owner_id: ownerId, created_at: { $gt: since } }, { projection: { created_at: 1 } })
+          .sort({ created_at: 1, _id: 1 })
+          .skip(skip)
+          .limit(1)
+          .next(),
+      );
+      return found?.created_at ?? null;
+    },
 
     /**
      * Makes `run` the thread's latest run unless a newer one is recorded already (a replayed or
@@ -273,7 +320,7 @@ export function createThreadsStore(db: Db, { idempotencyTtlMs }: ThreadsStoreOpt
     },
 
     /** Up to `limit` shown messages after `after`, oldest first. */
-    messagePage: (threadId: string, after: MessagePosition | undefined, limit: number) =>
+    messagePage: (threadId: string, after: Position | undefined, limit: number) =>
       mongoCall(() =>
         messages
           .find({
@@ -313,6 +360,28 @@ export function createThreadsStore(db: Db, { idempotencyTtlMs }: ThreadsStoreOpt
           .sort({ created_at: 1, _id: 1 })
           .toArray(),
       ),
+
+    /** The thread waits for room (again): inserted once, then only its `at` moves on. */
+    async markWaiting(thread: Pick<ThreadRecord, '_id' | 'owner_id'>): Promise<void> {
+      const now = new Date();
+      if (await insertIfAbsent(waits, { _id: thread._id, owner_id: thread.owner_id, since: now, at: now })) return;
+      await mongoCall(() => waits.updateOne({ _id: thread._id }, { $set: { at: now } }));
+    },
+
+    /** Up to `limit` of the owner's waiting threads, longest waiting first. */
+    ownerWaits: (ownerId: string, limit: number) =>
+      mongoCall(() => waits.find({ owner_id: ownerId }).sort({ since: 1, _id: 1 }).limit(limit).toArray()),
+
+    /** Up to `limit` waiting threads of any owner, longest waiting first. */
+    oldestWaits: (limit: number) => mongoCall(() => waits.find({}).sort({ since: 1, _id: 1 }).limit(limit).toArray()),
+
+    /**
+     * Removes a wait as it was seen: one refused again since (a newer `at`) stays, so a refusal
+     * racing the clearing is not forgotten.
+     */
+    async clearWait(wait: WaitRecord): Promise<void> {
+      await mongoCall(() => waits.deleteOne({ _id: wait._id, at: wait.at }));
+    },
 
     /**
      * pending → applied. Two appliers of the same control agree on what they write (the run is the

@@ -179,8 +179,14 @@ export async function serveRunsDouble(nc: NatsConnection, js: JetStreamClient, l
       route(rpc.runs.getMany, async ({ owner_id, run_ids }) => ({
         runs: run_ids.flatMap((id) => {
           const entry = runs.get(id);
-          return entry && entry.owner_id === owner_id ? [entry.run] : [];
+          return entry && entry.owner_id === owner_id ? [{ id: entry.run.id, status: entry.run.status }] : [];
         }),
+      })),
+      route(rpc.runs.liveCount, async ({ owner_id, at_most }) => ({
+        live: Math.min(
+          at_most,
+          [...runs.values()].filter((entry) => entry.owner_id === owner_id && !entry.run.terminal).length,
+        ),
       })),
       route(rpc.runs.live, async ({ owner_id, thread_id }) => {
         const id = liveByThread.get(thread_id);

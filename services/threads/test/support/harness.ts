@@ -52,9 +52,13 @@ export async function eventually<T>(check: () => Promise<T>, timeoutMs = 10_000)
 
 /**
  * A NATS server of this file's own, `replicas` threads services on it sharing one database (as
- * replicas of one deployment do), and the runs and repohost doubles.
+ * replicas of one deployment do), and the runs and repohost doubles. `env` overrides the services'
+ * configuration.
  */
-export async function startHarness({ replicas = 1 }: { replicas?: number } = {}): Promise<Harness> {
+export async function startHarness({
+  replicas = 1,
+  env = {},
+}: { replicas?: number; env?: Record<string, string> } = {}): Promise<Harness> {
   const logger = createLogger({ service: 'threads-test', level: 'silent' });
   const nats = await isolatedNats();
   await nats.provision();
@@ -63,7 +67,7 @@ export async function startHarness({ replicas = 1 }: { replicas?: number } = {})
   const runs = await serveRunsDouble(nc, js, logger);
   const repohost = await serveRepohostDouble(nc, logger);
   const prefix = uniqueDbPrefix();
-  const config = loadConfig(ThreadsConfig, baseServiceEnv(nats.env('threads'), prefix));
+  const config = loadConfig(ThreadsConfig, { ...baseServiceEnv(nats.env('threads'), prefix), ...env });
   const services: StartedService[] = [];
   for (let i = 0; i < replicas; i += 1) services.push(await startThreads(config));
   const mongo: MongoClient = await connectMongo({ url: testInfra().mongoUrl, appName: 'threads-test' });
