@@ -400,6 +400,7 @@ async function outages(fault: 'killed' | 'frozen'): Promise<void> {
           await call('rpc:append', rpc.runs.append, {
             run_id: driver.runId,
             attempt: driver.attempt,
+            claim_id: driver.claimId,
             events: [delta(key)],
           }),
         );
@@ -600,6 +601,7 @@ async function outages(fault: 'killed' | 'frozen'): Promise<void> {
           await call('rpc:append', rpc.runs.append, {
             run_id: driver.runId,
             attempt: driver.attempt,
+            claim_id: driver.claimId,
             events: [delta(key)],
           }),
         ),

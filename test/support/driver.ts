@@ -31,7 +31,13 @@ export class RunDriver {
       usage?: { inputTokens?: number; outputTokens?: number; totalTokens?: number };
     } = {},
   ) {
-    return request(this.nc, rpc.runs.transition, { run_id: this.runId, attempt: this.attempt, to: status, ...extra });
+    return request(this.nc, rpc.runs.transition, {
+      run_id: this.runId,
+      attempt: this.attempt,
+      claim_id: this.claimId,
+      to: status,
+      ...extra,
+    });
   }
 
   /** Appends chunks (each with a fresh key) and returns their sequences. */
@@ -40,6 +46,7 @@ export class RunDriver {
     const { sequences } = await request(this.nc, rpc.runs.append, {
       run_id: this.runId,
       attempt: this.attempt,
+      claim_id: this.claimId,
       events,
     });
     return sequences;
@@ -56,6 +63,7 @@ export class RunDriver {
     return request(this.nc, rpc.runs.interactionCreate, {
       run_id: this.runId,
       attempt: this.attempt,
+      claim_id: this.claimId,
       key: `q${++this.keys}`,
       kind,
       questions,

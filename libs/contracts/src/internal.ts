@@ -125,20 +125,28 @@ export const HolderResponse = z.object({
 export const SettlementRequest = z.object({ run_id: Id, claim_id: ClaimId, interaction_id: Id });
 export const ClaimResponse = z.object({ run: Run, attempt: z.int().min(0), job: RunJob });
 
-/** Moves a run; rejected unless `attempt` is the run's current attempt (a stale runner is fenced out). */
+/**
+ * Moves a run; rejected unless `attempt` is the run's current attempt (a stale runner is fenced
+ * out) and `claim_id` the claim that made it (a runner key that never claimed it cannot move it).
+ */
 export const TransitionRequest = z.object({
   run_id: Id,
   attempt: z.int().min(0),
+  claim_id: ClaimId,
   to: RunStatus,
   error: RunError.optional(),
   usage: RunUsage.optional(),
   sandbox_id: Id.optional(),
 });
 
-/** Appends events to a run's log; `key`s make a retried append store each chunk once. */
+/**
+ * Appends events to a run's log, fenced as a move is (attempt and claim); `key`s make a retried
+ * append store each chunk once.
+ */
 export const AppendRequest = z.object({
   run_id: Id,
   attempt: z.int().min(0),
+  claim_id: ClaimId,
   events: z
     .array(z.object({ key: Id, chunk: z.record(z.string(), JsonValue) }))
     .min(1)
@@ -146,9 +154,11 @@ export const AppendRequest = z.object({
 });
 export const AppendResponse = z.object({ sequences: z.array(z.int().min(1)) });
 
+/** A question of the run's holder, fenced as a move is (attempt and claim). */
 export const InteractionCreateRequest = z.object({
   run_id: Id,
   attempt: z.int().min(0),
+  claim_id: ClaimId,
   /** Harness-side id, so a retried create returns the same interaction. */
   key: Id,
   kind: InteractionKind,

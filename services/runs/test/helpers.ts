@@ -115,7 +115,12 @@ export async function runningRun(nc: NatsConnection, overrides: Partial<RpcReque
   const { run } = await request(nc, rpc.runs.admit, req);
   const claimId = newClaimId();
   const claim = await request(nc, rpc.runs.claim, { run_id: run.id, runner_id: 'runner-a', claim_id: claimId });
-  const running = await request(nc, rpc.runs.transition, { run_id: run.id, attempt: claim.attempt, to: 'running' });
+  const running = await request(nc, rpc.runs.transition, {
+    run_id: run.id,
+    attempt: claim.attempt,
+    claim_id: claimId,
+    to: 'running',
+  });
   expect(running.status).toBe('running');
   return { run: running, owner: req.owner_id, attempt: claim.attempt, claim_id: claimId, thread_id: req.thread_id };
 }

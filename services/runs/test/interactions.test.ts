@@ -38,6 +38,7 @@ describe('interactions', () => {
     const interaction = await request(h.nc, rpc.runs.interactionCreate, {
       run_id: live.run.id,
       attempt: live.attempt,
+      claim_id: live.claim_id,
       key: uniqueId('req'),
       kind: 'question',
       questions,
@@ -74,6 +75,7 @@ describe('interactions', () => {
     const req = {
       run_id: live.run.id,
       attempt: live.attempt,
+      claim_id: live.claim_id,
       key: 'call_1',
       kind: 'plan_approval' as const,
       questions: [fileQuestion],
@@ -198,10 +200,11 @@ describe('interactions', () => {
   });
 
   it('keeps the run waiting until every pending interaction is settled', async () => {
-    const { run, attempt, owner, thread_id, interaction: first } = await ask([fileQuestion]);
+    const { run, attempt, claim_id, owner, thread_id, interaction: first } = await ask([fileQuestion]);
     const second = await request(h.nc, rpc.runs.interactionCreate, {
       run_id: run.id,
       attempt,
+      claim_id,
       key: 'second',
       kind: 'plan_approval',
       questions: [{ ...fileQuestion, id: 'approve', options: [{ label: 'yes', description: '' }] }],
@@ -221,9 +224,9 @@ describe('interactions', () => {
   });
 
   it('cancels pending interactions for the system when the run is cancelled', async () => {
-    const { run, attempt, owner, interaction } = await ask([fileQuestion]);
+    const { run, attempt, claim_id, owner, interaction } = await ask([fileQuestion]);
     await request(h.nc, rpc.runs.cancel, { owner_id: owner, run_id: run.id });
-    await request(h.nc, rpc.runs.transition, { run_id: run.id, attempt, to: 'cancelled' });
+    await request(h.nc, rpc.runs.transition, { run_id: run.id, attempt, claim_id, to: 'cancelled' });
     const got = await request(h.nc, rpc.runs.interactionGet, { interaction_id: interaction.id });
     expect(got).toMatchObject({ status: 'cancelled', cancelledBy: 'system' });
     expect(got.resolvedAt).not.toBeNull();

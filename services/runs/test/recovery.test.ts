@@ -59,8 +59,8 @@ describe('recovery from interrupted writes', () => {
   });
 
   it('takes the next slot after a run that ended, exactly once under concurrent admissions', async () => {
-    const { run, owner, thread_id, attempt } = await runningRun(h.nc);
-    await request(h.nc, rpc.runs.transition, { run_id: run.id, attempt, to: 'completed' });
+    const { run, owner, thread_id, attempt, claim_id } = await runningRun(h.nc);
+    await request(h.nc, rpc.runs.transition, { run_id: run.id, attempt, claim_id, to: 'completed' });
     const results = await Promise.allSettled(
       Array.from({ length: 10 }, () => request(h.nc, rpc.runs.admit, { ...admission({ owner_id: owner }), thread_id })),
     );
@@ -71,7 +71,7 @@ describe('recovery from interrupted writes', () => {
   });
 
   it('finishes a terminal decision whose follow-up writes were interrupted, once', async () => {
-    const { run, owner, thread_id, attempt } = await runningRun(h.nc);
+    const { run, owner, thread_id, attempt, claim_id } = await runningRun(h.nc);
     await h.store.terminals.insertOne({
       _id: run.id,
       status: 'cancelled',
@@ -82,7 +82,7 @@ describe('recovery from interrupted writes', () => {
       at: new Date(),
       event_sequence: null,
     });
-    const answer = await request(h.nc, rpc.runs.transition, { run_id: run.id, attempt, to: 'completed' });
+    const answer = await request(h.nc, rpc.runs.transition, { run_id: run.id, attempt, claim_id, to: 'completed' });
     expect(answer).toMatchObject({ status: 'cancelled', terminal: true });
     const again = await request(h.nc, rpc.runs.cancel, { owner_id: owner, run_id: run.id });
     expect(again).toMatchObject({ requested: false, run: { status: 'cancelled' } });
@@ -91,8 +91,8 @@ describe('recovery from interrupted writes', () => {
   });
 
   it('reports no live run once the run ended, even if a racing move rewrote its document as live', async () => {
-    const { run, owner, thread_id, attempt } = await runningRun(h.nc);
-    await request(h.nc, rpc.runs.transition, { run_id: run.id, attempt, to: 'completed' });
+    const { run, owner, thread_id, attempt, claim_id } = await runningRun(h.nc);
+    await request(h.nc, rpc.runs.transition, { run_id: run.id, attempt, claim_id, to: 'completed' });
     // What a cancel's move to `cancelling` leaves on FerretDB when its read preceded the terminal
     // write and its write followed it: the whole document as the move saw it, live.
     await h.store.runs.updateOne(
@@ -113,6 +113,7 @@ describe('recovery from interrupted writes', () => {
     const interaction = await request(h.nc, rpc.runs.interactionCreate, {
       run_id: run.id,
       attempt,
+      claim_id,
       key: 'ask',
       kind: 'question',
       questions: [{ id: 'q', header: 'Q', question: 'Go?', isOther: false, isSecret: false, options: [] }],

@@ -186,7 +186,7 @@ class RunExecution implements LiveRun {
   ) {
     this.runId = job.run_id;
     this.status = status;
-    this.sink = new EventSink(deps.nc, job.run_id, attempt, log, (reason) => {
+    this.sink = new EventSink(deps.nc, job.run_id, attempt, claimId, log, (reason) => {
       log.warn({ reason }, 'run events refused; this attempt no longer holds the run');
       this.stop('fenced');
     });
@@ -477,6 +477,7 @@ class RunExecution implements LiveRun {
       const created = await call(nc, rpc.runs.interactionCreate, {
         run_id: this.job.run_id,
         attempt: this.attempt,
+        claim_id: this.claimId,
         key,
         kind: 'question',
         questions,
@@ -689,6 +690,7 @@ class RunExecution implements LiveRun {
       const run = await call(this.deps.nc, rpc.runs.transition, {
         run_id: this.job.run_id,
         attempt: this.attempt,
+        claim_id: this.claimId,
         to,
         ...(sandboxId ? { sandbox_id: sandboxId } : {}),
         ...(error ? { error } : {}),

@@ -113,8 +113,20 @@ export interface RunStore {
   attempts: Collection<AttemptDoc>;
   cancels: Collection<CancelDoc>;
   admissions: Collection<AdmissionDoc>;
+  /**
+   * The SHA-256 of the claim id that made attempt `attempt` of a run; null when no runner's claim
+   * made it (none yet, or the unclaimed-run sweep took it). Asked on every move and append.
+   */
+  claimOf(runId: string, attempt: number): Promise<string | null>;
   ensureIndexes(): Promise<void>;
 }
+
+/**
+ * How many attempts' claim hashes a replica remembers. An attempt is inserted once and never
+ * changed, so what is remembered cannot go stale; this only spares the fence of a busy run's
+ * appends a look-up each (the live runs of a replica fit many times over).
+ */
+const CLAIMS_REMEMBERED = 10_000;
 
 export function createRunStore(db: Db): RunStore {
   const runs = db.collection<RunDoc>('runs');
@@ -124,6 +136,7 @@ export function createRunStore(db: Db): RunStore {
   const cancels = db.collection<CancelDoc>('run_cancels');
   const admissions = db.collection<AdmissionDoc>('run_admissions');
 
+  const claims = new Map<string, string>();
   return {
     runs,
     slots,
@@ -131,6 +144,16 @@ export function createRunStore(db: Db): RunStore {
     attempts,
     cancels,
     admissions,
+    async claimOf(runId, attempt) {
+      const id = `${runId}:${attempt}`;
+      const known = claims.get(id);
+      if (known !== undefined) return known;
+      const doc = await attempts.findOne({ _id: id });
+      if (!doc?.claim_sha256) return null;
+      if (claims.size >= CLAIMS_REMEMBERED) claims.delete(claims.keys().next().value as string);
+      claims.set(id, doc.claim_sha256);
+      return doc.claim_sha256;
+    },
     async ensureIndexes() {
       // run_terminals, run_cancels and run_admissions are read and decided by `_id` only (run id):
       // the default unique `_id` index is all they need; thread_slots are decided by `_id` too.
