@@ -1,5 +1,12 @@
-import { RunEventPage, Run, ThreadWithRun, type NatsIdentity } from '@threadwork/contracts';
-import { AppError, connectNats, createLogger, natsAuthWithSeed, type NatsConnection } from '@threadwork/platform';
+import { rpc, RunEventPage, Run, SERVICES, ThreadWithRun, type NatsIdentity } from '@threadwork/contracts';
+import {
+  AppError,
+  connectNats,
+  createLogger,
+  natsAuthWithSeed,
+  request,
+  type NatsConnection,
+} from '@threadwork/platform';
 import { newClaimId } from '@threadwork/testing';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { RunDriver } from '../support/driver.js';
@@ -15,6 +22,7 @@ const logger = createLogger({ service: 'principals-test', level: 'silent' });
 
 let stack: Stack;
 let alice: TestUser;
+let bob: TestUser;
 let repoId: number;
 const connections: NatsConnection[] = [];
 
@@ -54,6 +62,17 @@ async function eventsOf(user: TestUser, runId: string) {
   return json(await stack.fetch(`/v1/runs/${runId}/events?from=0&limit=1000`, { user }), 200, RunEventPage);
 }
 
+/** Whether NATS itself refuses `nc` a request on `subject` (its grant does not name it). */
+async function natsRefuses(nc: NatsConnection, subject: string): Promise<boolean> {
+  try {
+    await nc.request(subject, new TextEncoder().encode('{}'), { timeout: 5_000 });
+    return false;
+  } catch (err) {
+    const message = `${(err as Error).message} ${String((err as { cause?: Error }).cause?.message ?? '')}`;
+    return /permissions violation/i.test(message);
+  }
+}
+
 /** The AppError a call failed with (fails the test if it succeeded). */
 async function refusal(promise: Promise<unknown>): Promise<AppError> {
   const outcome = await promise.then(
@@ -68,7 +87,7 @@ async function refusal(promise: Promise<unknown>): Promise<AppError> {
 describe.skipIf(!hasBinary)('what one service’s NATS key can still do', () => {
   beforeAll(async () => {
     stack = await startStack();
-    alice = await stack.createUser('alice');
+    [alice, bob] = await Promise.all([stack.createUser('alice'), stack.createUser('bob')]);
     repoId = await stack.addRepo('principals');
   });
   afterAll(async () => {
@@ -107,6 +126,72 @@ describe.skipIf(!hasBinary)('what one service’s NATS key can still do', () => 
       expect(page).toMatchObject({ status: 'completed', terminal: true });
       expect(JSON.stringify(page.events)).toContain('the real reply');
       expect(JSON.stringify(page.events)).not.toContain('FORGED');
+    });
+  });
+
+  describe('reads of a user’s data', () => {
+    it('the runner’s key reads no run for an owner: only the run it claimed, by that claim', async () => {
+      const runnerKey = await connectAs('runner');
+      for (const subject of [
+        SERVICES.runs.subjects.get,
+        SERVICES.runs.subjects.getMany,
+        SERVICES.runs.subjects.eventsPage,
+        SERVICES.runs.subjects.interactionGet,
+        SERVICES.runs.subjects.interactionList,
+      ]) {
+        expect(await natsRefuses(runnerKey, subject), subject).toBe(true);
+      }
+      const thread = await createThread(alice);
+      const holder = await RunDriver.claim(runnerKey, thread.run_id);
+      await holder.start();
+      const read = (attempt: number, claim_id: string) =>
+        request(runnerKey, rpc.runs.attemptState, { run_id: thread.run_id, attempt, claim_id });
+      // Another claim id, for the attempt that is or for one that is not: as if the run did not exist.
+      expect((await refusal(read(0, newClaimId()))).code).toBe('not_found');
+      expect((await refusal(read(1, newClaimId()))).code).toBe('not_found');
+      // The holder reads where its run stands, and nothing of the owner's data.
+      expect(await read(0, holder.claimId)).toEqual({ status: 'running', attempt: 0, terminal: false });
+      await holder.to('completed');
+      expect(await read(0, holder.claimId)).toEqual({ status: 'completed', attempt: 0, terminal: true });
+    });
+
+    it('a key that reads for owners reads nothing for no one, and another owner’s run or question is not found', async () => {
+      const [threadsKey, gatewayKey, runnerKey] = await Promise.all([
+        connectAs('threads'),
+        connectAs('gateway'),
+        connectAs('runner'),
+      ]);
+      const thread = await createThread(alice);
+      const holder = await RunDriver.claim(runnerKey, thread.run_id);
+      await holder.start();
+      const asked = await holder.ask([
+        { id: 'q', header: 'Q', question: 'Which?', isOther: false, isSecret: false, options: [] },
+      ]);
+      const run_id = thread.run_id;
+      const page = { run_id, from: 1, limit: 100 };
+
+      // Without an owner: refused outright, whoever asks.
+      const ownerless = { run_id, interaction_id: asked.id, from: 1, limit: 100 } as never;
+      expect((await refusal(request(threadsKey, rpc.runs.get, ownerless))).code).toBe('invalid_request');
+      expect((await refusal(request(gatewayKey, rpc.runs.get, ownerless))).code).toBe('invalid_request');
+      expect((await refusal(request(gatewayKey, rpc.runs.eventsPage, ownerless))).code).toBe('invalid_request');
+      expect((await refusal(request(gatewayKey, rpc.runs.interactionGet, ownerless))).code).toBe('invalid_request');
+      // For another owner: not found.
+      const asBob = { owner_id: bob.id };
+      expect((await refusal(request(threadsKey, rpc.runs.get, { ...asBob, run_id }))).code).toBe('not_found');
+      expect((await refusal(request(gatewayKey, rpc.runs.eventsPage, { ...asBob, ...page }))).code).toBe('not_found');
+      const bobsQuestion = request(gatewayKey, rpc.runs.interactionGet, { ...asBob, interaction_id: asked.id });
+      expect((await refusal(bobsQuestion)).code).toBe('not_found');
+      expect((await stack.fetch(`/v1/runs/${run_id}`, { user: bob })).status).toBe(404);
+
+      // For its owner, as before.
+      const asAlice = { owner_id: alice.id };
+      expect(await request(threadsKey, rpc.runs.get, { ...asAlice, run_id })).toMatchObject({ id: run_id });
+      const events = await request(gatewayKey, rpc.runs.eventsPage, { ...asAlice, ...page });
+      expect(events.events.length).toBeGreaterThan(0);
+      const question = await request(gatewayKey, rpc.runs.interactionGet, { ...asAlice, interaction_id: asked.id });
+      expect(question).toMatchObject({ id: asked.id, run_id });
+      expect(await runOf(alice, run_id)).toMatchObject({ status: 'waiting_for_input' });
     });
   });
 });

@@ -88,7 +88,7 @@ export const AdmitRequest = z.object({
 export type AdmitRequest = z.infer<typeof AdmitRequest>;
 export const AdmitResponse = z.object({ run: Run, created: z.boolean() });
 
-export const RunGetRequest = z.object({ owner_id: OwnerId.optional(), run_id: Id });
+export const RunGetRequest = z.object({ owner_id: OwnerId, run_id: Id });
 export const RunGetManyRequest = z.object({ owner_id: OwnerId, run_ids: z.array(Id).max(1000) });
 export const RunList = z.object({ runs: z.array(Run) });
 /** The live run of a thread (queued … cancelling), if any. */
@@ -99,7 +99,7 @@ export const CancelRequest = z.object({ owner_id: OwnerId, run_id: Id });
 export const CancelResponse = z.object({ run: Run, requested: z.boolean() });
 
 export const EventsPageRequest = z.object({
-  owner_id: OwnerId.optional(),
+  owner_id: OwnerId,
   run_id: Id,
   from: z.int().min(1),
   limit: z.int().min(1).max(1000),
@@ -113,13 +113,29 @@ export const EventsPageRequest = z.object({
  * answers to the run's questions. The runs service keeps only its hash.
  */
 export const ClaimId = z.string().regex(/^[A-Za-z0-9_-]{24,128}$/, 'must be 24 to 128 URL-safe characters');
-/** The runner claims the next attempt of a run it took from RUN_JOBS; a lost race is `already_settled`. */
+/**
+ * The runner claims the next attempt of a run it took from RUN_JOBS; a lost race is
+ * `already_settled`, whose `details.terminal` says whether the run is over (then its job is done
+ * with) or held by another claim (then the job is that claim's).
+ */
 export const ClaimRequest = z.object({ run_id: Id, runner_id: Id, claim_id: ClaimId });
 /** Whether `claim_id` holds the run now; what the holder may be given access to. */
 export const HolderRequest = z.object({ run_id: Id, claim_id: ClaimId });
 export const HolderResponse = z.object({
   owner_id: OwnerId,
   repository_ids: z.array(z.int().positive()),
+});
+/**
+ * The runner's read of a run it claimed, instead of a read for an owner: where the run stands now
+ * (a newer attempt may have taken it over, a cancel or the end come), for the claim that made
+ * `attempt` and no one else, and nothing of the owner's data. Any other claim is `not_found`.
+ */
+export const AttemptStateRequest = z.object({ run_id: Id, attempt: z.int().min(0), claim_id: ClaimId });
+export const AttemptState = z.object({
+  status: RunStatus,
+  /** The run's current attempt: another than the one asked about means that claim was fenced out. */
+  attempt: z.int().min(0),
+  terminal: z.boolean(),
 });
 /** The answers to a question of the run the caller holds. */
 export const SettlementRequest = z.object({ run_id: Id, claim_id: ClaimId, interaction_id: Id });
@@ -164,7 +180,7 @@ export const InteractionCreateRequest = z.object({
   kind: InteractionKind,
   questions: z.array(Question).min(1),
 });
-export const InteractionGetRequest = z.object({ owner_id: OwnerId.optional(), interaction_id: Id });
+export const InteractionGetRequest = z.object({ owner_id: OwnerId, interaction_id: Id });
 export const InteractionListRequest = z.object({
   owner_id: OwnerId,
   thread_id: Id,
@@ -287,6 +303,7 @@ export const rpc = {
       InteractionSettlement,
     ),
     holder: defineEndpoint(SERVICES.runs.subjects.holder, HolderRequest, HolderResponse),
+    attemptState: defineEndpoint(SERVICES.runs.subjects.attemptState, AttemptStateRequest, AttemptState),
   },
   threads: {
     create: defineEndpoint(SERVICES.threads.subjects.create, CreateRequest, z.union([ThreadWithRun, TaskWithRun])),

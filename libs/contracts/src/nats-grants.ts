@@ -102,9 +102,10 @@ const GRANTS: Record<NatsIdentity, Grant> = {
     streams: [{ stream: STREAM_NAMES.domain, consumers: [CONSUMERS.review] }],
   },
   runner: {
+    // No read for an owner (`runs.get`): the runner reads only the runs it claimed, by its claim.
     calls: [
       runs.subjects.claim,
-      runs.subjects.get,
+      runs.subjects.attemptState,
       runs.subjects.transition,
       runs.subjects.append,
       runs.subjects.interactionCreate,

@@ -93,6 +93,7 @@ export const SERVICES = {
       interactionAnswer: 'runs.interaction.answer',
       interactionSettlement: 'runs.interaction.settlement',
       holder: 'runs.holder',
+      attemptState: 'runs.attempt.state',
     },
   },
   repohost: {

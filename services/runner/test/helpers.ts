@@ -128,6 +128,15 @@ export interface Admitted {
   request: RpcRequest<typeof rpc.runs.admit>;
 }
 
+/** The owner of each run admitted here: reads of a run are for its owner. */
+const owners = new Map<string, string>();
+
+function ownerOf(runId: string): string {
+  const owner = owners.get(runId);
+  if (!owner) throw new Error(`run ${runId} was not admitted by admitRun`);
+  return owner;
+}
+
 /** A bare repository with a README, and a run admitted on it (as the threads service would). */
 export async function admitRun(
   stack: Stack,
@@ -157,6 +166,7 @@ export async function admitRun(
   };
   const admittedAt = Date.now();
   const { run } = await request(stack.nc, rpc.runs.admit, req);
+  owners.set(run.id, req.owner_id);
   return { run, owner: req.owner_id, threadId: req.thread_id, bare: repo, admittedAt, request: req };
 }
 
@@ -176,7 +186,7 @@ export async function waitFor<T>(
 }
 
 export async function getRun(stack: Stack, runId: string): Promise<Run> {
-  return request(stack.nc, rpc.runs.get, { run_id: runId });
+  return request(stack.nc, rpc.runs.get, { owner_id: ownerOf(runId), run_id: runId });
 }
 
 export async function waitForStatus(
@@ -202,7 +212,7 @@ export async function readLog(nc: NatsConnection, runId: string): Promise<RunEve
   const events: RunEvent[] = [];
   let from = 1;
   for (;;) {
-    const page = await request(nc, rpc.runs.eventsPage, { run_id: runId, from, limit: 1000 });
+    const page = await request(nc, rpc.runs.eventsPage, { owner_id: ownerOf(runId), run_id: runId, from, limit: 1000 });
     events.push(...page.events);
     if (page.events.length === 0) return events;
     from = page.next_sequence;

@@ -80,7 +80,7 @@ async function claim(runId: string): Promise<{ job: RunJob; claim: SandboxClaim 
       attempt: res.attempt,
       runner_id: runnerId,
       claim_id: claimId,
-      holds: () => attemptHolds(stack.nc, runId, res.attempt),
+      holds: () => attemptHolds(stack.nc, { run_id: runId, attempt: res.attempt, claim_id: claimId }),
     },
   };
 }

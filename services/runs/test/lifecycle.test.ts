@@ -9,7 +9,7 @@ import { createInteraction } from '../src/flows/interactions.js';
 import { moveRun } from '../src/flows/lifecycle.js';
 import { appendEvents } from '../src/flows/runner.js';
 import { createEventLog } from '../src/store/event-log.js';
-import { admission, failure, readLog, runningRun, startHarness, statusLog, type Harness } from './helpers.js';
+import { admission, failure, getRun, type Harness, readLog, runningRun, startHarness, statusLog } from './helpers.js';
 
 describe('run lifecycle', () => {
   let h: Harness;
@@ -54,7 +54,7 @@ describe('run lifecycle', () => {
     expect(done).toMatchObject({ status: 'completed', terminal: true, usage: { totalTokens: 15 }, error: null });
     expect(done.completed_at).not.toBeNull();
 
-    const log = await readLog(h.nc, run.id);
+    const log = await readLog(h, run.id);
     expect(log.map((e) => e.chunk)).toEqual([
       { type: 'run.status', status: 'queued', attempt: 0 },
       { type: 'run.status', status: 'starting', previous: 'queued', attempt: 0 },
@@ -68,7 +68,7 @@ describe('run lifecycle', () => {
     const { run, attempt, claim_id } = await runningRun(h.nc);
     const again = await request(h.nc, rpc.runs.transition, { run_id: run.id, attempt, claim_id, to: 'running' });
     expect(again.status).toBe('running');
-    expect(await statusLog(h.nc, run.id)).toEqual(['queued', 'starting', 'running']);
+    expect(await statusLog(h, run.id)).toEqual(['queued', 'starting', 'running']);
 
     const err = await failure(request(h.nc, rpc.runs.transition, { run_id: run.id, attempt, claim_id, to: 'queued' }));
     expect(err.code).toBe('invalid_request');
@@ -120,9 +120,9 @@ describe('run lifecycle', () => {
       request(h.nc, rpc.runs.claim, { run_id: run.id, runner_id: 'runner-d', claim_id: newClaimId() }),
     );
     expect(err.code).toBe('already_settled');
-    const failed = await request(h.nc, rpc.runs.get, { run_id: run.id });
+    const failed = await getRun(h, run.id);
     expect(failed).toMatchObject({ status: 'failed', terminal: true, error: { code: 'runner_lost' } });
-    expect(await statusLog(h.nc, run.id)).toEqual(['queued', 'starting', 'running', 'failed']);
+    expect(await statusLog(h, run.id)).toEqual(['queued', 'starting', 'running', 'failed']);
 
     expect(
       (await failure(request(h.nc, rpc.runs.claim, { run_id: run.id, runner_id: 'runner-e', claim_id: newClaimId() })))
@@ -160,7 +160,7 @@ describe('run lifecycle', () => {
       const twin = { run_id: raced.id, runner_id: 'runner-a', claim_id: newClaimId() };
       const answers = await Promise.all([request(h.nc, rpc.runs.claim, twin), request(h.nc, rpc.runs.claim, twin)]);
       expect(answers.map((a) => a.attempt)).toEqual([0, 0]);
-      expect(await request(h.nc, rpc.runs.get, { run_id: raced.id })).toMatchObject({ status: 'starting', attempt: 0 });
+      expect(await getRun(h, raced.id)).toMatchObject({ status: 'starting', attempt: 0 });
     }
   });
 
@@ -188,7 +188,7 @@ describe('run lifecycle', () => {
       // it: every other winner is fenced at its first move. (On MongoDB that is always the latest
       // attempt; on FerretDB a conditional update is not atomic (DESIGN.md, "Exclusivity"), so the
       // first claim's write may land after the takeover's, and then the first claim holds the run.)
-      const current = await request(h.nc, rpc.runs.get, { run_id: run.id });
+      const current = await getRun(h, run.id);
       expect(won.map((c) => c.attempt)).toContain(current.attempt);
       for (const claim of won.filter((c) => c.attempt !== current.attempt)) {
         const move = { run_id: run.id, attempt: claim.attempt, claim_id: claim.claim_id, to: 'running' as const };
@@ -281,9 +281,9 @@ describe('run lifecycle', () => {
       });
       expect((await failure(asked)).code).toBe('already_settled');
     }
-    const chunks = (await readLog(h.nc, run.id)).map((e) => e.chunk as { type: string });
+    const chunks = (await readLog(h, run.id)).map((e) => e.chunk as { type: string });
     expect(chunks.map((c) => c.type)).toEqual(['run.status', 'run.status', 'run.status']);
-    expect(await request(h.nc, rpc.runs.get, { run_id: run.id })).toMatchObject({ status: 'running', attempt });
+    expect(await getRun(h, run.id)).toMatchObject({ status: 'running', attempt });
     // The holder goes on as before.
     const appended = await request(h.nc, rpc.runs.append, { run_id: run.id, attempt, claim_id, events: event });
     expect(appended.sequences).toHaveLength(1);
@@ -304,7 +304,7 @@ describe('run lifecycle', () => {
 
     const cancelled = await request(h.nc, rpc.runs.transition, { run_id: run.id, attempt, claim_id, to: 'cancelled' });
     expect(cancelled).toMatchObject({ status: 'cancelled', terminal: true });
-    expect(await statusLog(h.nc, run.id)).toEqual(['queued', 'starting', 'running', 'cancelling', 'cancelled']);
+    expect(await statusLog(h, run.id)).toEqual(['queued', 'starting', 'running', 'cancelling', 'cancelled']);
     const after = await request(h.nc, rpc.runs.cancel, { owner_id: owner, run_id: run.id });
     expect(after).toMatchObject({ requested: false, run: { status: 'cancelled' } });
   });
@@ -316,7 +316,7 @@ describe('run lifecycle', () => {
       request(h.nc, rpc.runs.claim, { run_id: run.id, runner_id: 'runner-b', claim_id: newClaimId() }),
     );
     expect(err.code).toBe('already_settled');
-    expect(await request(h.nc, rpc.runs.get, { run_id: run.id })).toMatchObject({
+    expect(await getRun(h, run.id)).toMatchObject({
       status: 'cancelled',
       terminal: true,
     });
@@ -334,13 +334,13 @@ describe('run lifecycle', () => {
           return request(h.nc, rpc.runs.transition, { run_id: run.id, attempt, claim_id, to: 'cancelled' });
         })(),
       ]);
-      const final = await request(h.nc, rpc.runs.get, { run_id: run.id });
+      const final = await getRun(h, run.id);
       expect(final.terminal).toBe(true);
       expect(['completed', 'cancelled']).toContain(final.status);
       expect(completion.status).toBe(final.status);
       expect(cancelPath.status).toBe(final.status);
 
-      const statuses = await statusLog(h.nc, run.id);
+      const statuses = await statusLog(h, run.id);
       const terminals = statuses.filter((s) => ['completed', 'cancelled', 'failed'].includes(s));
       expect(terminals).toEqual([final.status]);
       expect(statuses.at(-1)).toBe(final.status);
@@ -357,8 +357,8 @@ describe('run lifecycle', () => {
     const doc = await h.store.runs.findOne({ _id: run.id });
     await moveRun(ctx, doc!, 'cancelling', { cause: 'cancel' });
     expect(ctx.decided()).toBe(true);
-    expect(await statusLog(h.nc, run.id)).toEqual(['queued', 'starting', 'running', 'completed']);
-    expect(await request(h.nc, rpc.runs.get, { run_id: run.id })).toMatchObject({
+    expect(await statusLog(h, run.id)).toEqual(['queued', 'starting', 'running', 'completed']);
+    expect(await getRun(h, run.id)).toMatchObject({
       status: 'completed',
       terminal: true,
     });
@@ -416,7 +416,7 @@ describe('run lifecycle', () => {
       const appended = appendEvents(ctx, { run_id: run.id, attempt, claim_id, events: runnerEvents(4) });
       await expect(appended).rejects.toMatchObject({ code: 'already_settled' });
       expect(ctx.decided()).toBe(true);
-      const types = (await readLog(h.nc, run.id)).map((e) => e.chunk as { type: string; status?: string });
+      const types = (await readLog(h, run.id)).map((e) => e.chunk as { type: string; status?: string });
       expect(types.at(-1)).toEqual(expect.objectContaining({ type: 'run.status', status: 'cancelled' }));
       // What went in before the decision stays, in order; nothing came after it.
       expect(types.filter((c) => c.type === 'message.delta')).toHaveLength(nth - 1);
@@ -440,7 +440,7 @@ describe('run lifecycle', () => {
       questions: [{ id: 'q', header: 'Q', question: 'Now?', isOther: false, isSecret: false, options: [] }],
     });
     await expect(created).rejects.toMatchObject({ code: 'already_settled' });
-    const chunks = (await readLog(h.nc, run.id)).map((e) => e.chunk as { type: string; status?: string });
+    const chunks = (await readLog(h, run.id)).map((e) => e.chunk as { type: string; status?: string });
     expect(chunks.at(-1)).toEqual(expect.objectContaining({ type: 'run.status', status: 'cancelled' }));
     expect(chunks.map((c) => c.type)).not.toContain('interaction.requested');
   });
@@ -455,7 +455,7 @@ describe('run lifecycle', () => {
         request(h.nc, rpc.runs.transition, { run_id: run.id, attempt, claim_id, to: 'cancelled' }),
         request(h.nc, rpc.runs.claim, { run_id: run.id, runner_id: 'runner-b', claim_id: newClaimId() }),
       ]);
-      const final = await request(h.nc, rpc.runs.get, { run_id: run.id });
+      const final = await getRun(h, run.id);
       outcomes.add(final.status);
       expect(final.terminal).toBe(true);
       // Both runner reports get the run as it ended, whichever of them lost.
@@ -463,7 +463,7 @@ describe('run lifecycle', () => {
       expect(cancelled).toMatchObject({ status: 'fulfilled', value: { status: final.status } });
       expect(claim).toMatchObject({ status: 'rejected', reason: { code: 'already_settled' } });
 
-      const statuses = await statusLog(h.nc, run.id);
+      const statuses = await statusLog(h, run.id);
       expect(statuses.filter((s) => ['completed', 'cancelled', 'failed'].includes(s))).toEqual([final.status]);
       expect(statuses.at(-1)).toBe(final.status);
     }

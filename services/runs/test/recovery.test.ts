@@ -2,7 +2,7 @@ import { rpc } from '@threadwork/contracts';
 import { request } from '@threadwork/platform';
 import { uniqueId } from '@threadwork/testing';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { admission, failure, readLog, runningRun, startHarness, statusLog, type Harness } from './helpers.js';
+import { admission, failure, getRun, type Harness, readLog, runningRun, startHarness, statusLog } from './helpers.js';
 
 // A crash can stop any flow between two of its writes. These tests write the state such a crash
 // leaves behind directly into the service's collections and check that the next caller converges.
@@ -30,7 +30,7 @@ describe('recovery from interrupted writes', () => {
     const { run, created } = await request(h.nc, rpc.runs.admit, req);
     expect(created).toBe(true);
     expect(run).toMatchObject({ id: runId, status: 'queued' });
-    expect(await statusLog(h.nc, runId)).toEqual(['queued']);
+    expect(await statusLog(h, runId)).toEqual(['queued']);
     expect(await h.store.admissions.findOne({ _id: runId })).not.toBeNull();
   });
 
@@ -86,7 +86,7 @@ describe('recovery from interrupted writes', () => {
     expect(answer).toMatchObject({ status: 'cancelled', terminal: true });
     const again = await request(h.nc, rpc.runs.cancel, { owner_id: owner, run_id: run.id });
     expect(again).toMatchObject({ requested: false, run: { status: 'cancelled' } });
-    expect(await statusLog(h.nc, run.id)).toEqual(['queued', 'starting', 'running', 'cancelled']);
+    expect(await statusLog(h, run.id)).toEqual(['queued', 'starting', 'running', 'cancelled']);
     expect((await request(h.nc, rpc.runs.live, { owner_id: owner, thread_id })).run).toBeNull();
   });
 
@@ -101,11 +101,11 @@ describe('recovery from interrupted writes', () => {
     );
     expect((await request(h.nc, rpc.runs.live, { owner_id: owner, thread_id })).run).toBeNull();
     // …and the run document is finished again on the way.
-    expect(await request(h.nc, rpc.runs.get, { run_id: run.id })).toMatchObject({
+    expect(await getRun(h, run.id)).toMatchObject({
       status: 'completed',
       terminal: true,
     });
-    expect(await statusLog(h.nc, run.id)).toEqual(['queued', 'starting', 'running', 'completed']);
+    expect(await statusLog(h, run.id)).toEqual(['queued', 'starting', 'running', 'completed']);
   });
 
   it('shows a settlement whose follow-ups were interrupted, and finishes it when the runner reads it', async () => {
@@ -138,7 +138,7 @@ describe('recovery from interrupted writes', () => {
         )
       ).code,
     ).toBe('already_settled');
-    expect((await request(h.nc, rpc.runs.get, { run_id: run.id })).status).toBe('waiting_for_input');
+    expect((await getRun(h, run.id)).status).toBe('waiting_for_input');
 
     const settlement = await request(h.nc, rpc.runs.interactionSettlement, {
       run_id: run.id,
@@ -146,8 +146,8 @@ describe('recovery from interrupted writes', () => {
       interaction_id: interaction.id,
     });
     expect(settlement.answers).toEqual({ q: { kind: 'text', text: 'go' } });
-    expect((await request(h.nc, rpc.runs.get, { run_id: run.id })).status).toBe('running');
-    const settled = (await readLog(h.nc, run.id)).filter(
+    expect((await getRun(h, run.id)).status).toBe('running');
+    const settled = (await readLog(h, run.id)).filter(
       (e) => (e.chunk as { type: string }).type === 'interaction.settled',
     );
     expect(settled).toHaveLength(1);

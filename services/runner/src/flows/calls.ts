@@ -1,4 +1,4 @@
-import { rpc, subjects, type RpcEndpoint } from '@threadwork/contracts';
+import { rpc, subjects, type AttemptState, type RpcEndpoint } from '@threadwork/contracts';
 import {
   isAppError,
   publishJson,
@@ -32,10 +32,30 @@ export async function call<E extends RpcEndpoint>(
   }
 }
 
+/** One attempt of a run, as its claim made it: what the runner reads the run by. */
+export interface AttemptRef {
+  run_id: string;
+  attempt: number;
+  claim_id: string;
+}
+
+/**
+ * Where the run of `ref` stands now, read by its claim (the runner reads no run for an owner).
+ * `retryForMs` 0 asks once.
+ */
+export function readAttempt(
+  nc: NatsConnection,
+  ref: AttemptRef,
+  retryForMs?: number,
+): Promise<z.output<typeof AttemptState>> {
+  const req = { run_id: ref.run_id, attempt: ref.attempt, claim_id: ref.claim_id };
+  return call(nc, rpc.runs.attemptState, req, retryForMs);
+}
+
 /** Whether a run is live at `attempt`, as the runs service sees it now (a newer attempt fences an older one out). */
-export async function attemptHolds(nc: NatsConnection, runId: string, attempt: number): Promise<boolean> {
-  const run = await call(nc, rpc.runs.get, { run_id: runId });
-  return run.attempt === attempt && !run.terminal;
+export async function attemptHolds(nc: NatsConnection, ref: AttemptRef): Promise<boolean> {
+  const run = await readAttempt(nc, ref);
+  return run.attempt === ref.attempt && !run.terminal;
 }
 
 export interface DomainEventDef {

@@ -51,7 +51,7 @@ import {
   type SandboxProvider,
   type SandboxRepo,
 } from '../sandbox/provider.js';
-import { attemptHolds, call, publishDomain } from './calls.js';
+import { attemptHolds, call, publishDomain, readAttempt, type AttemptRef } from './calls.js';
 import { EventSink } from './event-sink.js';
 
 let sandboxStartHistogram: Histogram | undefined;
@@ -102,16 +102,6 @@ export interface LiveRun {
   stop(reason: StopReason): void;
 }
 
-/** Whether a run is still live; when that cannot be told, it is taken as live (the safe answer). */
-async function runIsLive(deps: RunDeps, runId: string): Promise<boolean> {
-  try {
-    const run = await call(deps.nc, rpc.runs.get, { run_id: runId }, 10_000);
-    return !run.terminal;
-  } catch (err) {
-    return !(isAppError(err) && err.code === 'not_found');
-  }
-}
-
 export async function executeJob(
   deps: RunDeps,
   job: RunJob,
@@ -139,7 +129,8 @@ export async function executeJob(
       // Either the run is over, and so is its job; or another runner won this attempt and works the
       // job now: acking would take it from under that runner, which could then die with nobody to
       // redeliver it to. Left alone, the job is the holder's to finish (or comes back if it dies).
-      if (await runIsLive(deps, job.run_id)) {
+      // The refusal says which (`details.terminal`); when it does not, the run is taken as live (the safe answer).
+      if (err.details?.terminal !== true) {
         log.info({ reason: err.message }, 'job left to the runner that holds the run');
         return { kind: 'abandon' };
       }
@@ -433,7 +424,7 @@ class RunExecution implements LiveRun {
   private async pollRun(): Promise<void> {
     if (this.stopReason || this.turnEnded) return;
     try {
-      const run = await call(this.deps.nc, rpc.runs.get, { run_id: this.job.run_id }, 0);
+      const run = await readAttempt(this.deps.nc, this.attemptRef(), 0);
       if (run.attempt !== this.attempt || run.terminal) this.stop('fenced');
       else if (run.status === 'cancelling') this.stop('cancel');
     } catch (err) {
@@ -750,12 +741,16 @@ class RunExecution implements LiveRun {
       attempt: this.attempt,
       runner_id: this.deps.runnerId,
       claim_id: this.claimId,
-      holds: () => attemptHolds(this.deps.nc, this.job.run_id, this.attempt),
+      holds: () => attemptHolds(this.deps.nc, this.attemptRef()),
     };
   }
 
+  private attemptRef(): AttemptRef {
+    return { run_id: this.job.run_id, attempt: this.attempt, claim_id: this.claimId };
+  }
+
   private async refresh(): Promise<void> {
-    const run = await call(this.deps.nc, rpc.runs.get, { run_id: this.job.run_id });
+    const run = await readAttempt(this.deps.nc, this.attemptRef());
     this.status = run.status;
     if (run.attempt !== this.attempt) this.fenced = true;
   }

@@ -74,10 +74,10 @@ export async function createInteraction(
 export async function getInteraction(
   ctx: RunsContext,
   interactionId: string,
-  ownerId: string | undefined,
+  ownerId: string,
 ): Promise<InteractionDoc> {
   const doc = await ctx.interactions.interactions.findOne({ _id: interactionId });
-  if (!doc || (ownerId !== undefined && doc.owner_id !== ownerId)) throw notFound('interaction');
+  if (!doc || doc.owner_id !== ownerId) throw notFound('interaction');
   const [current] = await ctx.interactions.withSettlements([doc]);
   return current ?? doc;
 }

@@ -1,7 +1,15 @@
 import { createHash } from 'node:crypto';
 import type { z } from 'zod';
 import { AppError, invalidRequest, isDuplicateKeyError, notFound, unavailable } from '@threadwork/platform';
-import type { AppendRequest, ClaimRequest, HolderResponse, RunJob, TransitionRequest } from '@threadwork/contracts';
+import type {
+  AppendRequest,
+  AttemptState,
+  AttemptStateRequest,
+  ClaimRequest,
+  HolderResponse,
+  RunJob,
+  TransitionRequest,
+} from '@threadwork/contracts';
 import { decideClaim, isHeldByRunner, isTerminal, transition } from '../domain/run-state.js';
 import { toJob, type RunDoc } from '../store/runs.js';
 import { loadRun, staleAttempt, type RunsContext } from './context.js';
@@ -24,9 +32,25 @@ const claimHash = (claimId: string) => createHash('sha256').update(claimId).dige
  * same attempt number, and the unique insert into run_attempts picks one; the others get
  * `already_settled` and must not run the job. A redelivered job (its runner died) claims the
  * attempt after the last one, which fences the old runner out; past RUN_MAX_ATTEMPTS the run
- * fails with `runner_lost` instead.
+ * fails with `runner_lost` instead. A refusal says in `details.terminal` whether the run is over,
+ * so the refused runner knows whether its job is done with or another claim's, without a read of
+ * the run for an owner.
  */
 export async function claimRun(
+  ctx: RunsContext,
+  req: z.output<typeof ClaimRequest>,
+): Promise<{ run: RunDoc; attempt: number; job: RunJob }> {
+  try {
+    return await claimAttempt(ctx, req);
+  } catch (err) {
+    if (!(err instanceof AppError) || err.code !== 'already_settled') throw err;
+    const run = await loadRun(ctx, req.run_id);
+    const terminal = run.terminal || (await ctx.store.terminals.findOne({ _id: run._id })) !== null;
+    throw new AppError('already_settled', err.message, { details: { ...err.details, terminal } });
+  }
+}
+
+async function claimAttempt(
   ctx: RunsContext,
   req: z.output<typeof ClaimRequest>,
 ): Promise<{ run: RunDoc; attempt: number; job: RunJob }> {
@@ -112,6 +136,26 @@ export async function holdingRun(ctx: RunsContext, runId: string, claimId: strin
     throw settled(`run ${run._id} is not held by this claim`);
   }
   return run;
+}
+
+/**
+ * Where a run stands, for the claim that made attempt `attempt` of it (the runner's poll, and its
+ * look before it acts on a sandbox): a run it did not claim is `not_found`, logged with the run id.
+ */
+export async function attemptState(
+  ctx: RunsContext,
+  req: z.output<typeof AttemptStateRequest>,
+): Promise<z.input<typeof AttemptState>> {
+  const run = await ctx.store.runs.findOne({ _id: req.run_id });
+  if (run && (await ctx.store.claimOf(run._id, req.attempt)) === claimHash(req.claim_id)) {
+    return { status: run.status, attempt: run.attempt, terminal: run.terminal };
+  }
+  if (run)
+    ctx.logger.warn(
+      { run_id: run._id, attempt: req.attempt },
+      'refused a run read: its claim did not make this attempt',
+    );
+  throw notFound('run');
 }
 
 /** What the holder of a live run may be given access to: its owner's repositories of the run. */

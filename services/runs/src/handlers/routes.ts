@@ -9,7 +9,7 @@ import {
   listInteractions,
   readSettlement,
 } from '../flows/interactions.js';
-import { appendEvents, claimRun, describeHolder, holdingRun, transitionRun } from '../flows/runner.js';
+import { appendEvents, attemptState, claimRun, describeHolder, holdingRun, transitionRun } from '../flows/runner.js';
 import { cancelRun, eventsPage, getRuns, liveRun } from '../flows/runs.js';
 import { toInteraction } from '../store/interactions.js';
 import { toRun } from '../store/runs.js';
@@ -72,5 +72,6 @@ export function runsRoutes(ctx: RunsContext): RpcRoute[] {
       }),
     ),
     route(rpc.runs.holder, (req) => mongoCall(() => describeHolder(ctx, req.run_id, req.claim_id))),
+    route(rpc.runs.attemptState, (req) => mongoCall(() => attemptState(ctx, req))),
   ];
 }
