@@ -125,6 +125,7 @@ export const HolderResponse = z.object({
   owner_id: OwnerId,
   repository_ids: z.array(z.int().positive()),
 });
+export type HolderResponse = z.infer<typeof HolderResponse>;
 /**
  * The runner's read of a run it claimed, instead of a read for an owner: where the run stands now
  * (a newer attempt may have taken it over, a cancel or the end come), for the claim that made
@@ -216,6 +217,14 @@ export const ThreadControlsRequest = z.object({
   status: ControlStatus.optional(),
 });
 export const ResumableResponse = z.object({ run: ResumableRun.nullable() });
+/**
+ * Internal only (the runner; never through the gateway): a steer the runner was signalled, read
+ * back from the threads service before the harness gets it, by the holder of the run it targets
+ * (its claim id, checked with the runs service). `not_found` for a control that is not a steer of
+ * that run; `already_settled` for one no longer pending (applied, or queued after its run).
+ */
+export const SteerReadRequest = z.object({ run_id: Id, claim_id: ClaimId, control_id: Id });
+export const SteerRead = z.object({ control_id: Id, prompt: Prompt });
 
 // ---------------------------------------------------------------------------------------------
 // repohost
@@ -324,6 +333,7 @@ export const rpc = {
       ThreadControlsRequest,
       z.union([ControlList, TaskControlList]),
     ),
+    steerRead: defineEndpoint(SERVICES.threads.subjects.steerRead, SteerReadRequest, SteerRead),
   },
   repohost: {
     connection: defineEndpoint(SERVICES.repohost.subjects.connection, OwnerRequest, ProviderConnection),
@@ -346,11 +356,13 @@ export const rpc = {
 
 // ---------------------------------------------------------------------------------------------
 // Signals to a live run, on core NATS `run.signal.<runId>`, sent after the durable state is
-// written: a runner that missed one finds the same state in the runs service.
+// written: a runner that missed one finds the same state in the runs service. A signal only says
+// where to look: a steer names its control, whose text the runner reads from the threads service
+// (`threads.steer.read`), so a forged or replayed signal puts no text of its own into a run.
 
 export const RunSignal = z.discriminatedUnion('type', [
   z.object({ type: z.literal('cancel') }),
-  z.object({ type: z.literal('steer'), control_id: Id, prompt: Prompt }),
+  z.object({ type: z.literal('steer'), control_id: Id }),
   z.object({ type: z.literal('interaction'), interaction_id: Id }),
 ]);
 export type RunSignal = z.infer<typeof RunSignal>;

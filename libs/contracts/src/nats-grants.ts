@@ -45,7 +45,8 @@ const runSignals = subjects.runSignalAll;
 const GRANTS: Record<NatsIdentity, Grant> = {
   gateway: {
     calls: [
-      ...Object.values(threads.subjects),
+      // Every threads endpoint but the runner's read of a steer.
+      ...Object.values(threads.subjects).filter((subject) => subject !== threads.subjects.steerRead),
       runs.subjects.get,
       runs.subjects.cancel,
       runs.subjects.eventsPage,
@@ -70,6 +71,8 @@ const GRANTS: Record<NatsIdentity, Grant> = {
       runs.subjects.get,
       runs.subjects.getMany,
       runs.subjects.live,
+      // Whether the runner asking for a steer holds the run it targets.
+      runs.subjects.holder,
       repohost.subjects.access,
     ],
     publishes: [runSignals, evt('threads')],
@@ -111,6 +114,7 @@ const GRANTS: Record<NatsIdentity, Grant> = {
       runs.subjects.interactionCreate,
       runs.subjects.interactionSettlement,
       repohost.subjects.token,
+      threads.subjects.steerRead,
     ],
     publishes: [evt('runner')],
     subscribes: [runSignals],

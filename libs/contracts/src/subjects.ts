@@ -73,6 +73,7 @@ export const SERVICES = {
       messages: 'threads.messages',
       controls: 'threads.controls',
       resumable: 'threads.resumable',
+      steerRead: 'threads.steer.read',
     },
   },
   runs: {

@@ -2,17 +2,22 @@ import { execFileSync } from 'node:child_process';
 import { mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { rpc, type RpcRequest, type Run, type RunEvent } from '@threadwork/contracts';
+import { rpc, subjects, type RpcRequest, type Run, type RunEvent } from '@threadwork/contracts';
 import {
+  connectMongo,
   connectNats,
   createLogger,
   decodeJson,
   loadConfig,
+  publishSignal,
   request,
+  serviceDbName,
+  type MongoClient,
   type NatsConnection,
   type StartedService,
 } from '@threadwork/platform';
 import { RunsConfig, startRuns } from '@threadwork/runs';
+import { ThreadsConfig, startThreads } from '@threadwork/threads';
 import {
   baseServiceEnv,
   createBareRepo,
@@ -46,6 +51,8 @@ export interface Stack {
   nats: IsolatedNats;
   nc: NatsConnection;
   runs: StartedService;
+  /** The threads service, which the runner asks for the text of a steer it is signalled. */
+  threads: StartedService;
   runner: RunnerService;
   fake: FakeModelServer;
   dir: string;
@@ -54,6 +61,17 @@ export interface Stack {
   domain: DomainEvent[];
   baseEnv: Record<string, string>;
   runnerEnv(extra?: Env): Env;
+  /**
+   * Stores a steer of the run as the threads service does when its owner steers it (the
+   * control's target is the run unless `targetRunId` says otherwise); returns the control id.
+   */
+  recordSteer(
+    admitted: Admitted,
+    prompt: string,
+    opts?: { targetRunId?: string; status?: 'pending' | 'applied' },
+  ): Promise<string>;
+  /** Signals a steer of `controlId` to the run, as the threads service does once it stored it. */
+  signalSteer(runId: string, controlId: string): void;
   stop(): Promise<void>;
 }
 
@@ -81,6 +99,9 @@ export async function startStack(scripts: Map<string, FakeScript>, options: Stac
     ...options.runner,
     ...extra,
   });
+  const threads = await startThreads(loadConfig(ThreadsConfig, baseServiceEnv(nats.env('threads'), dbPrefix)));
+  const mongo: MongoClient = await connectMongo({ url: baseEnv.MONGO_URL!, appName: 'runner-test' });
+  const controls = mongo.db(serviceDbName(dbPrefix, 'threads')).collection<{ _id: string }>('controls');
   const runner = await startRunner(loadConfig(RunnerConfig, runnerEnv()));
   const nc = await connectNats({
     servers: nats.url,
@@ -106,10 +127,37 @@ export async function startStack(scripts: Map<string, FakeScript>, options: Stac
     domain,
     baseEnv,
     runnerEnv,
+    threads,
+    async recordSteer(admitted, prompt, opts = {}) {
+      const controlId = uniqueId('ctl_');
+      // The threads service's control record (services/threads/src/domain/records.ts).
+      await controls.insertOne({
+        _id: controlId,
+        owner_id: admitted.owner,
+        thread_id: admitted.threadId,
+        kind: 'steer',
+        status: opts.status ?? 'pending',
+        prompt,
+        prompt_parts: [{ type: 'text', text: prompt }],
+        collaboration_mode: 'default',
+        target_run_id: opts.targetRunId ?? admitted.run.id,
+        created_run_id: null,
+        message_id: uniqueId('msg_'),
+        run_id: uniqueId('run_'),
+        created_at: new Date(),
+        applied_at: opts.status === 'applied' ? new Date() : null,
+      } as { _id: string });
+      return controlId;
+    },
+    signalSteer(runId, controlId) {
+      publishSignal(nc, subjects.runSignal(runId), { type: 'steer', control_id: controlId });
+    },
     async stop() {
       // The runner a test may have swapped in, not necessarily the one started here.
       await stack.runner.stop();
       await nc.drain();
+      await threads.stop();
+      await mongo.close();
       await runs.stop();
       await fake.close();
       await nats.stop();

@@ -1,7 +1,6 @@
 import {
   ControlSubmission,
   MessageAccepted,
-  RunSignal,
   Task,
   TaskControlList,
   domainEvents,
@@ -12,6 +11,7 @@ import {
   WorkList,
 } from '@threadwork/contracts';
 import { decodeJson, publishJson } from '@threadwork/platform';
+import { newClaimId } from '@threadwork/testing';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { publishRunStatus } from './support/doubles.js';
 import { eventually, startHarness, type Harness } from './support/harness.js';
@@ -237,11 +237,8 @@ describe('messages, queue and steer', () => {
       run: null,
     });
     for await (const msg of signals) {
-      expect(RunSignal.parse(decodeJson(msg.data))).toEqual({
-        type: 'steer',
-        control_id: submitted.control.id,
-        prompt: 'Use tabs',
-      });
+      // The signal names the control only: its text goes to the runner holding the run, on request.
+      expect(decodeJson(msg.data)).toEqual({ type: 'steer', control_id: submitted.control.id });
     }
 
     const seq = await publishDomain(domainEvents.controlApplied, {
@@ -266,6 +263,42 @@ describe('messages, queue and steer', () => {
     const ended = await h.runs.transition(thread.run_id, 'completed');
     await h.handledUpTo(ended.seq);
     expect(h.runs.created(thread.id)).toHaveLength(1);
+  });
+
+  it('gives a steer’s text only to the runner holding its run, while it is pending', async () => {
+    const { thread, target } = await newThread();
+    const other = await newThread();
+    const claimId = newClaimId();
+    h.runs.hold(thread.run_id, claimId);
+    h.runs.hold(other.thread.run_id, newClaimId());
+    const submitted = await h.call(rpc.threads.steer, { ...target, body: { prompt: 'Use tabs' } });
+    const read = (run_id: string, claim_id: string, control_id = submitted.control.id) =>
+      h.call(rpc.threads.steerRead, { run_id, claim_id, control_id });
+    const refused = (run_id: string, claim_id: string, control_id = submitted.control.id) =>
+      h.callError(rpc.threads.steerRead, { run_id, claim_id, control_id });
+
+    expect(await read(thread.run_id, claimId)).toEqual({ control_id: submitted.control.id, prompt: 'Use tabs' });
+    // Not the holder: refused before anything about the control is looked at.
+    expect((await refused(thread.run_id, newClaimId())).code).toBe('already_settled');
+    // The holder of another run, naming this run's steer: no steer of its run.
+    const otherClaim = newClaimId();
+    h.runs.hold(other.thread.run_id, otherClaim);
+    expect((await refused(other.thread.run_id, otherClaim)).code).toBe('not_found');
+    // An unknown control, and a control that is not a steer.
+    expect((await refused(thread.run_id, claimId, 'ctl_unknown')).code).toBe('not_found');
+    const queued = await h.call(rpc.threads.queue, { ...target, body: { prompt: 'Later' } });
+    expect((await refused(thread.run_id, claimId, queued.control.id)).code).toBe('not_found');
+
+    // Applied: not again.
+    await h.handledUpTo(
+      await publishDomain(domainEvents.controlApplied, {
+        control_id: submitted.control.id,
+        run_id: thread.run_id,
+        thread_id: thread.id,
+        at: new Date().toISOString(),
+      }),
+    );
+    expect((await refused(thread.run_id, claimId)).code).toBe('already_settled');
   });
 
   it('admits a steer whose run ended first as the next run', async () => {

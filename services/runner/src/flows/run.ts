@@ -159,7 +159,11 @@ class RunExecution implements LiveRun {
   private turnStarted = false;
   private turnEnded = false;
   private interrupting = false;
-  private readonly pendingSteers: { control_id: string; prompt: string }[] = [];
+  /** Steers signalled and not yet taken, by control id; their text is read from the threads service. */
+  private readonly pendingSteers: string[] = [];
+  /** Every control id signalled to this attempt: each is taken at most once (a replayed signal is dropped). */
+  private readonly steersSignalled = new Set<string>();
+  private steering = false;
   /** Woken by an `interaction` signal (or a stop) while a question waits for its answer. */
   private wakeQuestion: (() => void) | null = null;
   private killTimer: NodeJS.Timeout | undefined;
@@ -411,7 +415,12 @@ class RunExecution implements LiveRun {
         this.stop('cancel');
         return;
       case 'steer':
-        this.pendingSteers.push({ control_id: signal.control_id, prompt: signal.prompt });
+        if (this.steersSignalled.has(signal.control_id)) {
+          this.log.warn({ control_id: signal.control_id }, 'steer dropped: its control was signalled before');
+          return;
+        }
+        this.steersSignalled.add(signal.control_id);
+        this.pendingSteers.push(signal.control_id);
         void this.applySteers();
         return;
       case 'interaction':
@@ -432,24 +441,63 @@ class RunExecution implements LiveRun {
     }
   }
 
-  /** Steers go to the turn once it has started; a steer after the turn ended is left to the threads service (it queues it). */
+  /**
+   * Steers go to the turn once it has started, one at a time in the order signalled; a steer after
+   * the turn ended is left to the threads service (it queues it). Each is read back from the
+   * threads service first, by this attempt's claim: only a pending steer of this run reaches the
+   * harness, with the text its owner sent, whatever the signal was.
+   */
   private async applySteers(): Promise<void> {
     const session = this.session;
-    if (!session || !this.turnStarted) return;
-    while (this.pendingSteers.length > 0 && !this.turnEnded) {
-      const steer = this.pendingSteers.shift()!;
-      if (!(await session.steer(steer.prompt))) {
-        this.log.info({ control_id: steer.control_id }, 'steer not applied: the turn has ended');
-        continue;
+    if (!session || !this.turnStarted || this.steering) return;
+    this.steering = true;
+    try {
+      while (this.pendingSteers.length > 0 && !this.turnEnded) {
+        const controlId = this.pendingSteers.shift()!;
+        const prompt = await this.readSteer(controlId);
+        if (prompt === null) continue;
+        if (!(await session.steer(prompt))) {
+          this.log.info({ control_id: controlId }, 'steer not applied: the turn has ended');
+          continue;
+        }
+        this.sink.push({ type: 'control.applied', control_id: controlId, kind: 'steer' });
+        const event: ControlAppliedEvent = {
+          control_id: controlId,
+          run_id: this.job.run_id,
+          thread_id: this.job.thread_id,
+          at: new Date().toISOString(),
+        };
+        await publishDomain(this.deps.js, this.log, domainEvents.controlApplied, event, `${controlId}:applied`);
       }
-      this.sink.push({ type: 'control.applied', control_id: steer.control_id, kind: 'steer' });
-      const event: ControlAppliedEvent = {
-        control_id: steer.control_id,
-        run_id: this.job.run_id,
-        thread_id: this.job.thread_id,
-        at: new Date().toISOString(),
-      };
-      await publishDomain(this.deps.js, this.log, domainEvents.controlApplied, event, `${steer.control_id}:applied`);
+    } finally {
+      this.steering = false;
+    }
+    // Signalled while the last one was being given: it would wait for a signal that has come.
+    if (this.pendingSteers.length > 0 && !this.turnEnded) void this.applySteers();
+  }
+
+  /**
+   * The text of steer `controlId` as the threads service holds it, or null (logged with the run's
+   * id) for a control that is no pending steer of this run: unknown, another run's, already
+   * applied. One the threads service cannot be asked about now is dropped too; it stays pending
+   * there, and is queued once the run ends.
+   */
+  private async readSteer(controlId: string): Promise<string | null> {
+    try {
+      const steer = await call(
+        this.deps.nc,
+        rpc.threads.steerRead,
+        { run_id: this.job.run_id, claim_id: this.claimId, control_id: controlId },
+        5_000,
+      );
+      return steer.prompt;
+    } catch (err) {
+      if (isAppError(err) && (err.code === 'not_found' || err.code === 'already_settled')) {
+        this.log.warn({ control_id: controlId, reason: err.message }, 'steer dropped: no pending steer of this run');
+      } else {
+        this.log.warn({ err, control_id: controlId }, 'steer dropped: the threads service could not confirm it');
+      }
+      return null;
     }
   }
 

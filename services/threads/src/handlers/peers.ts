@@ -2,6 +2,7 @@ import {
   rpc,
   subjects,
   type AdmitRequest,
+  type HolderResponse,
   type HostedRepository,
   type Run,
   type RunSignal,
@@ -20,6 +21,8 @@ export interface Peers {
   /** Runs by id; an id runs does not know is missing from the map. */
   getRuns(ownerId: string, runIds: string[]): Promise<Map<string, Run>>;
   liveRun(ownerId: string, threadId: string): Promise<Run | null>;
+  /** Whom the live run is for, if `claimId` holds it; `already_settled` (or `not_found`) otherwise. */
+  holder(runId: string, claimId: string): Promise<HolderResponse>;
   /** Core-NATS signal to a live run; sent only after the state it announces is stored. */
   signal(runId: string, signal: RunSignal): void;
 }
@@ -58,6 +61,8 @@ export function createPeers(nc: NatsConnection): Peers {
       const { run } = await request(nc, rpc.runs.live, { owner_id: ownerId, thread_id: threadId });
       return run;
     },
+
+    holder: (runId, claimId) => request(nc, rpc.runs.holder, { run_id: runId, claim_id: claimId }),
 
     signal(runId, signal) {
       publishSignal(nc, subjects.runSignal(runId), signal);

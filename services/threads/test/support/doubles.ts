@@ -58,6 +58,8 @@ export interface RunsDouble {
    * were slow to travel; `received` resolves once that admit has arrived and been decided.
    */
   holdNextAdmit(): { received: Promise<void>; release: () => void };
+  /** Makes `claimId` the claim that holds the run, as a runner's claim would. */
+  hold(runId: string, claimId: string): void;
   /** Moves a run without telling anyone (no DOMAIN event). */
   setStatus(runId: string, status: RunStatus): RunStatusEvent;
   /** Moves a run and publishes its DOMAIN status event, as the runs service does. */
@@ -80,6 +82,7 @@ export async function serveRunsDouble(nc: NatsConnection, js: JetStreamClient, l
   const runs = new Map<string, StoredRun>();
   const byKey = new Map<string, string>();
   const liveByThread = new Map<string, string>();
+  const claims = new Map<string, string>();
   const admissions: AdmitRequest[] = [];
   let failures = 0;
   let loseAnswer = false;
@@ -173,8 +176,16 @@ export async function serveRunsDouble(nc: NatsConnection, js: JetStreamClient, l
       }),
       route(rpc.runs.get, async ({ owner_id, run_id }) => {
         const entry = runs.get(run_id);
-        if (!entry || (owner_id !== undefined && entry.owner_id !== owner_id)) throw notFound('run');
+        if (!entry || entry.owner_id !== owner_id) throw notFound('run');
         return entry.run;
+      }),
+      route(rpc.runs.holder, async ({ run_id, claim_id }) => {
+        const entry = runs.get(run_id);
+        if (!entry) throw notFound('run');
+        if (entry.run.terminal || claims.get(run_id) !== claim_id) {
+          throw conflict('already_settled', `run ${run_id} is not held by this claim`);
+        }
+        return { owner_id: entry.owner_id, repository_ids: [] };
       }),
       route(rpc.runs.getMany, async ({ owner_id, run_ids }) => ({
         runs: run_ids.flatMap((id) => {
@@ -217,6 +228,7 @@ export async function serveRunsDouble(nc: NatsConnection, js: JetStreamClient, l
       hold = { decided, released };
       return { received, release };
     },
+    hold: (runId, claimId) => void claims.set(runId, claimId),
     setStatus,
     async transition(runId, status) {
       const event = setStatus(runId, status);
