@@ -1,20 +1,28 @@
 import { join } from 'node:path';
 import {
+  CONSUMERS,
   ControlSubmission,
+  DOMAIN_STREAM,
+  domainEvents,
+  MessagePage,
   rpc,
   RunEventPage,
   Run,
   SERVICES,
   subjects,
+  Task,
   ThreadWithRun,
+  WorkList,
   type NatsIdentity,
 } from '@threadwork/contracts';
 import {
   AppError,
   connectNats,
   createLogger,
+  jetStreamOf,
   loadConfig,
   natsAuthWithSeed,
+  publishJson,
   publishSignal,
   request,
   type NatsConnection,
@@ -102,6 +110,15 @@ async function runOf(user: TestUser, runId: string) {
 
 async function eventsOf(user: TestUser, runId: string) {
   return json(await stack.fetch(`/v1/runs/${runId}/events?from=0&limit=1000`, { user }), 200, RunEventPage);
+}
+
+/** Waits until `durable` has handled every DOMAIN event up to `seq` (acted on it, or ignored it). */
+async function handledUpTo(durable: string, seq: number): Promise<void> {
+  const { jsm } = await jetStreamOf(stack.nc);
+  await waitFor(`${durable} to handle DOMAIN up to ${seq}`, async () => {
+    const info = await jsm.consumers.info(DOMAIN_STREAM.name, durable);
+    return info.ack_floor.stream_seq >= seq && info.num_ack_pending === 0;
+  });
 }
 
 /** Whether NATS itself refuses `nc` a request on `subject` (its grant does not name it). */
@@ -307,6 +324,81 @@ describe.skipIf(!hasBinary)('what one service’s NATS key can still do', () => 
       expect(JSON.stringify(asked.map((r) => r.userTexts))).not.toContain('FORGED');
       expect(asked.at(-1)?.userTexts).toEqual([prompt, STEER_TEXT]);
       await stack.fetch(`/v1/runs/${bobs.run_id}/cancel`, { method: 'POST', user: bob, body: '{}' });
+    });
+  });
+
+  describe('runner events about a run', () => {
+    it('the runner’s key alone makes threads store no reply, apply no steer, show no figures and set no sandbox status', async () => {
+      const runnerKey = await connectAs('runner');
+      const { js } = await jetStreamOf(runnerKey);
+      const thread = await createThread(alice);
+      const holder = await RunDriver.claim(runnerKey, thread.run_id);
+      await holder.start();
+      const steer = await json(
+        await stack.fetch(`/v1/threads/${thread.id}/steer`, {
+          method: 'POST',
+          user: alice,
+          body: JSON.stringify({ prompt: 'Keep going' }),
+        }),
+        202,
+        ControlSubmission,
+      );
+      const work = await json(await stack.fetch('/v1/work', { user: alice }), 200, WorkList);
+      const project = work.projects.find((p) => p.threads.some((t) => t.id === thread.id))!;
+      const at = new Date().toISOString();
+      const about = { run_id: thread.run_id, thread_id: thread.id };
+      const forged: [{ service: string; entity: string; verb: string }, Record<string, unknown>][] = [
+        [domainEvents.messageCompleted, { ...about, message_key: `${thread.run_id}:reply`, text: 'FORGED', at }],
+        [domainEvents.controlApplied, { ...about, control_id: steer.control.id, at }],
+        [
+          domainEvents.sandboxStatus,
+          { thread_id: thread.id, run_id: thread.run_id, status: 'failed', sandbox_id: 'sbx_f', reason: 'FORGED', at },
+        ],
+        [
+          domainEvents.candidateProduced,
+          {
+            ...about,
+            owner_id: alice.id,
+            project_repository_id: project.repositories[0]!.id,
+            repository_id: repoId,
+            branch: `threadwork/${thread.id}`,
+            base_branch: 'main',
+            base_revision: 'a'.repeat(40),
+            candidate_revision: 'b'.repeat(40),
+            diff: 'FORGED',
+            truncated: false,
+            files: [],
+            stats: { additions: 1000, deletions: 1000 },
+            at,
+          },
+        ],
+      ];
+      let last = 0;
+      for (const [def, event] of forged) {
+        const ack = await publishJson(js, subjects.domain(def.service, def.entity, def.verb), event, {
+          msgId: uniqueId('forged-'),
+        });
+        last = ack.seq;
+      }
+      await handledUpTo(CONSUMERS.threads, last);
+
+      const messages = async () =>
+        (await json(await stack.fetch(`/v1/threads/${thread.id}/messages`, { user: alice }), 200, MessagePage))
+          .messages;
+      expect(JSON.stringify(await messages())).not.toContain('FORGED');
+      const controls = await stack.fetch(`/v1/threads/${thread.id}/controls`, { user: alice });
+      expect(((await controls.json()) as { controls: { status: string }[] }).controls.map((c) => c.status)).toEqual([
+        'pending',
+      ]);
+      const task = await json(await stack.fetch(`/v1/tasks/${thread.id}`, { user: alice }), 200, Task);
+      expect(task.sandbox_status).toBeNull();
+      const after = await json(await stack.fetch('/v1/work', { user: alice }), 200, WorkList);
+      expect(after.projects.flatMap((p) => p.threads).find((t) => t.id === thread.id)).not.toHaveProperty('additions');
+
+      // The run's holder, with the same key, publishes what counts.
+      const reply = { ...about, message_key: `${thread.run_id}:reply`, text: 'The real reply', at };
+      await holder.publish(js, domainEvents.messageCompleted, reply, `${thread.run_id}:reply`);
+      await waitFor('the reply', async () => JSON.stringify(await messages()).includes('The real reply'));
     });
   });
 });

@@ -1,5 +1,12 @@
-import { rpc, type Question, type RunStatus } from '@threadwork/contracts';
-import { request, type NatsConnection } from '@threadwork/platform';
+import { rpc, subjects, type Question, type RunStatus } from '@threadwork/contracts';
+import {
+  domainEventDigest,
+  encodeJson,
+  publishJson,
+  request,
+  type JetStreamClient,
+  type NatsConnection,
+} from '@threadwork/platform';
 import { newClaimId } from '@threadwork/testing';
 
 /**
@@ -76,6 +83,25 @@ export class RunDriver {
       claim_id: this.claimId,
       interaction_id: interactionId,
     });
+  }
+
+  /** Publishes a DOMAIN event about the run as the runner does: attested under its claim first. */
+  async publish(
+    js: JetStreamClient,
+    def: { service: string; entity: string; verb: string },
+    event: unknown,
+    msgId: string,
+  ): Promise<void> {
+    const subject = subjects.domain(def.service, def.entity, def.verb);
+    const digest = domainEventDigest(encodeJson(event));
+    await request(this.nc, rpc.runs.attest, {
+      run_id: this.runId,
+      attempt: this.attempt,
+      claim_id: this.claimId,
+      subject,
+      digest,
+    });
+    await publishJson(js, subject, event, { msgId });
   }
 
   /** claim → starting → running, as a runner does when it picks the job up. */

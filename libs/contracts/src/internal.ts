@@ -138,6 +138,38 @@ export const AttemptState = z.object({
   attempt: z.int().min(0),
   terminal: z.boolean(),
 });
+/** A runner's DOMAIN subject, `evt.runner.<entity>.<verb>`. */
+const RunnerEventSubject = z.string().regex(/^evt\.runner\.[a-z_]+\.[a-z_]+$/, 'must be a runner DOMAIN subject');
+/** SHA-256 (hex) of a DOMAIN event's bytes as published (`domainEventDigest`). */
+const EventDigest = z.string().regex(/^[0-9a-f]{64}$/, 'must be a SHA-256 in hex');
+/**
+ * The holder of a run says, under its claim (fenced as an append is), which DOMAIN event it is about
+ * to publish about the run: its subject and the digest of its bytes. The runs service keeps it, so
+ * a service acting on the event can tell it from one that a key alone could publish.
+ */
+export const AttestRequest = z.object({
+  run_id: Id,
+  attempt: z.int().min(0),
+  claim_id: ClaimId,
+  subject: RunnerEventSubject,
+  digest: EventDigest,
+});
+export const AttestResponse = z.object({ attested: z.literal(true) });
+/**
+ * Whether a runner DOMAIN event is one the holder of run `run_id` published (its subject and
+ * digest were attested), about that run as it is: of `thread_id`, and of `owner_id` and with that
+ * project repository and repository when the event names them. Answers no user data: yes, or no
+ * and why (for the asker's log).
+ */
+export const AttestationRequest = z.object({
+  run_id: Id,
+  subject: RunnerEventSubject,
+  digest: EventDigest,
+  thread_id: Id,
+  owner_id: OwnerId.optional(),
+  repository: z.object({ project_repository_id: Id, repository_id: z.int().positive() }).optional(),
+});
+export const AttestationResponse = z.object({ confirmed: z.boolean(), reason: z.string().nullable() });
 /** The answers to a question of the run the caller holds. */
 export const SettlementRequest = z.object({ run_id: Id, claim_id: ClaimId, interaction_id: Id });
 export const ClaimResponse = z.object({ run: Run, attempt: z.int().min(0), job: RunJob });
@@ -313,6 +345,8 @@ export const rpc = {
     ),
     holder: defineEndpoint(SERVICES.runs.subjects.holder, HolderRequest, HolderResponse),
     attemptState: defineEndpoint(SERVICES.runs.subjects.attemptState, AttemptStateRequest, AttemptState),
+    attest: defineEndpoint(SERVICES.runs.subjects.attest, AttestRequest, AttestResponse),
+    attestation: defineEndpoint(SERVICES.runs.subjects.attestation, AttestationRequest, AttestationResponse),
   },
   threads: {
     create: defineEndpoint(SERVICES.threads.subjects.create, CreateRequest, z.union([ThreadWithRun, TaskWithRun])),
@@ -368,7 +402,10 @@ export const RunSignal = z.discriminatedUnion('type', [
 export type RunSignal = z.infer<typeof RunSignal>;
 
 // ---------------------------------------------------------------------------------------------
-// DOMAIN events (`evt.<service>.<entity>.<verb>`), Nats-Msg-Id given per event.
+// DOMAIN events (`evt.<service>.<entity>.<verb>`), Nats-Msg-Id given per event. A runner's event
+// about a run counts only once the runs service confirms its holder published it
+// (`runs.attest` before publishing, `runs.attestation` before acting on it): NATS lets any
+// holder of the runner's key publish on `evt.runner.>`.
 
 export const domainEvents = {
   /** Every run transition; `terminal` ones free the thread for its next run. */
@@ -402,6 +439,11 @@ export type RunStatusEvent = z.infer<typeof RunStatusEvent>;
 
 export const SandboxStatusEvent = z.object({
   thread_id: Id,
+  /**
+   * The run the sandbox was prepared for (its holder attested the event); null for a status of no
+   * run: a sandbox stopped after idling.
+   */
+  run_id: Id.nullable().default(null),
   status: SandboxStatus,
   sandbox_id: Id.nullable(),
   reason: z.string().nullable(),

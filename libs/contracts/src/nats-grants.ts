@@ -73,6 +73,8 @@ const GRANTS: Record<NatsIdentity, Grant> = {
       runs.subjects.live,
       // Whether the runner asking for a steer holds the run it targets.
       runs.subjects.holder,
+      // Whether a runner's DOMAIN event is its run's holder's.
+      runs.subjects.attestation,
       repohost.subjects.access,
     ],
     publishes: [runSignals, evt('threads')],
@@ -92,7 +94,7 @@ const GRANTS: Record<NatsIdentity, Grant> = {
   },
   repohost: {
     serves: 'repohost',
-    calls: [threads.subjects.get, runs.subjects.holder],
+    calls: [threads.subjects.get, runs.subjects.holder, runs.subjects.attestation],
     publishes: [evt('repohost')],
     subscribes: [],
     streams: [{ stream: STREAM_NAMES.domain, consumers: [CONSUMERS.repohost] }],
@@ -113,6 +115,7 @@ const GRANTS: Record<NatsIdentity, Grant> = {
       runs.subjects.append,
       runs.subjects.interactionCreate,
       runs.subjects.interactionSettlement,
+      runs.subjects.attest,
       repohost.subjects.token,
       threads.subjects.steerRead,
     ],

@@ -95,6 +95,8 @@ export const SERVICES = {
       interactionSettlement: 'runs.interaction.settlement',
       holder: 'runs.holder',
       attemptState: 'runs.attempt.state',
+      attest: 'runs.attest',
+      attestation: 'runs.attestation',
     },
   },
   repohost: {

@@ -1,3 +1,4 @@
+import { createHash } from 'node:crypto';
 import {
   jetstream,
   jetstreamManager,
@@ -42,6 +43,8 @@ const decoder = new TextDecoder();
 
 export const encodeJson = (value: unknown): Uint8Array => encoder.encode(JSON.stringify(value));
 export const decodeJson = (data: Uint8Array): unknown => JSON.parse(decoder.decode(data));
+/** SHA-256 (hex) of a DOMAIN event's bytes: what its publisher attests and its readers check. */
+export const domainEventDigest = (data: Uint8Array): string => createHash('sha256').update(data).digest('hex');
 
 export interface NatsOptions {
   servers: string;
@@ -169,7 +172,10 @@ export async function ensureConsumer(
 
 /** Creates (or brings up to date) one of the deployment's consumers, as contracts define it. */
 export async function ensureDefinedConsumer(jsm: JetStreamManager, def: ConsumerDefinition): Promise<void> {
-  const filter = def.filterSubjects.length === 1 ? { filter_subject: def.filterSubjects[0] } : { filter_subjects: [...def.filterSubjects] };
+  const filter =
+    def.filterSubjects.length === 1
+      ? { filter_subject: def.filterSubjects[0] }
+      : { filter_subjects: [...def.filterSubjects] };
   await ensureConsumer(jsm, def.stream, {
     durable_name: def.durable,
     ...filter,
@@ -335,7 +341,10 @@ export async function serveRpc(
         if (!isReplyInbox(msg.reply)) {
           // Not a caller waiting for an answer: a message that names another subject to answer on
           // (to make this service publish there), or one JetStream delivered here. Never handled.
-          logger.warn({ subject: endpoint.subject, reply: msg.reply ?? null }, 'refused a request that does not reply to an inbox');
+          logger.warn(
+            { subject: endpoint.subject, reply: msg.reply ?? null },
+            'refused a request that does not reply to an inbox',
+          );
           return;
         }
         const work = answer(endpoint, handler, msg, logger).finally(() => inflight.delete(work));

@@ -51,7 +51,7 @@ import {
   type SandboxProvider,
   type SandboxRepo,
 } from '../sandbox/provider.js';
-import { attemptHolds, call, publishDomain, readAttempt, type AttemptRef } from './calls.js';
+import { attemptHolds, call, publishAttested, readAttempt, type AttemptRef, type DomainEventDef } from './calls.js';
 import { EventSink } from './event-sink.js';
 
 let sandboxStartHistogram: Histogram | undefined;
@@ -467,7 +467,7 @@ class RunExecution implements LiveRun {
           thread_id: this.job.thread_id,
           at: new Date().toISOString(),
         };
-        await publishDomain(this.deps.js, this.log, domainEvents.controlApplied, event, `${controlId}:applied`);
+        await this.publish(domainEvents.controlApplied, event, `${controlId}:applied`);
       }
     } finally {
       this.steering = false;
@@ -588,13 +588,7 @@ class RunExecution implements LiveRun {
             stats: candidate.stats,
             at: new Date().toISOString(),
           };
-          await publishDomain(
-            deps.js,
-            this.log,
-            domainEvents.candidateProduced,
-            event,
-            `${job.run_id}:${repo.project_repository_id}`,
-          );
+          await this.publish(domainEvents.candidateProduced, event, `${job.run_id}:${repo.project_repository_id}`);
         } catch (err) {
           // Taken over since the last look: the workspace and what becomes of it are the newer attempt's.
           if (err instanceof SandboxTakenError) throw err;
@@ -610,9 +604,7 @@ class RunExecution implements LiveRun {
             message: errorMessage(err).slice(0, 4096),
             at: new Date().toISOString(),
           };
-          await publishDomain(
-            deps.js,
-            this.log,
+          await this.publish(
             domainEvents.candidateFailed,
             failed,
             `${job.run_id}:${repo.project_repository_id}:failed`,
@@ -629,7 +621,7 @@ class RunExecution implements LiveRun {
         text: outcome.reply.text,
         at: new Date().toISOString(),
       };
-      await publishDomain(deps.js, this.log, domainEvents.messageCompleted, event, `${job.run_id}:reply`);
+      await this.publish(domainEvents.messageCompleted, event, `${job.run_id}:reply`);
     }
   }
 
@@ -791,6 +783,11 @@ class RunExecution implements LiveRun {
       claim_id: this.claimId,
       holds: () => attemptHolds(this.deps.nc, this.attemptRef()),
     };
+  }
+
+  /** A DOMAIN event about this run, attested under this attempt's claim before it goes out. */
+  private publish(def: DomainEventDef, event: unknown, msgId: string): Promise<boolean> {
+    return publishAttested(this.deps.nc, this.deps.js, this.log, this.attemptRef(), def, event, msgId);
   }
 
   private attemptRef(): AttemptRef {

@@ -101,7 +101,7 @@ export class LocalSandboxProvider implements SandboxProvider {
       repos: {},
     };
     take.check();
-    await this.publish(job.thread_id, state.sandbox_id, 'initializing', null);
+    await this.publish(job.thread_id, state.sandbox_id, 'initializing', null, claim);
     const starts = new Map<string, string | null>();
     try {
       await mkdir(join(dir, HARNESS_HOME), { recursive: true });
@@ -138,12 +138,12 @@ export class LocalSandboxProvider implements SandboxProvider {
         );
         throw err instanceof SandboxTakenError ? err : new SandboxTakenError(reason, { cause: err });
       }
-      await this.publish(job.thread_id, state.sandbox_id, 'failed', reason);
+      await this.publish(job.thread_id, state.sandbox_id, 'failed', reason, claim);
       throw new SandboxError(`the sandbox could not be prepared: ${reason}`, { cause: err });
     }
     const sandbox = this.toSandbox(dir, state, job.repositories, starts, take);
     take.check();
-    await this.publish(job.thread_id, state.sandbox_id, 'ready', null);
+    await this.publish(job.thread_id, state.sandbox_id, 'ready', null, claim);
     return sandbox;
   }
 
@@ -395,9 +395,15 @@ export class LocalSandboxProvider implements SandboxProvider {
     }
   }
 
-  private async publish(threadId: string, sandboxId: string | null, status: SandboxStatus, reason: string | null) {
+  private async publish(
+    threadId: string,
+    sandboxId: string | null,
+    status: SandboxStatus,
+    reason: string | null,
+    claim: SandboxClaim | null = null,
+  ) {
     this.statuses.set(threadId, status);
-    await this.options.publish(threadId, sandboxId, status, reason);
+    await this.options.publish(threadId, sandboxId, status, reason, claim);
   }
 }
 

@@ -1,6 +1,7 @@
 import { rpc } from '@threadwork/contracts';
 import { mongoCall, route, type RpcRoute } from '@threadwork/platform';
 import { admitRun } from '../flows/admission.js';
+import { attestEvent, checkAttestation } from '../flows/attestations.js';
 import { loadOwnedRun, type RunsContext } from '../flows/context.js';
 import {
   answerInteraction,
@@ -73,5 +74,12 @@ export function runsRoutes(ctx: RunsContext): RpcRoute[] {
     ),
     route(rpc.runs.holder, (req) => mongoCall(() => describeHolder(ctx, req.run_id, req.claim_id))),
     route(rpc.runs.attemptState, (req) => mongoCall(() => attemptState(ctx, req))),
+    route(rpc.runs.attest, (req) =>
+      mongoCall(async () => {
+        await attestEvent(ctx, req);
+        return { attested: true as const };
+      }),
+    ),
+    route(rpc.runs.attestation, (req) => mongoCall(() => checkAttestation(ctx, req))),
   ];
 }

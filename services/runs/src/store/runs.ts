@@ -100,6 +100,18 @@ export interface CancelDoc {
   at: Date;
 }
 
+/**
+ * A DOMAIN event the holder of a run said it publishes about the run (runs.attest): `_id` is
+ * `${run_id}:${digest}`, written once. Services ask for it before acting on a runner's event.
+ */
+export interface AttestationDoc {
+  _id: string;
+  run_id: string;
+  attempt: number;
+  subject: string;
+  at: Date;
+}
+
 /** Written last by an admission: its queued event, job and DOMAIN event are all published. */
 export interface AdmissionDoc {
   _id: string;
@@ -113,6 +125,7 @@ export interface RunStore {
   attempts: Collection<AttemptDoc>;
   cancels: Collection<CancelDoc>;
   admissions: Collection<AdmissionDoc>;
+  attestations: Collection<AttestationDoc>;
   /**
    * The SHA-256 of the claim id that made attempt `attempt` of a run; null when no runner's claim
    * made it (none yet, or the unclaimed-run sweep took it). Asked on every move and append.
@@ -135,6 +148,8 @@ export function createRunStore(db: Db): RunStore {
   const attempts = db.collection<AttemptDoc>('run_attempts');
   const cancels = db.collection<CancelDoc>('run_cancels');
   const admissions = db.collection<AdmissionDoc>('run_admissions');
+  // Read and written by `_id` (run id and digest) only: the default index is all it needs.
+  const attestations = db.collection<AttestationDoc>('run_attestations');
 
   const claims = new Map<string, string>();
   return {
@@ -144,6 +159,7 @@ export function createRunStore(db: Db): RunStore {
     attempts,
     cancels,
     admissions,
+    attestations,
     async claimOf(runId, attempt) {
       const id = `${runId}:${attempt}`;
       const known = claims.get(id);

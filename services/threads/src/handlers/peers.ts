@@ -2,12 +2,15 @@ import {
   rpc,
   subjects,
   type AdmitRequest,
+  type AttestationRequest,
+  type AttestationResponse,
   type HolderResponse,
   type HostedRepository,
   type Run,
   type RunSignal,
 } from '@threadwork/contracts';
 import { publishSignal, request, type NatsConnection } from '@threadwork/platform';
+import type { z } from 'zod';
 
 /** getMany takes at most this many ids per request (RunGetManyRequest). */
 const GET_MANY_MAX = 1000;
@@ -21,6 +24,8 @@ export interface Peers {
   /** Runs by id; an id runs does not know is missing from the map. */
   getRuns(ownerId: string, runIds: string[]): Promise<Map<string, Run>>;
   liveRun(ownerId: string, threadId: string): Promise<Run | null>;
+  /** Whether a runner's DOMAIN event is one its run's holder published, about that run as it is. */
+  attestation(req: z.input<typeof AttestationRequest>): Promise<z.output<typeof AttestationResponse>>;
   /** Whom the live run is for, if `claimId` holds it; `already_settled` (or `not_found`) otherwise. */
   holder(runId: string, claimId: string): Promise<HolderResponse>;
   /** Core-NATS signal to a live run; sent only after the state it announces is stored. */
@@ -61,6 +66,8 @@ export function createPeers(nc: NatsConnection): Peers {
       const { run } = await request(nc, rpc.runs.live, { owner_id: ownerId, thread_id: threadId });
       return run;
     },
+
+    attestation: (req) => request(nc, rpc.runs.attestation, req),
 
     holder: (runId, claimId) => request(nc, rpc.runs.holder, { run_id: runId, claim_id: claimId }),
 
