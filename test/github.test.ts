@@ -387,10 +387,7 @@ describe('review and publication', () => {
       stats: { additions: 3, deletions: 0 },
       at: new Date().toISOString(),
     };
-    const { service, entity, verb } = domainEvents.candidateProduced;
-    await publishJson(jetstream.js, subjects.domain(service, entity, verb), event, {
-      msgId: `${runId}:${projectRepositoryId}`,
-    });
+    await runner.publish(jetstream.js, domainEvents.candidateProduced, event, `${runId}:${projectRepositoryId}`);
 
     // The run is still live: pending, with the candidate shown and the pull request opened.
     const opened = await waitFor('the pull request', async () => {

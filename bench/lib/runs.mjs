@@ -12,7 +12,7 @@ const UNSERVED_HARNESS = 'bench';
 
 /**
  * A thread opened through the public API whose run we hold as its runner would: claimed and
- * `running`, so events can be appended with the returned attempt.
+ * `running`, so events can be appended with the returned attempt and claim id.
  */
 export async function createHeldRun(stack, prompt) {
   const created = await api(stack, 'POST', '/v1/threads', {
@@ -23,9 +23,9 @@ export async function createHeldRun(stack, prompt) {
   const runId = created.run_id;
   const claimId = `clm_${randomBytes(16).toString('hex')}`;
   const { attempt } = await request(stack.nc, rpc.runs.claim, { run_id: runId, runner_id: 'bench', claim_id: claimId });
-  await request(stack.nc, rpc.runs.transition, { run_id: runId, attempt, to: 'starting' });
-  await request(stack.nc, rpc.runs.transition, { run_id: runId, attempt, to: 'running' });
-  return { runId, threadId: created.id, attempt };
+  await request(stack.nc, rpc.runs.transition, { run_id: runId, attempt, claim_id: claimId, to: 'starting' });
+  await request(stack.nc, rpc.runs.transition, { run_id: runId, attempt, claim_id: claimId, to: 'running' });
+  return { runId, threadId: created.id, attempt, claimId };
 }
 
 /** A line of build output, the most common event of a real run. */

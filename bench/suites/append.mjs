@@ -21,7 +21,7 @@ async function storedOn(stack, subject) {
 /** Appends `count` events to a held run as the runner does; returns the milliseconds it took. */
 export async function appendLikeRunner(stack, held, count) {
   let refused = null;
-  const sink = new EventSink(stack.nc, held.runId, held.attempt, logger, (reason) => {
+  const sink = new EventSink(stack.nc, held.runId, held.attempt, held.claimId, logger, (reason) => {
     refused = reason;
   });
   const started = nowMs();

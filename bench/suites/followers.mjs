@@ -70,7 +70,12 @@ async function appendRound(stack, side, { eventsPerSecond, seconds }) {
       side.appended += 1;
       return { key: `${side.held.attempt}:${side.appended}`, chunk: outputChunk(side.appended, { sent_at: nowMs() }) };
     });
-    await request(stack.nc, rpc.runs.append, { run_id: side.held.runId, attempt: side.held.attempt, events });
+    await request(stack.nc, rpc.runs.append, {
+      run_id: side.held.runId,
+      attempt: side.held.attempt,
+      claim_id: side.held.claimId,
+      events,
+    });
   }
   const deadline = nowMs() + DRAIN_MS;
   while (side.latencies.length < expected && nowMs() < deadline) await sleep(20);

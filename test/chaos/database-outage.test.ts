@@ -413,6 +413,7 @@ async function outages(fault: 'killed' | 'frozen'): Promise<void> {
           await call('rpc:append', rpc.runs.append, {
             run_id: driver.runId,
             attempt: driver.attempt,
+            claim_id: driver.claimId,
             events: [delta(key)],
           }),
         );
@@ -613,6 +614,7 @@ async function outages(fault: 'killed' | 'frozen'): Promise<void> {
           await call('rpc:append', rpc.runs.append, {
             run_id: driver.runId,
             attempt: driver.attempt,
+            claim_id: driver.claimId,
             events: [delta(key)],
           }),
         ),

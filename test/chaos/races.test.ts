@@ -217,7 +217,7 @@ class Runner {
     return request(
       nc,
       rpc.runs.transition,
-      { run_id: this.runId, attempt: this.attempt, to: status, ...extra },
+      { run_id: this.runId, attempt: this.attempt, claim_id: this.claimId, to: status, ...extra },
       { timeoutMs: RUNNER_TIMEOUT_MS },
     );
   }

@@ -152,7 +152,8 @@ describe('a runner frozen past its lease, then thawed', () => {
         // The takeover stopped the frozen harness before starting its own (Codex lets one process at a
         // time write a conversation): it never acts on the answer waiting for it.
         expect(staleHarness.filter((pid) => commandLine(pid) !== '')).toEqual([]);
-        // Attempt 0's writes, as its runner would send them on thawing, are refused.
+        // Attempt 0's writes are refused: its own runner's on thawing (below), and anyone else's
+        // naming attempt 0 here (its claim id is the frozen runner's secret).
         const stale = new RunDriver(await cluster.connect(), thread.run_id, 0);
         await expect(stale.say('ZERO-LATE: a late reply')).rejects.toMatchObject({ code: 'already_settled' });
         await expect(stale.to('completed')).rejects.toMatchObject({ code: 'already_settled' });

@@ -1,5 +1,13 @@
-import { rpc, type Question, type RunStatus } from '@threadwork/contracts';
-import { isAppError, request, type NatsConnection } from '@threadwork/platform';
+import { rpc, subjects, type Question, type RunStatus } from '@threadwork/contracts';
+import {
+  domainEventDigest,
+  encodeJson,
+  isAppError,
+  publishJson,
+  request,
+  type JetStreamClient,
+  type NatsConnection,
+} from '@threadwork/platform';
 import { newClaimId } from '@threadwork/testing';
 
 /**
@@ -31,7 +39,13 @@ export class RunDriver {
       usage?: { inputTokens?: number; outputTokens?: number; totalTokens?: number };
     } = {},
   ) {
-    return request(this.nc, rpc.runs.transition, { run_id: this.runId, attempt: this.attempt, to: status, ...extra });
+    return request(this.nc, rpc.runs.transition, {
+      run_id: this.runId,
+      attempt: this.attempt,
+      claim_id: this.claimId,
+      to: status,
+      ...extra,
+    });
   }
 
   /** Appends chunks (each with a fresh key) and returns their sequences. */
@@ -40,7 +54,12 @@ export class RunDriver {
     // As the runner does: an append that got no answer (a busy machine) is sent again with the
     // same keys, which the log stores once.
     const { sequences } = await retryingUnavailable(() =>
-      request(this.nc, rpc.runs.append, { run_id: this.runId, attempt: this.attempt, events }),
+      request(this.nc, rpc.runs.append, {
+        run_id: this.runId,
+        attempt: this.attempt,
+        claim_id: this.claimId,
+        events,
+      }),
     );
     return sequences;
   }
@@ -56,6 +75,7 @@ export class RunDriver {
     return request(this.nc, rpc.runs.interactionCreate, {
       run_id: this.runId,
       attempt: this.attempt,
+      claim_id: this.claimId,
       key: `q${++this.keys}`,
       kind,
       questions,
@@ -68,6 +88,25 @@ export class RunDriver {
       claim_id: this.claimId,
       interaction_id: interactionId,
     });
+  }
+
+  /** Publishes a DOMAIN event about the run as the runner does: attested under its claim first. */
+  async publish(
+    js: JetStreamClient,
+    def: { service: string; entity: string; verb: string },
+    event: unknown,
+    msgId: string,
+  ): Promise<void> {
+    const subject = subjects.domain(def.service, def.entity, def.verb);
+    const digest = domainEventDigest(encodeJson(event));
+    await request(this.nc, rpc.runs.attest, {
+      run_id: this.runId,
+      attempt: this.attempt,
+      claim_id: this.claimId,
+      subject,
+      digest,
+    });
+    await publishJson(js, subject, event, { msgId });
   }
 
   /** claim → starting → running, as a runner does when it picks the job up. */

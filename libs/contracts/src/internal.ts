@@ -106,7 +106,7 @@ export const AdmitRequest = z.object({
 export type AdmitRequest = z.infer<typeof AdmitRequest>;
 export const AdmitResponse = z.object({ run: Run, created: z.boolean() });
 
-export const RunGetRequest = z.object({ owner_id: OwnerId.optional(), run_id: Id });
+export const RunGetRequest = z.object({ owner_id: OwnerId, run_id: Id });
 export const RunGetManyRequest = z.object({ owner_id: OwnerId, run_ids: z.array(Id).max(1000) });
 /**
  * What lists need of each run: its id and status. Kept this lean on purpose: a whole run carries
@@ -127,7 +127,7 @@ export const CancelRequest = z.object({ owner_id: OwnerId, run_id: Id });
 export const CancelResponse = z.object({ run: Run, requested: z.boolean() });
 
 export const EventsPageRequest = z.object({
-  owner_id: OwnerId.optional(),
+  owner_id: OwnerId,
   run_id: Id,
   from: z.int().min(1),
   limit: z.int().min(1).max(1000),
@@ -141,7 +141,11 @@ export const EventsPageRequest = z.object({
  * answers to the run's questions. The runs service keeps only its hash.
  */
 export const ClaimId = z.string().regex(/^[A-Za-z0-9_-]{24,128}$/, 'must be 24 to 128 URL-safe characters');
-/** The runner claims the next attempt of a run it took from RUN_JOBS; a lost race is `already_settled`. */
+/**
+ * The runner claims the next attempt of a run it took from RUN_JOBS; a lost race is
+ * `already_settled`, whose `details.terminal` says whether the run is over (then its job is done
+ * with) or held by another claim (then the job is that claim's).
+ */
 export const ClaimRequest = z.object({ run_id: Id, runner_id: Id, claim_id: ClaimId });
 /** Whether `claim_id` holds the run now; what the holder may be given access to. */
 export const HolderRequest = z.object({ run_id: Id, claim_id: ClaimId });
@@ -149,24 +153,77 @@ export const HolderResponse = z.object({
   owner_id: OwnerId,
   repository_ids: z.array(z.int().positive()),
 });
+export type HolderResponse = z.infer<typeof HolderResponse>;
+/**
+ * The runner's read of a run it claimed, instead of a read for an owner: where the run stands now
+ * (a newer attempt may have taken it over, a cancel or the end come), for the claim that made
+ * `attempt` and no one else, and nothing of the owner's data. Any other claim is `not_found`.
+ */
+export const AttemptStateRequest = z.object({ run_id: Id, attempt: z.int().min(0), claim_id: ClaimId });
+export const AttemptState = z.object({
+  status: RunStatus,
+  /** The run's current attempt: another than the one asked about means that claim was fenced out. */
+  attempt: z.int().min(0),
+  terminal: z.boolean(),
+});
+/** A runner's DOMAIN subject, `evt.runner.<entity>.<verb>`. */
+const RunnerEventSubject = z.string().regex(/^evt\.runner\.[a-z_]+\.[a-z_]+$/, 'must be a runner DOMAIN subject');
+/** SHA-256 (hex) of a DOMAIN event's bytes as published (`domainEventDigest`). */
+const EventDigest = z.string().regex(/^[0-9a-f]{64}$/, 'must be a SHA-256 in hex');
+/**
+ * The holder of a run says, under its claim (fenced as an append is), which DOMAIN event it is about
+ * to publish about the run: its subject and the digest of its bytes. The runs service keeps it, so
+ * a service acting on the event can tell it from one that a key alone could publish.
+ */
+export const AttestRequest = z.object({
+  run_id: Id,
+  attempt: z.int().min(0),
+  claim_id: ClaimId,
+  subject: RunnerEventSubject,
+  digest: EventDigest,
+});
+export const AttestResponse = z.object({ attested: z.literal(true) });
+/**
+ * Whether a runner DOMAIN event is one the holder of run `run_id` published (its subject and
+ * digest were attested), about that run as it is: of `thread_id`, and of `owner_id` and with that
+ * project repository and repository when the event names them. Answers no user data: yes, or no
+ * and why (for the asker's log).
+ */
+export const AttestationRequest = z.object({
+  run_id: Id,
+  subject: RunnerEventSubject,
+  digest: EventDigest,
+  thread_id: Id,
+  owner_id: OwnerId.optional(),
+  repository: z.object({ project_repository_id: Id, repository_id: z.int().positive() }).optional(),
+});
+export const AttestationResponse = z.object({ confirmed: z.boolean(), reason: z.string().nullable() });
 /** The answers to a question of the run the caller holds. */
 export const SettlementRequest = z.object({ run_id: Id, claim_id: ClaimId, interaction_id: Id });
 export const ClaimResponse = z.object({ run: Run, attempt: z.int().min(0), job: RunJob });
 
-/** Moves a run; rejected unless `attempt` is the run's current attempt (a stale runner is fenced out). */
+/**
+ * Moves a run; rejected unless `attempt` is the run's current attempt (a stale runner is fenced
+ * out) and `claim_id` the claim that made it (a runner key that never claimed it cannot move it).
+ */
 export const TransitionRequest = z.object({
   run_id: Id,
   attempt: z.int().min(0),
+  claim_id: ClaimId,
   to: RunStatus,
   error: RunError.optional(),
   usage: RunUsage.optional(),
   sandbox_id: Id.optional(),
 });
 
-/** Appends events to a run's log; `key`s make a retried append store each chunk once. */
+/**
+ * Appends events to a run's log, fenced as a move is (attempt and claim); `key`s make a retried
+ * append store each chunk once.
+ */
 export const AppendRequest = z.object({
   run_id: Id,
   attempt: z.int().min(0),
+  claim_id: ClaimId,
   events: z
     .array(z.object({ key: Id, chunk: z.record(z.string(), JsonValue) }))
     .min(1)
@@ -174,15 +231,17 @@ export const AppendRequest = z.object({
 });
 export const AppendResponse = z.object({ sequences: z.array(z.int().min(1)) });
 
+/** A question of the run's holder, fenced as a move is (attempt and claim). */
 export const InteractionCreateRequest = z.object({
   run_id: Id,
   attempt: z.int().min(0),
+  claim_id: ClaimId,
   /** Harness-side id, so a retried create returns the same interaction. */
   key: Id,
   kind: InteractionKind,
   questions: z.array(Question).min(1),
 });
-export const InteractionGetRequest = z.object({ owner_id: OwnerId.optional(), interaction_id: Id });
+export const InteractionGetRequest = z.object({ owner_id: OwnerId, interaction_id: Id });
 export const InteractionListRequest = z.object({
   owner_id: OwnerId,
   thread_id: Id,
@@ -227,6 +286,14 @@ export const ThreadControlsRequest = z.object({
   status: ControlStatus.optional(),
 });
 export const ResumableResponse = z.object({ run: ResumableRun.nullable() });
+/**
+ * Internal only (the runner; never through the gateway): a steer the runner was signalled, read
+ * back from the threads service before the harness gets it, by the holder of the run it targets
+ * (its claim id, checked with the runs service). `not_found` for a control that is not a steer of
+ * that run; `already_settled` for one no longer pending (applied, or queued after its run).
+ */
+export const SteerReadRequest = z.object({ run_id: Id, claim_id: ClaimId, control_id: Id });
+export const SteerRead = z.object({ control_id: Id, prompt: Prompt });
 
 // ---------------------------------------------------------------------------------------------
 // repohost
@@ -327,6 +394,9 @@ export const rpc = {
       InteractionSettlement,
     ),
     holder: defineEndpoint(SERVICES.runs.subjects.holder, HolderRequest, HolderResponse),
+    attemptState: defineEndpoint(SERVICES.runs.subjects.attemptState, AttemptStateRequest, AttemptState),
+    attest: defineEndpoint(SERVICES.runs.subjects.attest, AttestRequest, AttestResponse),
+    attestation: defineEndpoint(SERVICES.runs.subjects.attestation, AttestationRequest, AttestationResponse),
   },
   threads: {
     create: defineEndpoint(SERVICES.threads.subjects.create, CreateRequest, z.union([ThreadWithRun, TaskWithRun])),
@@ -348,6 +418,7 @@ export const rpc = {
       ThreadControlsRequest,
       z.union([ControlList, TaskControlList]),
     ),
+    steerRead: defineEndpoint(SERVICES.threads.subjects.steerRead, SteerReadRequest, SteerRead),
   },
   repohost: {
     connection: defineEndpoint(SERVICES.repohost.subjects.connection, OwnerRequest, ProviderConnection),
@@ -371,17 +442,22 @@ export const rpc = {
 
 // ---------------------------------------------------------------------------------------------
 // Signals to a live run, on core NATS `run.signal.<runId>`, sent after the durable state is
-// written: a runner that missed one finds the same state in the runs service.
+// written: a runner that missed one finds the same state in the runs service. A signal only says
+// where to look: a steer names its control, whose text the runner reads from the threads service
+// (`threads.steer.read`), so a forged or replayed signal puts no text of its own into a run.
 
 export const RunSignal = z.discriminatedUnion('type', [
   z.object({ type: z.literal('cancel') }),
-  z.object({ type: z.literal('steer'), control_id: Id, prompt: Prompt }),
+  z.object({ type: z.literal('steer'), control_id: Id }),
   z.object({ type: z.literal('interaction'), interaction_id: Id }),
 ]);
 export type RunSignal = z.infer<typeof RunSignal>;
 
 // ---------------------------------------------------------------------------------------------
-// DOMAIN events (`evt.<service>.<entity>.<verb>`), Nats-Msg-Id given per event.
+// DOMAIN events (`evt.<service>.<entity>.<verb>`), Nats-Msg-Id given per event. A runner's event
+// about a run counts only once the runs service confirms its holder published it
+// (`runs.attest` before publishing, `runs.attestation` before acting on it): NATS lets any
+// holder of the runner's key publish on `evt.runner.>`.
 
 export const domainEvents = {
   /** Every run transition; `terminal` ones free the thread for its next run. */
@@ -415,6 +491,11 @@ export type RunStatusEvent = z.infer<typeof RunStatusEvent>;
 
 export const SandboxStatusEvent = z.object({
   thread_id: Id,
+  /**
+   * The run the sandbox was prepared for (its holder attested the event); null for a status of no
+   * run: a sandbox stopped after idling.
+   */
+  run_id: Id.nullable().default(null),
   status: SandboxStatus,
   sandbox_id: Id.nullable(),
   reason: z.string().nullable(),

@@ -45,8 +45,10 @@ const runSignals = subjects.runSignalAll;
 const GRANTS: Record<NatsIdentity, Grant> = {
   gateway: {
     calls: [
-      // Every threads endpoint but the project lookup, which only review needs.
-      ...Object.values(threads.subjects).filter((subject) => subject !== threads.subjects.project),
+      // Every threads endpoint but the project lookup (review's) and the runner's read of a steer.
+      ...Object.values(threads.subjects).filter(
+        (subject) => subject !== threads.subjects.project && subject !== threads.subjects.steerRead,
+      ),
       runs.subjects.get,
       runs.subjects.cancel,
       runs.subjects.eventsPage,
@@ -73,6 +75,10 @@ const GRANTS: Record<NatsIdentity, Grant> = {
       runs.subjects.getMany,
       runs.subjects.live,
       runs.subjects.liveCount,
+      // Whether the runner asking for a steer holds the run it targets.
+      runs.subjects.holder,
+      // Whether a runner's DOMAIN event is its run's holder's.
+      runs.subjects.attestation,
       repohost.subjects.access,
     ],
     publishes: [runSignals, evt('threads')],
@@ -92,7 +98,7 @@ const GRANTS: Record<NatsIdentity, Grant> = {
   },
   repohost: {
     serves: 'repohost',
-    calls: [threads.subjects.get, runs.subjects.holder],
+    calls: [threads.subjects.get, runs.subjects.holder, runs.subjects.attestation],
     publishes: [evt('repohost')],
     subscribes: [],
     streams: [{ stream: STREAM_NAMES.domain, consumers: [CONSUMERS.repohost] }],
@@ -105,14 +111,17 @@ const GRANTS: Record<NatsIdentity, Grant> = {
     streams: [{ stream: STREAM_NAMES.domain, consumers: [CONSUMERS.review] }],
   },
   runner: {
+    // No read for an owner (`runs.get`): the runner reads only the runs it claimed, by its claim.
     calls: [
       runs.subjects.claim,
-      runs.subjects.get,
+      runs.subjects.attemptState,
       runs.subjects.transition,
       runs.subjects.append,
       runs.subjects.interactionCreate,
       runs.subjects.interactionSettlement,
+      runs.subjects.attest,
       repohost.subjects.token,
+      threads.subjects.steerRead,
     ],
     publishes: [evt('runner')],
     subscribes: [runSignals],

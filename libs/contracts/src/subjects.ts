@@ -74,6 +74,7 @@ export const SERVICES = {
       messages: 'threads.messages',
       controls: 'threads.controls',
       resumable: 'threads.resumable',
+      steerRead: 'threads.steer.read',
     },
   },
   runs: {
@@ -95,6 +96,9 @@ export const SERVICES = {
       interactionAnswer: 'runs.interaction.answer',
       interactionSettlement: 'runs.interaction.settlement',
       holder: 'runs.holder',
+      attemptState: 'runs.attempt.state',
+      attest: 'runs.attest',
+      attestation: 'runs.attestation',
     },
   },
   repohost: {

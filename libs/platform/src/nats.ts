@@ -1,3 +1,4 @@
+import { createHash } from 'node:crypto';
 import {
   jetstream,
   jetstreamManager,
@@ -43,6 +44,8 @@ const decoder = new TextDecoder();
 
 export const encodeJson = (value: unknown): Uint8Array => encoder.encode(JSON.stringify(value));
 export const decodeJson = (data: Uint8Array): unknown => JSON.parse(decoder.decode(data));
+/** SHA-256 (hex) of a DOMAIN event's bytes: what its publisher attests and its readers check. */
+export const domainEventDigest = (data: Uint8Array): string => createHash('sha256').update(data).digest('hex');
 
 export interface NatsOptions {
   servers: string;

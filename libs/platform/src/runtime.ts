@@ -154,8 +154,11 @@ export async function serveRoutes(
 export interface DomainConsumerOptions {
   /** Durable consumer name (consumers.ts): one per service, shared by its replicas (each event handled once). */
   durable: string;
-  /** Must be idempotent: a redelivered event changes nothing the first delivery did not. */
-  handle: (subject: string, payload: unknown) => Promise<void>;
+  /**
+   * Must be idempotent: a redelivered event changes nothing the first delivery did not. `data` is
+   * the event's bytes as published (what `domainEventDigest` is taken over).
+   */
+  handle: (subject: string, payload: unknown, data: Uint8Array) => Promise<void>;
   /** How long stopping waits for events in hand. */
   drainMs: number;
   progressEveryMs?: number;
@@ -176,7 +179,7 @@ export async function consumeDomain(runtime: Runtime, opts: DomainConsumerOption
       logger: runtime.logger,
       ...(opts.progressEveryMs ? { progressEveryMs: opts.progressEveryMs } : {}),
     },
-    (payload, msg) => opts.handle(msg.subject, payload),
+    (payload, msg) => opts.handle(msg.subject, payload, msg.data),
   );
   runtime.lifecycle.add(`domain-consumer:${opts.durable}`, () => consumer.stop(opts.drainMs));
 }

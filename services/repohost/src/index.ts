@@ -36,7 +36,7 @@ export async function startRepohost(config: RepohostConfig, opts: { logger?: Log
     const local = createLocalProvider({ dir, store, logger });
 
     let github: RoutesDeps['github'] = null;
-    let handleEvent: ((subject: string, payload: unknown) => Promise<void>) | null = null;
+    let handleEvent: ((subject: string, payload: unknown, data: Uint8Array) => Promise<void>) | null = null;
     const appConfig = githubAppConfig(config);
     if (appConfig) {
       const githubStore = createGitHubStore(db);
@@ -63,7 +63,12 @@ export async function startRepohost(config: RepohostConfig, opts: { logger?: Log
         },
       };
 
-      handleEvent = createEventHandler({ ...github, store: githubStore, github: provider });
+      handleEvent = createEventHandler({
+        ...github,
+        store: githubStore,
+        github: provider,
+        attestation: (req) => request(nc, rpc.runs.attestation, req, { timeoutMs: 5_000 }),
+      });
       logger.info(
         {
           app_id: appConfig.appId,

@@ -18,6 +18,8 @@ import {
   connectMongo,
   connectNats,
   createLogger,
+  domainEventDigest,
+  encodeJson,
   jetStreamOf,
   loadConfig,
   publishJson,
@@ -150,17 +152,25 @@ describe('repohost GitHub App provider', () => {
     rmSync(localDir, { recursive: true, force: true });
   });
 
-  /** A live run of `owner` on `repositories`, claimed as a runner claims it: what a token is asked for. */
-  async function heldRun(owner: string, repositories: Pick<FakeRepository, 'id' | 'full_name'>[]) {
+  /**
+   * A live run of `owner` on `repositories`, claimed as a runner claims it: what a token is asked
+   * for, and what attests the run's DOMAIN events. `thread` and `prr` (its project repository ids)
+   * give a thread's next run.
+   */
+  async function heldRun(
+    owner: string,
+    repositories: Pick<FakeRepository, 'id' | 'full_name'>[],
+    thread = { id: uniqueId('thr_'), prr: repositories.map(() => uniqueId('prp_')) },
+  ) {
     const { run } = await request(nc, rpc.runs.admit, {
       owner_id: owner,
-      thread_id: uniqueId('thr_'),
+      thread_id: thread.id,
       project_id: uniqueId('prj_'),
       message_id: uniqueId('msg_'),
       admission_key: uniqueId('adm_'),
       prompt: 'Push the branch',
-      repositories: repositories.map((r) => ({
-        project_repository_id: uniqueId('prp_'),
+      repositories: repositories.map((r, i) => ({
+        project_repository_id: thread.prr[i]!,
         repository_id: r.id,
         full_name: r.full_name,
         branch: 'trunk',
@@ -170,7 +180,22 @@ describe('repohost GitHub App provider', () => {
     });
     const claimId = newClaimId();
     await request(nc, rpc.runs.claim, { run_id: run.id, runner_id: 'runner-test', claim_id: claimId });
-    return { run_id: run.id, claim_id: claimId };
+    return { run_id: run.id, claim_id: claimId, thread };
+  }
+
+  /** Publishes a candidate as the runner does: attested by the holder of its run first (unless `forged`). */
+  async function publishCandidate(
+    held: { run_id: string; claim_id: string } | null,
+    event: CandidateProducedEvent,
+    msgId: string,
+  ) {
+    const { service: s, entity, verb } = domainEvents.candidateProduced;
+    const subject = subjects.domain(s, entity, verb);
+    if (held) {
+      const digest = domainEventDigest(encodeJson(event));
+      await request(nc, rpc.runs.attest, { run_id: held.run_id, attempt: 0, claim_id: held.claim_id, subject, digest });
+    }
+    await publishJson(jetstream.js, subject, event, { msgId });
   }
 
   /** The browser's part: open the install URL as `login`, land on the setup URL GitHub redirects to. */
@@ -620,9 +645,10 @@ describe('repohost GitHub App provider', () => {
     });
 
     it('opens a draft pull request for a candidate and follows its checks through webhooks', async () => {
-      const threadId = `thr_${Math.random().toString(16).slice(2)}`;
-      const branch = `threadwork/${threadId}`;
       const held = await heldRun(alice, [widgets]);
+      const threadId = held.thread.id;
+      const prr = held.thread.prr[0]!;
+      const branch = `threadwork/${threadId}`;
       const { token } = await request(nc, rpc.repohost.token, { ...held, repository_ids: [widgets.id] });
       const pushed = await pushBranch({
         cloneUrl: fake.cloneUrl('alice-gh/widgets'),
@@ -633,9 +659,9 @@ describe('repohost GitHub App provider', () => {
       });
       const event: CandidateProducedEvent = {
         thread_id: threadId,
-        run_id: 'run_1',
+        run_id: held.run_id,
         owner_id: alice,
-        project_repository_id: 'prr_1',
+        project_repository_id: prr,
         repository_id: widgets.id,
         branch,
         base_branch: 'trunk',
@@ -647,20 +673,26 @@ describe('repohost GitHub App provider', () => {
         stats: { additions: 1, deletions: 0 },
         at: new Date().toISOString(),
       };
-      const { service: s, entity, verb } = domainEvents.candidateProduced;
+      // Forged (no holder attested it), or attested by the holder of another owner's run: no pull
+      // request, whatever it names.
+      await publishCandidate(null, event, `${held.run_id}:forged`);
+      const bobs = await heldRun(bob, [widgets]);
+      await publishCandidate(bobs, { ...event, run_id: bobs.run_id }, `${bobs.run_id}:borrowed`);
+      await processed();
+      expect(fake.pulls.filter((p) => p.head === branch)).toHaveLength(0);
       // Twice, as a redelivery would: one pull request.
-      await publishJson(jetstream.js, subjects.domain(s, entity, verb), event, { msgId: 'run_1:prr_1' });
-      await publishJson(jetstream.js, subjects.domain(s, entity, verb), event, { msgId: 'run_1:prr_1:again' });
+      await publishCandidate(held, event, `${held.run_id}:${prr}`);
+      await publishCandidate(held, event, `${held.run_id}:${prr}:again`);
       await processed();
 
       const read = () =>
-        request(nc, rpc.repohost.publication, { owner_id: alice, thread_id: threadId, project_repository_id: 'prr_1' });
+        request(nc, rpc.repohost.publication, { owner_id: alice, thread_id: threadId, project_repository_id: prr });
       const publication = Publication.parse(await read());
       expect(fake.pulls.filter((p) => p.head === branch)).toHaveLength(1);
       const pull = fake.pulls.find((p) => p.head === branch)!;
       expect(pull).toMatchObject({ base: 'trunk', draft: true, state: 'open' });
       expect(publication).toMatchObject({
-        projectRepositoryId: 'prr_1',
+        projectRepositoryId: prr,
         repository: { owner: 'alice-gh', name: 'widgets' },
         prNumber: pull.number,
         prUrl: `${fake.webUrl}/alice-gh/widgets/pull/${pull.number}`,
@@ -675,7 +707,7 @@ describe('repohost GitHub App provider', () => {
         await request(nc, rpc.repohost.publication, {
           owner_id: bob,
           thread_id: threadId,
-          project_repository_id: 'prr_1',
+          project_repository_id: prr,
         }),
       ).toBeNull();
 
@@ -713,14 +745,15 @@ describe('repohost GitHub App provider', () => {
       await send('pull_request', fake.payloads.pullRequest('closed', 'alice-gh/widgets', pull.number));
       await processed();
       expect((await read())?.state).toBe('closed');
-      // The next candidate reopens it.
-      await publishJson(
-        jetstream.js,
-        subjects.domain(s, entity, verb),
-        { ...event, run_id: 'run_2', at: new Date().toISOString() },
-        {
-          msgId: 'run_2:prr_1',
-        },
+      // The next run's candidate reopens it.
+      for (const to of ['running', 'completed'] as const) {
+        await request(nc, rpc.runs.transition, { run_id: held.run_id, attempt: 0, claim_id: held.claim_id, to });
+      }
+      const next = await heldRun(alice, [widgets], held.thread);
+      await publishCandidate(
+        next,
+        { ...event, run_id: next.run_id, at: new Date().toISOString() },
+        `${next.run_id}:${prr}`,
       );
       await processed();
       expect((await read())?.state).toBe('draft');

@@ -4,7 +4,7 @@ import { DOMAIN_STREAM, domainEvents, rpc, type SandboxStatusEvent } from '@thre
 import { bootService, awaitStream, request, startRuntime, type StartedService } from '@threadwork/platform';
 import type { RunnerConfig } from './config.js';
 import { startDemoModel } from './demo/server.js';
-import { publishDomain } from './flows/calls.js';
+import { publishAttested, publishDomain } from './flows/calls.js';
 import { executeJob, type LiveRun, type RunDeps } from './flows/run.js';
 import { SessionPool } from './flows/sessions.js';
 import { startJobConsumer } from './handlers/jobs.js';
@@ -86,15 +86,20 @@ export async function startRunner(config: RunnerConfig): Promise<RunnerService> 
         isolation.outside?.kind === 'per-sandbox'
           ? new SandboxUids(config.SANDBOX_ROOT, isolation.outside.range)
           : null,
-      publish: async (threadId, sandboxId, status, reason) => {
+      publish: async (threadId, sandboxId, status, reason, claim) => {
         const event: SandboxStatusEvent = {
           thread_id: threadId,
+          run_id: claim?.run_id ?? null,
           status,
           sandbox_id: sandboxId,
           reason,
           at: new Date().toISOString(),
         };
-        await publishDomain(runtime.js, logger, domainEvents.sandboxStatus, event, `${threadId}:${randomUUID()}`);
+        const msgId = `${threadId}:${randomUUID()}`;
+        // A status of a run is attested by its holder; a stop after idling is of no run.
+        if (claim)
+          await publishAttested(runtime.nc, runtime.js, logger, claim, domainEvents.sandboxStatus, event, msgId);
+        else await publishDomain(runtime.js, logger, domainEvents.sandboxStatus, event, msgId);
       },
     });
     const harness = new CodexHarness({

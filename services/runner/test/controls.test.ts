@@ -86,12 +86,8 @@ describe('controls of a live run', () => {
     await waitFor('the turn to stream', async () =>
       shape(await readLog(stack.nc, admitted.run.id)).includes('message.completed'),
     );
-    const controlId = uniqueId('ctl_');
-    publishSignal(stack.nc, subjects.runSignal(admitted.run.id), {
-      type: 'steer',
-      control_id: controlId,
-      prompt: STEER_TEXT,
-    });
+    const controlId = await stack.recordSteer(admitted, STEER_TEXT);
+    stack.signalSteer(admitted.run.id, controlId);
 
     const run = await waitForTerminal(stack, admitted.run.id);
     expect(run.status).toBe('completed');
@@ -114,16 +110,50 @@ describe('controls of a live run', () => {
     );
   });
 
+  it('gives the harness only a pending steer of its run, with the text its owner sent, and each once', async () => {
+    const admitted = await admitRun(stack, 'STEER me while I work (forged ones first)');
+    const other = await admitRun(stack, 'ASK me, then wait', { collaboration_mode: 'plan' });
+    await waitFor('the model to be asked', () =>
+      stack.fake.requests.some((r) => r.lastUserText === 'STEER me while I work (forged ones first)'),
+    );
+    await waitFor('the turn to stream', async () =>
+      shape(await readLog(stack.nc, admitted.run.id)).includes('message.completed'),
+    );
+    const run = admitted.run.id;
+    // A signal carrying its own text (the text is not read from a signal), an unknown control,
+    // another run's steer, and one already applied: none reaches the harness.
+    publishSignal(stack.nc, subjects.runSignal(run), {
+      type: 'steer',
+      control_id: uniqueId('ctl_'),
+      prompt: STEER_TEXT,
+    });
+    stack.signalSteer(run, await stack.recordSteer(other, STEER_TEXT));
+    stack.signalSteer(run, await stack.recordSteer(admitted, STEER_TEXT, { targetRunId: other.run.id }));
+    stack.signalSteer(run, await stack.recordSteer(admitted, STEER_TEXT, { status: 'applied' }));
+    // The real one, then a replay of it.
+    const real = await stack.recordSteer(admitted, STEER_TEXT);
+    stack.signalSteer(run, real);
+    stack.signalSteer(run, real);
+
+    expect(await waitForTerminal(stack, run)).toMatchObject({ status: 'completed' });
+    expect(domainOf(stack, 'control.applied', run).map((e) => e.data.control_id)).toEqual([real]);
+    const applied = chunks(await readLog(stack.nc, run)).filter((c) => c.type === 'control.applied');
+    expect(applied.map((c) => c.control_id)).toEqual([real]);
+    // The model saw the steer once.
+    const steered = stack.fake.requests.filter(
+      (r) => r.userTexts[0] === 'STEER me while I work (forged ones first)' && r.userTexts.includes(STEER_TEXT),
+    );
+    expect(steered.map((r) => r.userTexts)).toEqual([['STEER me while I work (forged ones first)', STEER_TEXT]]);
+    await request(stack.nc, rpc.runs.cancel, { owner_id: other.owner, run_id: other.run.id });
+    await waitForTerminal(stack, other.run.id);
+  });
+
   it('ignores a steer once the turn has ended (the threads service queues it instead)', async () => {
     const admitted = await admitRun(stack, 'ASK nothing, just wait', { collaboration_mode: 'plan' });
     await waitForStatus(stack, admitted.run.id, ['waiting_for_input']);
     await request(stack.nc, rpc.runs.cancel, { owner_id: admitted.owner, run_id: admitted.run.id });
     await waitForTerminal(stack, admitted.run.id);
-    publishSignal(stack.nc, subjects.runSignal(admitted.run.id), {
-      type: 'steer',
-      control_id: uniqueId('ctl_'),
-      prompt: 'too late',
-    });
+    stack.signalSteer(admitted.run.id, await stack.recordSteer(admitted, 'too late'));
     await stack.nc.flush();
     await new Promise((resolve) => setTimeout(resolve, 300));
     expect(domainOf(stack, 'control.applied', admitted.run.id)).toHaveLength(0);

@@ -2,17 +2,22 @@ import { execFileSync } from 'node:child_process';
 import { chmodSync, mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { rpc, type RpcRequest, type Run, type RunEvent } from '@threadwork/contracts';
+import { rpc, subjects, type RpcRequest, type Run, type RunEvent } from '@threadwork/contracts';
 import {
+  connectMongo,
   connectNats,
   createLogger,
   decodeJson,
   loadConfig,
+  publishSignal,
   request,
+  serviceDbName,
+  type MongoClient,
   type NatsConnection,
   type StartedService,
 } from '@threadwork/platform';
 import { RunsConfig, startRuns } from '@threadwork/runs';
+import { ThreadsConfig, startThreads } from '@threadwork/threads';
 import {
   baseServiceEnv,
   createBareRepo,
@@ -46,6 +51,8 @@ export interface Stack {
   nats: IsolatedNats;
   nc: NatsConnection;
   runs: StartedService;
+  /** The threads service, which the runner asks for the text of a steer it is signalled. */
+  threads: StartedService;
   runner: RunnerService;
   fake: FakeModelServer;
   dir: string;
@@ -54,6 +61,17 @@ export interface Stack {
   domain: DomainEvent[];
   baseEnv: Record<string, string>;
   runnerEnv(extra?: Env): Env;
+  /**
+   * Stores a steer of the run as the threads service does when its owner steers it (the
+   * control's target is the run unless `targetRunId` says otherwise); returns the control id.
+   */
+  recordSteer(
+    admitted: Admitted,
+    prompt: string,
+    opts?: { targetRunId?: string; status?: 'pending' | 'applied' },
+  ): Promise<string>;
+  /** Signals a steer of `controlId` to the run, as the threads service does once it stored it. */
+  signalSteer(runId: string, controlId: string): void;
   stop(): Promise<void>;
 }
 
@@ -83,6 +101,9 @@ export async function startStack(scripts: Map<string, FakeScript>, options: Stac
     ...options.runner,
     ...extra,
   });
+  const threads = await startThreads(loadConfig(ThreadsConfig, baseServiceEnv(nats.env('threads'), dbPrefix)));
+  const mongo: MongoClient = await connectMongo({ url: baseEnv.MONGO_URL!, appName: 'runner-test' });
+  const controls = mongo.db(serviceDbName(dbPrefix, 'threads')).collection<{ _id: string }>('controls');
   const runner = await startRunner(loadConfig(RunnerConfig, runnerEnv()));
   const nc = await connectNats({
     servers: nats.url,
@@ -108,10 +129,37 @@ export async function startStack(scripts: Map<string, FakeScript>, options: Stac
     domain,
     baseEnv,
     runnerEnv,
+    threads,
+    async recordSteer(admitted, prompt, opts = {}) {
+      const controlId = uniqueId('ctl_');
+      // The threads service's control record (services/threads/src/domain/records.ts).
+      await controls.insertOne({
+        _id: controlId,
+        owner_id: admitted.owner,
+        thread_id: admitted.threadId,
+        kind: 'steer',
+        status: opts.status ?? 'pending',
+        prompt,
+        prompt_parts: [{ type: 'text', text: prompt }],
+        collaboration_mode: 'default',
+        target_run_id: opts.targetRunId ?? admitted.run.id,
+        created_run_id: null,
+        message_id: uniqueId('msg_'),
+        run_id: uniqueId('run_'),
+        created_at: new Date(),
+        applied_at: opts.status === 'applied' ? new Date() : null,
+      } as { _id: string });
+      return controlId;
+    },
+    signalSteer(runId, controlId) {
+      publishSignal(nc, subjects.runSignal(runId), { type: 'steer', control_id: controlId });
+    },
     async stop() {
       // The runner a test may have swapped in, not necessarily the one started here.
       await stack.runner.stop();
       await nc.drain();
+      await threads.stop();
+      await mongo.close();
       await runs.stop();
       await fake.close();
       await nats.stop();
@@ -128,6 +176,15 @@ export interface Admitted {
   bare: string;
   admittedAt: number;
   request: RpcRequest<typeof rpc.runs.admit>;
+}
+
+/** The owner of each run admitted here: reads of a run are for its owner. */
+const owners = new Map<string, string>();
+
+function ownerOf(runId: string): string {
+  const owner = owners.get(runId);
+  if (!owner) throw new Error(`run ${runId} was not admitted by admitRun`);
+  return owner;
 }
 
 /** A bare repository with a README, and a run admitted on it (as the threads service would). */
@@ -159,6 +216,7 @@ export async function admitRun(
   };
   const admittedAt = Date.now();
   const { run } = await request(stack.nc, rpc.runs.admit, req);
+  owners.set(run.id, req.owner_id);
   return { run, owner: req.owner_id, threadId: req.thread_id, bare: repo, admittedAt, request: req };
 }
 
@@ -178,7 +236,7 @@ export async function waitFor<T>(
 }
 
 export async function getRun(stack: Stack, runId: string): Promise<Run> {
-  return request(stack.nc, rpc.runs.get, { run_id: runId });
+  return request(stack.nc, rpc.runs.get, { owner_id: ownerOf(runId), run_id: runId });
 }
 
 export async function waitForStatus(
@@ -204,7 +262,7 @@ export async function readLog(nc: NatsConnection, runId: string): Promise<RunEve
   const events: RunEvent[] = [];
   let from = 1;
   for (;;) {
-    const page = await request(nc, rpc.runs.eventsPage, { run_id: runId, from, limit: 1000 });
+    const page = await request(nc, rpc.runs.eventsPage, { owner_id: ownerOf(runId), run_id: runId, from, limit: 1000 });
     events.push(...page.events);
     if (page.events.length === 0) return events;
     from = page.next_sequence;

@@ -80,14 +80,15 @@ async function claim(runId: string): Promise<{ job: RunJob; claim: SandboxClaim 
       attempt: res.attempt,
       runner_id: runnerId,
       claim_id: claimId,
-      holds: () => attemptHolds(stack.nc, runId, res.attempt),
+      holds: () => attemptHolds(stack.nc, { run_id: runId, attempt: res.attempt, claim_id: claimId }),
     },
   };
 }
 
-async function complete(runId: string, attempt: number): Promise<void> {
-  await request(stack.nc, rpc.runs.transition, { run_id: runId, attempt, to: 'running' });
-  await request(stack.nc, rpc.runs.transition, { run_id: runId, attempt, to: 'completed' });
+async function complete(claim: SandboxClaim): Promise<void> {
+  const fence = { run_id: claim.run_id, attempt: claim.attempt, claim_id: claim.claim_id };
+  await request(stack.nc, rpc.runs.transition, { ...fence, to: 'running' });
+  await request(stack.nc, rpc.runs.transition, { ...fence, to: 'completed' });
 }
 
 const state = (sandbox: Sandbox) =>
@@ -166,7 +167,7 @@ describe.runIf(process.platform === 'linux')('a sandbox taken over while an olde
     // The run is taken over and finished; the thread's next run takes the sandbox.
     const second = await claim(run.run.id);
     const taken = await takeover.provider.prepare(second.job, second.claim);
-    await complete(run.run.id, second.claim.attempt);
+    await complete(second.claim);
     const later = await admitRun(
       stack,
       'later run',

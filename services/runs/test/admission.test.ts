@@ -56,7 +56,7 @@ describe('runs admission', () => {
       repositories: req.repositories,
     });
 
-    const log = await readLog(h.nc, run.id);
+    const log = await readLog(h, run.id);
     expect(log).toHaveLength(1);
     expect(log[0]?.chunk).toMatchObject({ type: 'run.status', status: 'queued' });
 
@@ -96,7 +96,7 @@ describe('runs admission', () => {
     const afterEnd = await request(h.nc, rpc.runs.admit, req);
     expect(afterEnd.created).toBe(false);
     expect(afterEnd.run).toMatchObject({ id: first.run.id, status: 'cancelled', terminal: true });
-    expect(await statusLog(h.nc, first.run.id)).toEqual(['queued', 'cancelled']);
+    expect(await statusLog(h, first.run.id)).toEqual(['queued', 'cancelled']);
   });
 
   it('refuses a second live run on a thread with thread_busy naming the live run', async () => {
@@ -136,7 +136,7 @@ describe('runs admission', () => {
     const results = await Promise.all(Array.from({ length: 10 }, () => request(h.nc, rpc.runs.admit, req)));
     expect(new Set(results.map((r) => r.run.id)).size).toBe(1);
     expect(results.filter((r) => r.created)).toHaveLength(1);
-    expect(await statusLog(h.nc, results[0]!.run.id)).toEqual(['queued']);
+    expect(await statusLog(h, results[0]!.run.id)).toEqual(['queued']);
   });
 
   it('cancels a queued run at once and frees its thread for the next run', async () => {
@@ -184,11 +184,17 @@ describe('runs admission', () => {
     const req = admission();
     const { run } = await request(h.nc, rpc.runs.admit, req);
     expect(await request(h.nc, rpc.runs.get, { owner_id: req.owner_id, run_id: run.id })).toEqual(run);
-    expect(await request(h.nc, rpc.runs.get, { run_id: run.id })).toEqual(run);
     expect((await failure(request(h.nc, rpc.runs.get, { owner_id: 'usr_other', run_id: run.id }))).code).toBe(
       'not_found',
     );
-    expect((await failure(request(h.nc, rpc.runs.get, { run_id: 'run_missing' }))).code).toBe('not_found');
+    expect((await failure(request(h.nc, rpc.runs.get, { owner_id: req.owner_id, run_id: 'run_missing' }))).code).toBe(
+      'not_found',
+    );
+    // No read of a user's data is made for no one: without an owner, every one is refused.
+    const ownerless = { run_id: run.id, interaction_id: 'int_any', from: 1, limit: 10 } as never;
+    for (const endpoint of [rpc.runs.get, rpc.runs.eventsPage, rpc.runs.interactionGet]) {
+      expect((await failure(request(h.nc, endpoint, ownerless))).code, endpoint.subject).toBe('invalid_request');
+    }
     expect((await failure(request(h.nc, rpc.runs.cancel, { owner_id: 'usr_other', run_id: run.id }))).code).toBe(
       'not_found',
     );

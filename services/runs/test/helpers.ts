@@ -115,17 +115,33 @@ export async function runningRun(nc: NatsConnection, overrides: Partial<RpcReque
   const { run } = await request(nc, rpc.runs.admit, req);
   const claimId = newClaimId();
   const claim = await request(nc, rpc.runs.claim, { run_id: run.id, runner_id: 'runner-a', claim_id: claimId });
-  const running = await request(nc, rpc.runs.transition, { run_id: run.id, attempt: claim.attempt, to: 'running' });
+  const running = await request(nc, rpc.runs.transition, {
+    run_id: run.id,
+    attempt: claim.attempt,
+    claim_id: claimId,
+    to: 'running',
+  });
   expect(running.status).toBe('running');
   return { run: running, owner: req.owner_id, attempt: claim.attempt, claim_id: claimId, thread_id: req.thread_id };
 }
 
-/** Every event of a run, page by page. */
-export async function readLog(nc: NatsConnection, runId: string, limit = 1000): Promise<RunEvent[]> {
+/** Reads of a run are for its owner: the test reads as the owner the store names. */
+async function ownerOf(h: Harness, runId: string): Promise<string> {
+  return (await h.store.runs.findOne({ _id: runId }))?.owner_id ?? 'usr_nobody';
+}
+
+/** The run as its owner reads it. */
+export async function getRun(h: Harness, runId: string): Promise<Run> {
+  return request(h.nc, rpc.runs.get, { owner_id: await ownerOf(h, runId), run_id: runId });
+}
+
+/** Every event of a run, page by page, as its owner reads them. */
+export async function readLog(h: Harness, runId: string, limit = 1000): Promise<RunEvent[]> {
+  const owner_id = await ownerOf(h, runId);
   const events: RunEvent[] = [];
   let from = 1;
   for (;;) {
-    const page = await request(nc, rpc.runs.eventsPage, { run_id: runId, from, limit });
+    const page = await request(h.nc, rpc.runs.eventsPage, { owner_id, run_id: runId, from, limit });
     events.push(...page.events);
     if (page.events.length === 0) return events;
     from = page.next_sequence;
@@ -133,8 +149,8 @@ export async function readLog(nc: NatsConnection, runId: string, limit = 1000): 
 }
 
 /** The `run.status` chunks of a run's log, in order. */
-export async function statusLog(nc: NatsConnection, runId: string): Promise<string[]> {
-  return (await readLog(nc, runId))
+export async function statusLog(h: Harness, runId: string): Promise<string[]> {
+  return (await readLog(h, runId))
     .map((e) => e.chunk as { type: string; status?: string })
     .filter((c) => c.type === 'run.status')
     .map((c) => c.status ?? '');

@@ -2,7 +2,7 @@ import { rpc, RunSignal, subjects, type Question } from '@threadwork/contracts';
 import { decodeJson, request } from '@threadwork/platform';
 import { newClaimId, uniqueId } from '@threadwork/testing';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { failure, readLog, runningRun, startHarness, statusLog, type Harness } from './helpers.js';
+import { failure, getRun, type Harness, readLog, runningRun, startHarness, statusLog } from './helpers.js';
 
 const fileQuestion: Question = {
   id: 'file',
@@ -38,6 +38,7 @@ describe('interactions', () => {
     const interaction = await request(h.nc, rpc.runs.interactionCreate, {
       run_id: live.run.id,
       attempt: live.attempt,
+      claim_id: live.claim_id,
       key: uniqueId('req'),
       kind: 'question',
       questions,
@@ -57,9 +58,9 @@ describe('interactions', () => {
       cancelledBy: null,
     });
     expect(interaction.id).toMatch(/^int_[0-9a-f]{32}$/);
-    expect((await request(h.nc, rpc.runs.get, { run_id: run.id })).status).toBe('waiting_for_input');
+    expect((await getRun(h, run.id)).status).toBe('waiting_for_input');
 
-    const log = await readLog(h.nc, run.id);
+    const log = await readLog(h, run.id);
     expect(log.map((e) => e.chunk).slice(-2)).toEqual([
       { type: 'run.status', status: 'waiting_for_input', previous: 'running', attempt },
       { type: 'interaction.requested', interaction_id: interaction.id, kind: 'question' },
@@ -74,6 +75,7 @@ describe('interactions', () => {
     const req = {
       run_id: live.run.id,
       attempt: live.attempt,
+      claim_id: live.claim_id,
       key: 'call_1',
       kind: 'plan_approval' as const,
       questions: [fileQuestion],
@@ -81,7 +83,7 @@ describe('interactions', () => {
     const first = await request(h.nc, rpc.runs.interactionCreate, req);
     const again = await request(h.nc, rpc.runs.interactionCreate, req);
     expect(again).toEqual(first);
-    const log = await readLog(h.nc, live.run.id);
+    const log = await readLog(h, live.run.id);
     expect(log.filter((e) => (e.chunk as { type: string }).type === 'interaction.requested')).toHaveLength(1);
     expect(
       (await failure(request(h.nc, rpc.runs.interactionCreate, { ...req, key: 'call_2', attempt: live.attempt + 1 })))
@@ -114,18 +116,18 @@ describe('interactions', () => {
       expect(RunSignal.parse(decodeJson(msg.data))).toEqual({ type: 'interaction', interaction_id: interaction.id });
     }
 
-    expect((await request(h.nc, rpc.runs.get, { run_id: run.id })).status).toBe('running');
+    expect((await getRun(h, run.id)).status).toBe('running');
     const settlement = await request(h.nc, rpc.runs.interactionSettlement, {
       run_id: run.id,
       claim_id,
       interaction_id: interaction.id,
     });
     expect(settlement.answers).toEqual(won[0]!.answers);
-    const log = await readLog(h.nc, run.id);
+    const log = await readLog(h, run.id);
     expect(log.filter((e) => (e.chunk as { type: string }).type === 'interaction.settled').map((e) => e.chunk)).toEqual(
       [{ type: 'interaction.settled', interaction_id: interaction.id, status: 'answered' }],
     );
-    expect(await statusLog(h.nc, run.id)).toEqual(['queued', 'starting', 'running', 'waiting_for_input', 'running']);
+    expect(await statusLog(h, run.id)).toEqual(['queued', 'starting', 'running', 'waiting_for_input', 'running']);
 
     const late = await failure(
       request(h.nc, rpc.runs.interactionAnswer, {
@@ -177,7 +179,7 @@ describe('interactions', () => {
       request: { action: 'cancel' },
     });
     expect(result).toMatchObject({ status: 'cancelled', cancelledBy: 'user', answers: {} });
-    expect((await request(h.nc, rpc.runs.get, { run_id: run.id })).status).toBe('running');
+    expect((await getRun(h, run.id)).status).toBe('running');
   });
 
   it('rejects answers that do not fit the questions', async () => {
@@ -198,10 +200,11 @@ describe('interactions', () => {
   });
 
   it('keeps the run waiting until every pending interaction is settled', async () => {
-    const { run, attempt, owner, thread_id, interaction: first } = await ask([fileQuestion]);
+    const { run, attempt, claim_id, owner, thread_id, interaction: first } = await ask([fileQuestion]);
     const second = await request(h.nc, rpc.runs.interactionCreate, {
       run_id: run.id,
       attempt,
+      claim_id,
       key: 'second',
       kind: 'plan_approval',
       questions: [{ ...fileQuestion, id: 'approve', options: [{ label: 'yes', description: '' }] }],
@@ -210,24 +213,24 @@ describe('interactions', () => {
       request(h.nc, rpc.runs.interactionAnswer, { owner_id: owner, interaction_id: id, request: { action: 'cancel' } });
 
     await settle(first.id);
-    expect((await request(h.nc, rpc.runs.get, { run_id: run.id })).status).toBe('waiting_for_input');
+    expect((await getRun(h, run.id)).status).toBe('waiting_for_input');
     const pending = await request(h.nc, rpc.runs.interactionList, { owner_id: owner, thread_id, status: 'pending' });
     expect(pending.interactions.map((i) => i.id)).toEqual([second.id]);
     const all = await request(h.nc, rpc.runs.interactionList, { owner_id: owner, thread_id });
     expect(all.interactions.map((i) => i.id)).toEqual([first.id, second.id]);
 
     await settle(second.id);
-    expect((await request(h.nc, rpc.runs.get, { run_id: run.id })).status).toBe('running');
+    expect((await getRun(h, run.id)).status).toBe('running');
   });
 
   it('cancels pending interactions for the system when the run is cancelled', async () => {
-    const { run, attempt, owner, interaction } = await ask([fileQuestion]);
+    const { run, attempt, claim_id, owner, interaction } = await ask([fileQuestion]);
     await request(h.nc, rpc.runs.cancel, { owner_id: owner, run_id: run.id });
-    await request(h.nc, rpc.runs.transition, { run_id: run.id, attempt, to: 'cancelled' });
-    const got = await request(h.nc, rpc.runs.interactionGet, { interaction_id: interaction.id });
+    await request(h.nc, rpc.runs.transition, { run_id: run.id, attempt, claim_id, to: 'cancelled' });
+    const got = await request(h.nc, rpc.runs.interactionGet, { owner_id: owner, interaction_id: interaction.id });
     expect(got).toMatchObject({ status: 'cancelled', cancelledBy: 'system' });
     expect(got.resolvedAt).not.toBeNull();
-    const log = await readLog(h.nc, run.id);
+    const log = await readLog(h, run.id);
     expect(log.at(-1)?.chunk).toMatchObject({ type: 'run.status', status: 'cancelled' });
     expect(log.at(-2)?.chunk).toEqual({
       type: 'interaction.settled',

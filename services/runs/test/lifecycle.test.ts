@@ -9,7 +9,7 @@ import { createInteraction } from '../src/flows/interactions.js';
 import { moveRun } from '../src/flows/lifecycle.js';
 import { appendEvents } from '../src/flows/runner.js';
 import { createEventLog } from '../src/store/event-log.js';
-import { admission, failure, readLog, runningRun, startHarness, statusLog, type Harness } from './helpers.js';
+import { admission, failure, getRun, type Harness, readLog, runningRun, startHarness, statusLog } from './helpers.js';
 
 describe('run lifecycle', () => {
   let h: Harness;
@@ -28,7 +28,8 @@ describe('run lifecycle', () => {
 
   it('moves a run through claim, running and completion, logging each move', async () => {
     const { run, owner, thread_id } = await admit();
-    const claim = await request(h.nc, rpc.runs.claim, { run_id: run.id, runner_id: 'runner-a', claim_id: newClaimId() });
+    const claim_id = newClaimId();
+    const claim = await request(h.nc, rpc.runs.claim, { run_id: run.id, runner_id: 'runner-a', claim_id });
     expect(claim.attempt).toBe(0);
     expect(claim.run).toMatchObject({ status: 'starting', attempt: 0 });
     expect(claim.job).toMatchObject({ run_id: run.id, thread_id, owner_id: owner });
@@ -36,6 +37,7 @@ describe('run lifecycle', () => {
     const running = await request(h.nc, rpc.runs.transition, {
       run_id: run.id,
       attempt: 0,
+      claim_id,
       to: 'running',
       sandbox_id: 'sbx_1',
     });
@@ -45,13 +47,14 @@ describe('run lifecycle', () => {
     const done = await request(h.nc, rpc.runs.transition, {
       run_id: run.id,
       attempt: 0,
+      claim_id,
       to: 'completed',
       usage: { inputTokens: 10, outputTokens: 5, totalTokens: 15 },
     });
     expect(done).toMatchObject({ status: 'completed', terminal: true, usage: { totalTokens: 15 }, error: null });
     expect(done.completed_at).not.toBeNull();
 
-    const log = await readLog(h.nc, run.id);
+    const log = await readLog(h, run.id);
     expect(log.map((e) => e.chunk)).toEqual([
       { type: 'run.status', status: 'queued', attempt: 0 },
       { type: 'run.status', status: 'starting', previous: 'queued', attempt: 0 },
@@ -62,24 +65,25 @@ describe('run lifecycle', () => {
   });
 
   it('treats a repeated move as done and refuses an illegal one', async () => {
-    const { run, attempt } = await runningRun(h.nc);
-    const again = await request(h.nc, rpc.runs.transition, { run_id: run.id, attempt, to: 'running' });
+    const { run, attempt, claim_id } = await runningRun(h.nc);
+    const again = await request(h.nc, rpc.runs.transition, { run_id: run.id, attempt, claim_id, to: 'running' });
     expect(again.status).toBe('running');
-    expect(await statusLog(h.nc, run.id)).toEqual(['queued', 'starting', 'running']);
+    expect(await statusLog(h, run.id)).toEqual(['queued', 'starting', 'running']);
 
-    const err = await failure(request(h.nc, rpc.runs.transition, { run_id: run.id, attempt, to: 'queued' }));
+    const err = await failure(request(h.nc, rpc.runs.transition, { run_id: run.id, attempt, claim_id, to: 'queued' }));
     expect(err.code).toBe('invalid_request');
+    // A run nobody claimed yet is held by no claim: no one moves it.
     const early = await admit();
-    expect(
-      (await failure(request(h.nc, rpc.runs.transition, { run_id: early.run.id, attempt: 0, to: 'running' }))).code,
-    ).toBe('invalid_request');
+    const unclaimed = { run_id: early.run.id, attempt: 0, claim_id: newClaimId(), to: 'running' as const };
+    expect((await failure(request(h.nc, rpc.runs.transition, unclaimed))).code).toBe('already_settled');
   });
 
   it('records a failure with its error and frees the thread', async () => {
-    const { run, owner, thread_id, attempt } = await runningRun(h.nc);
+    const { run, owner, thread_id, attempt, claim_id } = await runningRun(h.nc);
     const failed = await request(h.nc, rpc.runs.transition, {
       run_id: run.id,
       attempt,
+      claim_id,
       to: 'failed',
       error: { code: 'harness_crashed', message: 'codex exited with 1', detail: 'stderr tail' },
     });
@@ -92,29 +96,42 @@ describe('run lifecycle', () => {
 
   it('claims attempt 0 first, the next attempt on redelivery, and fails the run once attempts run out', async () => {
     const { run } = await admit();
-    const first = await request(h.nc, rpc.runs.claim, { run_id: run.id, runner_id: 'runner-a', claim_id: newClaimId() });
+    const firstClaim = newClaimId();
+    const first = await request(h.nc, rpc.runs.claim, { run_id: run.id, runner_id: 'runner-a', claim_id: firstClaim });
     expect(first.attempt).toBe(0);
-    await request(h.nc, rpc.runs.transition, { run_id: run.id, attempt: 0, to: 'running' });
+    await request(h.nc, rpc.runs.transition, { run_id: run.id, attempt: 0, claim_id: firstClaim, to: 'running' });
 
-    const second = await request(h.nc, rpc.runs.claim, { run_id: run.id, runner_id: 'runner-b', claim_id: newClaimId() });
+    const second = await request(h.nc, rpc.runs.claim, {
+      run_id: run.id,
+      runner_id: 'runner-b',
+      claim_id: newClaimId(),
+    });
     expect(second.attempt).toBe(1);
     expect(second.run).toMatchObject({ status: 'running', attempt: 1 });
 
-    const third = await request(h.nc, rpc.runs.claim, { run_id: run.id, runner_id: 'runner-c', claim_id: newClaimId() });
+    const third = await request(h.nc, rpc.runs.claim, {
+      run_id: run.id,
+      runner_id: 'runner-c',
+      claim_id: newClaimId(),
+    });
     expect(third.attempt).toBe(2);
 
-    const err = await failure(request(h.nc, rpc.runs.claim, { run_id: run.id, runner_id: 'runner-d', claim_id: newClaimId() }));
+    const err = await failure(
+      request(h.nc, rpc.runs.claim, { run_id: run.id, runner_id: 'runner-d', claim_id: newClaimId() }),
+    );
     expect(err.code).toBe('already_settled');
-    const failed = await request(h.nc, rpc.runs.get, { run_id: run.id });
+    const failed = await getRun(h, run.id);
     expect(failed).toMatchObject({ status: 'failed', terminal: true, error: { code: 'runner_lost' } });
-    expect(await statusLog(h.nc, run.id)).toEqual(['queued', 'starting', 'running', 'failed']);
+    expect(await statusLog(h, run.id)).toEqual(['queued', 'starting', 'running', 'failed']);
 
-    expect((await failure(request(h.nc, rpc.runs.claim, { run_id: run.id, runner_id: 'runner-e', claim_id: newClaimId() }))).code).toBe(
-      'already_settled',
-    );
-    expect((await failure(request(h.nc, rpc.runs.claim, { run_id: 'run_missing', runner_id: 'r', claim_id: newClaimId() }))).code).toBe(
-      'not_found',
-    );
+    expect(
+      (await failure(request(h.nc, rpc.runs.claim, { run_id: run.id, runner_id: 'runner-e', claim_id: newClaimId() })))
+        .code,
+    ).toBe('already_settled');
+    expect(
+      (await failure(request(h.nc, rpc.runs.claim, { run_id: 'run_missing', runner_id: 'r', claim_id: newClaimId() })))
+        .code,
+    ).toBe('not_found');
   });
 
   it('gives a retried claim the attempt its first try made, applied or still under way', async () => {
@@ -125,10 +142,14 @@ describe('run lifecycle', () => {
     const retry = await request(h.nc, rpc.runs.claim, claim);
     expect([first.attempt, retry.attempt]).toEqual([0, 0]);
     expect(retry.run).toMatchObject({ status: 'starting', attempt: 0 });
-    await request(h.nc, rpc.runs.transition, { run_id: run.id, attempt: 0, to: 'running' });
+    await request(h.nc, rpc.runs.transition, { run_id: run.id, attempt: 0, claim_id: claim.claim_id, to: 'running' });
     expect(await request(h.nc, rpc.runs.claim, claim)).toMatchObject({ attempt: 0, run: { status: 'running' } });
     // A different claim (a redelivery to another runner) still takes the next attempt over.
-    const other = await request(h.nc, rpc.runs.claim, { run_id: run.id, runner_id: 'runner-b', claim_id: newClaimId() });
+    const other = await request(h.nc, rpc.runs.claim, {
+      run_id: run.id,
+      runner_id: 'runner-b',
+      claim_id: newClaimId(),
+    });
     expect(other.attempt).toBe(1);
     // …and fences the first claim: its retry now learns the run moved on.
     expect((await failure(request(h.nc, rpc.runs.claim, claim))).code).toBe('already_settled');
@@ -139,7 +160,7 @@ describe('run lifecycle', () => {
       const twin = { run_id: raced.id, runner_id: 'runner-a', claim_id: newClaimId() };
       const answers = await Promise.all([request(h.nc, rpc.runs.claim, twin), request(h.nc, rpc.runs.claim, twin)]);
       expect(answers.map((a) => a.attempt)).toEqual([0, 0]);
-      expect(await request(h.nc, rpc.runs.get, { run_id: raced.id })).toMatchObject({ status: 'starting', attempt: 0 });
+      expect(await getRun(h, raced.id)).toMatchObject({ status: 'starting', attempt: 0 });
     }
   });
 
@@ -147,12 +168,15 @@ describe('run lifecycle', () => {
     // The first claim racing a takeover by the next attempt is a narrow window: many rounds, three runners.
     for (let i = 0; i < 40; i++) {
       const { run } = await admit();
-      const outcomes = await Promise.allSettled(
-        ['runner-a', 'runner-b', 'runner-c'].map((runner_id) =>
-          request(h.nc, rpc.runs.claim, { run_id: run.id, runner_id, claim_id: newClaimId() }),
-        ),
+      const claims = ['runner-a', 'runner-b', 'runner-c'].map((runner_id) => ({
+        run_id: run.id,
+        runner_id,
+        claim_id: newClaimId(),
+      }));
+      const outcomes = await Promise.allSettled(claims.map((claim) => request(h.nc, rpc.runs.claim, claim)));
+      const won = outcomes.flatMap((o, n) =>
+        o.status === 'fulfilled' ? [{ ...o.value, claim_id: claims[n]!.claim_id }] : [],
       );
-      const won = outcomes.flatMap((o) => (o.status === 'fulfilled' ? [o.value] : []));
       expect(won.length).toBeGreaterThanOrEqual(1);
       // A runner that read the run after the winner's claim takes the next attempt (a redelivery);
       // two runners never hold the same attempt.
@@ -164,15 +188,17 @@ describe('run lifecycle', () => {
       // it: every other winner is fenced at its first move. (On MongoDB that is always the latest
       // attempt; on FerretDB a conditional update is not atomic (DESIGN.md, "Exclusivity"), so the
       // first claim's write may land after the takeover's, and then the first claim holds the run.)
-      const current = await request(h.nc, rpc.runs.get, { run_id: run.id });
+      const current = await getRun(h, run.id);
       expect(won.map((c) => c.attempt)).toContain(current.attempt);
       for (const claim of won.filter((c) => c.attempt !== current.attempt)) {
-        const move = { run_id: run.id, attempt: claim.attempt, to: 'running' as const };
+        const move = { run_id: run.id, attempt: claim.attempt, claim_id: claim.claim_id, to: 'running' as const };
         expect((await failure(request(h.nc, rpc.runs.transition, move))).code).toBe('already_settled');
       }
+      const holder = won.find((c) => c.attempt === current.attempt)!;
       const moved = await request(h.nc, rpc.runs.transition, {
         run_id: run.id,
         attempt: current.attempt,
+        claim_id: holder.claim_id,
         to: 'running',
       });
       expect(moved).toMatchObject({ status: 'running', attempt: current.attempt });
@@ -180,17 +206,25 @@ describe('run lifecycle', () => {
   });
 
   it('fences a runner whose attempt was taken over out of moves and appends', async () => {
-    const { run } = await runningRun(h.nc);
-    const takeover = await request(h.nc, rpc.runs.claim, { run_id: run.id, runner_id: 'runner-b', claim_id: newClaimId() });
+    const { run, claim_id } = await runningRun(h.nc);
+    const takeoverClaim = newClaimId();
+    const takeover = await request(h.nc, rpc.runs.claim, {
+      run_id: run.id,
+      runner_id: 'runner-b',
+      claim_id: takeoverClaim,
+    });
     expect(takeover.attempt).toBe(1);
 
-    const move = await failure(request(h.nc, rpc.runs.transition, { run_id: run.id, attempt: 0, to: 'completed' }));
+    const move = await failure(
+      request(h.nc, rpc.runs.transition, { run_id: run.id, attempt: 0, claim_id, to: 'completed' }),
+    );
     expect(move.code).toBe('already_settled');
     expect(move.message).toMatch(/stale attempt/);
     const append = await failure(
       request(h.nc, rpc.runs.append, {
         run_id: run.id,
         attempt: 0,
+        claim_id,
         events: [{ key: 'e1', chunk: { type: 'message.delta', item_id: 'i', delta: 'x' } }],
       }),
     );
@@ -199,10 +233,16 @@ describe('run lifecycle', () => {
     const appended = await request(h.nc, rpc.runs.append, {
       run_id: run.id,
       attempt: 1,
+      claim_id: takeoverClaim,
       events: [{ key: 'e1', chunk: { type: 'message.delta', item_id: 'i', delta: 'x' } }],
     });
     expect(appended.sequences).toHaveLength(1);
-    const done = await request(h.nc, rpc.runs.transition, { run_id: run.id, attempt: 1, to: 'completed' });
+    const done = await request(h.nc, rpc.runs.transition, {
+      run_id: run.id,
+      attempt: 1,
+      claim_id: takeoverClaim,
+      to: 'completed',
+    });
     expect(done.status).toBe('completed');
     expect(
       (
@@ -210,6 +250,7 @@ describe('run lifecycle', () => {
           request(h.nc, rpc.runs.append, {
             run_id: run.id,
             attempt: 1,
+            claim_id: takeoverClaim,
             events: [{ key: 'late', chunk: { type: 'message.delta', item_id: 'i', delta: 'y' } }],
           }),
         )
@@ -217,8 +258,42 @@ describe('run lifecycle', () => {
     ).toBe('already_settled');
   });
 
+  it('refuses moves, appends and questions from a caller that did not make the attempt, whatever attempt it names', async () => {
+    const { run, attempt, claim_id } = await runningRun(h.nc);
+    const other = await runningRun(h.nc);
+    const event = [{ key: 'forged', chunk: { type: 'message.completed', item_id: 'i', text: 'forged' } }];
+    const question = { id: 'q', header: 'Q', question: '?', isOther: false, isSecret: false, options: [] };
+    // A claim id of nobody's, and the holder of another run presenting its own: the current
+    // attempt number (which anyone can guess) is not enough.
+    for (const stranger of [newClaimId(), other.claim_id]) {
+      const fence = { run_id: run.id, attempt, claim_id: stranger };
+      const moved = await failure(request(h.nc, rpc.runs.transition, { ...fence, to: 'completed' }));
+      expect(moved).toMatchObject({
+        code: 'already_settled',
+        message: expect.stringMatching(/not held by this claim/),
+      });
+      expect((await failure(request(h.nc, rpc.runs.append, { ...fence, events: event }))).code).toBe('already_settled');
+      const asked = request(h.nc, rpc.runs.interactionCreate, {
+        ...fence,
+        key: 'forged',
+        kind: 'question',
+        questions: [question],
+      });
+      expect((await failure(asked)).code).toBe('already_settled');
+    }
+    const chunks = (await readLog(h, run.id)).map((e) => e.chunk as { type: string });
+    expect(chunks.map((c) => c.type)).toEqual(['run.status', 'run.status', 'run.status']);
+    expect(await getRun(h, run.id)).toMatchObject({ status: 'running', attempt });
+    // The holder goes on as before.
+    const appended = await request(h.nc, rpc.runs.append, { run_id: run.id, attempt, claim_id, events: event });
+    expect(appended.sequences).toHaveLength(1);
+    expect(
+      await request(h.nc, rpc.runs.transition, { run_id: run.id, attempt, claim_id, to: 'completed' }),
+    ).toMatchObject({ status: 'completed' });
+  });
+
   it('cancels a running run through cancelling, signalling its runner, until the runner ends it', async () => {
-    const { run, owner, attempt } = await runningRun(h.nc);
+    const { run, owner, attempt, claim_id } = await runningRun(h.nc);
     const signals = h.nc.subscribe(subjects.runSignal(run.id), { max: 1 });
     const cancel = await request(h.nc, rpc.runs.cancel, { owner_id: owner, run_id: run.id });
     expect(cancel).toMatchObject({ requested: true, run: { status: 'cancelling', terminal: false } });
@@ -227,9 +302,9 @@ describe('run lifecycle', () => {
     const again = await request(h.nc, rpc.runs.cancel, { owner_id: owner, run_id: run.id });
     expect(again).toMatchObject({ requested: true, run: { status: 'cancelling' } });
 
-    const cancelled = await request(h.nc, rpc.runs.transition, { run_id: run.id, attempt, to: 'cancelled' });
+    const cancelled = await request(h.nc, rpc.runs.transition, { run_id: run.id, attempt, claim_id, to: 'cancelled' });
     expect(cancelled).toMatchObject({ status: 'cancelled', terminal: true });
-    expect(await statusLog(h.nc, run.id)).toEqual(['queued', 'starting', 'running', 'cancelling', 'cancelled']);
+    expect(await statusLog(h, run.id)).toEqual(['queued', 'starting', 'running', 'cancelling', 'cancelled']);
     const after = await request(h.nc, rpc.runs.cancel, { owner_id: owner, run_id: run.id });
     expect(after).toMatchObject({ requested: false, run: { status: 'cancelled' } });
   });
@@ -237,9 +312,11 @@ describe('run lifecycle', () => {
   it('finishes a cancellation whose runner went away when its job comes back', async () => {
     const { run, owner } = await runningRun(h.nc);
     await request(h.nc, rpc.runs.cancel, { owner_id: owner, run_id: run.id });
-    const err = await failure(request(h.nc, rpc.runs.claim, { run_id: run.id, runner_id: 'runner-b', claim_id: newClaimId() }));
+    const err = await failure(
+      request(h.nc, rpc.runs.claim, { run_id: run.id, runner_id: 'runner-b', claim_id: newClaimId() }),
+    );
     expect(err.code).toBe('already_settled');
-    expect(await request(h.nc, rpc.runs.get, { run_id: run.id })).toMatchObject({
+    expect(await getRun(h, run.id)).toMatchObject({
       status: 'cancelled',
       terminal: true,
     });
@@ -247,23 +324,23 @@ describe('run lifecycle', () => {
 
   it('ends a run exactly once when cancellation races completion', async () => {
     for (let i = 0; i < 20; i++) {
-      const { run, owner, attempt } = await runningRun(h.nc);
+      const { run, owner, attempt, claim_id } = await runningRun(h.nc);
       const [completion, cancelPath] = await Promise.all([
-        request(h.nc, rpc.runs.transition, { run_id: run.id, attempt, to: 'completed' }),
+        request(h.nc, rpc.runs.transition, { run_id: run.id, attempt, claim_id, to: 'completed' }),
         (async () => {
           const cancel = await request(h.nc, rpc.runs.cancel, { owner_id: owner, run_id: run.id });
           if (cancel.run.terminal) return cancel.run;
           // The runner stops the harness on the signal and reports the cancellation.
-          return request(h.nc, rpc.runs.transition, { run_id: run.id, attempt, to: 'cancelled' });
+          return request(h.nc, rpc.runs.transition, { run_id: run.id, attempt, claim_id, to: 'cancelled' });
         })(),
       ]);
-      const final = await request(h.nc, rpc.runs.get, { run_id: run.id });
+      const final = await getRun(h, run.id);
       expect(final.terminal).toBe(true);
       expect(['completed', 'cancelled']).toContain(final.status);
       expect(completion.status).toBe(final.status);
       expect(cancelPath.status).toBe(final.status);
 
-      const statuses = await statusLog(h.nc, run.id);
+      const statuses = await statusLog(h, run.id);
       const terminals = statuses.filter((s) => ['completed', 'cancelled', 'failed'].includes(s));
       expect(terminals).toEqual([final.status]);
       expect(statuses.at(-1)).toBe(final.status);
@@ -273,15 +350,15 @@ describe('run lifecycle', () => {
   it('never logs a move behind the terminal event of a decision that overtook it', async () => {
     // A user's cancel moves the run to `cancelling`; between its look for a terminal decision and
     // its append, the runner's completion is decided and logged. The terminal event stays last.
-    const { run, attempt } = await runningRun(h.nc);
+    const { run, attempt, claim_id } = await runningRun(h.nc);
     const ctx = contextDecidingAt(1, () =>
-      request(h.nc, rpc.runs.transition, { run_id: run.id, attempt, to: 'completed' }),
+      request(h.nc, rpc.runs.transition, { run_id: run.id, attempt, claim_id, to: 'completed' }),
     );
     const doc = await h.store.runs.findOne({ _id: run.id });
     await moveRun(ctx, doc!, 'cancelling', { cause: 'cancel' });
     expect(ctx.decided()).toBe(true);
-    expect(await statusLog(h.nc, run.id)).toEqual(['queued', 'starting', 'running', 'completed']);
-    expect(await request(h.nc, rpc.runs.get, { run_id: run.id })).toMatchObject({
+    expect(await statusLog(h, run.id)).toEqual(['queued', 'starting', 'running', 'completed']);
+    expect(await getRun(h, run.id)).toMatchObject({
       status: 'completed',
       terminal: true,
     });
@@ -330,16 +407,16 @@ describe('run lifecycle', () => {
     async (nth) => {
       // The runner's batch passed the check for an ended run; then, before event `nth` went in,
       // the user's cancel ended the run. The terminal event stays last; the rest is refused.
-      const { run, attempt, owner } = await runningRun(h.nc);
+      const { run, attempt, owner, claim_id } = await runningRun(h.nc);
       const ctx = contextDecidingAt(nth, () =>
         request(h.nc, rpc.runs.cancel, { owner_id: owner, run_id: run.id }).then(() =>
-          request(h.nc, rpc.runs.transition, { run_id: run.id, attempt, to: 'cancelled' }),
+          request(h.nc, rpc.runs.transition, { run_id: run.id, attempt, claim_id, to: 'cancelled' }),
         ),
       );
-      const appended = appendEvents(ctx, { run_id: run.id, attempt, events: runnerEvents(4) });
+      const appended = appendEvents(ctx, { run_id: run.id, attempt, claim_id, events: runnerEvents(4) });
       await expect(appended).rejects.toMatchObject({ code: 'already_settled' });
       expect(ctx.decided()).toBe(true);
-      const types = (await readLog(h.nc, run.id)).map((e) => e.chunk as { type: string; status?: string });
+      const types = (await readLog(h, run.id)).map((e) => e.chunk as { type: string; status?: string });
       expect(types.at(-1)).toEqual(expect.objectContaining({ type: 'run.status', status: 'cancelled' }));
       // What went in before the decision stays, in order; nothing came after it.
       expect(types.filter((c) => c.type === 'message.delta')).toHaveLength(nth - 1);
@@ -347,22 +424,23 @@ describe('run lifecycle', () => {
   );
 
   it('announces a question only while the run is live: never behind the terminal event', async () => {
-    const { run, attempt, owner } = await runningRun(h.nc);
+    const { run, attempt, owner, claim_id } = await runningRun(h.nc);
     // The first append is the move to waiting_for_input; the decision comes before the second.
     const ctx = contextDecidingAt(2, () =>
       request(h.nc, rpc.runs.cancel, { owner_id: owner, run_id: run.id }).then(() =>
-        request(h.nc, rpc.runs.transition, { run_id: run.id, attempt, to: 'cancelled' }),
+        request(h.nc, rpc.runs.transition, { run_id: run.id, attempt, claim_id, to: 'cancelled' }),
       ),
     );
     const created = createInteraction(ctx, {
       run_id: run.id,
       attempt,
+      claim_id,
       key: 'late-question',
       kind: 'question',
       questions: [{ id: 'q', header: 'Q', question: 'Now?', isOther: false, isSecret: false, options: [] }],
     });
     await expect(created).rejects.toMatchObject({ code: 'already_settled' });
-    const chunks = (await readLog(h.nc, run.id)).map((e) => e.chunk as { type: string; status?: string });
+    const chunks = (await readLog(h, run.id)).map((e) => e.chunk as { type: string; status?: string });
     expect(chunks.at(-1)).toEqual(expect.objectContaining({ type: 'run.status', status: 'cancelled' }));
     expect(chunks.map((c) => c.type)).not.toContain('interaction.requested');
   });
@@ -370,14 +448,14 @@ describe('run lifecycle', () => {
   it('ends a cancelling run exactly once when completion, cancellation and a redelivered job race', async () => {
     const outcomes = new Set<string>();
     for (let i = 0; i < 20; i++) {
-      const { run, owner, attempt } = await runningRun(h.nc);
+      const { run, owner, attempt, claim_id } = await runningRun(h.nc);
       await request(h.nc, rpc.runs.cancel, { owner_id: owner, run_id: run.id });
       const [completed, cancelled, claim] = await Promise.allSettled([
-        request(h.nc, rpc.runs.transition, { run_id: run.id, attempt, to: 'completed' }),
-        request(h.nc, rpc.runs.transition, { run_id: run.id, attempt, to: 'cancelled' }),
+        request(h.nc, rpc.runs.transition, { run_id: run.id, attempt, claim_id, to: 'completed' }),
+        request(h.nc, rpc.runs.transition, { run_id: run.id, attempt, claim_id, to: 'cancelled' }),
         request(h.nc, rpc.runs.claim, { run_id: run.id, runner_id: 'runner-b', claim_id: newClaimId() }),
       ]);
-      const final = await request(h.nc, rpc.runs.get, { run_id: run.id });
+      const final = await getRun(h, run.id);
       outcomes.add(final.status);
       expect(final.terminal).toBe(true);
       // Both runner reports get the run as it ended, whichever of them lost.
@@ -385,7 +463,7 @@ describe('run lifecycle', () => {
       expect(cancelled).toMatchObject({ status: 'fulfilled', value: { status: final.status } });
       expect(claim).toMatchObject({ status: 'rejected', reason: { code: 'already_settled' } });
 
-      const statuses = await statusLog(h.nc, run.id);
+      const statuses = await statusLog(h, run.id);
       expect(statuses.filter((s) => ['completed', 'cancelled', 'failed'].includes(s))).toEqual([final.status]);
       expect(statuses.at(-1)).toBe(final.status);
     }

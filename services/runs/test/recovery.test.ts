@@ -2,7 +2,7 @@ import { rpc } from '@threadwork/contracts';
 import { request } from '@threadwork/platform';
 import { uniqueId } from '@threadwork/testing';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { admission, failure, readLog, runningRun, startHarness, statusLog, type Harness } from './helpers.js';
+import { admission, failure, getRun, type Harness, readLog, runningRun, startHarness, statusLog } from './helpers.js';
 
 // A crash can stop any flow between two of its writes. These tests write the state such a crash
 // leaves behind directly into the service's collections and check that the next caller converges.
@@ -30,7 +30,7 @@ describe('recovery from interrupted writes', () => {
     const { run, created } = await request(h.nc, rpc.runs.admit, req);
     expect(created).toBe(true);
     expect(run).toMatchObject({ id: runId, status: 'queued' });
-    expect(await statusLog(h.nc, runId)).toEqual(['queued']);
+    expect(await statusLog(h, runId)).toEqual(['queued']);
     expect(await h.store.admissions.findOne({ _id: runId })).not.toBeNull();
   });
 
@@ -59,8 +59,8 @@ describe('recovery from interrupted writes', () => {
   });
 
   it('takes the next slot after a run that ended, exactly once under concurrent admissions', async () => {
-    const { run, owner, thread_id, attempt } = await runningRun(h.nc);
-    await request(h.nc, rpc.runs.transition, { run_id: run.id, attempt, to: 'completed' });
+    const { run, owner, thread_id, attempt, claim_id } = await runningRun(h.nc);
+    await request(h.nc, rpc.runs.transition, { run_id: run.id, attempt, claim_id, to: 'completed' });
     const results = await Promise.allSettled(
       Array.from({ length: 10 }, () => request(h.nc, rpc.runs.admit, { ...admission({ owner_id: owner }), thread_id })),
     );
@@ -71,7 +71,7 @@ describe('recovery from interrupted writes', () => {
   });
 
   it('finishes a terminal decision whose follow-up writes were interrupted, once', async () => {
-    const { run, owner, thread_id, attempt } = await runningRun(h.nc);
+    const { run, owner, thread_id, attempt, claim_id } = await runningRun(h.nc);
     await h.store.terminals.insertOne({
       _id: run.id,
       status: 'cancelled',
@@ -82,17 +82,17 @@ describe('recovery from interrupted writes', () => {
       at: new Date(),
       event_sequence: null,
     });
-    const answer = await request(h.nc, rpc.runs.transition, { run_id: run.id, attempt, to: 'completed' });
+    const answer = await request(h.nc, rpc.runs.transition, { run_id: run.id, attempt, claim_id, to: 'completed' });
     expect(answer).toMatchObject({ status: 'cancelled', terminal: true });
     const again = await request(h.nc, rpc.runs.cancel, { owner_id: owner, run_id: run.id });
     expect(again).toMatchObject({ requested: false, run: { status: 'cancelled' } });
-    expect(await statusLog(h.nc, run.id)).toEqual(['queued', 'starting', 'running', 'cancelled']);
+    expect(await statusLog(h, run.id)).toEqual(['queued', 'starting', 'running', 'cancelled']);
     expect((await request(h.nc, rpc.runs.live, { owner_id: owner, thread_id })).run).toBeNull();
   });
 
   it('reports no live run once the run ended, even if a racing move rewrote its document as live', async () => {
-    const { run, owner, thread_id, attempt } = await runningRun(h.nc);
-    await request(h.nc, rpc.runs.transition, { run_id: run.id, attempt, to: 'completed' });
+    const { run, owner, thread_id, attempt, claim_id } = await runningRun(h.nc);
+    await request(h.nc, rpc.runs.transition, { run_id: run.id, attempt, claim_id, to: 'completed' });
     // What a cancel's move to `cancelling` leaves on FerretDB when its read preceded the terminal
     // write and its write followed it: the whole document as the move saw it, live.
     await h.store.runs.updateOne(
@@ -101,11 +101,11 @@ describe('recovery from interrupted writes', () => {
     );
     expect((await request(h.nc, rpc.runs.live, { owner_id: owner, thread_id })).run).toBeNull();
     // …and the run document is finished again on the way.
-    expect(await request(h.nc, rpc.runs.get, { run_id: run.id })).toMatchObject({
+    expect(await getRun(h, run.id)).toMatchObject({
       status: 'completed',
       terminal: true,
     });
-    expect(await statusLog(h.nc, run.id)).toEqual(['queued', 'starting', 'running', 'completed']);
+    expect(await statusLog(h, run.id)).toEqual(['queued', 'starting', 'running', 'completed']);
   });
 
   it('shows a settlement whose follow-ups were interrupted, and finishes it when the runner reads it', async () => {
@@ -113,6 +113,7 @@ describe('recovery from interrupted writes', () => {
     const interaction = await request(h.nc, rpc.runs.interactionCreate, {
       run_id: run.id,
       attempt,
+      claim_id,
       key: 'ask',
       kind: 'question',
       questions: [{ id: 'q', header: 'Q', question: 'Go?', isOther: false, isSecret: false, options: [] }],
@@ -137,7 +138,7 @@ describe('recovery from interrupted writes', () => {
         )
       ).code,
     ).toBe('already_settled');
-    expect((await request(h.nc, rpc.runs.get, { run_id: run.id })).status).toBe('waiting_for_input');
+    expect((await getRun(h, run.id)).status).toBe('waiting_for_input');
 
     const settlement = await request(h.nc, rpc.runs.interactionSettlement, {
       run_id: run.id,
@@ -145,8 +146,8 @@ describe('recovery from interrupted writes', () => {
       interaction_id: interaction.id,
     });
     expect(settlement.answers).toEqual({ q: { kind: 'text', text: 'go' } });
-    expect((await request(h.nc, rpc.runs.get, { run_id: run.id })).status).toBe('running');
-    const settled = (await readLog(h.nc, run.id)).filter(
+    expect((await getRun(h, run.id)).status).toBe('running');
+    const settled = (await readLog(h, run.id)).filter(
       (e) => (e.chunk as { type: string }).type === 'interaction.settled',
     );
     expect(settled).toHaveLength(1);

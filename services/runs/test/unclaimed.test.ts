@@ -2,7 +2,7 @@ import { rpc } from '@threadwork/contracts';
 import { request } from '@threadwork/platform';
 import { newClaimId, uniqueId } from '@threadwork/testing';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { admission, failure, startHarness, statusLog, type Harness } from './helpers.js';
+import { admission, failure, getRun, type Harness, startHarness, statusLog } from './helpers.js';
 
 // A run no runner claims — its harness served by none, or every runner busy — must not keep its
 // thread busy for good: past RUN_QUEUE_MAX_AGE_MS it fails `no_runner`.
@@ -28,22 +28,24 @@ describe('a run no runner claims', () => {
     await request(h.nc, rpc.runs.claim, { run_id: claimed.id, runner_id: 'runner-a', claim_id: newClaimId() });
 
     const deadline = Date.now() + 10 * MAX_AGE_MS + 60_000;
-    let failed = await request(h.nc, rpc.runs.get, { run_id: unclaimed.id });
+    let failed = await getRun(h, unclaimed.id);
     while (!failed.terminal && Date.now() < deadline) {
       await new Promise((resolve) => setTimeout(resolve, 200));
-      failed = await request(h.nc, rpc.runs.get, { run_id: unclaimed.id });
+      failed = await getRun(h, unclaimed.id);
     }
     expect(failed).toMatchObject({ status: 'failed', error: { code: 'no_runner' } });
     expect(failed.error?.message).toContain(`harness "${harness}"`);
-    expect(await statusLog(h.nc, unclaimed.id)).toEqual(['queued', 'failed']);
+    expect(await statusLog(h, unclaimed.id)).toEqual(['queued', 'failed']);
     // The sweep that failed it saw the claimed run too, past the same age: it is left to its runner.
-    const kept = await request(h.nc, rpc.runs.get, { run_id: claimed.id });
+    const kept = await getRun(h, claimed.id);
     expect(kept).toMatchObject({ status: 'starting', terminal: false });
 
     // The thread takes its next run; a runner coming late for the failed one finds it over.
     const next = await request(h.nc, rpc.runs.admit, { ...admission({ harness }), thread_id: unclaimedReq.thread_id });
     expect(next.created).toBe(true);
-    const late = await failure(request(h.nc, rpc.runs.claim, { run_id: unclaimed.id, runner_id: 'runner-late', claim_id: newClaimId() }));
+    const late = await failure(
+      request(h.nc, rpc.runs.claim, { run_id: unclaimed.id, runner_id: 'runner-late', claim_id: newClaimId() }),
+    );
     expect(late.code).toBe('already_settled');
   });
 });

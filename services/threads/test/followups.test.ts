@@ -1,7 +1,6 @@
 import {
   ControlSubmission,
   MessageAccepted,
-  RunSignal,
   Task,
   TaskControlList,
   domainEvents,
@@ -11,7 +10,8 @@ import {
   type RunStatusEvent,
   WorkList,
 } from '@threadwork/contracts';
-import { decodeJson, publishJson } from '@threadwork/platform';
+import { decodeJson, domainEventDigest, encodeJson, publishJson } from '@threadwork/platform';
+import { newClaimId } from '@threadwork/testing';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { publishRunStatus } from './support/doubles.js';
 import { eventually, startHarness, type Harness } from './support/harness.js';
@@ -42,12 +42,16 @@ describe('messages, queue and steer', () => {
 
   const texts = (list: Message[]) => list.map((m) => `${m.role}:${m.parts.map((p) => p.text).join('')}`);
 
+  /** Publishes a DOMAIN event; a runner's is attested first, as its run's holder does (unless `forged`). */
   async function publishDomain(
     event: { service: string; entity: string; verb: string },
     payload: unknown,
     msgId?: string,
+    { forged = false } = {},
   ): Promise<number> {
-    const ack = await publishJson(h.js, subjects.domain(event.service, event.entity, event.verb), payload, {
+    const subject = subjects.domain(event.service, event.entity, event.verb);
+    if (event.service === 'runner' && !forged) h.runs.attest(subject, domainEventDigest(encodeJson(payload)));
+    const ack = await publishJson(h.js, subject, payload, {
       ...(msgId ? { msgId } : {}),
     });
     return ack.seq;
@@ -237,11 +241,8 @@ describe('messages, queue and steer', () => {
       run: null,
     });
     for await (const msg of signals) {
-      expect(RunSignal.parse(decodeJson(msg.data))).toEqual({
-        type: 'steer',
-        control_id: submitted.control.id,
-        prompt: 'Use tabs',
-      });
+      // The signal names the control only: its text goes to the runner holding the run, on request.
+      expect(decodeJson(msg.data)).toEqual({ type: 'steer', control_id: submitted.control.id });
     }
 
     const seq = await publishDomain(domainEvents.controlApplied, {
@@ -266,6 +267,42 @@ describe('messages, queue and steer', () => {
     const ended = await h.runs.transition(thread.run_id, 'completed');
     await h.handledUpTo(ended.seq);
     expect(h.runs.created(thread.id)).toHaveLength(1);
+  });
+
+  it('gives a steer’s text only to the runner holding its run, while it is pending', async () => {
+    const { thread, target } = await newThread();
+    const other = await newThread();
+    const claimId = newClaimId();
+    h.runs.hold(thread.run_id, claimId);
+    h.runs.hold(other.thread.run_id, newClaimId());
+    const submitted = await h.call(rpc.threads.steer, { ...target, body: { prompt: 'Use tabs' } });
+    const read = (run_id: string, claim_id: string, control_id = submitted.control.id) =>
+      h.call(rpc.threads.steerRead, { run_id, claim_id, control_id });
+    const refused = (run_id: string, claim_id: string, control_id = submitted.control.id) =>
+      h.callError(rpc.threads.steerRead, { run_id, claim_id, control_id });
+
+    expect(await read(thread.run_id, claimId)).toEqual({ control_id: submitted.control.id, prompt: 'Use tabs' });
+    // Not the holder: refused before anything about the control is looked at.
+    expect((await refused(thread.run_id, newClaimId())).code).toBe('already_settled');
+    // The holder of another run, naming this run's steer: no steer of its run.
+    const otherClaim = newClaimId();
+    h.runs.hold(other.thread.run_id, otherClaim);
+    expect((await refused(other.thread.run_id, otherClaim)).code).toBe('not_found');
+    // An unknown control, and a control that is not a steer.
+    expect((await refused(thread.run_id, claimId, 'ctl_unknown')).code).toBe('not_found');
+    const queued = await h.call(rpc.threads.queue, { ...target, body: { prompt: 'Later' } });
+    expect((await refused(thread.run_id, claimId, queued.control.id)).code).toBe('not_found');
+
+    // Applied: not again.
+    await h.handledUpTo(
+      await publishDomain(domainEvents.controlApplied, {
+        control_id: submitted.control.id,
+        run_id: thread.run_id,
+        thread_id: thread.id,
+        at: new Date().toISOString(),
+      }),
+    );
+    expect((await refused(thread.run_id, claimId)).code).toBe('already_settled');
   });
 
   it('admits a steer whose run ended first as the next run', async () => {
@@ -362,12 +399,80 @@ describe('messages, queue and steer', () => {
     expect(await workThread()).toMatchObject({ additions: 6, deletions: 1 });
   });
 
+  it('ignores a runner event its run’s holder did not publish: no reply, no applied steer, no figures, no status', async () => {
+    const { owner, thread, target } = await newThread();
+    const task = async () => Task.parse(await h.call(rpc.threads.get, { ...target, view: 'task' }));
+    const steer = await h.call(rpc.threads.steer, { ...target, body: { prompt: 'Keep going' } });
+    const at = new Date().toISOString();
+    const forged = { forged: true };
+    const runner = { run_id: thread.run_id, thread_id: thread.id };
+    await publishDomain(
+      domainEvents.messageCompleted,
+      { ...runner, message_key: 'forged', text: 'FORGED', at },
+      undefined,
+      forged,
+    );
+    await publishDomain(
+      domainEvents.controlApplied,
+      { ...runner, control_id: steer.control.id, at },
+      undefined,
+      forged,
+    );
+    await publishDomain(
+      domainEvents.sandboxStatus,
+      { thread_id: thread.id, run_id: thread.run_id, status: 'failed', sandbox_id: 'sbx_1', reason: 'FORGED', at },
+      undefined,
+      forged,
+    );
+    // Of no run while the run is live: not a stop after idling.
+    await publishDomain(
+      domainEvents.sandboxStatus,
+      { thread_id: thread.id, run_id: null, status: 'stopped', sandbox_id: 'sbx_1', reason: 'idle', at },
+      undefined,
+      forged,
+    );
+    const candidate = {
+      ...runner,
+      owner_id: owner,
+      project_repository_id: 'prp_forged',
+      repository_id: 101,
+      branch: `threadwork/${thread.id}`,
+      base_branch: 'main',
+      base_revision: 'a'.repeat(40),
+      candidate_revision: 'b'.repeat(40),
+      diff: '',
+      truncated: false,
+      files: [],
+      stats: { additions: 1000, deletions: 1000 },
+      at,
+    };
+    await h.handledUpTo(await publishDomain(domainEvents.candidateProduced, candidate, undefined, forged));
+    // Attested, but by the holder of a run of another owner's thread, about this one.
+    const other = await newThread();
+    const borrowed = { ...candidate, run_id: other.thread.run_id };
+    await h.handledUpTo(await publishDomain(domainEvents.candidateProduced, borrowed));
+
+    expect(texts(await messages(target))).toEqual(['user:Start']);
+    const controls = await h.call(rpc.threads.controls, { ...target, view: 'thread' });
+    expect(controls.controls.map((c) => c.status)).toEqual(['pending']);
+    expect((await task()).sandbox_status).toBeNull();
+    const work = WorkList.parse(await h.call(rpc.threads.work, { owner_id: owner }));
+    expect(work.projects.flatMap((p) => p.threads).find((t) => t.id === thread.id)).not.toHaveProperty('additions');
+
+    // The same events from the run's holder count.
+    await h.handledUpTo(
+      await publishDomain(domainEvents.messageCompleted, { ...runner, message_key: 'real', text: 'Real', at }),
+    );
+    expect(texts(await messages(target))).toEqual(['user:Start', 'assistant:Real']);
+  });
+
   it('derives statuses from the latest run and the sandbox events', async () => {
     const { thread, target } = await newThread();
     const task = async () => Task.parse(await h.call(rpc.threads.get, { ...target, view: 'task' }));
     const sandbox = (status: string, at: Date) =>
       publishDomain(domainEvents.sandboxStatus, {
         thread_id: thread.id,
+        run_id: thread.run_id,
         status,
         sandbox_id: 'sbx_1',
         reason: null,

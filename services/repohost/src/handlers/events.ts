@@ -1,5 +1,11 @@
-import { CandidateProducedEvent, DOMAIN_INTERESTS, WebhookReceivedEvent } from '@threadwork/contracts';
-import { describeZodError, invalidRequest } from '@threadwork/platform';
+import {
+  CandidateProducedEvent,
+  DOMAIN_INTERESTS,
+  WebhookReceivedEvent,
+  type AttestationRequest,
+  type AttestationResponse,
+} from '@threadwork/contracts';
+import { describeZodError, domainEventDigest, invalidRequest } from '@threadwork/platform';
 import type { z } from 'zod';
 import { gitHubAppError } from '../providers/github.js';
 import { publishCandidate } from './publication.js';
@@ -8,6 +14,11 @@ import { processWebhook, type WebhookDeps } from './webhooks.js';
 /** The DOMAIN subjects repohost reacts to: the filter of its durable consumer (consumers.ts). */
 const SUBJECTS = DOMAIN_INTERESTS.repohost;
 
+export interface EventDeps extends WebhookDeps {
+  /** The runs service's answer: is this runner event one its run's holder published, about that run as it is? */
+  attestation(req: z.input<typeof AttestationRequest>): Promise<z.output<typeof AttestationResponse>>;
+}
+
 function parse<S extends z.ZodType>(schema: S, payload: unknown): z.output<S> {
   const parsed = schema.safeParse(payload);
   // Not retryable: the same bytes will never parse, so the consumer terminates the message.
@@ -15,13 +26,40 @@ function parse<S extends z.ZodType>(schema: S, payload: unknown): z.output<S> {
   return parsed.data;
 }
 
+/**
+ * A candidate is published (a pull request opened or updated, as its owner's installation) only
+ * when the runs service confirms it: the holder of its run attested these very bytes, and the run
+ * is of that thread and owner, with that repository. Anyone with the runner's NATS key can publish
+ * on `evt.runner.>`; what they publish alone opens no pull request. Ignored ones are logged.
+ */
+async function onCandidate(deps: EventDeps, subject: string, data: Uint8Array, event: CandidateProducedEvent) {
+  const answer = await deps.attestation({
+    run_id: event.run_id,
+    thread_id: event.thread_id,
+    owner_id: event.owner_id,
+    repository: { project_repository_id: event.project_repository_id, repository_id: event.repository_id },
+    subject,
+    digest: domainEventDigest(data),
+  });
+  if (!answer.confirmed) {
+    deps.logger.warn(
+      { run_id: event.run_id, thread_id: event.thread_id, repository_id: event.repository_id, reason: answer.reason },
+      'candidate not published: its run’s holder did not produce it',
+    );
+    return;
+  }
+  await publishCandidate(deps, event);
+}
+
 /** Handles one DOMAIN event; GitHub being down is `unavailable`, so the message is retried later. */
-export function createEventHandler(deps: WebhookDeps): (subject: string, payload: unknown) => Promise<void> {
-  return async (subject, payload) => {
+export function createEventHandler(
+  deps: EventDeps,
+): (subject: string, payload: unknown, data: Uint8Array) => Promise<void> {
+  return async (subject, payload, data) => {
     try {
       switch (subject) {
         case SUBJECTS.candidateProduced:
-          return await publishCandidate(deps, parse(CandidateProducedEvent, payload));
+          return await onCandidate(deps, subject, data, parse(CandidateProducedEvent, payload));
         case SUBJECTS.webhookReceived:
           return await processWebhook(deps, parse(WebhookReceivedEvent, payload));
         default:

@@ -1,5 +1,7 @@
-import { rpc, subjects, type RpcEndpoint } from '@threadwork/contracts';
+import { rpc, subjects, type AttemptState, type RpcEndpoint } from '@threadwork/contracts';
 import {
+  domainEventDigest,
+  encodeJson,
   isAppError,
   publishJson,
   request,
@@ -32,10 +34,30 @@ export async function call<E extends RpcEndpoint>(
   }
 }
 
+/** One attempt of a run, as its claim made it: what the runner reads the run by. */
+export interface AttemptRef {
+  run_id: string;
+  attempt: number;
+  claim_id: string;
+}
+
+/**
+ * Where the run of `ref` stands now, read by its claim (the runner reads no run for an owner).
+ * `retryForMs` 0 asks once.
+ */
+export function readAttempt(
+  nc: NatsConnection,
+  ref: AttemptRef,
+  retryForMs?: number,
+): Promise<z.output<typeof AttemptState>> {
+  const req = { run_id: ref.run_id, attempt: ref.attempt, claim_id: ref.claim_id };
+  return call(nc, rpc.runs.attemptState, req, retryForMs);
+}
+
 /** Whether a run is live at `attempt`, as the runs service sees it now (a newer attempt fences an older one out). */
-export async function attemptHolds(nc: NatsConnection, runId: string, attempt: number): Promise<boolean> {
-  const run = await call(nc, rpc.runs.get, { run_id: runId });
-  return run.attempt === attempt && !run.terminal;
+export async function attemptHolds(nc: NatsConnection, ref: AttemptRef): Promise<boolean> {
+  const run = await readAttempt(nc, ref);
+  return run.attempt === ref.attempt && !run.terminal;
 }
 
 export interface DomainEventDef {
@@ -66,4 +88,37 @@ export async function publishDomain(
     }
   }
   return false;
+}
+
+/**
+ * Publishes a DOMAIN event about the run `ref` holds, attested first under its claim (runs.attest):
+ * the services acting on a runner's event act only on one the runs service confirms its run's
+ * holder published. False when it was not published: the attempt no longer holds the run (nothing
+ * it reports counts then), or the publish failed; either is logged.
+ */
+export async function publishAttested(
+  nc: NatsConnection,
+  js: JetStreamClient,
+  logger: Logger,
+  ref: AttemptRef,
+  def: DomainEventDef,
+  event: unknown,
+  msgId: string,
+): Promise<boolean> {
+  const subject = subjects.domain(def.service, def.entity, def.verb);
+  // The bytes publishJson sends are these: JSON of the same object.
+  const digest = domainEventDigest(encodeJson(event));
+  try {
+    await call(nc, rpc.runs.attest, {
+      run_id: ref.run_id,
+      attempt: ref.attempt,
+      claim_id: ref.claim_id,
+      subject,
+      digest,
+    });
+  } catch (err) {
+    logger.warn({ err, subject, msg_id: msgId }, 'DOMAIN event not published: the runs service did not attest it');
+    return false;
+  }
+  return publishDomain(js, logger, def, event, msgId);
 }

@@ -29,6 +29,8 @@ export class EventSink {
     private readonly nc: NatsConnection,
     private readonly runId: string,
     private readonly attempt: number,
+    /** The claim's secret: with the attempt, what the runs service fences appends by. */
+    private readonly claimId: string,
     private readonly logger: Logger,
     private readonly onRefused: (reason: string) => void,
   ) {}
@@ -76,6 +78,7 @@ export class EventSink {
         await request(this.nc, rpc.runs.append, {
           run_id: this.runId,
           attempt: this.attempt,
+          claim_id: this.claimId,
           events: batch.map(({ key, chunk }) => ({ key, chunk: chunk as never })),
         });
         return;

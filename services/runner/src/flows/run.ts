@@ -51,7 +51,7 @@ import {
   type SandboxProvider,
   type SandboxRepo,
 } from '../sandbox/provider.js';
-import { attemptHolds, call, publishDomain } from './calls.js';
+import { attemptHolds, call, publishAttested, readAttempt, type AttemptRef, type DomainEventDef } from './calls.js';
 import { EventSink } from './event-sink.js';
 
 let sandboxStartHistogram: Histogram | undefined;
@@ -102,16 +102,6 @@ export interface LiveRun {
   stop(reason: StopReason): void;
 }
 
-/** Whether a run is still live; when that cannot be told, it is taken as live (the safe answer). */
-async function runIsLive(deps: RunDeps, runId: string): Promise<boolean> {
-  try {
-    const run = await call(deps.nc, rpc.runs.get, { run_id: runId }, 10_000);
-    return !run.terminal;
-  } catch (err) {
-    return !(isAppError(err) && err.code === 'not_found');
-  }
-}
-
 export async function executeJob(
   deps: RunDeps,
   job: RunJob,
@@ -139,7 +129,8 @@ export async function executeJob(
       // Either the run is over, and so is its job; or another runner won this attempt and works the
       // job now: acking would take it from under that runner, which could then die with nobody to
       // redeliver it to. Left alone, the job is the holder's to finish (or comes back if it dies).
-      if (await runIsLive(deps, job.run_id)) {
+      // The refusal says which (`details.terminal`); when it does not, the run is taken as live (the safe answer).
+      if (err.details?.terminal !== true) {
         log.info({ reason: err.message }, 'job left to the runner that holds the run');
         return { kind: 'abandon' };
       }
@@ -168,7 +159,11 @@ class RunExecution implements LiveRun {
   private turnStarted = false;
   private turnEnded = false;
   private interrupting = false;
-  private readonly pendingSteers: { control_id: string; prompt: string }[] = [];
+  /** Steers signalled and not yet taken, by control id; their text is read from the threads service. */
+  private readonly pendingSteers: string[] = [];
+  /** Every control id signalled to this attempt: each is taken at most once (a replayed signal is dropped). */
+  private readonly steersSignalled = new Set<string>();
+  private steering = false;
   /** Woken by an `interaction` signal (or a stop) while a question waits for its answer. */
   private wakeQuestion: (() => void) | null = null;
   private killTimer: NodeJS.Timeout | undefined;
@@ -186,7 +181,7 @@ class RunExecution implements LiveRun {
   ) {
     this.runId = job.run_id;
     this.status = status;
-    this.sink = new EventSink(deps.nc, job.run_id, attempt, log, (reason) => {
+    this.sink = new EventSink(deps.nc, job.run_id, attempt, claimId, log, (reason) => {
       log.warn({ reason }, 'run events refused; this attempt no longer holds the run');
       this.stop('fenced');
     });
@@ -420,7 +415,12 @@ class RunExecution implements LiveRun {
         this.stop('cancel');
         return;
       case 'steer':
-        this.pendingSteers.push({ control_id: signal.control_id, prompt: signal.prompt });
+        if (this.steersSignalled.has(signal.control_id)) {
+          this.log.warn({ control_id: signal.control_id }, 'steer dropped: its control was signalled before');
+          return;
+        }
+        this.steersSignalled.add(signal.control_id);
+        this.pendingSteers.push(signal.control_id);
         void this.applySteers();
         return;
       case 'interaction':
@@ -433,7 +433,7 @@ class RunExecution implements LiveRun {
   private async pollRun(): Promise<void> {
     if (this.stopReason || this.turnEnded) return;
     try {
-      const run = await call(this.deps.nc, rpc.runs.get, { run_id: this.job.run_id }, 0);
+      const run = await readAttempt(this.deps.nc, this.attemptRef(), 0);
       if (run.attempt !== this.attempt || run.terminal) this.stop('fenced');
       else if (run.status === 'cancelling') this.stop('cancel');
     } catch (err) {
@@ -441,24 +441,63 @@ class RunExecution implements LiveRun {
     }
   }
 
-  /** Steers go to the turn once it has started; a steer after the turn ended is left to the threads service (it queues it). */
+  /**
+   * Steers go to the turn once it has started, one at a time in the order signalled; a steer after
+   * the turn ended is left to the threads service (it queues it). Each is read back from the
+   * threads service first, by this attempt's claim: only a pending steer of this run reaches the
+   * harness, with the text its owner sent, whatever the signal was.
+   */
   private async applySteers(): Promise<void> {
     const session = this.session;
-    if (!session || !this.turnStarted) return;
-    while (this.pendingSteers.length > 0 && !this.turnEnded) {
-      const steer = this.pendingSteers.shift()!;
-      if (!(await session.steer(steer.prompt))) {
-        this.log.info({ control_id: steer.control_id }, 'steer not applied: the turn has ended');
-        continue;
+    if (!session || !this.turnStarted || this.steering) return;
+    this.steering = true;
+    try {
+      while (this.pendingSteers.length > 0 && !this.turnEnded) {
+        const controlId = this.pendingSteers.shift()!;
+        const prompt = await this.readSteer(controlId);
+        if (prompt === null) continue;
+        if (!(await session.steer(prompt))) {
+          this.log.info({ control_id: controlId }, 'steer not applied: the turn has ended');
+          continue;
+        }
+        this.sink.push({ type: 'control.applied', control_id: controlId, kind: 'steer' });
+        const event: ControlAppliedEvent = {
+          control_id: controlId,
+          run_id: this.job.run_id,
+          thread_id: this.job.thread_id,
+          at: new Date().toISOString(),
+        };
+        await this.publish(domainEvents.controlApplied, event, `${controlId}:applied`);
       }
-      this.sink.push({ type: 'control.applied', control_id: steer.control_id, kind: 'steer' });
-      const event: ControlAppliedEvent = {
-        control_id: steer.control_id,
-        run_id: this.job.run_id,
-        thread_id: this.job.thread_id,
-        at: new Date().toISOString(),
-      };
-      await publishDomain(this.deps.js, this.log, domainEvents.controlApplied, event, `${steer.control_id}:applied`);
+    } finally {
+      this.steering = false;
+    }
+    // Signalled while the last one was being given: it would wait for a signal that has come.
+    if (this.pendingSteers.length > 0 && !this.turnEnded) void this.applySteers();
+  }
+
+  /**
+   * The text of steer `controlId` as the threads service holds it, or null (logged with the run's
+   * id) for a control that is no pending steer of this run: unknown, another run's, already
+   * applied. One the threads service cannot be asked about now is dropped too; it stays pending
+   * there, and is queued once the run ends.
+   */
+  private async readSteer(controlId: string): Promise<string | null> {
+    try {
+      const steer = await call(
+        this.deps.nc,
+        rpc.threads.steerRead,
+        { run_id: this.job.run_id, claim_id: this.claimId, control_id: controlId },
+        5_000,
+      );
+      return steer.prompt;
+    } catch (err) {
+      if (isAppError(err) && (err.code === 'not_found' || err.code === 'already_settled')) {
+        this.log.warn({ control_id: controlId, reason: err.message }, 'steer dropped: no pending steer of this run');
+      } else {
+        this.log.warn({ err, control_id: controlId }, 'steer dropped: the threads service could not confirm it');
+      }
+      return null;
     }
   }
 
@@ -477,6 +516,7 @@ class RunExecution implements LiveRun {
       const created = await call(nc, rpc.runs.interactionCreate, {
         run_id: this.job.run_id,
         attempt: this.attempt,
+        claim_id: this.claimId,
         key,
         kind: 'question',
         questions,
@@ -549,13 +589,7 @@ class RunExecution implements LiveRun {
             stats: candidate.stats,
             at: new Date().toISOString(),
           };
-          await publishDomain(
-            deps.js,
-            this.log,
-            domainEvents.candidateProduced,
-            event,
-            `${job.run_id}:${repo.project_repository_id}`,
-          );
+          await this.publish(domainEvents.candidateProduced, event, `${job.run_id}:${repo.project_repository_id}`);
         } catch (err) {
           // Taken over since the last look: the workspace and what becomes of it are the newer attempt's.
           if (err instanceof SandboxTakenError) throw err;
@@ -571,9 +605,7 @@ class RunExecution implements LiveRun {
             message: errorMessage(err).slice(0, 4096),
             at: new Date().toISOString(),
           };
-          await publishDomain(
-            deps.js,
-            this.log,
+          await this.publish(
             domainEvents.candidateFailed,
             failed,
             `${job.run_id}:${repo.project_repository_id}:failed`,
@@ -590,7 +622,7 @@ class RunExecution implements LiveRun {
         text: outcome.reply.text,
         at: new Date().toISOString(),
       };
-      await publishDomain(deps.js, this.log, domainEvents.messageCompleted, event, `${job.run_id}:reply`);
+      await this.publish(domainEvents.messageCompleted, event, `${job.run_id}:reply`);
     }
   }
 
@@ -690,6 +722,7 @@ class RunExecution implements LiveRun {
       const run = await call(this.deps.nc, rpc.runs.transition, {
         run_id: this.job.run_id,
         attempt: this.attempt,
+        claim_id: this.claimId,
         to,
         ...(sandboxId ? { sandbox_id: sandboxId } : {}),
         ...(error ? { error } : {}),
@@ -749,12 +782,21 @@ class RunExecution implements LiveRun {
       attempt: this.attempt,
       runner_id: this.deps.runnerId,
       claim_id: this.claimId,
-      holds: () => attemptHolds(this.deps.nc, this.job.run_id, this.attempt),
+      holds: () => attemptHolds(this.deps.nc, this.attemptRef()),
     };
   }
 
+  /** A DOMAIN event about this run, attested under this attempt's claim before it goes out. */
+  private publish(def: DomainEventDef, event: unknown, msgId: string): Promise<boolean> {
+    return publishAttested(this.deps.nc, this.deps.js, this.log, this.attemptRef(), def, event, msgId);
+  }
+
+  private attemptRef(): AttemptRef {
+    return { run_id: this.job.run_id, attempt: this.attempt, claim_id: this.claimId };
+  }
+
   private async refresh(): Promise<void> {
-    const run = await call(this.deps.nc, rpc.runs.get, { run_id: this.job.run_id });
+    const run = await readAttempt(this.deps.nc, this.attemptRef());
     this.status = run.status;
     if (run.attempt !== this.attempt) this.fenced = true;
   }

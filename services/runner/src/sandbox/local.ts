@@ -114,7 +114,7 @@ export class LocalSandboxProvider implements SandboxProvider {
       repos: {},
     };
     take.check();
-    await this.publish(job.thread_id, state.sandbox_id, 'initializing', null);
+    await this.publish(job.thread_id, state.sandbox_id, 'initializing', null, claim);
     const starts = new Map<string, string | null>();
     let owner: number | null = null;
     try {
@@ -155,12 +155,12 @@ export class LocalSandboxProvider implements SandboxProvider {
         );
         throw err instanceof SandboxTakenError ? err : new SandboxTakenError(reason, { cause: err });
       }
-      await this.publish(job.thread_id, state.sandbox_id, 'failed', reason);
+      await this.publish(job.thread_id, state.sandbox_id, 'failed', reason, claim);
       throw new SandboxError(`the sandbox could not be prepared: ${reason}`, { cause: err });
     }
     const sandbox = this.toSandbox(dir, state, job.repositories, starts, take, owner);
     take.check();
-    await this.publish(job.thread_id, state.sandbox_id, 'ready', null);
+    await this.publish(job.thread_id, state.sandbox_id, 'ready', null, claim);
     return sandbox;
   }
 
@@ -438,9 +438,15 @@ export class LocalSandboxProvider implements SandboxProvider {
     }
   }
 
-  private async publish(threadId: string, sandboxId: string | null, status: SandboxStatus, reason: string | null) {
+  private async publish(
+    threadId: string,
+    sandboxId: string | null,
+    status: SandboxStatus,
+    reason: string | null,
+    claim: SandboxClaim | null = null,
+  ) {
     this.statuses.set(threadId, status);
-    await this.options.publish(threadId, sandboxId, status, reason);
+    await this.options.publish(threadId, sandboxId, status, reason, claim);
   }
 }
 

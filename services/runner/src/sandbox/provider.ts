@@ -111,12 +111,16 @@ export interface SandboxProvider {
   stop(threadId: string): Promise<void>;
 }
 
-/** Publishes a sandbox status change (DOMAIN `sandboxStatus`). */
+/**
+ * Publishes a sandbox status change (DOMAIN `sandboxStatus`): for the run `claim` holds while it
+ * prepares the sandbox (attested under that claim), or for no run (`null`: stopped after idling).
+ */
 export type SandboxStatusPublisher = (
   threadId: string,
   sandboxId: string | null,
   status: SandboxStatus,
   reason: string | null,
+  claim: SandboxClaim | null,
 ) => Promise<void>;
 
 export class SandboxError extends Error {

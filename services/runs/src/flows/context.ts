@@ -30,9 +30,9 @@ export async function loadRun(ctx: RunsContext, runId: string): Promise<RunDoc> 
 }
 
 /** A run of another owner is reported as nonexistent, never as forbidden. */
-export async function loadOwnedRun(ctx: RunsContext, runId: string, ownerId: string | undefined): Promise<RunDoc> {
+export async function loadOwnedRun(ctx: RunsContext, runId: string, ownerId: string): Promise<RunDoc> {
   const run = await loadRun(ctx, runId);
-  if (ownerId !== undefined && run.owner_id !== ownerId) throw notFound('run');
+  if (run.owner_id !== ownerId) throw notFound('run');
   return run;
 }
 

@@ -10,14 +10,15 @@ import type { z } from 'zod';
 import { checkAnswers, redactAnswers } from '../domain/interactions.js';
 import { newId } from '../ids.js';
 import { settledDoc, type InteractionDoc, type SettlementDoc } from '../store/interactions.js';
-import { loadRun, staleAttempt, type RunsContext } from './context.js';
+import type { RunsContext } from './context.js';
 import { appendWhileLive, applySettlement, moveRun } from './lifecycle.js';
+import { fencedRun } from './runner.js';
 
 // Interactions: the runner raises one (the run waits for input), the user settles it exactly once
 // (an insert into interaction_settlements decides), the runner reads the answers back.
 
 /**
- * Raises an interaction for the runner holding the run's current attempt; the harness's `key`
+ * Raises an interaction for the runner holding the run's current attempt (by its claim); the harness's `key`
  * makes a retry return the same interaction. The run moves running → waiting_for_input and the
  * log gets an `interaction.requested` pointer (never the questions).
  */
@@ -25,8 +26,7 @@ export async function createInteraction(
   ctx: RunsContext,
   req: z.output<typeof InteractionCreateRequest>,
 ): Promise<InteractionDoc> {
-  const run = await loadRun(ctx, req.run_id);
-  if (run.attempt !== req.attempt) throw staleAttempt(run, req.attempt);
+  const run = await fencedRun(ctx, req.run_id, req.attempt, req.claim_id);
   if (run.terminal || run.status === 'cancelling') throw conflict('already_settled', `run ${run._id} is ${run.status}`);
   if (run.status !== 'running' && run.status !== 'waiting_for_input') {
     throw invalidRequest(`run ${run._id} is ${run.status}; only a running run asks for input`);
@@ -74,10 +74,10 @@ export async function createInteraction(
 export async function getInteraction(
   ctx: RunsContext,
   interactionId: string,
-  ownerId: string | undefined,
+  ownerId: string,
 ): Promise<InteractionDoc> {
   const doc = await ctx.interactions.interactions.findOne({ _id: interactionId });
-  if (!doc || (ownerId !== undefined && doc.owner_id !== ownerId)) throw notFound('interaction');
+  if (!doc || doc.owner_id !== ownerId) throw notFound('interaction');
   const [current] = await ctx.interactions.withSettlements([doc]);
   return current ?? doc;
 }

@@ -1,14 +1,24 @@
 import { createHash } from 'node:crypto';
 import type { z } from 'zod';
 import { AppError, invalidRequest, isDuplicateKeyError, notFound, unavailable } from '@threadwork/platform';
-import type { AppendRequest, ClaimRequest, HolderResponse, RunJob, TransitionRequest } from '@threadwork/contracts';
+import type {
+  AppendRequest,
+  AttemptState,
+  AttemptStateRequest,
+  ClaimRequest,
+  HolderResponse,
+  RunJob,
+  TransitionRequest,
+} from '@threadwork/contracts';
 import { decideClaim, isHeldByRunner, isTerminal, transition } from '../domain/run-state.js';
 import { toJob, type RunDoc } from '../store/runs.js';
 import { loadRun, staleAttempt, type RunsContext } from './context.js';
 import { announceMove, appendWhileLive, finishRun, moveRun, settleIfTerminal } from './lifecycle.js';
 
 // What a runner asks of the runs service while it works a job: claim an attempt, move the run,
-// append events. Everything but the claim is fenced by the attempt the claim gave it.
+// append events. Everything but the claim is fenced by the attempt the claim gave it and by the
+// claim's secret: holding the runner's NATS key is not enough to act for a run, one must have
+// claimed it.
 
 const MOVE_TRIES = 3;
 
@@ -22,9 +32,25 @@ const claimHash = (claimId: string) => createHash('sha256').update(claimId).dige
  * same attempt number, and the unique insert into run_attempts picks one; the others get
  * `already_settled` and must not run the job. A redelivered job (its runner died) claims the
  * attempt after the last one, which fences the old runner out; past RUN_MAX_ATTEMPTS the run
- * fails with `runner_lost` instead.
+ * fails with `runner_lost` instead. A refusal says in `details.terminal` whether the run is over,
+ * so the refused runner knows whether its job is done with or another claim's, without a read of
+ * the run for an owner.
  */
 export async function claimRun(
+  ctx: RunsContext,
+  req: z.output<typeof ClaimRequest>,
+): Promise<{ run: RunDoc; attempt: number; job: RunJob }> {
+  try {
+    return await claimAttempt(ctx, req);
+  } catch (err) {
+    if (!(err instanceof AppError) || err.code !== 'already_settled') throw err;
+    const run = await loadRun(ctx, req.run_id);
+    const terminal = run.terminal || (await ctx.store.terminals.findOne({ _id: run._id })) !== null;
+    throw new AppError('already_settled', err.message, { details: { ...err.details, terminal } });
+  }
+}
+
+async function claimAttempt(
   ctx: RunsContext,
   req: z.output<typeof ClaimRequest>,
 ): Promise<{ run: RunDoc; attempt: number; job: RunJob }> {
@@ -82,6 +108,22 @@ export async function claimRun(
 }
 
 /**
+ * The run as its runner may act on it: at `attempt`, which the claim `claimId` made. Another claim
+ * id is refused (`already_settled`, logged with the run id): a runner key that did not claim the
+ * attempt cannot move it or write to it. A stale attempt is refused as before (`already_settled`,
+ * with the current attempt in `details`), and only to the claim that made it.
+ */
+export async function fencedRun(ctx: RunsContext, runId: string, attempt: number, claimId: string): Promise<RunDoc> {
+  const run = await loadRun(ctx, runId);
+  if ((await ctx.store.claimOf(run._id, attempt)) !== claimHash(claimId)) {
+    ctx.logger.warn({ run_id: run._id, attempt }, 'refused a runner call: its claim did not make this attempt');
+    throw settled(`attempt ${attempt} of run ${run._id} is not held by this claim`);
+  }
+  if (run.attempt !== attempt) throw staleAttempt(run, attempt);
+  return run;
+}
+
+/**
  * The live run that `claimId` holds: its current attempt is the one that claim made. Refused
  * (`already_settled`) for a run that ended or moved on to a newer attempt, and for a claim id
  * that never held it — a runner acts for the runs it holds, not for any run it can name.
@@ -94,6 +136,26 @@ export async function holdingRun(ctx: RunsContext, runId: string, claimId: strin
     throw settled(`run ${run._id} is not held by this claim`);
   }
   return run;
+}
+
+/**
+ * Where a run stands, for the claim that made attempt `attempt` of it (the runner's poll, and its
+ * look before it acts on a sandbox): a run it did not claim is `not_found`, logged with the run id.
+ */
+export async function attemptState(
+  ctx: RunsContext,
+  req: z.output<typeof AttemptStateRequest>,
+): Promise<z.input<typeof AttemptState>> {
+  const run = await ctx.store.runs.findOne({ _id: req.run_id });
+  if (run && (await ctx.store.claimOf(run._id, req.attempt)) === claimHash(req.claim_id)) {
+    return { status: run.status, attempt: run.attempt, terminal: run.terminal };
+  }
+  if (run)
+    ctx.logger.warn(
+      { run_id: run._id, attempt: req.attempt },
+      'refused a run read: its claim did not make this attempt',
+    );
+  throw notFound('run');
 }
 
 /** What the holder of a live run may be given access to: its owner's repositories of the run. */
@@ -145,15 +207,15 @@ async function takeOver(ctx: RunsContext, run: RunDoc, attempt: number, runnerId
 }
 
 /**
- * Moves a run for its runner. A stale attempt is refused (`already_settled`); an illegal move is
+ * Moves a run for its runner. A stale attempt or a claim that did not make it is refused
+ * (`already_settled`); an illegal move is
  * `invalid_request`; a run that already ended is returned as it stands (the runner lost a race,
  * e.g. its completion against a cancel, and learns the outcome from the run). Repeating the move
  * the run already made returns the run (and re-announces that move, deduplicated).
  */
 export async function transitionRun(ctx: RunsContext, req: z.output<typeof TransitionRequest>): Promise<RunDoc> {
   for (let i = 0; i < MOVE_TRIES; i++) {
-    let run = await loadRun(ctx, req.run_id);
-    if (run.attempt !== req.attempt) throw staleAttempt(run, req.attempt);
+    let run = await fencedRun(ctx, req.run_id, req.attempt, req.claim_id);
     if (!run.terminal) run = (await settleIfTerminal(ctx, run)) ?? run;
     if (run.terminal) return run;
     if (run.status === 'queued') throw invalidRequest(`run ${run._id} is not claimed yet`);
@@ -177,14 +239,14 @@ export async function transitionRun(ctx: RunsContext, req: z.output<typeof Trans
 }
 
 /**
- * Appends a runner's events to the run's log. Only the current attempt of a run a runner holds
+ * Appends a runner's events to the run's log. Only the claim holding the current attempt of a run
  * may append; the run is read on every call (an index lookup) rather than cached, so a fenced
- * runner is refused at once. Runner keys live under `r:` so they can never collide with the
- * keys of the events the runs service writes itself.
+ * runner is refused at once (the attempt's claim is remembered: it never changes). Runner keys
+ * live under `r:` so they can never collide with the keys of the events the runs service writes
+ * itself.
  */
 export async function appendEvents(ctx: RunsContext, req: z.output<typeof AppendRequest>): Promise<number[]> {
-  const run = await loadRun(ctx, req.run_id);
-  if (run.attempt !== req.attempt) throw staleAttempt(run, req.attempt);
+  const run = await fencedRun(ctx, req.run_id, req.attempt, req.claim_id);
   if (run.terminal) throw settled(`run ${run._id} has ended`);
   if (!isHeldByRunner(run.status)) throw invalidRequest(`run ${run._id} is not claimed yet`);
   return appendWhileLive(

@@ -46,7 +46,7 @@ export async function cancelRun(
 /** Reads the run before its events: with the terminal event appended before the run says terminal, a run seen terminal has its terminal event in the log. */
 export async function eventsPage(
   ctx: RunsContext,
-  req: { owner_id?: string | undefined; run_id: string; from: number; limit: number },
+  req: { owner_id: string; run_id: string; from: number; limit: number },
 ): Promise<RunEventPage> {
   const run = await loadOwnedRun(ctx, req.run_id, req.owner_id);
   const events = await ctx.log.read(run._id, req.from, req.limit);

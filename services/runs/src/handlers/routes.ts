@@ -1,6 +1,7 @@
 import { rpc } from '@threadwork/contracts';
 import { mongoCall, route, type RpcRoute } from '@threadwork/platform';
 import { admitRun } from '../flows/admission.js';
+import { attestEvent, checkAttestation } from '../flows/attestations.js';
 import { loadOwnedRun, type RunsContext } from '../flows/context.js';
 import {
   answerInteraction,
@@ -9,7 +10,7 @@ import {
   listInteractions,
   readSettlement,
 } from '../flows/interactions.js';
-import { appendEvents, claimRun, describeHolder, holdingRun, transitionRun } from '../flows/runner.js';
+import { appendEvents, attemptState, claimRun, describeHolder, holdingRun, transitionRun } from '../flows/runner.js';
 import { cancelRun, eventsPage, getRuns, liveCount, liveRun } from '../flows/runs.js';
 import { toInteraction } from '../store/interactions.js';
 import { toRun } from '../store/runs.js';
@@ -77,5 +78,13 @@ export function runsRoutes(ctx: RunsContext): RpcRoute[] {
       }),
     ),
     route(rpc.runs.holder, (req) => mongoCall(() => describeHolder(ctx, req.run_id, req.claim_id))),
+    route(rpc.runs.attemptState, (req) => mongoCall(() => attemptState(ctx, req))),
+    route(rpc.runs.attest, (req) =>
+      mongoCall(async () => {
+        await attestEvent(ctx, req);
+        return { attested: true as const };
+      }),
+    ),
+    route(rpc.runs.attestation, (req) => mongoCall(() => checkAttestation(ctx, req))),
   ];
 }

@@ -100,6 +100,18 @@ export interface CancelDoc {
   at: Date;
 }
 
+/**
+ * A DOMAIN event the holder of a run said it publishes about the run (runs.attest): `_id` is
+ * `${run_id}:${digest}`, written once. Services ask for it before acting on a runner's event.
+ */
+export interface AttestationDoc {
+  _id: string;
+  run_id: string;
+  attempt: number;
+  subject: string;
+  at: Date;
+}
+
 /** Written last by an admission: its queued event, job and DOMAIN event are all published. */
 export interface AdmissionDoc {
   _id: string;
@@ -113,8 +125,21 @@ export interface RunStore {
   attempts: Collection<AttemptDoc>;
   cancels: Collection<CancelDoc>;
   admissions: Collection<AdmissionDoc>;
+  attestations: Collection<AttestationDoc>;
+  /**
+   * The SHA-256 of the claim id that made attempt `attempt` of a run; null when no runner's claim
+   * made it (none yet, or the unclaimed-run sweep took it). Asked on every move and append.
+   */
+  claimOf(runId: string, attempt: number): Promise<string | null>;
   ensureIndexes(): Promise<void>;
 }
+
+/**
+ * How many attempts' claim hashes a replica remembers. An attempt is inserted once and never
+ * changed, so what is remembered cannot go stale; this only spares the fence of a busy run's
+ * appends a look-up each (the live runs of a replica fit many times over).
+ */
+const CLAIMS_REMEMBERED = 10_000;
 
 export function createRunStore(db: Db): RunStore {
   const runs = db.collection<RunDoc>('runs');
@@ -123,7 +148,10 @@ export function createRunStore(db: Db): RunStore {
   const attempts = db.collection<AttemptDoc>('run_attempts');
   const cancels = db.collection<CancelDoc>('run_cancels');
   const admissions = db.collection<AdmissionDoc>('run_admissions');
+  // Read and written by `_id` (run id and digest) only: the default index is all it needs.
+  const attestations = db.collection<AttestationDoc>('run_attestations');
 
+  const claims = new Map<string, string>();
   return {
     runs,
     slots,
@@ -131,6 +159,17 @@ export function createRunStore(db: Db): RunStore {
     attempts,
     cancels,
     admissions,
+    attestations,
+    async claimOf(runId, attempt) {
+      const id = `${runId}:${attempt}`;
+      const known = claims.get(id);
+      if (known !== undefined) return known;
+      const doc = await attempts.findOne({ _id: id });
+      if (!doc?.claim_sha256) return null;
+      if (claims.size >= CLAIMS_REMEMBERED) claims.delete(claims.keys().next().value as string);
+      claims.set(id, doc.claim_sha256);
+      return doc.claim_sha256;
+    },
     async ensureIndexes() {
       // run_terminals, run_cancels and run_admissions are read and decided by `_id` only (run id):
       // the default unique `_id` index is all they need; thread_slots are decided by `_id` too.

@@ -164,8 +164,8 @@ export async function queueMessage(deps: Deps, target: Target & { body: QueueBod
 
 /**
  * threads.steer: needs a live run. The control is written before the signal goes out, so the
- * state the signal announces is durable; it turns `applied` when the runner reports the harness
- * took it. Should the run have ended meanwhile, the steer is drained like a queue item.
+ * state the signal announces is durable (the signal names the control only; its runner reads the
+ * text back, threads.steer.read); it turns `applied` when the runner reports the harness took it. Should the run have ended meanwhile, the steer is drained like a queue item.
  */
 export async function steerRun(deps: Deps, target: Target & { body: SteerBody }): Promise<ControlSubmission> {
   const thread = await ownedThread(deps, target.owner_id, target.thread_id, 'thread');
@@ -194,7 +194,7 @@ export async function steerRun(deps: Deps, target: Target & { body: SteerBody })
   if (control.status === 'pending' && control.target_run_id) {
     // Also on a retry: the first attempt may have stopped before signalling; the runner takes a
     // control id once.
-    deps.peers.signal(control.target_run_id, { type: 'steer', control_id: control._id, prompt: control.prompt });
+    deps.peers.signal(control.target_run_id, { type: 'steer', control_id: control._id });
     // Its run may have ended since the look above, and the run-ended handler may have drained the
     // queue before this steer was stored: drain again (a no-op while a run is live). Asked of runs
     // as "is a run live", not "is this run terminal": the live-run answer counts a terminal

@@ -2,12 +2,16 @@ import {
   rpc,
   subjects,
   type AdmitRequest,
+  type AttestationRequest,
+  type AttestationResponse,
+  type HolderResponse,
   type HostedRepository,
   type Run,
   type RunSignal,
   type RunState,
 } from '@threadwork/contracts';
 import { publishSignal, request, type NatsConnection } from '@threadwork/platform';
+import type { z } from 'zod';
 
 /** getMany takes at most this many ids per request (RunGetManyRequest). */
 const GET_MANY_MAX = 1000;
@@ -23,6 +27,10 @@ export interface Peers {
   liveRun(ownerId: string, threadId: string): Promise<Run | null>;
   /** How many of the owner's runs are live, counted up to `atMost`. */
   liveCount(ownerId: string, atMost: number): Promise<number>;
+  /** Whether a runner's DOMAIN event is one its run's holder published, about that run as it is. */
+  attestation(req: z.input<typeof AttestationRequest>): Promise<z.output<typeof AttestationResponse>>;
+  /** Whom the live run is for, if `claimId` holds it; `already_settled` (or `not_found`) otherwise. */
+  holder(runId: string, claimId: string): Promise<HolderResponse>;
   /** Core-NATS signal to a live run; sent only after the state it announces is stored. */
   signal(runId: string, signal: RunSignal): void;
 }
@@ -66,6 +74,10 @@ export function createPeers(nc: NatsConnection): Peers {
       const { live } = await request(nc, rpc.runs.liveCount, { owner_id: ownerId, at_most: atMost });
       return live;
     },
+
+    attestation: (req) => request(nc, rpc.runs.attestation, req),
+
+    holder: (runId, claimId) => request(nc, rpc.runs.holder, { run_id: runId, claim_id: claimId }),
 
     signal(runId, signal) {
       publishSignal(nc, subjects.runSignal(runId), signal);

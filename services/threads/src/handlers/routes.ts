@@ -4,6 +4,7 @@ import type { Deps } from './admission.js';
 import { createThread } from './create.js';
 import { queueMessage, sendMessage, steerRun } from './followups.js';
 import { getThread, listControls, listMessages, listTasks, resumableRun, threadProject, workList } from './reads.js';
+import { readSteer } from './steer-read.js';
 
 /** Every `rpc.threads.*` endpoint; the request is parsed against its schema before it gets here. */
 export function threadsRoutes(deps: Deps): RpcRoute[] {
@@ -19,5 +20,6 @@ export function threadsRoutes(deps: Deps): RpcRoute[] {
     route(rpc.threads.steer, (req) => steerRun(deps, req)),
     route(rpc.threads.messages, (req) => listMessages(deps, req)),
     route(rpc.threads.controls, (req) => listControls(deps, req)),
+    route(rpc.threads.steerRead, (req) => readSteer(deps, req)),
   ];
 }

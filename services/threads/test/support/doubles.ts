@@ -58,6 +58,10 @@ export interface RunsDouble {
    * were slow to travel; `received` resolves once that admit has arrived and been decided.
    */
   holdNextAdmit(): { received: Promise<void>; release: () => void };
+  /** Records a runner event (its subject and digest) as attested by its run's holder. */
+  attest(subject: string, digest: string): void;
+  /** Makes `claimId` the claim that holds the run, as a runner's claim would. */
+  hold(runId: string, claimId: string): void;
   /** Moves a run without telling anyone (no DOMAIN event). */
   setStatus(runId: string, status: RunStatus): RunStatusEvent;
   /** Moves a run and publishes its DOMAIN status event, as the runs service does. */
@@ -80,6 +84,8 @@ export async function serveRunsDouble(nc: NatsConnection, js: JetStreamClient, l
   const runs = new Map<string, StoredRun>();
   const byKey = new Map<string, string>();
   const liveByThread = new Map<string, string>();
+  const claims = new Map<string, string>();
+  const attested = new Map<string, string>();
   const admissions: AdmitRequest[] = [];
   let failures = 0;
   let loseAnswer = false;
@@ -173,8 +179,25 @@ export async function serveRunsDouble(nc: NatsConnection, js: JetStreamClient, l
       }),
       route(rpc.runs.get, async ({ owner_id, run_id }) => {
         const entry = runs.get(run_id);
-        if (!entry || (owner_id !== undefined && entry.owner_id !== owner_id)) throw notFound('run');
+        if (!entry || entry.owner_id !== owner_id) throw notFound('run');
         return entry.run;
+      }),
+      // As the runs service answers, for the facts this double keeps: the run's thread and owner.
+      route(rpc.runs.attestation, async ({ run_id, thread_id, owner_id, subject, digest }) => {
+        const entry = runs.get(run_id);
+        if (!entry) return { confirmed: false, reason: 'no such run' };
+        if (attested.get(digest) !== subject) return { confirmed: false, reason: 'not attested' };
+        if (entry.run.thread_id !== thread_id) return { confirmed: false, reason: 'another thread' };
+        if (owner_id !== undefined && entry.owner_id !== owner_id) return { confirmed: false, reason: 'another owner' };
+        return { confirmed: true, reason: null };
+      }),
+      route(rpc.runs.holder, async ({ run_id, claim_id }) => {
+        const entry = runs.get(run_id);
+        if (!entry) throw notFound('run');
+        if (entry.run.terminal || claims.get(run_id) !== claim_id) {
+          throw conflict('already_settled', `run ${run_id} is not held by this claim`);
+        }
+        return { owner_id: entry.owner_id, repository_ids: [] };
       }),
       route(rpc.runs.getMany, async ({ owner_id, run_ids }) => ({
         runs: run_ids.flatMap((id) => {
@@ -223,6 +246,8 @@ export async function serveRunsDouble(nc: NatsConnection, js: JetStreamClient, l
       hold = { decided, released };
       return { received, release };
     },
+    hold: (runId, claimId) => void claims.set(runId, claimId),
+    attest: (subject, digest) => void attested.set(digest, subject),
     setStatus,
     async transition(runId, status) {
       const event = setStatus(runId, status);
