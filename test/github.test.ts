@@ -246,12 +246,20 @@ describe('GitHub failing', () => {
     // A user whose installation's repositories were never read: a failure cannot fall back on a cached list.
     fake.addRepository('carol-gh', 'plans');
     const carol = await stack.createUser('gh-carol');
+    const pkce = pkcePair();
     const session = await json<{ install_url: string }>(
-      await post('/v1/repohost/install-session', carol, { return_to: RETURN_TO }),
+      await post('/v1/repohost/install-session', carol, { return_to: RETURN_TO, code_challenge: pkce.challenge }),
       201,
     );
     const { returned } = await installAs('carol-gh', session.install_url);
     expect(returned.searchParams.get('outcome')).toBe('installed');
+    await json(
+      await post('/v1/repohost/installations', carol, {
+        code: returned.searchParams.get('code'),
+        code_verifier: pkce.verifier,
+      }),
+      201,
+    );
 
     // GitHub's message may echo what the request carried.
     const echo = 'Resource not accessible by integration: carol-gh/plans?token=hunter2';

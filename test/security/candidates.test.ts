@@ -20,6 +20,7 @@ import {
 } from '@threadwork/platform';
 import {
   generateAppKeyPair,
+  pkcePair,
   pushBranch,
   startFakeGitHub,
   uniqueId,
@@ -68,18 +69,29 @@ async function waitFor<T>(what: string, check: () => Promise<T | undefined | fal
   }
 }
 
-/** Links `login`'s installation to `user`: the install session, GitHub's page, the setup callback. */
+/**
+ * Links `login`'s installation to `user`: the install session, GitHub's page, the setup callback,
+ * and the app redeeming the code it was handed with its verifier.
+ */
 async function connect(user: TestUser, login: string): Promise<void> {
+  const pkce = pkcePair();
   const res = await stack.fetch('/v1/repohost/install-session', {
     method: 'POST',
     user,
-    body: JSON.stringify({ return_to: `${SCHEME}://repohost/setup` }),
+    body: JSON.stringify({ return_to: `${SCHEME}://repohost/setup`, code_challenge: pkce.challenge }),
   });
   expect(res.status).toBe(201);
   const { install_url } = (await res.json()) as { install_url: string };
   const page = await fetch(install_url, { headers: { 'x-fake-login': login }, redirect: 'manual' });
   const callback = await fetch(page.headers.get('location')!, { redirect: 'manual' });
-  expect(new URL(callback.headers.get('location')!).searchParams.get('outcome')).toBe('installed');
+  const returned = new URL(callback.headers.get('location')!);
+  expect(returned.searchParams.get('outcome')).toBe('installed');
+  const linked = await stack.fetch('/v1/repohost/installations', {
+    method: 'POST',
+    user,
+    body: JSON.stringify({ code: returned.searchParams.get('code'), code_verifier: pkce.verifier }),
+  });
+  expect(linked.status).toBe(201);
 }
 
 /** A thread of `user` on `repo`, its run claimed and running by a runner with the runner's key. */
