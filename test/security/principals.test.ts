@@ -325,6 +325,29 @@ describe.skipIf(!hasBinary)('what one service’s NATS key can still do', () => 
       expect(asked.at(-1)?.userTexts).toEqual([prompt, STEER_TEXT]);
       await stack.fetch(`/v1/runs/${bobs.run_id}/cancel`, { method: 'POST', user: bob, body: '{}' });
     });
+
+    it('a cancel signal for a run its owner did not cancel stops nothing: the runner asks the runs service first', async () => {
+      const threadsKey = await connectAs('threads');
+      const prompt = 'STEER through a forged cancel';
+      const thread = await createThread(alice, prompt, 'codex');
+      await waitFor('the model to be asked', async () => fake.requests.some((r) => r.userTexts[0] === prompt));
+      // Received by the server (and so by the runner) before the steer that ends the turn.
+      publishSignal(threadsKey, subjects.runSignal(thread.run_id), { type: 'cancel' });
+      await threadsKey.flush();
+      await json(
+        await stack.fetch(`/v1/threads/${thread.id}/steer`, {
+          method: 'POST',
+          user: alice,
+          body: JSON.stringify({ prompt: STEER_TEXT }),
+        }),
+        202,
+        ControlSubmission,
+      );
+      await waitFor('the run to end', async () => (await runOf(alice, thread.run_id)).terminal);
+      const page = await eventsOf(alice, thread.run_id);
+      expect(page.status).toBe('completed');
+      expect(page.events.map((e) => (e.chunk as { status?: string }).status)).not.toContain('cancelling');
+    });
   });
 
   describe('runner events about a run', () => {

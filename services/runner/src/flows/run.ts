@@ -164,6 +164,9 @@ class RunExecution implements LiveRun {
   /** Every control id signalled to this attempt: each is taken at most once (a replayed signal is dropped). */
   private readonly steersSignalled = new Set<string>();
   private steering = false;
+  /** The check of a cancel signal under way; `cancelRecheck` asks for one more after it. */
+  private cancelCheck: Promise<void> | null = null;
+  private cancelRecheck = false;
   /** Woken by an `interaction` signal (or a stop) while a question waits for its answer. */
   private wakeQuestion: (() => void) | null = null;
   private killTimer: NodeJS.Timeout | undefined;
@@ -412,7 +415,7 @@ class RunExecution implements LiveRun {
   private onSignal(signal: RunSignal): void {
     switch (signal.type) {
       case 'cancel':
-        this.stop('cancel');
+        this.confirmCancel();
         return;
       case 'steer':
         if (this.steersSignalled.has(signal.control_id)) {
@@ -426,6 +429,43 @@ class RunExecution implements LiveRun {
       case 'interaction':
         this.wakeQuestion?.();
         return;
+    }
+  }
+
+  /**
+   * A cancel signal is a hint: anyone who may signal could send one. The run stops only once the
+   * runs service shows it cancelling (or taken over); otherwise the signal is refused and logged.
+   * A signal that arrives while one is being checked is checked again after it (the first check
+   * may have read the run just before its cancel was written), never more than one at a time.
+   */
+  private confirmCancel(): void {
+    if (this.cancelCheck) {
+      this.cancelRecheck = true;
+      return;
+    }
+    this.cancelCheck = (async () => {
+      do {
+        this.cancelRecheck = false;
+        await this.checkCancel();
+      } while (this.cancelRecheck && !this.stopReason);
+    })().finally(() => {
+      this.cancelCheck = null;
+    });
+  }
+
+  private async checkCancel(): Promise<void> {
+    try {
+      const run = await readAttempt(this.deps.nc, this.attemptRef(), 0);
+      if (run.attempt !== this.attempt || run.terminal) this.stop('fenced');
+      else if (run.status === 'cancelling') this.stop('cancel');
+      else
+        this.log.warn(
+          { status: run.status },
+          'refused a cancel signal: the runs service does not show the run cancelling',
+        );
+    } catch (err) {
+      // The poll still sees a real cancel once the runs service answers again.
+      this.log.debug({ err }, 'cancel signal not checked: the runs service did not answer');
     }
   }
 
