@@ -3,8 +3,6 @@ import { describe, expect, it, vi } from 'vitest';
 import {
   eventName,
   isTerminalStatusChunk,
-  liveAction,
-  parseSequenceHeader,
   sseErrorFrame,
   sseEventFrame,
   streamFinished,
@@ -75,17 +73,6 @@ describe('run event streaming decisions', () => {
     );
   });
 
-  it('skips what was sent, forwards what follows it, pages over a gap', () => {
-    expect(liveAction(10, 9, 5)).toBe('skip');
-    expect(liveAction(10, 10, 9)).toBe('skip');
-    expect(liveAction(10, 14, 10)).toBe('forward');
-    // Its predecessor predates where the stream started.
-    expect(liveAction(10, 14, 3)).toBe('forward');
-    expect(liveAction(10, 14, 0)).toBe('forward');
-    expect(liveAction(10, 14, 12)).toBe('repage');
-    expect(liveAction(10, 14, undefined)).toBe('repage');
-  });
-
   it('recognises the final status of a run', () => {
     for (const status of ['completed', 'failed', 'cancelled']) {
       expect(isTerminalStatusChunk({ type: 'run.status', status })).toBe(true);
@@ -102,13 +89,5 @@ describe('run event streaming decisions', () => {
     expect(streamFinished(page({ status: 'completed' }), false)).toBe(true);
     expect(streamFinished(page({ status: 'completed', events: [event] }), true)).toBe(false);
     expect(streamFinished(page({ status: 'running' }), false)).toBe(false);
-  });
-
-  it('parses sequence headers strictly', () => {
-    expect(parseSequenceHeader('42')).toBe(42);
-    expect(parseSequenceHeader('0')).toBe(0);
-    for (const bad of [undefined, '', '-1', '1.5', '12abc', '99999999999999999']) {
-      expect(parseSequenceHeader(bad)).toBeUndefined();
-    }
   });
 });

@@ -7,7 +7,7 @@ import {
 } from '@threadwork/contracts';
 
 // Pure pieces of following a run's event log: where a stream starts, how one event is framed for
-// Server-Sent Events, what to do with a live message, and when the stream is over.
+// Server-Sent Events, and when the stream is over.
 
 /** Event name used when a chunk has no usable `type` (an SSE event name cannot hold a newline). */
 export const FALLBACK_EVENT_NAME = 'event';
@@ -56,22 +56,6 @@ export function sseErrorFrame(code: string, message: string): string {
   return `event: error\ndata: ${JSON.stringify({ error: { code, message } })}\n\n`;
 }
 
-export type LiveAction = 'skip' | 'forward' | 'repage';
-
-/**
- * What to do with a live message of sequence `sequence` whose subject's previous message was
- * `previous` (`Nats-Last-Sequence`), when everything up to `lastSent` has been written:
- * - already written (it was on a page too): skip;
- * - its predecessor was written (or predates where we started): forward it;
- * - its predecessor was never seen, so something was missed: read pages from `lastSent + 1`.
- * Without a usable `previous` we cannot tell, so we page: that is never wrong, only slower.
- */
-export function liveAction(lastSent: number, sequence: number, previous: number | undefined): LiveAction {
-  if (sequence <= lastSent) return 'skip';
-  if (previous === undefined) return 'repage';
-  return previous <= lastSent ? 'forward' : 'repage';
-}
-
 /** A `run.status` chunk that moves the run to a terminal state: nothing but stragglers follows it. */
 export function isTerminalStatusChunk(chunk: unknown): boolean {
   if (typeof chunk !== 'object' || chunk === null) return false;
@@ -88,11 +72,4 @@ export function isTerminalStatusChunk(chunk: unknown): boolean {
 export function streamFinished(page: RunEventPage, sawTerminalChunk: boolean): boolean {
   if (page.terminal) return true;
   return page.events.length === 0 && (sawTerminalChunk || isTerminalRunStatus(page.status));
-}
-
-/** Parses the `Nats-Sequence` / `Nats-Last-Sequence` header values JetStream republish sets. */
-export function parseSequenceHeader(value: string | undefined): number | undefined {
-  if (value === undefined || !/^[0-9]{1,16}$/.test(value)) return undefined;
-  const n = Number(value);
-  return Number.isSafeInteger(n) ? n : undefined;
 }

@@ -18,14 +18,13 @@ import {
   SSE_END_FRAME,
   SSE_PING_FRAME,
   isTerminalStatusChunk,
-  liveAction,
   sseErrorFrame,
   sseEventFrame,
   streamFinished,
   streamStart,
 } from '../domain/events.js';
 import { call, ownerOf, pathId, readErrors, type HandlerDeps, type RouteModule } from './common.js';
-import { firstLiveMessage, followRun, type LiveMessage } from './live.js';
+import { firstLiveMessage, followRunLog, type LogRead } from './live.js';
 
 /** Tells EventSource how long to wait before reconnecting (it then sends Last-Event-ID). */
 const RECONNECT_MS = 3_000;
@@ -122,11 +121,12 @@ export const eventRoutes: RouteModule = (app, deps) => {
 };
 
 /**
- * Writes stored events from `start`, then live ones, until the run is terminal and drained.
- * Order of work: subscribe to the live subject first, then read pages, so nothing stored in
- * between is lost; a live message already sent from a page is skipped by sequence, and one whose
- * predecessor was never sent makes us read pages again from the last sequence sent. All work runs
- * one step at a time on a chain, so pages and live events never interleave on the wire.
+ * Writes stored events from `start`, then new ones as they are stored, until the run is terminal
+ * and drained. Everything written is read from the log (the live subject only wakes the run's
+ * shared reader, see followRunLog). Order of work: follow the run first, then read the first page,
+ * so nothing stored in between is lost; events already sent are skipped by sequence, and a page
+ * that starts past the last sequence sent makes us read the gap ourselves. All work runs one step
+ * at a time on a chain, so pages never interleave on the wire.
  */
 async function streamRunEvents(
   request: FastifyRequest,
@@ -152,7 +152,18 @@ async function streamRunEvents(
   };
 
   const leave = deps.followers.enter(ownerId);
-  const subscription = followRun(deps.nc, runId, (message) => enqueue(() => onLive(message)), request.log);
+  const subscription = followRunLog(
+    deps.nc,
+    runId,
+    ownerId,
+    page,
+    {
+      lastSent: () => lastSent,
+      onRead: (read) => enqueue(() => onRead(read)),
+      onError: (err) => enqueue(() => Promise.reject(err)),
+    },
+    request.log,
+  );
   // The first read happens before the response starts, so a run that is not the caller's (or a
   // service that is down) is still answered with a JSON error and the right status.
   let first: RunEventPage;
@@ -237,16 +248,12 @@ async function streamRunEvents(
     }
   }
 
-  async function onLive(message: LiveMessage): Promise<void> {
-    const action = message.sequence === undefined ? 'repage' : liveAction(lastSent, message.sequence, message.previous);
-    if (action === 'skip') return;
-    if (action === 'forward' && message.event) {
-      await write(message.event);
-      // After the run's final status only stragglers can follow; read them and end.
-      if (sawTerminalChunk) await readPages();
-      return;
-    }
-    await readPages();
+  /** A page read for this run's followers: written when it continues what was sent, else read the gap. */
+  async function onRead({ from, page: read }: LogRead): Promise<void> {
+    if (from > lastSent + 1) return readPages();
+    if (await writePage(read)) return;
+    // After the run's final status only stragglers can follow; read them and end.
+    if (sawTerminalChunk) await readPages();
   }
 
   async function writeFirst(firstPage: RunEventPage): Promise<void> {

@@ -1,104 +1,91 @@
-import { encodeJson, type NatsConnection } from '@threadwork/platform';
-import { describe, expect, it } from 'vitest';
-import { followRun, type LiveMessage } from './live.js';
+import { subjects } from '@threadwork/contracts';
+import { connectNats, createLogger, type NatsConnection } from '@threadwork/platform';
+import { isolatedNats, type IsolatedNats } from '@threadwork/testing';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { followRun } from './live.js';
 
-type Callback = (err: Error | null, msg: unknown) => void;
+// followRun against a real nats-server: one subscription per run and connection, shared by its
+// listeners; a message is only a wake-up.
 
-/** Just enough of a NATS connection for followRun: subscriptions by subject, and publishing to them. */
-class FakeNats {
-  readonly subscriptions: { subject: string; callback: Callback; closed: boolean }[] = [];
+let nats: IsolatedNats;
+let nc: NatsConnection;
+let publisher: NatsConnection;
 
-  subscribe(subject: string, { callback }: { callback: Callback }) {
-    const subscription = { subject, callback, closed: false };
-    this.subscriptions.push(subscription);
-    return { unsubscribe: () => void (subscription.closed = true) };
-  }
+beforeAll(async () => {
+  nats = await isolatedNats();
+  const logger = createLogger({ service: 'live-test', level: 'silent' });
+  const connect = (name: string) => connectNats({ servers: nats.url, name, logger, auth: nats.testAuth });
+  [nc, publisher] = await Promise.all([connect('follower'), connect('publisher')]);
+});
+afterAll(async () => {
+  await nc?.close();
+  await publisher?.close();
+  await nats?.stop();
+});
 
-  open(subject: string) {
-    return this.subscriptions.filter((s) => s.subject === subject && !s.closed);
-  }
-
-  /** What RUN_EVENTS republishes: the stored event, its sequence and the subject's previous one. */
-  republish(runId: string, sequence: number, previous: number, body: unknown) {
-    const headers = new Map([
-      ['Nats-Sequence', String(sequence)],
-      ['Nats-Last-Sequence', String(previous)],
-    ]);
-    const msg = { headers: { get: (name: string) => headers.get(name) }, data: encodeJson(body) };
-    for (const s of this.open(`run.live.${runId}`)) s.callback(null, msg);
-  }
-
-  get connection(): NatsConnection {
-    // followRun only subscribes; the fake stands in for the whole connection type.
-    return this as unknown as NatsConnection;
-  }
+/** Publishes a wake-up for `runId`, then one for `marker`; resolves once the marker's arrived (so the first has too). */
+async function wakeThenMark(runId: string, marker: string): Promise<void> {
+  let arrived: () => void = () => {};
+  const marked = new Promise<void>((resolve) => (arrived = resolve));
+  const sub = followRun(nc, marker, () => arrived());
+  await nc.flush();
+  publisher.publish(subjects.runLive(runId));
+  publisher.publish(subjects.runLive(marker));
+  await marked;
+  sub.close();
 }
 
-const stored = { chunk: { type: 'message.delta', delta: 'hi' }, created_at: '2026-01-01T00:00:00.000Z' };
-
 describe('followRun', () => {
-  it('shares one subscription among the followers of a run, and hands each the parsed event', () => {
-    const nats = new FakeNats();
-    const seen: [string, LiveMessage][] = [];
-    followRun(nats.connection, 'run_a', (m) => seen.push(['first', m]));
-    followRun(nats.connection, 'run_a', (m) => seen.push(['second', m]));
-    expect(nats.open('run.live.run_a')).toHaveLength(1);
-
-    nats.republish('run_a', 7, 5, stored);
-    const expected = { sequence: 7, previous: 5, event: { sequence: 7, ...stored } };
-    expect(seen).toEqual([
-      ['first', expected],
-      ['second', expected],
-    ]);
+  it('wakes every listener of a run from one subscription, and keeps runs apart', async () => {
+    const seen: string[] = [];
+    const first = followRun(nc, 'run_a', () => seen.push('a1'));
+    const second = followRun(nc, 'run_a', () => seen.push('a2'));
+    const other = followRun(nc, 'run_b', () => seen.push('b'));
+    await wakeThenMark('run_a', 'mark_1');
+    expect(seen).toEqual(['a1', 'a2']);
+    for (const sub of [first, second, other]) sub.close();
   });
 
-  it('keeps runs apart', () => {
-    const nats = new FakeNats();
+  it('unsubscribes when the last listener leaves, and subscribes anew for the next', async () => {
     const seen: string[] = [];
-    followRun(nats.connection, 'run_a', () => seen.push('a'));
-    followRun(nats.connection, 'run_b', () => seen.push('b'));
-    expect(nats.subscriptions.map((s) => s.subject)).toEqual(['run.live.run_a', 'run.live.run_b']);
-    nats.republish('run_b', 3, 0, stored);
-    expect(seen).toEqual(['b']);
-  });
-
-  it('unsubscribes when the last follower leaves, and subscribes anew for the next', () => {
-    const nats = new FakeNats();
-    const seen: string[] = [];
-    const first = followRun(nats.connection, 'run_a', () => seen.push('first'));
-    const second = followRun(nats.connection, 'run_a', () => seen.push('second'));
+    const first = followRun(nc, 'run_c', () => seen.push('first'));
+    const second = followRun(nc, 'run_c', () => seen.push('second'));
     first.close();
     first.close();
-    expect(nats.open('run.live.run_a')).toHaveLength(1);
-    nats.republish('run_a', 2, 1, stored);
+    await wakeThenMark('run_c', 'mark_2');
     expect(seen).toEqual(['second']);
 
     second.close();
-    expect(nats.open('run.live.run_a')).toHaveLength(0);
+    await wakeThenMark('run_c', 'mark_3');
+    expect(seen).toEqual(['second']);
 
-    followRun(nats.connection, 'run_a', () => seen.push('third'));
-    expect(nats.open('run.live.run_a')).toHaveLength(1);
-    nats.republish('run_a', 4, 2, stored);
+    const third = followRun(nc, 'run_c', () => seen.push('third'));
+    await wakeThenMark('run_c', 'mark_4');
     expect(seen).toEqual(['second', 'third']);
+    third.close();
   });
 
-  it('counts the same callback given twice as two followers', () => {
-    const nats = new FakeNats();
-    const seen: number[] = [];
-    const onMessage = (m: LiveMessage) => seen.push(m.sequence ?? -1);
-    const one = followRun(nats.connection, 'run_a', onMessage);
-    followRun(nats.connection, 'run_a', onMessage);
-    nats.republish('run_a', 9, 8, stored);
+  it('counts the same callback given twice as two listeners', async () => {
+    let woken = 0;
+    const onWake = () => woken++;
+    const one = followRun(nc, 'run_d', onWake);
+    const two = followRun(nc, 'run_d', onWake);
+    await wakeThenMark('run_d', 'mark_5');
     one.close();
-    nats.republish('run_a', 10, 9, stored);
-    expect(seen).toEqual([9, 9, 10]);
+    await wakeThenMark('run_d', 'mark_6');
+    expect(woken).toBe(3);
+    two.close();
   });
 
-  it('still says "read again" when the body is not a stored event', () => {
-    const nats = new FakeNats();
-    const seen: LiveMessage[] = [];
-    followRun(nats.connection, 'run_a', (m) => seen.push(m));
-    nats.republish('run_a', 5, 4, { not: 'an event' });
-    expect(seen).toEqual([{ sequence: 5, previous: 4, event: null }]);
+  it('takes a message with a reply subject for no wake-up: RUN_EVENTS republishes without one', async () => {
+    const warnings: object[] = [];
+    let woken = 0;
+    const sub = followRun(nc, 'run_e', () => woken++, { warn: (context) => warnings.push(context) });
+    await nc.flush();
+    publisher.publish(subjects.runLive('run_e'), undefined, { reply: '_INBOX_elsewhere.1' });
+    await wakeThenMark('run_e', 'mark_7');
+    expect(woken).toBe(1);
+    expect(warnings).toEqual([{ run_id: 'run_e', reply: '_INBOX_elsewhere.1' }]);
+    sub.close();
   });
 });
