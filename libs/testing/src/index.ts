@@ -4,5 +4,6 @@ export * from './servers.js';
 export * from './git.js';
 export * from './fake-model.js';
 export * from './fake-github.js';
+export * from './github-app.js';
 export * from './otlp-receiver.js';
 export * from './github-schemas.js';

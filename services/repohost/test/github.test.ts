@@ -34,13 +34,12 @@ import {
 import {
   baseServiceEnv,
   createBareRepo,
-  generateAppKeyPair,
   isolatedNats,
   newClaimId,
   pkcePair,
   pushBranch,
   signWebhook,
-  startFakeGitHub,
+  startGitHubApp,
   uniqueDbPrefix,
   uniqueId,
   type FakeGitHub,
@@ -94,8 +93,8 @@ describe('repohost GitHub App provider', () => {
   const logLines: string[] = [];
 
   beforeAll(async () => {
-    const keys = generateAppKeyPair();
-    fake = await startFakeGitHub({ appId: APP_ID, slug: SLUG, publicKey: keys.publicKey, webhookSecret: SECRET });
+    const app = await startGitHubApp({ appId: APP_ID, slug: SLUG, webhookSecret: SECRET, scheme: SCHEME });
+    fake = app.fake;
     widgets = fake.addRepository('alice-gh', 'widgets', { branch: 'trunk' });
     gadgets = fake.addRepository('alice-gh', 'gadgets');
     secretStuff = fake.addRepository('carol-gh', 'secret-stuff');
@@ -112,14 +111,9 @@ describe('repohost GitHub App provider', () => {
       loadConfig(RepohostConfig, {
         ...baseServiceEnv(nats.env('repohost'), dbPrefix),
         REPOHOST_LOCAL_DIR: localDir,
-        GITHUB_APP_ID: String(APP_ID),
+        ...app.env,
         // One line with `\n`, as in an env file.
-        GITHUB_APP_PRIVATE_KEY: keys.privateKey.replace(/\n/g, '\\n'),
-        GITHUB_WEBHOOK_SECRET: SECRET,
-        GITHUB_APP_SLUG: SLUG,
-        GITHUB_API_URL: fake.apiUrl,
-        GITHUB_WEB_URL: fake.webUrl,
-        APP_SCHEME: SCHEME,
+        GITHUB_APP_PRIVATE_KEY: app.env.GITHUB_APP_PRIVATE_KEY!.replace(/\n/g, '\\n'),
         // Only webhooks move publications in this file.
         PUBLICATION_SYNC_MS: String(60 * 60_000),
       }),
