@@ -5,12 +5,10 @@ import {
   ThreadWithRun,
   WorkList,
   domainEvents,
-  rpc,
   subjects,
-  type CandidateProducedEvent,
 } from '@threadwork/contracts';
-import { jetStreamOf, publishJson, request, type JetStreamHandles } from '@threadwork/platform';
-import { pkcePair, pushBranch, type FakeGitHub, type FakeRepository } from '@threadwork/testing';
+import { jetStreamOf, publishJson, type JetStreamHandles } from '@threadwork/platform';
+import { candidateProduced, pkcePair, pushAsRunner, type FakeGitHub, type FakeRepository } from '@threadwork/testing';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { RunDriver } from './support/driver.js';
 import { installInBrowser, linkInstallation, startGitHubStack, type GitHubStack } from './support/github.js';
@@ -324,34 +322,25 @@ describe('review and publication', () => {
     // The runner's part: a token for the repository, the thread branch pushed with real git.
     const runner = await RunDriver.claim(stack.nc, runId);
     await runner.to('running');
-    const { token } = await request(stack.nc, rpc.repohost.token, {
+    const pushed = await pushAsRunner(stack.nc, fake, {
       run_id: runId,
       claim_id: runner.claimId,
-      repository_ids: [widgets.id],
-    });
-    const pushed = await pushBranch({
-      cloneUrl: fake.cloneUrl('alice-gh/widgets'),
-      token: token!,
-      base: 'trunk',
+      repository: widgets,
       branch,
       files: { 'CHANGELOG.md': '# Changelog\n\n- first entry\n' },
     });
-    const event: CandidateProducedEvent = {
+    const event = candidateProduced({
       thread_id: threadId,
       run_id: runId,
       owner_id: alice.id,
       project_repository_id: projectRepositoryId,
       repository_id: widgets.id,
       branch,
-      base_branch: 'trunk',
       base_revision: pushed.baseRevision,
       candidate_revision: pushed.revision,
       diff: 'diff --git a/CHANGELOG.md b/CHANGELOG.md\nnew file mode 100644\n+# Changelog\n',
-      truncated: false,
-      files: [{ path: 'CHANGELOG.md', status: 'added' }],
       stats: { additions: 3, deletions: 0 },
-      at: new Date().toISOString(),
-    };
+    });
     await runner.publish(jetstream.js, domainEvents.candidateProduced, event, `${runId}:${projectRepositoryId}`);
 
     // The run is still live: pending, with the candidate shown and the pull request opened.
@@ -433,22 +422,17 @@ describe('review and publication', () => {
 
   it('passes a truncated diff through', async () => {
     const big = 'x'.repeat(64 * 1024);
-    const event: CandidateProducedEvent = {
+    const event = candidateProduced({
       thread_id: threadId,
       run_id: 'run_second',
       owner_id: alice.id,
       project_repository_id: projectRepositoryId,
       repository_id: widgets.id,
-      branch: `threadwork/${threadId}`,
-      base_branch: 'trunk',
-      base_revision: 'a'.repeat(40),
-      candidate_revision: 'b'.repeat(40),
       diff: big,
       truncated: true,
       files: [{ path: 'big.txt', status: 'added' }],
       stats: { additions: 100_000, deletions: 0 },
-      at: new Date().toISOString(),
-    };
+    });
     const { service, entity, verb } = domainEvents.candidateProduced;
     await publishJson(jetstream.js, subjects.domain(service, entity, verb), event, {
       msgId: `run_second:${projectRepositoryId}`,

@@ -1,24 +1,14 @@
-import {
-  CONSUMERS,
-  DOMAIN_STREAM,
-  ThreadWithRun,
-  WorkList,
-  domainEvents,
-  rpc,
-  subjects,
-  type CandidateProducedEvent,
-} from '@threadwork/contracts';
+import { CONSUMERS, DOMAIN_STREAM, ThreadWithRun, WorkList, domainEvents, subjects } from '@threadwork/contracts';
 import {
   connectNats,
   createLogger,
   jetStreamOf,
   natsAuthWithSeed,
   publishJson,
-  request,
   type JetStreamClient,
   type NatsConnection,
 } from '@threadwork/platform';
-import { pushBranch, uniqueId, type FakeGitHub, type FakeRepository } from '@threadwork/testing';
+import { candidateProduced, pushAsRunner, uniqueId, type FakeGitHub, type FakeRepository } from '@threadwork/testing';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { RunDriver } from '../support/driver.js';
 import { linkInstallation, startGitHubStack, type GitHubStack } from '../support/github.js';
@@ -124,34 +114,23 @@ describe.skipIf(!hasBinary)('candidates repohost publishes', () => {
     const { thread, holder, projectRepositoryId } = await heldThread(alice, widgets);
     const branch = `threadwork/${thread.id}`;
     // The runner's part: a token for the run's repository, the thread branch pushed.
-    const { token } = await request(runnerKey, rpc.repohost.token, {
+    const pushed = await pushAsRunner(runnerKey, fake, {
       run_id: thread.run_id,
       claim_id: holder.claimId,
-      repository_ids: [widgets.id],
-    });
-    const pushed = await pushBranch({
-      cloneUrl: fake.cloneUrl('alice-gh/widgets'),
-      token: token!,
-      base: 'trunk',
+      repository: widgets,
       branch,
       files: { 'CHANGELOG.md': '# Changelog\n' },
     });
-    const candidate: CandidateProducedEvent = {
+    const candidate = candidateProduced({
       thread_id: thread.id,
       run_id: thread.run_id,
       owner_id: alice.id,
       project_repository_id: projectRepositoryId,
       repository_id: widgets.id,
       branch,
-      base_branch: 'trunk',
       base_revision: pushed.baseRevision,
       candidate_revision: pushed.revision,
-      diff: 'diff --git a/CHANGELOG.md b/CHANGELOG.md\n',
-      truncated: false,
-      files: [{ path: 'CHANGELOG.md', status: 'added' }],
-      stats: { additions: 1, deletions: 0 },
-      at: new Date().toISOString(),
-    };
+    });
 
     // Forged with the key alone: the whole event right, but no holder attested it.
     let last = (await publishJson(js, CANDIDATE, candidate, { msgId: uniqueId('forged-') })).seq;

@@ -1,4 +1,12 @@
-import { generateAppKeyPair, startFakeGitHub, type FakeGitHub } from './fake-github.js';
+import { rpc } from '@threadwork/contracts';
+import { request, type NatsConnection } from '@threadwork/platform';
+import {
+  generateAppKeyPair,
+  pushBranch,
+  startFakeGitHub,
+  type FakeGitHub,
+  type FakeRepository,
+} from './fake-github.js';
 
 export interface GitHubAppOptions {
   appId: number;
@@ -47,4 +55,35 @@ export async function startGitHubApp(options: GitHubAppOptions): Promise<GitHubA
     },
     returnTo: `${options.scheme}://repohost/setup`,
   };
+}
+
+/**
+ * The runner's part at the end of a run: a token for `repository` from repohost, asked as the
+ * holder of the run (`claim_id`) over `nc`, then `files` committed on `branch` from the
+ * repository's default branch and pushed with real git. Returns the base and the new commit.
+ */
+export async function pushAsRunner(
+  nc: NatsConnection,
+  fake: FakeGitHub,
+  input: {
+    run_id: string;
+    claim_id: string;
+    repository: FakeRepository;
+    branch: string;
+    files: Record<string, string>;
+  },
+): Promise<{ baseRevision: string; revision: string }> {
+  const { token } = await request(nc, rpc.repohost.token, {
+    run_id: input.run_id,
+    claim_id: input.claim_id,
+    repository_ids: [input.repository.id],
+  });
+  if (!token) throw new Error(`repohost gave no token for ${input.repository.full_name}`);
+  return pushBranch({
+    cloneUrl: fake.cloneUrl(input.repository.full_name),
+    token,
+    base: input.repository.default_branch,
+    branch: input.branch,
+    files: input.files,
+  });
 }

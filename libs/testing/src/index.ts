@@ -1,4 +1,5 @@
 export * from './env.js';
+export * from './events.js';
 export * from './nats.js';
 export * from './servers.js';
 export * from './git.js';

@@ -33,11 +33,12 @@ import {
 } from '@threadwork/platform';
 import {
   baseServiceEnv,
+  candidateProduced,
   createBareRepo,
   isolatedNats,
   newClaimId,
   pkcePair,
-  pushBranch,
+  pushAsRunner,
   signWebhook,
   startGitHubApp,
   uniqueDbPrefix,
@@ -643,30 +644,22 @@ describe('repohost GitHub App provider', () => {
       const threadId = held.thread.id;
       const prr = held.thread.prr[0]!;
       const branch = `threadwork/${threadId}`;
-      const { token } = await request(nc, rpc.repohost.token, { ...held, repository_ids: [widgets.id] });
-      const pushed = await pushBranch({
-        cloneUrl: fake.cloneUrl('alice-gh/widgets'),
-        token: token!,
-        base: 'trunk',
+      const pushed = await pushAsRunner(nc, fake, {
+        ...held,
+        repository: widgets,
         branch,
         files: { 'CHANGELOG.md': '# Changes\n' },
       });
-      const event: CandidateProducedEvent = {
+      const event = candidateProduced({
         thread_id: threadId,
         run_id: held.run_id,
         owner_id: alice,
         project_repository_id: prr,
         repository_id: widgets.id,
         branch,
-        base_branch: 'trunk',
         base_revision: pushed.baseRevision,
         candidate_revision: pushed.revision,
-        diff: 'diff --git a/CHANGELOG.md b/CHANGELOG.md\n',
-        truncated: false,
-        files: [{ path: 'CHANGELOG.md', status: 'added' }],
-        stats: { additions: 1, deletions: 0 },
-        at: new Date().toISOString(),
-      };
+      });
       // Forged (no holder attested it), or attested by the holder of another owner's run: no pull
       // request, whatever it names.
       await publishCandidate(null, event, `${held.run_id}:forged`);

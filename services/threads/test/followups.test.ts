@@ -12,7 +12,7 @@ import {
   WorkList,
 } from '@threadwork/contracts';
 import { decodeJson, domainEventDigest, encodeJson, publishJson } from '@threadwork/platform';
-import { newClaimId } from '@threadwork/testing';
+import { candidateProduced, newClaimId } from '@threadwork/testing';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { publishRunStatus } from './support/doubles.js';
 import { eventually, startHarness, type Harness } from './support/harness.js';
@@ -43,28 +43,22 @@ describe('messages, queue and steer', () => {
 
   const texts = (list: Message[]) => list.map((m) => `${m.role}:${m.parts.map((p) => p.text).join('')}`);
 
-  /** A candidate of `thread`'s run on repository 101, as the runner reports one; `fields` change what a test looks at. */
+  /** A candidate of `thread`'s run on repository 101 (on `main`, no diff); `fields` change what a test looks at. */
   const candidateOf = (
     owner: string,
     thread: { id: string; run_id: string },
-    fields: Partial<CandidateProducedEvent> = {},
-  ): CandidateProducedEvent => ({
-    thread_id: thread.id,
-    run_id: thread.run_id,
-    owner_id: owner,
-    project_repository_id: 'prp_a',
-    repository_id: 101,
-    branch: `threadwork/${thread.id}`,
-    base_branch: 'main',
-    base_revision: 'a'.repeat(40),
-    candidate_revision: 'b'.repeat(40),
-    diff: '',
-    truncated: false,
-    files: [],
-    stats: { additions: 1, deletions: 0 },
-    at: new Date().toISOString(),
-    ...fields,
-  });
+    fields: Partial<CandidateProducedEvent> & Pick<CandidateProducedEvent, 'project_repository_id'>,
+  ) =>
+    candidateProduced({
+      thread_id: thread.id,
+      run_id: thread.run_id,
+      owner_id: owner,
+      repository_id: 101,
+      base_branch: 'main',
+      diff: '',
+      files: [],
+      ...fields,
+    });
 
   /** Publishes a DOMAIN event; a runner's is attested first, as its run's holder does (unless `forged`). */
   async function publishDomain(
