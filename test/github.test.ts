@@ -5,33 +5,24 @@ import {
   ThreadWithRun,
   WorkList,
   domainEvents,
-  rpc,
   subjects,
-  type CandidateProducedEvent,
 } from '@threadwork/contracts';
-import { jetStreamOf, publishJson, request, type JetStreamHandles } from '@threadwork/platform';
-import {
-  generateAppKeyPair,
-  pkcePair,
-  pushBranch,
-  startFakeGitHub,
-  type FakeGitHub,
-  type FakeRepository,
-} from '@threadwork/testing';
+import { jetStreamOf, publishJson, type JetStreamHandles } from '@threadwork/platform';
+import { candidateProduced, pkcePair, pushAsRunner, type FakeGitHub, type FakeRepository } from '@threadwork/testing';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { RunDriver } from './support/driver.js';
-import { startStack, type Stack, type TestUser } from './support/stack.js';
+import { installInBrowser, linkInstallation, startGitHubStack, type GitHubStack } from './support/github.js';
+import type { Stack, TestUser } from './support/stack.js';
 
 // The GitHub App end to end: the real services in this process, a fake GitHub on loopback (REST,
 // JWT-checked, OAuth, real git over HTTP), and the client's side spoken over HTTP to the gateway.
 
-const APP_ID = 777;
 const SLUG = 'threadwork-e2e';
 const SECRET = 'e2e-webhook-secret';
 const SCHEME = 'twe2e';
 const RETURN_TO = `${SCHEME}://repohost/setup`;
-const OAUTH = { clientId: 'Iv1.e2e', clientSecret: 'e2e-client-secret' };
 
+let gh: GitHubStack;
 let stack: Stack;
 let fake: FakeGitHub;
 let jetstream: JetStreamHandles;
@@ -40,38 +31,26 @@ let bob: TestUser;
 let widgets: FakeRepository;
 
 beforeAll(async () => {
-  const keys = generateAppKeyPair();
-  fake = await startFakeGitHub({
-    appId: APP_ID,
-    slug: SLUG,
-    publicKey: keys.publicKey,
-    webhookSecret: SECRET,
-    oauth: OAUTH,
-  });
+  gh = await startGitHubStack(
+    {
+      appId: 777,
+      slug: SLUG,
+      webhookSecret: SECRET,
+      scheme: SCHEME,
+      oauth: { clientId: 'Iv1.e2e', clientSecret: 'e2e-client-secret' },
+    },
+    // Publications move by webhooks in this file, not by syncs on read.
+    { PUBLICATION_SYNC_MS: String(60 * 60_000) },
+  );
+  ({ stack, fake } = gh);
   widgets = fake.addRepository('alice-gh', 'widgets', { branch: 'trunk', files: { 'README.md': '# widgets\n' } });
   fake.addRepository('bob-gh', 'bobs-repo');
-  stack = await startStack({
-    GITHUB_APP_ID: String(APP_ID),
-    GITHUB_APP_PRIVATE_KEY: keys.privateKey,
-    GITHUB_WEBHOOK_SECRET: SECRET,
-    GITHUB_APP_SLUG: SLUG,
-    GITHUB_CLIENT_ID: OAUTH.clientId,
-    GITHUB_CLIENT_SECRET: OAUTH.clientSecret,
-    GITHUB_API_URL: fake.apiUrl,
-    GITHUB_WEB_URL: fake.webUrl,
-    APP_SCHEME: SCHEME,
-    // Publications move by webhooks in this file, not by syncs on read.
-    PUBLICATION_SYNC_MS: String(60 * 60_000),
-  });
-  fake.setupUrl = `${stack.baseUrl}/v1/repohost/setup`;
-  fake.webhookUrl = `${stack.baseUrl}/v1/repohost/webhooks`;
   jetstream = await jetStreamOf(stack.nc);
   [alice, bob] = await Promise.all([stack.createUser('gh-alice'), stack.createUser('gh-bob')]);
 });
 
 afterAll(async () => {
-  await stack?.stop();
-  await fake?.close();
+  await gh?.stop();
 });
 
 async function json<T>(res: Response, status: number, schema?: { parse(v: unknown): T }): Promise<T> {
@@ -92,17 +71,6 @@ async function waitFor<T>(what: string, fn: () => Promise<T | undefined>, timeou
     if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
     await new Promise((r) => setTimeout(r, 50));
   }
-}
-
-/** The browser: the install page as `login`, then the gateway's setup callback; returns where the app is sent. */
-async function installAs(login: string, installUrl: string): Promise<{ setupUrl: string; returned: URL }> {
-  const page = await fetch(installUrl, { headers: { 'x-fake-login': login }, redirect: 'manual' });
-  expect(page.status).toBe(302);
-  const setupUrl = page.headers.get('location')!;
-  expect(setupUrl.startsWith(`${stack.baseUrl}/v1/repohost/setup?`)).toBe(true);
-  const callback = await fetch(setupUrl, { redirect: 'manual' });
-  expect(callback.status).toBe(302);
-  return { setupUrl, returned: new URL(callback.headers.get('location')!) };
 }
 
 describe('install flow', () => {
@@ -136,10 +104,10 @@ describe('install flow', () => {
       await post('/v1/repohost/install-session', alice, { return_to: RETURN_TO, code_challenge: pkce.challenge }),
       201,
     );
-    const { setupUrl, returned } = await installAs('alice-gh', session.install_url);
+    // The browser, back at the app's return_to through the gateway's setup callback.
+    const { setupUrl, returned } = await installInBrowser(gh, 'alice-gh', session.install_url);
     const installationId = [...fake.installations.values()].find((i) => i.account.login === 'alice-gh')!.id;
-    expect(`${returned.protocol}//${returned.host}${returned.pathname}`).toBe(RETURN_TO);
-    expect(Object.fromEntries(returned.searchParams)).toEqual({
+    expect(returned).toEqual({
       outcome: 'installed',
       installation_id: String(installationId),
       code: expect.any(String),
@@ -150,7 +118,7 @@ describe('install flow', () => {
     ).toBe('not_connected');
     const linked = await json<{ installation: { id: number; account: string } }>(
       await post('/v1/repohost/installations', alice, {
-        code: returned.searchParams.get('code'),
+        code: returned.code,
         code_verifier: pkce.verifier,
       }),
       201,
@@ -246,20 +214,7 @@ describe('GitHub failing', () => {
     // A user whose installation's repositories were never read: a failure cannot fall back on a cached list.
     fake.addRepository('carol-gh', 'plans');
     const carol = await stack.createUser('gh-carol');
-    const pkce = pkcePair();
-    const session = await json<{ install_url: string }>(
-      await post('/v1/repohost/install-session', carol, { return_to: RETURN_TO, code_challenge: pkce.challenge }),
-      201,
-    );
-    const { returned } = await installAs('carol-gh', session.install_url);
-    expect(returned.searchParams.get('outcome')).toBe('installed');
-    await json(
-      await post('/v1/repohost/installations', carol, {
-        code: returned.searchParams.get('code'),
-        code_verifier: pkce.verifier,
-      }),
-      201,
-    );
+    await linkInstallation(gh, carol, 'carol-gh');
 
     // GitHub's message may echo what the request carried.
     const echo = 'Resource not accessible by integration: carol-gh/plans?token=hunter2';
@@ -367,34 +322,25 @@ describe('review and publication', () => {
     // The runner's part: a token for the repository, the thread branch pushed with real git.
     const runner = await RunDriver.claim(stack.nc, runId);
     await runner.to('running');
-    const { token } = await request(stack.nc, rpc.repohost.token, {
+    const pushed = await pushAsRunner(stack.nc, fake, {
       run_id: runId,
       claim_id: runner.claimId,
-      repository_ids: [widgets.id],
-    });
-    const pushed = await pushBranch({
-      cloneUrl: fake.cloneUrl('alice-gh/widgets'),
-      token: token!,
-      base: 'trunk',
+      repository: widgets,
       branch,
       files: { 'CHANGELOG.md': '# Changelog\n\n- first entry\n' },
     });
-    const event: CandidateProducedEvent = {
+    const event = candidateProduced({
       thread_id: threadId,
       run_id: runId,
       owner_id: alice.id,
       project_repository_id: projectRepositoryId,
       repository_id: widgets.id,
       branch,
-      base_branch: 'trunk',
       base_revision: pushed.baseRevision,
       candidate_revision: pushed.revision,
       diff: 'diff --git a/CHANGELOG.md b/CHANGELOG.md\nnew file mode 100644\n+# Changelog\n',
-      truncated: false,
-      files: [{ path: 'CHANGELOG.md', status: 'added' }],
       stats: { additions: 3, deletions: 0 },
-      at: new Date().toISOString(),
-    };
+    });
     await runner.publish(jetstream.js, domainEvents.candidateProduced, event, `${runId}:${projectRepositoryId}`);
 
     // The run is still live: pending, with the candidate shown and the pull request opened.
@@ -476,22 +422,17 @@ describe('review and publication', () => {
 
   it('passes a truncated diff through', async () => {
     const big = 'x'.repeat(64 * 1024);
-    const event: CandidateProducedEvent = {
+    const event = candidateProduced({
       thread_id: threadId,
       run_id: 'run_second',
       owner_id: alice.id,
       project_repository_id: projectRepositoryId,
       repository_id: widgets.id,
-      branch: `threadwork/${threadId}`,
-      base_branch: 'trunk',
-      base_revision: 'a'.repeat(40),
-      candidate_revision: 'b'.repeat(40),
       diff: big,
       truncated: true,
       files: [{ path: 'big.txt', status: 'added' }],
       stats: { additions: 100_000, deletions: 0 },
-      at: new Date().toISOString(),
-    };
+    });
     const { service, entity, verb } = domainEvents.candidateProduced;
     await publishJson(jetstream.js, subjects.domain(service, entity, verb), event, {
       msgId: `run_second:${projectRepositoryId}`,

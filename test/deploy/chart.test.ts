@@ -11,6 +11,7 @@ import { Ingress, NetworkPolicy } from 'kubernetes-models/networking.k8s.io/v1';
 import { PodDisruptionBudget } from 'kubernetes-models/policy/v1';
 import { ConfigMap, Secret, Service, ServiceAccount } from 'kubernetes-models/v1';
 import { NATS_IDENTITIES, natsPermissions } from '@threadwork/contracts';
+import { GatewayConfig } from '@threadwork/gateway';
 import { newNatsKeys } from '@threadwork/platform';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { parse, parseAllDocuments } from 'yaml';
@@ -912,6 +913,39 @@ describe('charts/threadwork', () => {
     });
   });
 
+  describe('the gateway behind a proxy', () => {
+    /** Every TRUST_PROXY the gateway container gets. */
+    const trustProxy = (args: string[]) =>
+      workloads(render([...REQUIRED, ...args]))
+        .find((w) => component(w) === 'gateway')!
+        .spec.template.spec.containers[0]!.env!.filter((e) => e.name === 'TRUST_PROXY')
+        .map((e) => e.value);
+
+    it('sets TRUST_PROXY from gateway.trustProxy, in every form the gateway takes', () => {
+      const forms: [string[], string][] = [
+        [['--set', 'gateway.trustProxy=1'], '1'],
+        [['--set', 'gateway.trustProxy=true'], 'true'],
+        [['--set-string', 'gateway.trustProxy=false'], 'false'],
+        [
+          ['-f', valuesFile('proxies', { gateway: { trustProxy: '10.0.0.0/8, loopback,fd00::/8' } })],
+          '10.0.0.0/8, loopback,fd00::/8',
+        ],
+        [['--set-string', 'gateway.trustProxy=192.168.1.7'], '192.168.1.7'],
+      ];
+      for (const [args, value] of forms) {
+        expect(trustProxy(args), args.join(' ')).toEqual([value]);
+        expect(GatewayConfig.shape.TRUST_PROXY.safeParse(value).success, value).toBe(true);
+      }
+      // Unset, none: the gateway's default believes no proxy.
+      expect(trustProxy([])).toEqual([]);
+      expect(trustProxy(['--set', 'gateway.trustProxy=false'])).toEqual([]);
+    });
+
+    it('has values-production.yaml believe the one proxy in front', () => {
+      expect(trustProxy(['-f', productionValues])).toEqual(['1']);
+    });
+  });
+
   describe('other values', () => {
     it('renders a Secret from values only when asked to', () => {
       const objects = render([
@@ -985,6 +1019,13 @@ describe('charts/threadwork', () => {
     it('rejects a cluster CIDR that is not one', () => {
       rejects([...REQUIRED, '--set', 'networkPolicy.clusterCIDRs={10.0.0.0/8,cluster.local}'], /clusterCIDRs/);
       rejects([...REQUIRED, '--set', 'networkPolicy.clusterCIDRs={10.0.0.0/33}'], /clusterCIDRs/);
+    });
+
+    it('takes TRUST_PROXY only as gateway.trustProxy, and only in a form the gateway takes', () => {
+      rejects([...REQUIRED, '--set-string', 'gateway.env.TRUST_PROXY=1'], /gateway\/env/);
+      rejects([...REQUIRED, '--set-string', 'gateway.trustProxy=proxy.example'], /gateway\/trustProxy/);
+      rejects([...REQUIRED, '--set', 'gateway.trustProxy=-1'], /gateway\/trustProxy/);
+      rejects([...REQUIRED, '--set-string', 'gateway.trustProxy=10.0.0.0/8;rm'], /gateway\/trustProxy/);
     });
 
     it('rejects a public key that is not an NKEY user key', () => {

@@ -1,35 +1,18 @@
-import {
-  CONSUMERS,
-  DOMAIN_STREAM,
-  ThreadWithRun,
-  WorkList,
-  domainEvents,
-  rpc,
-  subjects,
-  type CandidateProducedEvent,
-} from '@threadwork/contracts';
+import { CONSUMERS, DOMAIN_STREAM, ThreadWithRun, WorkList, domainEvents, subjects } from '@threadwork/contracts';
 import {
   connectNats,
   createLogger,
   jetStreamOf,
   natsAuthWithSeed,
   publishJson,
-  request,
   type JetStreamClient,
   type NatsConnection,
 } from '@threadwork/platform';
-import {
-  generateAppKeyPair,
-  pkcePair,
-  pushBranch,
-  startFakeGitHub,
-  uniqueId,
-  type FakeGitHub,
-  type FakeRepository,
-} from '@threadwork/testing';
+import { candidateProduced, pushAsRunner, uniqueId, type FakeGitHub, type FakeRepository } from '@threadwork/testing';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { RunDriver } from '../support/driver.js';
-import { startStack, type Stack, type TestUser } from '../support/stack.js';
+import { linkInstallation, startGitHubStack, type GitHubStack } from '../support/github.js';
+import type { Stack, TestUser } from '../support/stack.js';
 
 // repohost opens and updates pull requests on a user's repositories, with their installation's
 // token, from `evt.runner.candidate.produced`, which anyone holding the runner's NATS key can
@@ -38,12 +21,15 @@ import { startStack, type Stack, type TestUser } from '../support/stack.js';
 // owner and repository.
 
 const hasBinary = Boolean(inject('natsServerBin'));
-const APP_ID = 778;
-const SLUG = 'threadwork-candidates';
-const SECRET = 'candidates-webhook-secret';
-const SCHEME = 'twcand';
-const OAUTH = { clientId: 'Iv1.cand', clientSecret: 'cand-client-secret' };
+const APP = {
+  appId: 778,
+  slug: 'threadwork-candidates',
+  webhookSecret: 'candidates-webhook-secret',
+  scheme: 'twcand',
+  oauth: { clientId: 'Iv1.cand', clientSecret: 'cand-client-secret' },
+};
 
+let gh: GitHubStack;
 let stack: Stack;
 let fake: FakeGitHub;
 let runnerKey: NatsConnection;
@@ -67,31 +53,6 @@ async function waitFor<T>(what: string, check: () => Promise<T | undefined | fal
     if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
     await new Promise((resolve) => setTimeout(resolve, 50));
   }
-}
-
-/**
- * Links `login`'s installation to `user`: the install session, GitHub's page, the setup callback,
- * and the app redeeming the code it was handed with its verifier.
- */
-async function connect(user: TestUser, login: string): Promise<void> {
-  const pkce = pkcePair();
-  const res = await stack.fetch('/v1/repohost/install-session', {
-    method: 'POST',
-    user,
-    body: JSON.stringify({ return_to: `${SCHEME}://repohost/setup`, code_challenge: pkce.challenge }),
-  });
-  expect(res.status).toBe(201);
-  const { install_url } = (await res.json()) as { install_url: string };
-  const page = await fetch(install_url, { headers: { 'x-fake-login': login }, redirect: 'manual' });
-  const callback = await fetch(page.headers.get('location')!, { redirect: 'manual' });
-  const returned = new URL(callback.headers.get('location')!);
-  expect(returned.searchParams.get('outcome')).toBe('installed');
-  const linked = await stack.fetch('/v1/repohost/installations', {
-    method: 'POST',
-    user,
-    body: JSON.stringify({ code: returned.searchParams.get('code'), code_verifier: pkce.verifier }),
-  });
-  expect(linked.status).toBe(201);
 }
 
 /** A thread of `user` on `repo`, its run claimed and running by a runner with the runner's key. */
@@ -129,33 +90,13 @@ const CANDIDATE = subjects.domain(
 
 describe.skipIf(!hasBinary)('candidates repohost publishes', () => {
   beforeAll(async () => {
-    const keys = generateAppKeyPair();
-    fake = await startFakeGitHub({
-      appId: APP_ID,
-      slug: SLUG,
-      publicKey: keys.publicKey,
-      webhookSecret: SECRET,
-      oauth: OAUTH,
-    });
+    gh = await startGitHubStack(APP, { PUBLICATION_SYNC_MS: String(60 * 60_000) });
+    ({ stack, fake } = gh);
     widgets = fake.addRepository('alice-gh', 'widgets', { branch: 'trunk', files: { 'README.md': '# widgets\n' } });
     bobsRepo = fake.addRepository('bob-gh', 'gizmos', { branch: 'trunk', files: { 'README.md': '# gizmos\n' } });
-    stack = await startStack({
-      GITHUB_APP_ID: String(APP_ID),
-      GITHUB_APP_PRIVATE_KEY: keys.privateKey,
-      GITHUB_WEBHOOK_SECRET: SECRET,
-      GITHUB_APP_SLUG: SLUG,
-      GITHUB_CLIENT_ID: OAUTH.clientId,
-      GITHUB_CLIENT_SECRET: OAUTH.clientSecret,
-      GITHUB_API_URL: fake.apiUrl,
-      GITHUB_WEB_URL: fake.webUrl,
-      APP_SCHEME: SCHEME,
-      PUBLICATION_SYNC_MS: String(60 * 60_000),
-    });
-    fake.setupUrl = `${stack.baseUrl}/v1/repohost/setup`;
-    fake.webhookUrl = `${stack.baseUrl}/v1/repohost/webhooks`;
     [alice, bob] = await Promise.all([stack.createUser('cand-alice'), stack.createUser('cand-bob')]);
-    await connect(alice, 'alice-gh');
-    await connect(bob, 'bob-gh');
+    await linkInstallation(gh, alice, 'alice-gh');
+    await linkInstallation(gh, bob, 'bob-gh');
     runnerKey = await connectNats({
       servers: stack.nats.url,
       name: 'as-runner',
@@ -166,42 +107,30 @@ describe.skipIf(!hasBinary)('candidates repohost publishes', () => {
   });
   afterAll(async () => {
     await runnerKey?.close();
-    await stack?.stop();
-    await fake?.close();
+    await gh?.stop();
   });
 
   it('opens no pull request for a candidate its run’s holder did not produce, and one for the holder’s', async () => {
     const { thread, holder, projectRepositoryId } = await heldThread(alice, widgets);
     const branch = `threadwork/${thread.id}`;
     // The runner's part: a token for the run's repository, the thread branch pushed.
-    const { token } = await request(runnerKey, rpc.repohost.token, {
+    const pushed = await pushAsRunner(runnerKey, fake, {
       run_id: thread.run_id,
       claim_id: holder.claimId,
-      repository_ids: [widgets.id],
-    });
-    const pushed = await pushBranch({
-      cloneUrl: fake.cloneUrl('alice-gh/widgets'),
-      token: token!,
-      base: 'trunk',
+      repository: widgets,
       branch,
       files: { 'CHANGELOG.md': '# Changelog\n' },
     });
-    const candidate: CandidateProducedEvent = {
+    const candidate = candidateProduced({
       thread_id: thread.id,
       run_id: thread.run_id,
       owner_id: alice.id,
       project_repository_id: projectRepositoryId,
       repository_id: widgets.id,
       branch,
-      base_branch: 'trunk',
       base_revision: pushed.baseRevision,
       candidate_revision: pushed.revision,
-      diff: 'diff --git a/CHANGELOG.md b/CHANGELOG.md\n',
-      truncated: false,
-      files: [{ path: 'CHANGELOG.md', status: 'added' }],
-      stats: { additions: 1, deletions: 0 },
-      at: new Date().toISOString(),
-    };
+    });
 
     // Forged with the key alone: the whole event right, but no holder attested it.
     let last = (await publishJson(js, CANDIDATE, candidate, { msgId: uniqueId('forged-') })).seq;

@@ -1,13 +1,15 @@
 import { ProviderConnection, RepositoryList } from '@threadwork/contracts';
-import {
-  generateAppKeyPair,
-  pkcePair,
-  startFakeGitHub,
-  type FakeGitHub,
-  type FakeRepository,
-} from '@threadwork/testing';
+import { pkcePair, type FakeGitHub, type FakeRepository } from '@threadwork/testing';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { startStack, type Stack, type TestUser } from '../support/stack.js';
+import {
+  installInBrowser,
+  linkInstallation,
+  redeemInstallation,
+  startGitHubStack,
+  startInstallSession,
+  type GitHubStack,
+} from '../support/github.js';
+import type { Stack, TestUser } from '../support/stack.js';
 
 // Who gets an installation linked. The attacker is on the internet with a Threadwork account of
 // her own; the victim administers a GitHub organisation. Everything real — the services as in
@@ -20,26 +22,23 @@ import { startStack, type Stack, type TestUser } from '../support/stack.js';
 // it. With OAuth, the GitHub user who completed the setup must see the installation, and must be
 // the GitHub user the redeeming caller is verified as (one each way, decided by unique inserts).
 
-const APP_ID = 31337;
-const SLUG = 'threadwork-sec';
-const SECRET = 'install-link-webhook-secret';
-const SCHEME = 'twsec';
-const RETURN_TO = `${SCHEME}://repohost/setup`;
-const OAUTH = { clientId: 'Iv1.sec', clientSecret: 'sec-client-secret' };
-
+let gh: GitHubStack;
 let stack: Stack;
 let fake: FakeGitHub;
 let payroll: FakeRepository;
 
 beforeAll(async () => {
-  const keys = generateAppKeyPair();
-  fake = await startFakeGitHub({
-    appId: APP_ID,
-    slug: SLUG,
-    publicKey: keys.publicKey,
-    webhookSecret: SECRET,
-    oauth: OAUTH,
-  });
+  gh = await startGitHubStack(
+    {
+      appId: 31337,
+      slug: 'threadwork-sec',
+      webhookSecret: 'install-link-webhook-secret',
+      scheme: 'twsec',
+      oauth: { clientId: 'Iv1.sec', clientSecret: 'sec-client-secret' },
+    },
+    { NODE_ENV: 'production', SESSION_SECRET: 'install-link-test-session-secret-0123456789' },
+  );
+  ({ stack, fake } = gh);
   // Organisations whose admins will be lured, each with a private repository worth stealing.
   for (const [org, admin] of [
     ['acme-corp', 'victim-gh'],
@@ -53,60 +52,22 @@ beforeAll(async () => {
   fake.addMember('acme-corp', 'intern-gh', 'member');
   payroll = fake.addRepository('acme-corp', 'payroll');
   for (const login of ['mallory-gh', 'mallory2-gh']) fake.addRepository(login, 'dotfiles');
-  stack = await startStack({
-    NODE_ENV: 'production',
-    SESSION_SECRET: 'install-link-test-session-secret-0123456789',
-    GITHUB_APP_ID: String(APP_ID),
-    GITHUB_APP_PRIVATE_KEY: keys.privateKey,
-    GITHUB_WEBHOOK_SECRET: SECRET,
-    GITHUB_APP_SLUG: SLUG,
-    GITHUB_CLIENT_ID: OAUTH.clientId,
-    GITHUB_CLIENT_SECRET: OAUTH.clientSecret,
-    GITHUB_API_URL: fake.apiUrl,
-    GITHUB_WEB_URL: fake.webUrl,
-    APP_SCHEME: SCHEME,
-  });
-  fake.setupUrl = `${stack.baseUrl}/v1/repohost/setup`;
-  fake.webhookUrl = `${stack.baseUrl}/v1/repohost/webhooks`;
 });
 
 afterAll(async () => {
-  await stack?.stop();
-  await fake?.close();
+  await gh?.stop();
 });
 
 const post = (path: string, user: TestUser, body: unknown) =>
   stack.fetch(path, { method: 'POST', user, body: JSON.stringify(body) });
 
-/** An install session of `user`'s: the install URL, and the verifier only `user`'s client holds. */
-async function startSession(user: TestUser): Promise<{ installUrl: string; state: string; verifier: string }> {
-  const { verifier, challenge } = pkcePair();
-  const res = await post('/v1/repohost/install-session', user, { return_to: RETURN_TO, code_challenge: challenge });
-  expect(res.status).toBe(201);
-  const { install_url } = (await res.json()) as { install_url: string };
-  return { installUrl: install_url, state: new URL(install_url).searchParams.get('state')!, verifier };
-}
+const startSession = (user: TestUser) => startInstallSession(gh, user);
 
-/**
- * A browser signed in to GitHub as `login` opens `installUrl`, installs the app on `target` (an
- * organisation it owns, or its own account), and follows GitHub back through the gateway's setup
- * callback: what reaches the app at `return_to`.
- */
-async function browserInstalls(login: string, installUrl: string, target = login): Promise<Record<string, string>> {
-  const page = await fetch(installUrl, {
-    headers: { 'x-fake-login': login, 'x-fake-target': target },
-    redirect: 'manual',
-  });
-  expect(page.status).toBe(302);
-  const callback = await fetch(page.headers.get('location')!, { redirect: 'manual' });
-  expect(callback.status).toBe(302);
-  const returned = new URL(callback.headers.get('location')!);
-  expect(`${returned.protocol}//${returned.host}${returned.pathname}`).toBe(RETURN_TO);
-  return Object.fromEntries(returned.searchParams);
-}
+/** What reaches the app at `return_to` when `login` installs the app on `target` through `installUrl`. */
+const browserInstalls = async (login: string, installUrl: string, target = login) =>
+  (await installInBrowser(gh, login, installUrl, target)).returned;
 
-const redeem = (user: TestUser, code: string, verifier: string) =>
-  post('/v1/repohost/installations', user, { code, code_verifier: verifier });
+const redeem = (user: TestUser, code: string, verifier: string) => redeemInstallation(gh, user, code, verifier);
 
 async function refused(res: Response, message: RegExp): Promise<void> {
   expect(res.status).toBe(400);
@@ -128,14 +89,6 @@ async function repositoryNames(user: TestUser): Promise<string[]> {
 }
 
 const installationOf = (account: string) => [...fake.installations.values()].find((i) => i.account.login === account);
-
-/** `user` links the app on their own GitHub account, the legitimate way: after it they are verified as `login`. */
-async function linkOwn(user: TestUser, login: string): Promise<void> {
-  const session = await startSession(user);
-  const returned = await browserInstalls(login, session.installUrl);
-  expect(returned.outcome).toBe('installed');
-  expect((await redeem(user, returned.code!, session.verifier)).status).toBe(201);
-}
 
 /** Nothing of `org` reaches `user`: no installation, no repository, no thread on it. */
 async function seesNothingOf(user: TestUser, org: string): Promise<void> {
@@ -206,7 +159,7 @@ describe('phishing: an organisation admin completes the attacker’s install ses
 
   it('is refused at the callback when the attacker is verified as her own GitHub account', async () => {
     const mallory = await stack.createUser('mallory-known');
-    await linkOwn(mallory, 'mallory-gh');
+    await linkInstallation(gh, mallory, 'mallory-gh');
     const session = await startSession(mallory);
     const returned = await browserInstalls('victim3-gh', session.installUrl, 'initech');
     expect(returned).toEqual({
@@ -219,7 +172,7 @@ describe('phishing: an organisation admin completes the attacker’s install ses
 
   it('is refused at the callback when the admin is verified for their own account', async () => {
     const victim = await stack.createUser('victim4');
-    await linkOwn(victim, 'victim4-gh');
+    await linkInstallation(gh, victim, 'victim4-gh');
     const mallory = await stack.createUser('mallory-fresh');
     const session = await startSession(mallory);
     const returned = await browserInstalls('victim4-gh', session.installUrl, 'umbrella');

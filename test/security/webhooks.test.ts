@@ -1,27 +1,19 @@
 import { randomUUID } from 'node:crypto';
 import { RepositoryList, SERVICES, domainEvents, subjects } from '@threadwork/contracts';
-import {
-  generateAppKeyPair,
-  pkcePair,
-  signWebhook,
-  startFakeGitHub,
-  type FakeGitHub,
-  type FakeRepository,
-} from '@threadwork/testing';
+import { signWebhook, type FakeGitHub, type FakeRepository } from '@threadwork/testing';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { startStack, type Stack, type TestUser } from '../support/stack.js';
+import { linkInstallation, startGitHubStack, type GitHubStack } from '../support/github.js';
+import type { Stack, TestUser } from '../support/stack.js';
 
 // GitHub's webhook deliveries reach the one unauthenticated POST of the API. The attacker can send
 // anything to it, from many addresses, and may have captured a real delivery. The real services,
 // the real HTTP path; the gateway sits behind a proxy on loopback (TRUST_PROXY=loopback), so each
 // test speaks from addresses of its own through `X-Forwarded-For`.
 
-const APP_ID = 4711;
-const SLUG = 'threadwork-hooks';
 const SECRET = 'webhooks-test-secret';
-const SCHEME = 'twhooks';
 const BURST = 4;
 
+let gh: GitHubStack;
 let stack: Stack;
 let fake: FakeGitHub;
 let owner: TestUser;
@@ -33,25 +25,18 @@ const queued: string[] = [];
 const subscriptions: { unsubscribe(): void }[] = [];
 
 beforeAll(async () => {
-  const keys = generateAppKeyPair();
-  fake = await startFakeGitHub({ appId: APP_ID, slug: SLUG, publicKey: keys.publicKey, webhookSecret: SECRET });
+  // The webhook secret is read by repohost and by the gateway alike.
+  gh = await startGitHubStack(
+    { appId: 4711, slug: 'threadwork-hooks', webhookSecret: SECRET, scheme: 'twhooks' },
+    {
+      TRUST_PROXY: 'loopback',
+      PUBLIC_RATE_LIMIT_BURST: String(BURST),
+      // Practically no refill: a spent bucket stays spent for the length of the test.
+      PUBLIC_RATE_LIMIT_PER_SECOND: '0.001',
+    },
+  );
+  ({ stack, fake } = gh);
   widgets = fake.addRepository('hooks-gh', 'widgets');
-  stack = await startStack({
-    GITHUB_APP_ID: String(APP_ID),
-    GITHUB_APP_PRIVATE_KEY: keys.privateKey,
-    // Read by repohost and by the gateway alike.
-    GITHUB_WEBHOOK_SECRET: SECRET,
-    GITHUB_APP_SLUG: SLUG,
-    GITHUB_API_URL: fake.apiUrl,
-    GITHUB_WEB_URL: fake.webUrl,
-    APP_SCHEME: SCHEME,
-    TRUST_PROXY: 'loopback',
-    PUBLIC_RATE_LIMIT_BURST: String(BURST),
-    // Practically no refill: a spent bucket stays spent for the length of the test.
-    PUBLIC_RATE_LIMIT_PER_SECOND: '0.001',
-  });
-  fake.setupUrl = `${stack.baseUrl}/v1/repohost/setup`;
-  fake.webhookUrl = `${stack.baseUrl}/v1/repohost/webhooks`;
 
   // What crosses NATS, seen by the test's own (unrestricted) connection.
   const listen = (subject: string, into: string[]) => {
@@ -68,28 +53,12 @@ beforeAll(async () => {
 
   // The owner links the installation (no OAuth here: the install page, setup callback and code).
   owner = await stack.createUser('hooks-owner');
-  const { verifier, challenge } = pkcePair();
-  const session = await stack.fetch('/v1/repohost/install-session', {
-    method: 'POST',
-    user: owner,
-    body: JSON.stringify({ return_to: `${SCHEME}://repohost/setup`, code_challenge: challenge }),
-  });
-  const { install_url } = (await session.json()) as { install_url: string };
-  const page = await fetch(install_url, { headers: { 'x-fake-login': 'hooks-gh' }, redirect: 'manual' });
-  const setup = await fetch(page.headers.get('location')!, { redirect: 'manual' });
-  const code = new URL(setup.headers.get('location')!).searchParams.get('code')!;
-  const linked = await stack.fetch('/v1/repohost/installations', {
-    method: 'POST',
-    user: owner,
-    body: JSON.stringify({ code, code_verifier: verifier }),
-  });
-  expect(linked.status).toBe(201);
+  await linkInstallation(gh, owner, 'hooks-gh');
 });
 
 afterAll(async () => {
   for (const sub of subscriptions) sub.unsubscribe();
-  await stack?.stop();
-  await fake?.close();
+  await gh?.stop();
 });
 
 interface Delivery {

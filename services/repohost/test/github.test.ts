@@ -33,14 +33,14 @@ import {
 } from '@threadwork/platform';
 import {
   baseServiceEnv,
+  candidateProduced,
   createBareRepo,
-  generateAppKeyPair,
   isolatedNats,
   newClaimId,
   pkcePair,
-  pushBranch,
+  pushAsRunner,
   signWebhook,
-  startFakeGitHub,
+  startGitHubApp,
   uniqueDbPrefix,
   uniqueId,
   type FakeGitHub,
@@ -94,8 +94,8 @@ describe('repohost GitHub App provider', () => {
   const logLines: string[] = [];
 
   beforeAll(async () => {
-    const keys = generateAppKeyPair();
-    fake = await startFakeGitHub({ appId: APP_ID, slug: SLUG, publicKey: keys.publicKey, webhookSecret: SECRET });
+    const app = await startGitHubApp({ appId: APP_ID, slug: SLUG, webhookSecret: SECRET, scheme: SCHEME });
+    fake = app.fake;
     widgets = fake.addRepository('alice-gh', 'widgets', { branch: 'trunk' });
     gadgets = fake.addRepository('alice-gh', 'gadgets');
     secretStuff = fake.addRepository('carol-gh', 'secret-stuff');
@@ -112,14 +112,9 @@ describe('repohost GitHub App provider', () => {
       loadConfig(RepohostConfig, {
         ...baseServiceEnv(nats.env('repohost'), dbPrefix),
         REPOHOST_LOCAL_DIR: localDir,
-        GITHUB_APP_ID: String(APP_ID),
+        ...app.env,
         // One line with `\n`, as in an env file.
-        GITHUB_APP_PRIVATE_KEY: keys.privateKey.replace(/\n/g, '\\n'),
-        GITHUB_WEBHOOK_SECRET: SECRET,
-        GITHUB_APP_SLUG: SLUG,
-        GITHUB_API_URL: fake.apiUrl,
-        GITHUB_WEB_URL: fake.webUrl,
-        APP_SCHEME: SCHEME,
+        GITHUB_APP_PRIVATE_KEY: app.env.GITHUB_APP_PRIVATE_KEY!.replace(/\n/g, '\\n'),
         // Only webhooks move publications in this file.
         PUBLICATION_SYNC_MS: String(60 * 60_000),
       }),
@@ -649,30 +644,22 @@ describe('repohost GitHub App provider', () => {
       const threadId = held.thread.id;
       const prr = held.thread.prr[0]!;
       const branch = `threadwork/${threadId}`;
-      const { token } = await request(nc, rpc.repohost.token, { ...held, repository_ids: [widgets.id] });
-      const pushed = await pushBranch({
-        cloneUrl: fake.cloneUrl('alice-gh/widgets'),
-        token: token!,
-        base: 'trunk',
+      const pushed = await pushAsRunner(nc, fake, {
+        ...held,
+        repository: widgets,
         branch,
         files: { 'CHANGELOG.md': '# Changes\n' },
       });
-      const event: CandidateProducedEvent = {
+      const event = candidateProduced({
         thread_id: threadId,
         run_id: held.run_id,
         owner_id: alice,
         project_repository_id: prr,
         repository_id: widgets.id,
         branch,
-        base_branch: 'trunk',
         base_revision: pushed.baseRevision,
         candidate_revision: pushed.revision,
-        diff: 'diff --git a/CHANGELOG.md b/CHANGELOG.md\n',
-        truncated: false,
-        files: [{ path: 'CHANGELOG.md', status: 'added' }],
-        stats: { additions: 1, deletions: 0 },
-        at: new Date().toISOString(),
-      };
+      });
       // Forged (no holder attested it), or attested by the holder of another owner's run: no pull
       // request, whatever it names.
       await publishCandidate(null, event, `${held.run_id}:forged`);

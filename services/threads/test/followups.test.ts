@@ -6,12 +6,13 @@ import {
   domainEvents,
   rpc,
   subjects,
+  type CandidateProducedEvent,
   type Message,
   type RunStatusEvent,
   WorkList,
 } from '@threadwork/contracts';
 import { decodeJson, domainEventDigest, encodeJson, publishJson } from '@threadwork/platform';
-import { newClaimId } from '@threadwork/testing';
+import { candidateProduced, newClaimId } from '@threadwork/testing';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { publishRunStatus } from './support/doubles.js';
 import { eventually, startHarness, type Harness } from './support/harness.js';
@@ -41,6 +42,23 @@ describe('messages, queue and steer', () => {
   }
 
   const texts = (list: Message[]) => list.map((m) => `${m.role}:${m.parts.map((p) => p.text).join('')}`);
+
+  /** A candidate of `thread`'s run on repository 101 (on `main`, no diff); `fields` change what a test looks at. */
+  const candidateOf = (
+    owner: string,
+    thread: { id: string; run_id: string },
+    fields: Partial<CandidateProducedEvent> & Pick<CandidateProducedEvent, 'project_repository_id'>,
+  ) =>
+    candidateProduced({
+      thread_id: thread.id,
+      run_id: thread.run_id,
+      owner_id: owner,
+      repository_id: 101,
+      base_branch: 'main',
+      diff: '',
+      files: [],
+      ...fields,
+    });
 
   /** Publishes a DOMAIN event; a runner's is attested first, as its run's holder does (unless `forged`). */
   async function publishDomain(
@@ -373,22 +391,14 @@ describe('messages, queue and steer', () => {
     expect(await workThread()).not.toHaveProperty('additions');
 
     const candidate = (projectRepositoryId: string, additions: number, deletions: number, at: number) =>
-      publishDomain(domainEvents.candidateProduced, {
-        thread_id: thread.id,
-        run_id: thread.run_id,
-        owner_id: owner,
-        project_repository_id: projectRepositoryId,
-        repository_id: 101,
-        branch: `threadwork/${thread.id}`,
-        base_branch: 'main',
-        base_revision: 'a'.repeat(40),
-        candidate_revision: 'b'.repeat(40),
-        diff: '',
-        truncated: false,
-        files: [],
-        stats: { additions, deletions },
-        at: new Date(at).toISOString(),
-      });
+      publishDomain(
+        domainEvents.candidateProduced,
+        candidateOf(owner, thread, {
+          project_repository_id: projectRepositoryId,
+          stats: { additions, deletions },
+          at: new Date(at).toISOString(),
+        }),
+      );
     const now = Date.now();
     await h.handledUpTo(await candidate('prp_a', 10, 2, now));
     await h.handledUpTo(await candidate('prp_b', 5, 1, now));
@@ -431,21 +441,11 @@ describe('messages, queue and steer', () => {
       undefined,
       forged,
     );
-    const candidate = {
-      ...runner,
-      owner_id: owner,
+    const candidate = candidateOf(owner, thread, {
       project_repository_id: 'prp_forged',
-      repository_id: 101,
-      branch: `threadwork/${thread.id}`,
-      base_branch: 'main',
-      base_revision: 'a'.repeat(40),
-      candidate_revision: 'b'.repeat(40),
-      diff: '',
-      truncated: false,
-      files: [],
       stats: { additions: 1000, deletions: 1000 },
       at,
-    };
+    });
     await h.handledUpTo(await publishDomain(domainEvents.candidateProduced, candidate, undefined, forged));
     // Attested, but by the holder of a run of another owner's thread, about this one.
     const other = await newThread();

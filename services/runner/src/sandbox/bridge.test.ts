@@ -1,7 +1,7 @@
 import { spawn } from 'node:child_process';
-import { existsSync, mkdtempSync, rmSync } from 'node:fs';
+import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { createServer as createNetServer, connect, type Server } from 'node:net';
-import { tmpdir } from 'node:os';
+import { constants, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 
@@ -42,24 +42,55 @@ function relayOnce(port: number): Promise<string> {
   });
 }
 
+/** Whether anything accepts a connection on the loopback port. */
+function listening(port: number): Promise<boolean> {
+  return new Promise((resolve) => {
+    const socket = connect(port, '127.0.0.1');
+    socket.on('connect', () => {
+      socket.destroy();
+      resolve(true);
+    });
+    socket.on('error', () => resolve(false));
+  });
+}
+
+/**
+ * Whether `signal` still waits to be delivered to `pid` (Linux: the pending masks in
+ * /proc/<pid>/status, the process's and each thread's, hold bit signal - 1).
+ */
+function pending(pid: number, signal: number): boolean {
+  const bit = 1n << BigInt(signal - 1);
+  return readFileSync(`/proc/${pid}/status`, 'utf8')
+    .split('\n')
+    .filter((line) => /^(ShdPnd|SigPnd):/.test(line))
+    .some((line) => (BigInt(`0x${line.split(':')[1]!.trim()}`) & bit) !== 0n);
+}
+
 describe('the jail’s model bridge', () => {
   it('opens no inspector on SIGUSR1, and goes on relaying', async () => {
     const port = await freePort();
+    // Where Node's inspector would listen if the signal opened it: a port of this test's.
+    const inspectorPort = await freePort();
     const ready = join(dir, 'ready');
-    const child = spawn(process.execPath, [BRIDGE, ready, `${join(dir, 'up.sock')}=${port}`], {
-      stdio: ['ignore', 'ignore', 'pipe'],
-    });
+    const child = spawn(
+      process.execPath,
+      [`--inspect-port=127.0.0.1:${inspectorPort}`, BRIDGE, ready, `${join(dir, 'up.sock')}=${port}`],
+      { stdio: ['ignore', 'ignore', 'pipe'] },
+    );
     let stderr = '';
     child.stderr.on('data', (chunk: Buffer) => (stderr += chunk.toString()));
     try {
       await expect.poll(() => existsSync(ready), { timeout: 30_000 }).toBe(true);
       expect(await relayOnce(port)).toBe('pong');
+      expect(await listening(inspectorPort)).toBe(false);
 
       child.kill('SIGUSR1');
-      // Node starts its inspector (or says it could not) within moments of the signal; the bridge
-      // answering a relay after it shows the signal has been taken.
-      await new Promise((resolve) => setTimeout(resolve, 1_000));
+      // The signal delivered: untaken, Node has woken its inspector's starter, which hands the
+      // start to the event loop; the relay's round trip after it runs that loop through, and the
+      // start, once run, listens before the loop goes on.
+      await expect.poll(() => pending(child.pid!, constants.signals.SIGUSR1), { timeout: 30_000 }).toBe(false);
       expect(await relayOnce(port)).toBe('pong');
+      expect(await listening(inspectorPort)).toBe(false);
       expect(child.exitCode).toBeNull();
       expect(stderr).not.toMatch(/Debugger|inspector/i);
     } finally {
