@@ -17,9 +17,9 @@ import {
   startFakeGitHub,
   type FakeGitHub,
   type FakeRepository,
+  RunDriver,
 } from '@threadwork/testing';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { RunDriver } from './support/driver.js';
 import { startStack, type Stack, type TestUser } from './support/stack.js';
 
 // The GitHub App end to end: the real services in this process, a fake GitHub on loopback (REST,

@@ -26,9 +26,9 @@ import {
   uniqueId,
   type FakeGitHub,
   type FakeRepository,
+  RunDriver,
 } from '@threadwork/testing';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
-import { RunDriver } from '../support/driver.js';
 import { startStack, type Stack, type TestUser } from '../support/stack.js';
 
 // repohost opens and updates pull requests on a user's repositories, with their installation's

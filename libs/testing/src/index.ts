@@ -6,3 +6,4 @@ export * from './fake-model.js';
 export * from './fake-github.js';
 export * from './otlp-receiver.js';
 export * from './github-schemas.js';
+export * from './run-driver.js';
