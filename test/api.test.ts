@@ -14,8 +14,8 @@ import {
   RepositoryList,
 } from '@threadwork/contracts';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { RunDriver, question } from './support/driver.js';
 import { startStack, type Stack, type TestUser } from './support/stack.js';
+import { RunDriver, question } from '@threadwork/testing';
 
 let stack: Stack;
 let alice: TestUser;

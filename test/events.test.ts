@@ -1,7 +1,7 @@
 import { RunEventPage, ThreadWithRun, type RunEvent } from '@threadwork/contracts';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { RunDriver } from './support/driver.js';
 import { startStack, type Stack, type TestUser } from './support/stack.js';
+import { RunDriver } from '@threadwork/testing';
 
 // A reader that follows next_sequence across a long run receives each event exactly once, in
 // order — by long-poll while the run is being written, and by SSE reconnecting mid-stream.

@@ -2,15 +2,21 @@ import {
   ProviderConnection,
   RepositoryList,
   ReviewEvidence,
+  MessageAccepted,
   ThreadWithRun,
   WorkList,
   domainEvents,
-  subjects,
 } from '@threadwork/contracts';
-import { jetStreamOf, publishJson, type JetStreamHandles } from '@threadwork/platform';
-import { candidateProduced, pkcePair, pushAsRunner, type FakeGitHub, type FakeRepository } from '@threadwork/testing';
+import { jetStreamOf, type JetStreamHandles } from '@threadwork/platform';
+import {
+  candidateProduced,
+  pkcePair,
+  pushAsRunner,
+  RunDriver,
+  type FakeGitHub,
+  type FakeRepository,
+} from '@threadwork/testing';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { RunDriver } from './support/driver.js';
 import { installInBrowser, linkInstallation, startGitHubStack, type GitHubStack } from './support/github.js';
 import type { Stack, TestUser } from './support/stack.js';
 
@@ -421,10 +427,16 @@ describe('review and publication', () => {
   });
 
   it('passes a truncated diff through', async () => {
+    // The thread's next run, as a follow-up admits it once the last one has ended.
+    const second = await waitFor('the thread to take a follow-up', async () => {
+      const res = await post(`/v1/threads/${threadId}/messages`, alice, { prompt: 'Add the whole history' });
+      return res.status === 202 ? MessageAccepted.parse(await res.json()) : undefined;
+    });
+    const runner = await RunDriver.claim(stack.nc, second.run_id);
     const big = 'x'.repeat(64 * 1024);
     const event = candidateProduced({
       thread_id: threadId,
-      run_id: 'run_second',
+      run_id: second.run_id,
       owner_id: alice.id,
       project_repository_id: projectRepositoryId,
       repository_id: widgets.id,
@@ -433,10 +445,12 @@ describe('review and publication', () => {
       files: [{ path: 'big.txt', status: 'added' }],
       stats: { additions: 100_000, deletions: 0 },
     });
-    const { service, entity, verb } = domainEvents.candidateProduced;
-    await publishJson(jetstream.js, subjects.domain(service, entity, verb), event, {
-      msgId: `run_second:${projectRepositoryId}`,
-    });
+    await runner.publish(
+      jetstream.js,
+      domainEvents.candidateProduced,
+      event,
+      `${second.run_id}:${projectRepositoryId}`,
+    );
     const got = await waitFor('the truncated candidate', async () => {
       const e = await evidence();
       return e.diff.truncated ? e : undefined;

@@ -1,7 +1,7 @@
 import { Run, RunEventPage, ThreadWithRun, type RunEvent } from '@threadwork/contracts';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { RunDriver, question } from './support/driver.js';
 import { startStack, type Stack, type TestUser } from './support/stack.js';
+import { RunDriver, question } from '@threadwork/testing';
 
 // The "exactly one wins" decisions, raced on FerretDB (which does not make conditional updates
 // atomic) through the public API.

@@ -10,9 +10,8 @@ import {
   type WorkList,
 } from '@threadwork/contracts';
 import { isAppError, request, type NatsConnection } from '@threadwork/platform';
-import { uniqueId } from '@threadwork/testing';
+import { uniqueId, RunDriver } from '@threadwork/testing';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { RunDriver } from '../support/driver.js';
 import { root } from '../support/process-stack.js';
 import { createThread, getRun, json, logProblems, readLog, statusTrail, waitFor } from './support/api.js';
 import { Cluster, type ChaosUser } from './support/cluster.js';

@@ -1,6 +1,5 @@
 import type { RunEvent } from '@threadwork/contracts';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { RunDriver } from '../support/driver.js';
 import { createThread, isTerminalStatus, logProblems, readLog } from './support/api.js';
 import { Cluster, type ChaosUser } from './support/cluster.js';
 import {
@@ -10,6 +9,7 @@ import {
   type FollowResult,
   type SseResult,
 } from './support/follow.js';
+import { RunDriver } from '@threadwork/testing';
 
 // Fault: the gateway restarts — once gracefully (SIGTERM), once by `kill -9` — while clients
 // follow a run's events by long-poll and by SSE and the run keeps writing (the writer talks to

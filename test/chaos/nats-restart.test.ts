@@ -8,10 +8,10 @@ import {
 } from '@threadwork/contracts';
 import { jetStreamOf, type JetStreamManager, type NatsConnection } from '@threadwork/platform';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { RunDriver } from '../support/driver.js';
 import { createThread, getRun, json, logProblems, readLog, waitFor } from './support/api.js';
 import { Cluster, type ChaosUser } from './support/cluster.js';
 import { followByLongPoll, followBySse, type FollowResult } from './support/follow.js';
+import { RunDriver } from '@threadwork/testing';
 
 // Fault: `kill -9` of nats-server, restarted on the same store and port (at once, and after
 // 3 s down). The services are not restarted: they reconnect by themselves. While NATS is away the

@@ -18,9 +18,8 @@ import {
   type RunStatus,
 } from '@threadwork/contracts';
 import { isAppError, request, type NatsConnection } from '@threadwork/platform';
-import { newClaimId, uniqueId } from '@threadwork/testing';
+import { newClaimId, uniqueId, RunDriver, question } from '@threadwork/testing';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { RunDriver, question } from '../support/driver.js';
 import { logProblems, statusTrail, waitFor } from './support/api.js';
 import { Cluster, type ChaosUser } from './support/cluster.js';
 

@@ -1,11 +1,10 @@
 import { spawnSync } from 'node:child_process';
 import { join } from 'node:path';
 import { MessageAccepted } from '@threadwork/contracts';
-import { say, shell, uniqueId, type FakeScript } from '@threadwork/testing';
+import { say, shell, uniqueId, type FakeScript, RunDriver } from '@threadwork/testing';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createThread, getRun, logProblems, readLog, statusTrail, waitFor, waitForTerminal } from './support/api.js';
 import { Cluster, commandLine, descendantsOf, type ChaosUser, type ServiceProcess } from './support/cluster.js';
-import { RunDriver } from '../support/driver.js';
 
 // Fault: a runner frozen past its lease (SIGSTOP of its whole process tree, as when a container
 // is paused or a VM stalls) while another runner takes its run over, then thawed (SIGCONT). The

@@ -8,9 +8,15 @@ import {
   type JetStreamClient,
   type NatsConnection,
 } from '@threadwork/platform';
-import { candidateProduced, pushAsRunner, uniqueId, type FakeGitHub, type FakeRepository } from '@threadwork/testing';
+import {
+  candidateProduced,
+  pushAsRunner,
+  RunDriver,
+  uniqueId,
+  type FakeGitHub,
+  type FakeRepository,
+} from '@threadwork/testing';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
-import { RunDriver } from '../support/driver.js';
 import { linkInstallation, startGitHubStack, type GitHubStack } from '../support/github.js';
 import type { Stack, TestUser } from '../support/stack.js';
 

@@ -2,8 +2,8 @@ import { headers } from '@nats-io/transport-node';
 import { RunEventPage, subjects, ThreadWithRun } from '@threadwork/contracts';
 import { encodeJson } from '@threadwork/platform';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
-import { RunDriver } from '../support/driver.js';
 import { startStack, type Stack, type TestUser } from '../support/stack.js';
+import { RunDriver } from '@threadwork/testing';
 
 // A run's live subject only wakes its followers: what they are sent is read from the log, checked
 // for its owner. No service's key may publish there (test/security/nats.test.ts); this plays what

@@ -28,9 +28,16 @@ import {
   type NatsConnection,
 } from '@threadwork/platform';
 import { RunnerConfig, startRunner, type RunnerService } from '@threadwork/runner';
-import { newClaimId, say, scriptsByPrompt, startFakeModel, uniqueId, type FakeModelServer } from '@threadwork/testing';
+import {
+  newClaimId,
+  say,
+  scriptsByPrompt,
+  startFakeModel,
+  uniqueId,
+  type FakeModelServer,
+  RunDriver,
+} from '@threadwork/testing';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
-import { RunDriver } from '../support/driver.js';
 import { startStack, type Stack, type TestUser } from '../support/stack.js';
 
 // What one service's NATS key still lets its holder do beyond that service's purpose, played

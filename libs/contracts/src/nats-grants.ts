@@ -105,7 +105,7 @@ const GRANTS: Record<NatsIdentity, Grant> = {
   },
   review: {
     serves: 'review',
-    calls: [threads.subjects.project, runs.subjects.live, repohost.subjects.publication],
+    calls: [threads.subjects.project, runs.subjects.live, runs.subjects.attestation, repohost.subjects.publication],
     publishes: [evt('review')],
     subscribes: [],
     streams: [{ stream: STREAM_NAMES.domain, consumers: [CONSUMERS.review] }],

@@ -8,3 +8,4 @@ export * from './fake-github.js';
 export * from './github-app.js';
 export * from './otlp-receiver.js';
 export * from './github-schemas.js';
+export * from './run-driver.js';

@@ -26,13 +26,20 @@ import {
 } from '@threadwork/platform';
 import { RepohostConfig, startRepohost } from '@threadwork/repohost';
 import { RunsConfig, startRuns } from '@threadwork/runs';
-import { baseServiceEnv, createBareRepo, isolatedNats, uniqueDbPrefix, type IsolatedNats } from '@threadwork/testing';
+import {
+  baseServiceEnv,
+  createBareRepo,
+  isolatedNats,
+  RunDriver,
+  uniqueDbPrefix,
+  type IsolatedNats,
+} from '@threadwork/testing';
 import { ThreadsConfig, startThreads } from '@threadwork/threads';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { REVIEW_CONSUMER, ReviewConfig, startReview } from '../src/index.js';
 
 // Review against the real threads, runs and repohost (local provider) services; the test stands in
-// for the runner by publishing the runner's DOMAIN events.
+// for the runner by claiming runs and publishing the runner's DOMAIN events, attested under its claim.
 
 async function eventually<T>(check: () => Promise<T>, timeoutMs = 10_000): Promise<T> {
   const deadline = Date.now() + timeoutMs;
@@ -159,8 +166,14 @@ describe('review', () => {
     });
 
     const event = candidate(t);
-    await publish(domainEvents.candidateProduced, event, `${event.run_id}:${event.project_repository_id}`);
-    // The first run is still queued, so the diff shown is pending.
+    const runner = await RunDriver.claim(nc, t.runId);
+    await runner.publish(
+      jetstream.js,
+      domainEvents.candidateProduced,
+      event,
+      `${event.run_id}:${event.project_repository_id}`,
+    );
+    // The first run is still live, so the diff shown is pending.
     const pending = await eventually(async () => {
       const got = await review(alice, t.threadId, t.prrId);
       expect(got.diff.status).toBe('pending');
@@ -169,6 +182,7 @@ describe('review', () => {
     expect(pending.diff.candidate_revision).toBe(event.candidate_revision);
 
     await request(nc, rpc.runs.cancel, { owner_id: alice, run_id: t.runId });
+    await runner.to('cancelled');
     const ready = await review(alice, t.threadId, t.prrId);
     expect(ready).toMatchObject({
       diff: {
@@ -196,9 +210,27 @@ describe('review', () => {
 
   it('passes truncated through, keeps the newest candidate and shows a newer failure as error', async () => {
     const t = await createThread(alice);
-    await request(nc, rpc.runs.cancel, { owner_id: alice, run_id: t.runId });
     const newer = candidate(t, { truncated: true, diff: 'x'.repeat(1000) });
-    const older = candidate(t, { run_id: 'run_older', at: new Date(Date.now() - 60_000).toISOString() });
+    const older = candidate(t, { at: new Date(Date.now() - 60_000).toISOString() });
+    const failed: CandidateFailedEvent = {
+      thread_id: t.threadId,
+      run_id: t.runId,
+      owner_id: alice,
+      project_repository_id: t.prrId,
+      repository_id: repositoryId,
+      message: 'git commit failed',
+      at: new Date(Date.now() + 500).toISOString(),
+    };
+    // Attested while the run is live, published once it has ended (so review shows them ready).
+    const runner = await RunDriver.claim(nc, t.runId);
+    await runner.attest(domainEvents.candidateProduced, newer);
+    await runner.attest(domainEvents.candidateProduced, older);
+    await runner.attest(domainEvents.candidateFailed, failed);
+    const recovered = candidate(t, { at: new Date(Date.now() + 1_000).toISOString() });
+    await runner.attest(domainEvents.candidateProduced, recovered);
+    await request(nc, rpc.runs.cancel, { owner_id: alice, run_id: t.runId });
+    await runner.to('cancelled');
+
     await publish(domainEvents.candidateProduced, newer, 'newer');
     await publish(domainEvents.candidateProduced, older, 'older');
     await publish(domainEvents.candidateProduced, newer, 'newer-again');
@@ -214,22 +246,12 @@ describe('review', () => {
     await processed();
     expect((await review(alice, t.threadId, t.prrId)).diff.candidate_revision).toBe(newer.candidate_revision);
 
-    const failed: CandidateFailedEvent = {
-      thread_id: t.threadId,
-      run_id: 'run_failed',
-      owner_id: alice,
-      project_repository_id: t.prrId,
-      repository_id: repositoryId,
-      message: 'git commit failed',
-      at: new Date().toISOString(),
-    };
     await publish(domainEvents.candidateFailed, failed, 'failed');
     await eventually(async () => {
       const got = await review(alice, t.threadId, t.prrId);
       // The last good candidate stays visible beside the error.
       expect(got.diff).toMatchObject({ status: 'error', candidate_revision: newer.candidate_revision });
     });
-    const recovered = candidate(t, { run_id: 'run_recovered' });
     await publish(domainEvents.candidateProduced, recovered, 'recovered');
     await eventually(async () => {
       expect((await review(alice, t.threadId, t.prrId)).diff).toMatchObject({
@@ -237,6 +259,44 @@ describe('review', () => {
         candidate_revision: recovered.candidate_revision,
       });
     });
+  });
+
+  it('stores no evidence its run’s holder did not publish: a key alone, or another run’s holder, shows nothing', async () => {
+    const t = await createThread(alice);
+    const bobs = await createThread(bob);
+    const runner = await RunDriver.claim(nc, t.runId);
+    const bobsRunner = await RunDriver.claim(nc, bobs.runId);
+
+    // Published with no attestation, as anyone with the runner's NATS key can.
+    const forged = candidate(t, { diff: 'FORGED by a key alone' });
+    await publish(domainEvents.candidateProduced, forged, 'forged');
+    // Attested by the holder of bob's run, naming alice's thread and repository.
+    const borrowed = candidate(t, { run_id: bobs.runId, diff: 'FORGED under another run' });
+    await bobsRunner.publish(jetstream.js, domainEvents.candidateProduced, borrowed, 'borrowed');
+    const failed: CandidateFailedEvent = {
+      thread_id: t.threadId,
+      run_id: t.runId,
+      owner_id: alice,
+      project_repository_id: t.prrId,
+      repository_id: repositoryId,
+      message: 'FORGED failure',
+      at: new Date().toISOString(),
+    };
+    await publish(domainEvents.candidateFailed, failed, 'forged-failure');
+    await processed();
+    expect((await review(alice, t.threadId, t.prrId)).diff.status).toBe('no_sandbox');
+
+    // The holder's own candidate is stored.
+    const real = candidate(t);
+    await runner.publish(jetstream.js, domainEvents.candidateProduced, real, 'real');
+    await eventually(async () => {
+      expect((await review(alice, t.threadId, t.prrId)).diff).toMatchObject({
+        status: 'pending',
+        candidate_revision: real.candidate_revision,
+      });
+    });
+    for (const driver of [runner, bobsRunner])
+      await driver.to('failed', { error: { code: 'runner_lost', message: 'test' } });
   });
 
   it('is not_found for a foreign thread, an unknown thread or a repository of another project', async () => {

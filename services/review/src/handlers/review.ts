@@ -7,6 +7,7 @@ import {
 } from '@threadwork/contracts';
 import {
   describeZodError,
+  domainEventDigest,
   invalidRequest,
   notFound,
   request,
@@ -36,16 +37,58 @@ function parse<S extends z.ZodType>(schema: S, payload: unknown): z.output<S> {
   return parsed.data;
 }
 
-export function createEventHandler({
-  store,
-  logger,
-}: ReviewDeps): (subject: string, payload: unknown) => Promise<void> {
-  return async (subject, payload) => {
+/** A candidate or its failure, as the runner publishes it about one repository of its run. */
+type CandidateEvent = CandidateProducedEvent | CandidateFailedEvent;
+
+/**
+ * Whether the holder of the event's run published these very bytes about that thread, owner and
+ * repository (the runs service keeps what it attested). Anyone with the runner's NATS key can
+ * publish on `evt.runner.>`; what they publish alone is stored as no one's evidence.
+ */
+async function attested(
+  { nc, peerTimeoutMs, logger }: ReviewDeps,
+  subject: string,
+  data: Uint8Array,
+  event: CandidateEvent,
+): Promise<boolean> {
+  const answer = await request(
+    nc,
+    rpc.runs.attestation,
+    {
+      run_id: event.run_id,
+      thread_id: event.thread_id,
+      owner_id: event.owner_id,
+      repository: { project_repository_id: event.project_repository_id, repository_id: event.repository_id },
+      subject,
+      digest: domainEventDigest(data),
+    },
+    { timeoutMs: peerTimeoutMs },
+  );
+  if (!answer.confirmed) {
+    logger.warn(
+      { run_id: event.run_id, thread_id: event.thread_id, subject, reason: answer.reason },
+      'review evidence not stored: its run’s holder did not publish it',
+    );
+  }
+  return answer.confirmed;
+}
+
+export function createEventHandler(
+  deps: ReviewDeps,
+): (subject: string, payload: unknown, data: Uint8Array) => Promise<void> {
+  const { store, logger } = deps;
+  return async (subject, payload, data) => {
     switch (subject) {
-      case SUBJECTS.candidateProduced:
-        return store.saveCandidate(parse(CandidateProducedEvent, payload));
-      case SUBJECTS.candidateFailed:
-        return store.saveFailure(parse(CandidateFailedEvent, payload));
+      case SUBJECTS.candidateProduced: {
+        const event = parse(CandidateProducedEvent, payload);
+        if (await attested(deps, subject, data, event)) await store.saveCandidate(event);
+        return;
+      }
+      case SUBJECTS.candidateFailed: {
+        const event = parse(CandidateFailedEvent, payload);
+        if (await attested(deps, subject, data, event)) await store.saveFailure(event);
+        return;
+      }
       default:
         logger.debug({ subject }, 'ignoring DOMAIN event');
     }

@@ -8,7 +8,7 @@ import {
   type JetStreamClient,
   type NatsConnection,
 } from '@threadwork/platform';
-import { newClaimId } from '@threadwork/testing';
+import { newClaimId } from './env.js';
 
 /**
  * Stands in for the runner in end-to-end tests of the API: it moves runs through the runs
@@ -90,6 +90,17 @@ export class RunDriver {
     });
   }
 
+  /** Attests a DOMAIN event about the run under its claim, as the runner does before publishing it. */
+  async attest(def: { service: string; entity: string; verb: string }, event: unknown): Promise<void> {
+    await request(this.nc, rpc.runs.attest, {
+      run_id: this.runId,
+      attempt: this.attempt,
+      claim_id: this.claimId,
+      subject: subjects.domain(def.service, def.entity, def.verb),
+      digest: domainEventDigest(encodeJson(event)),
+    });
+  }
+
   /** Publishes a DOMAIN event about the run as the runner does: attested under its claim first. */
   async publish(
     js: JetStreamClient,
@@ -97,16 +108,8 @@ export class RunDriver {
     event: unknown,
     msgId: string,
   ): Promise<void> {
-    const subject = subjects.domain(def.service, def.entity, def.verb);
-    const digest = domainEventDigest(encodeJson(event));
-    await request(this.nc, rpc.runs.attest, {
-      run_id: this.runId,
-      attempt: this.attempt,
-      claim_id: this.claimId,
-      subject,
-      digest,
-    });
-    await publishJson(js, subject, event, { msgId });
+    await this.attest(def, event);
+    await publishJson(js, subjects.domain(def.service, def.entity, def.verb), event, { msgId });
   }
 
   /** claim → starting → running, as a runner does when it picks the job up. */
