@@ -3,7 +3,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { say, shell, turnScript, type FakeScript } from '@threadwork/testing';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { admitRun, domainOf, git, readLog, startStack, waitForTerminal, type Stack } from './helpers.js';
+import { admitRun, chunks, domainOf, git, readLog, startStack, waitForTerminal, type Stack } from './helpers.js';
 
 // A sandbox is bounded on disk (SANDBOX_DISK_MAX_BYTES), measured while a turn runs: an agent
 // that fills it has its run failed, nothing of it committed or pushed, and the thread's next run
@@ -109,8 +109,8 @@ describe('what a sandbox holds that a walk of its tree does not see', () => {
   it('counts a file the agent unlinked and keeps open', async () => {
     const { run } = await admitRun(stack, 'HOLD 64 MiB unlinked');
     const done = await waitForTerminal(stack, run.id);
-    const ready = (await readLog(stack.nc, run.id)).find((e) => e.chunk.type === 'sandbox.ready');
-    expect(ready?.chunk).toMatchObject({ layers: expect.arrayContaining(['bubblewrap-jail']) });
+    const ready = chunks(await readLog(stack.nc, run.id)).find((c) => c.type === 'sandbox.ready');
+    expect(ready).toMatchObject({ layers: expect.arrayContaining(['bubblewrap-jail']) });
     expect(done.status, JSON.stringify(done.error)).toBe('failed');
     expect(done.error?.code).toBe('sandbox_disk_full');
     expect(done.error?.message).toContain('SANDBOX_DISK_MAX_BYTES');

@@ -171,7 +171,7 @@ class RunExecution implements LiveRun {
   private killTimer: NodeJS.Timeout | undefined;
   private measuringDisk = false;
   /** Which bound on disk the sandbox went past, once it did (DISK_FULL_ERROR says so). */
-  private diskOverrun: DiskOverrun = { bytes: 0 };
+  private diskOverrun: DiskOverrun | null = null;
   /** A newer attempt (another runner) holds the run: nothing this one reports counts any more. */
   private fenced = false;
 
@@ -360,7 +360,7 @@ class RunExecution implements LiveRun {
 
     const decision = decideOutcome(outcome, outcome.stoppedDuringTurn, {
       timeoutMs: deps.config.RUN_TIMEOUT_MS,
-      disk: this.diskOverrun,
+      disk: this.overrun(),
     });
     try {
       // A sandbox past its bound is not committed (nor pushed): the next run starts from the branch as it was.
@@ -759,6 +759,10 @@ class RunExecution implements LiveRun {
     }
   }
 
+  private overrun(): DiskOverrun {
+    return this.diskOverrun ?? { bytes: this.deps.config.SANDBOX_DISK_MAX_BYTES };
+  }
+
   private diskMax(): DiskUsage {
     return { bytes: this.deps.config.SANDBOX_DISK_MAX_BYTES, inodes: this.deps.config.SANDBOX_DISK_MAX_INODES };
   }
@@ -852,7 +856,7 @@ class RunExecution implements LiveRun {
       case 'timeout':
         return this.finish({ to: 'failed', error: TIMEOUT_ERROR(this.deps.config.RUN_TIMEOUT_MS) });
       case 'disk_full':
-        return this.finish({ to: 'failed', error: DISK_FULL_ERROR(this.diskOverrun) });
+        return this.finish({ to: 'failed', error: DISK_FULL_ERROR(this.overrun()) });
       default:
         return this.finish({ to: 'cancelled' });
     }
