@@ -180,19 +180,13 @@ export interface ModelPin {
 }
 
 /**
- * Fields of a request body that set the price of each token on the key's account, and which the
- * proxy sets itself whatever the agent wrote: `model` is the run's, and `service_tier` goes (the
- * account's default tier; `priority` bills more per token, `flex` and `scale` are the operator's
- * to choose). How many tokens a turn takes is the harness's loop's, not the price.
- */
-export const BILLED_FIELDS = ['model', 'service_tier'] as const;
-
-/**
- * The body as it is billed: `model` set to the pinned one and `service_tier` removed; null when it
- * already is. Rewritten rather than refused: the harness names the run's model on its own requests
- * (turns and compactions alike), so a difference is normally the agent's, and rewriting bills it as
- * configured; a refusal would also fail a harness that names another model for a request of its
- * own, where a rewrite keeps it working.
+ * The body as it is billed: `model` set to the pinned one and `service_tier` removed (the account's
+ * default tier: `priority` bills more per token, and `flex` or `scale` are the operator's to
+ * choose); null when it already is. These set the price of each token on the key's account; how
+ * many tokens a turn takes is the harness's loop's. Rewritten rather than refused: the harness
+ * names the run's model on its own requests (turns and compactions alike), so a difference is
+ * normally the agent's, and rewriting bills it as configured; a refusal would also fail a harness
+ * that names another model for a request of its own, where a rewrite keeps it working.
  */
 export function pinBilling(request: Record<string, unknown>, pin: ModelPin): Record<string, unknown> | null {
   if (request.model === pin.model && !('service_tier' in request)) return null;
@@ -210,7 +204,7 @@ export interface ModelProxyOptions {
   /** The real endpoint, e.g. `https://api.openai.com/v1`: its path prefix is the only one served. */
   baseUrl: string;
   apiKey: string | null;
-  /** The model every request is billed as, until `pin` sets another (BILLED_FIELDS). */
+  /** The model every request is billed as, until `pin` sets another (pinBilling). */
   pin: ModelPin;
   logger: Logger;
   /** Called for every request refused for being off the model API. */
