@@ -97,14 +97,21 @@ export const RunnerConfig = z
       .default(4 * 1024 * MIB),
     /**
      * What one sandbox may hold on disk (workspaces, git, the harness's state, the agent's HOME),
-     * measured every SANDBOX_DISK_CHECK_MS while a turn runs: past it the run fails
-     * `sandbox_disk_full`, nothing is committed, and the next run rebuilds the workspaces.
+     * measured every SANDBOX_DISK_CHECK_MS while a turn runs, files its jail holds unlinked included
+     * (src/sandbox/disk.ts): past it the run fails `sandbox_disk_full`, nothing is committed, and the
+     * next run rebuilds the workspaces. A sandbox that cannot be measured counts as past it.
      */
     SANDBOX_DISK_MAX_BYTES: z.coerce
       .number()
       .int()
       .min(MIB)
       .default(10 * 1024 * MIB),
+    /**
+     * Files and directories (inodes) one sandbox may hold, measured with SANDBOX_DISK_MAX_BYTES: empty
+     * files take no bytes, and millions of them exhaust a disk all the same. Past it the run fails
+     * `sandbox_disk_full` as it does past the bytes.
+     */
+    SANDBOX_DISK_MAX_INODES: z.coerce.number().int().min(1000).default(1_000_000),
     SANDBOX_DISK_CHECK_MS: env.duration(15_000),
     /** Size of a jail's own /tmp (a tmpfs: memory, counted against the runner's). */
     SANDBOX_TMP_MAX_BYTES: z.coerce

@@ -1,8 +1,9 @@
-import { existsSync, readFileSync } from 'node:fs';
+import { chmodSync, existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { say, shell, turnScript, type FakeScript } from '@threadwork/testing';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { admitRun, domainOf, git, startStack, waitForTerminal, type Stack } from './helpers.js';
+import { admitRun, chunks, domainOf, git, readLog, startStack, waitForTerminal, type Stack } from './helpers.js';
 
 // A sandbox is bounded on disk (SANDBOX_DISK_MAX_BYTES), measured while a turn runs: an agent
 // that fills it has its run failed, nothing of it committed or pushed, and the thread's next run
@@ -19,13 +20,34 @@ const scripts = new Map<string, FakeScript>([
     ]),
   ],
   ['AGAIN', turnScript([[shell('ls -a; echo "home: $(ls -A "$HOME")"')], [say('looked')]])],
+  // Unlinked as soon as it is open, then written: no walk of the tree ever sees it, the disk holds it all the same.
+  [
+    'HOLD',
+    turnScript([
+      [shell(`exec 3>held.bin && rm held.bin && head -c ${64 * MIB} /dev/zero >&3 && echo held && sleep 60`)],
+      [say('held it')],
+    ]),
+  ],
+  // Empty files take no blocks, and exhaust the disk's inodes all the same.
+  [
+    'FLOOD',
+    turnScript([
+      [shell('mkdir flood && cd flood && seq 1 5000 | xargs touch && echo flooded && sleep 60')],
+      [say('flooded')],
+    ]),
+  ],
+  ['CHOKE', turnScript([[shell('touch du-chokes-here && echo choked && sleep 60')], [say('choked')]])],
 ]);
 
 describe('a sandbox past its bound on disk', () => {
   let stack: Stack;
   beforeAll(async () => {
     stack = await startStack(scripts, {
-      runner: { SANDBOX_DISK_MAX_BYTES: String(32 * MIB), SANDBOX_DISK_CHECK_MS: '200' },
+      runner: {
+        SANDBOX_DISK_MAX_BYTES: String(32 * MIB),
+        SANDBOX_DISK_MAX_INODES: '2000',
+        SANDBOX_DISK_CHECK_MS: '200',
+      },
     });
   });
   afterAll(async () => {
@@ -64,5 +86,86 @@ describe('a sandbox past its bound on disk', () => {
     expect(asked?.userTexts).toContain('FILL the disk');
     const rebuilt = JSON.parse(readFileSync(join(stack.sandboxRoot, first.threadId, 'threadwork.json'), 'utf8'));
     expect(rebuilt.outgrown).toBeUndefined();
+  });
+});
+
+describe('what a sandbox holds that a walk of its tree does not see', () => {
+  let stack: Stack;
+  beforeAll(async () => {
+    stack = await startStack(scripts, {
+      runner: {
+        SANDBOX_DISK_MAX_BYTES: String(32 * MIB),
+        SANDBOX_DISK_MAX_INODES: '2000',
+        SANDBOX_DISK_CHECK_MS: '200',
+        // In the jail, whose processes are what holds the file.
+        SANDBOX_JAIL: 'required',
+      },
+    });
+  });
+  afterAll(async () => {
+    await stack?.stop();
+  });
+
+  it('counts a file the agent unlinked and keeps open', async () => {
+    const { run } = await admitRun(stack, 'HOLD 64 MiB unlinked');
+    const done = await waitForTerminal(stack, run.id);
+    const ready = chunks(await readLog(stack.nc, run.id)).find((c) => c.type === 'sandbox.ready');
+    expect(ready).toMatchObject({ layers: expect.arrayContaining(['bubblewrap-jail']) });
+    expect(done.status, JSON.stringify(done.error)).toBe('failed');
+    expect(done.error?.code).toBe('sandbox_disk_full');
+    expect(done.error?.message).toContain('SANDBOX_DISK_MAX_BYTES');
+    expect(domainOf(stack, 'candidateProduced', run.id)).toEqual([]);
+  });
+
+  it('counts files and directories, not only bytes: a flood of empty files stops the run', async () => {
+    const { run } = await admitRun(stack, 'FLOOD the inodes');
+    const done = await waitForTerminal(stack, run.id);
+    expect(done.status, JSON.stringify(done.error)).toBe('failed');
+    expect(done.error?.code).toBe('sandbox_disk_full');
+    expect(done.error?.message).toContain('SANDBOX_DISK_MAX_INODES');
+    expect(domainOf(stack, 'candidateProduced', run.id)).toEqual([]);
+  });
+});
+
+describe('a sandbox that cannot be measured', () => {
+  // `du` is the runner's, found on its PATH: this one fails as du does on a path it chokes on (it
+  // prints a total, then exits 1), once the agent has left such a path in its workspace.
+  let stack: Stack;
+  let bin: string;
+  const path = process.env.PATH;
+  beforeAll(async () => {
+    bin = mkdtempSync(join(tmpdir(), 'threadwork-du-'));
+    writeFileSync(
+      join(bin, 'du'),
+      [
+        '#!/bin/sh',
+        'for last; do :; done',
+        'if [ -n "$(find "$last" -xdev -name du-chokes-here -print -quit 2>/dev/null)" ]; then',
+        '  /usr/bin/du "$@"',
+        `  echo "du: cannot read directory '$last/app/du-chokes-here': Input/output error" >&2`,
+        '  exit 1',
+        'fi',
+        'exec /usr/bin/du "$@"',
+      ].join('\n'),
+    );
+    chmodSync(join(bin, 'du'), 0o755);
+    process.env.PATH = `${bin}:${path}`;
+    stack = await startStack(scripts, {
+      runner: { SANDBOX_DISK_MAX_BYTES: String(32 * MIB), SANDBOX_DISK_CHECK_MS: '200' },
+    });
+  });
+  afterAll(async () => {
+    await stack?.stop();
+    process.env.PATH = path;
+    rmSync(bin, { recursive: true, force: true });
+  });
+
+  it('fails its run sandbox_disk_full, as past its bound, when du fails', async () => {
+    const { run } = await admitRun(stack, 'CHOKE the measure');
+    const done = await waitForTerminal(stack, run.id);
+    expect(done.status, JSON.stringify(done.error)).toBe('failed');
+    expect(done.error?.code).toBe('sandbox_disk_full');
+    expect(done.error?.message).toContain('could not be measured');
+    expect(domainOf(stack, 'candidateProduced', run.id)).toEqual([]);
   });
 });

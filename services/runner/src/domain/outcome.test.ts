@@ -4,7 +4,7 @@ import { continuesLostTurn, decideOutcome, harnessAnswers, stepsTo } from './out
 
 describe('the end of a run', () => {
   const error = { code: 'model_error', message: 'HTTP 500' };
-  const bounds = { timeoutMs: 1000, diskMaxBytes: 5_000_000 };
+  const bounds = { timeoutMs: 1000, disk: { bytes: 5_000_000 } };
 
   it('decides the terminal state from the turn and why it was stopped', () => {
     expect(decideOutcome({ status: 'completed', error: null }, null, bounds)).toEqual({ to: 'completed' });

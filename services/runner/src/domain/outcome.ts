@@ -18,15 +18,25 @@ export const TIMEOUT_ERROR = (ms: number): RunError => ({
   message: `the run did not finish within ${ms} ms`,
 });
 
-export const DISK_FULL_ERROR = (maxBytes: number): RunError => ({
+/** Which bound on disk a sandbox went past; a sandbox that could not be measured counts as past them. */
+export type DiskOverrun = { bytes: number } | { inodes: number } | { unmeasured: true };
+
+const DISK_OVERRUN_TEXT = (over: DiskOverrun): string => {
+  if ('bytes' in over) return `grew past ${over.bytes} bytes on disk (SANDBOX_DISK_MAX_BYTES)`;
+  if ('inodes' in over) return `grew past ${over.inodes} files and directories on disk (SANDBOX_DISK_MAX_INODES)`;
+  return 'could not be measured on disk, which counts as past its bounds';
+};
+
+export const DISK_FULL_ERROR = (over: DiskOverrun): RunError => ({
   code: 'sandbox_disk_full',
-  message: `the sandbox grew past ${maxBytes} bytes on disk (SANDBOX_DISK_MAX_BYTES): nothing of this run was committed, and the thread's next run starts from its branch as last pushed`,
+  message: `the sandbox ${DISK_OVERRUN_TEXT(over)}: nothing of this run was committed, and the thread's next run starts from its branch as last pushed`,
 });
 
 /** The bounds a run is stopped at. */
 export interface RunBounds {
   timeoutMs: number;
-  diskMaxBytes: number;
+  /** The bound on disk the sandbox went past, when it did. */
+  disk: DiskOverrun;
 }
 
 /**
@@ -55,7 +65,7 @@ export function decideOutcome(
 ): Decision {
   const stop = stoppedDuringTurn;
   if (stop === 'cancel') return { to: 'cancelled' };
-  if (stop === 'disk_full') return { to: 'failed', error: DISK_FULL_ERROR(bounds.diskMaxBytes) };
+  if (stop === 'disk_full') return { to: 'failed', error: DISK_FULL_ERROR(bounds.disk) };
   if (turn.status === 'completed') return { to: 'completed' };
   if (stop === 'timeout') return { to: 'failed', error: TIMEOUT_ERROR(bounds.timeoutMs) };
   if (turn.status === 'failed') {

@@ -1,6 +1,6 @@
 import { rpc, type RunEventChunk } from '@threadwork/contracts';
-import { encodeJson, isAppError, request, type Logger, type NatsConnection } from '@threadwork/platform';
-import { cutUtf8 } from '../domain/text.js';
+import { isAppError, request, type Logger, type NatsConnection } from '@threadwork/platform';
+import { boundEvent } from '../domain/event-bound.js';
 
 // A run's events on their way to the runs service: batched (a flush every FLUSH_MS or BATCH_MAX
 // events), sent one batch at a time so they keep their order, each keyed `${attempt}:${n}` so a
@@ -11,9 +11,6 @@ const FLUSH_MS = 50;
 const BATCH_MAX = 100;
 /** One append request must fit a NATS message (1 MiB by default) with room to spare. */
 const BATCH_MAX_BYTES = 256 * 1024;
-/** An event this large is shrunk: the log keeps events to a fraction of a NATS message. */
-const EVENT_MAX_BYTES = 64 * 1024;
-const FIELD_KEEP_BYTES = 16 * 1024;
 const RETRY_FOR_MS = 60_000;
 
 type Entry = { key: string; chunk: Record<string, unknown>; size: number };
@@ -41,7 +38,8 @@ export class EventSink {
 
   push(chunk: RunEventChunk): void {
     if (this.closed) return;
-    const shrunk = shrink(chunk as Record<string, unknown>);
+    // Bounded whole, nested values included (domain/event-bound.ts): much of an event is the agent's.
+    const shrunk = boundEvent(chunk as Record<string, unknown>);
     this.queue.push({ key: `${this.attempt}:${++this.n}`, chunk: shrunk.chunk, size: shrunk.size });
     if (this.queue.length >= BATCH_MAX) void this.flush();
     else this.timer ??= setTimeout(() => void this.flush(), FLUSH_MS);
@@ -105,16 +103,4 @@ export class EventSink {
     if (this.timer) clearTimeout(this.timer);
     this.onRefused(reason);
   }
-}
-
-/** Cuts the long text fields of an oversized chunk (a huge reply, a huge command line). */
-function shrink(chunk: Record<string, unknown>): { chunk: Record<string, unknown>; size: number } {
-  const size = encodeJson(chunk).length;
-  if (size <= EVENT_MAX_BYTES) return { chunk, size };
-  const out: Record<string, unknown> = { ...chunk, truncated: true };
-  delete out.raw;
-  for (const [key, value] of Object.entries(out)) {
-    if (typeof value === 'string' && value.length > FIELD_KEEP_BYTES) out[key] = cutUtf8(value, FIELD_KEEP_BYTES);
-  }
-  return { chunk: out, size: encodeJson(out).length };
 }

@@ -34,6 +34,7 @@ import {
   harnessAnswers,
   stepsTo,
   DISK_FULL_ERROR,
+  type DiskOverrun,
   TIMEOUT_ERROR,
   type Decision,
   type StopReason,
@@ -50,6 +51,7 @@ import {
   type Sandbox,
   type SandboxProvider,
   type SandboxRepo,
+  type DiskUsage,
 } from '../sandbox/provider.js';
 import { attemptHolds, call, publishAttested, readAttempt, type AttemptRef, type DomainEventDef } from './calls.js';
 import { EventSink } from './event-sink.js';
@@ -171,6 +173,8 @@ class RunExecution implements LiveRun {
   private wakeQuestion: (() => void) | null = null;
   private killTimer: NodeJS.Timeout | undefined;
   private measuringDisk = false;
+  /** Which bound on disk the sandbox went past, once it did (DISK_FULL_ERROR says so). */
+  private diskOverrun: DiskOverrun | null = null;
   /** A newer attempt (another runner) holds the run: nothing this one reports counts any more. */
   private fenced = false;
 
@@ -341,7 +345,7 @@ class RunExecution implements LiveRun {
       // thread's next run, which may never come (the disk is every sandbox's).
       if (this.stopReason === 'disk_full' && this.sandbox && !this.isFenced) {
         await deps.sandboxes
-          .freeOutgrown(this.sandbox, deps.config.SANDBOX_DISK_MAX_BYTES)
+          .freeOutgrown(this.sandbox, this.diskMax())
           .catch((err: unknown) => this.log.warn({ err }, 'the outgrown sandbox’s space could not be freed'));
       }
     } else {
@@ -359,7 +363,7 @@ class RunExecution implements LiveRun {
 
     const decision = decideOutcome(outcome, outcome.stoppedDuringTurn, {
       timeoutMs: deps.config.RUN_TIMEOUT_MS,
-      diskMaxBytes: deps.config.SANDBOX_DISK_MAX_BYTES,
+      disk: this.overrun(),
     });
     try {
       // A sandbox past its bound is not committed (nor pushed): the next run starts from the branch as it was.
@@ -795,21 +799,50 @@ class RunExecution implements LiveRun {
     }
   }
 
-  /** Stops the turn once the sandbox holds more than SANDBOX_DISK_MAX_BYTES (measured while a turn runs). */
+  private overrun(): DiskOverrun {
+    return this.diskOverrun ?? { bytes: this.deps.config.SANDBOX_DISK_MAX_BYTES };
+  }
+
+  private diskMax(): DiskUsage {
+    return { bytes: this.deps.config.SANDBOX_DISK_MAX_BYTES, inodes: this.deps.config.SANDBOX_DISK_MAX_INODES };
+  }
+
+  /**
+   * Stops the turn once the sandbox holds more than SANDBOX_DISK_MAX_BYTES or SANDBOX_DISK_MAX_INODES
+   * (measured while a turn runs, what its jail holds unlinked included), or cannot be measured: a
+   * measure the agent could make fail would be no bound at all.
+   */
   private async checkDisk(): Promise<void> {
     const sandbox = this.sandbox;
     if (!sandbox || !this.turnStarted || this.turnEnded || this.stopReason || this.measuringDisk) return;
     this.measuringDisk = true;
     try {
-      const used = await this.deps.sandboxes.diskUsage(sandbox);
-      const max = this.deps.config.SANDBOX_DISK_MAX_BYTES;
-      if (used <= max || this.stopReason) return;
-      this.log.warn({ used_bytes: used, max_bytes: max }, 'the sandbox grew past its bound on disk; stopping the run');
-      await this.deps.sandboxes.outgrown(sandbox);
+      let over: DiskOverrun | null;
+      const max = this.diskMax();
+      try {
+        const used = await this.deps.sandboxes.diskUsage(sandbox, this.session?.pid);
+        over = used.bytes > max.bytes ? { bytes: max.bytes } : used.inodes > max.inodes ? { inodes: max.inodes } : null;
+        if (over) {
+          this.log.warn(
+            { used_bytes: used.bytes, used_inodes: used.inodes, max_bytes: max.bytes, max_inodes: max.inodes },
+            'the sandbox grew past its bound on disk; stopping the run',
+          );
+        }
+      } catch (err) {
+        // Whatever failed (du, a process of the jail that could not be read, the sandbox gone), it went unmeasured.
+        over = { unmeasured: true };
+        this.log.error({ err }, 'the sandbox could not be measured on disk; stopping the run as past its bound');
+      }
+      if (!over || this.stopReason) return;
+      this.diskOverrun = over;
+      await this.deps.sandboxes.outgrown(sandbox).catch((err: unknown) => {
+        if (err instanceof SandboxTakenError) throw err;
+        this.log.warn({ err }, 'the outgrown sandbox could not be marked to be rebuilt');
+      });
       this.stop('disk_full');
     } catch (err) {
       if (err instanceof SandboxTakenError) return;
-      this.log.warn({ err }, 'the sandbox’s size could not be measured');
+      this.log.warn({ err }, 'the sandbox’s use of disk could not be checked');
     } finally {
       this.measuringDisk = false;
     }
@@ -863,7 +896,7 @@ class RunExecution implements LiveRun {
       case 'timeout':
         return this.finish({ to: 'failed', error: TIMEOUT_ERROR(this.deps.config.RUN_TIMEOUT_MS) });
       case 'disk_full':
-        return this.finish({ to: 'failed', error: DISK_FULL_ERROR(this.deps.config.SANDBOX_DISK_MAX_BYTES) });
+        return this.finish({ to: 'failed', error: DISK_FULL_ERROR(this.overrun()) });
       default:
         return this.finish({ to: 'cancelled' });
     }

@@ -4,7 +4,7 @@ import { join } from 'node:path';
 import type { Logger } from '@threadwork/platform';
 import { startEgressProxy, type EgressPolicy, type EgressProxy, type EgressRefusal } from './egress.js';
 import { EGRESS_SOCKET, MODEL_SOCKET } from './jail.js';
-import { startModelProxy, type ModelProxy } from './model-proxy.js';
+import { startModelProxy, type ModelPin, type ModelProxy } from './model-proxy.js';
 
 // A jail's only ways out, served by the runner for one jailed harness process: the model proxy
 // (the key added outside) and the egress proxy (the policy enforced outside), their sockets in a
@@ -13,7 +13,8 @@ import { startModelProxy, type ModelProxy } from './model-proxy.js';
 // runner's, of that group, and no one else's.
 
 export interface GateOptions {
-  model: { baseUrl: string; apiKey: string | null };
+  /** The real endpoint and its key, and what the requests are billed as to begin with (model-proxy.ts). */
+  model: { baseUrl: string; apiKey: string | null; pin: ModelPin };
   egress: EgressPolicy;
   logger: Logger;
   /** Every request a gate refused: off the model API, or to a destination the policy does not allow. */
@@ -30,6 +31,8 @@ export interface JailGates {
   readonly runDir: string;
   /** The path prefix of the model API on the model proxy (that of the real endpoint). */
   readonly modelBasePath: string;
+  /** Bills the jail's model requests from now on as the turn about to run (its model, its run). */
+  pinModel(pin: ModelPin): void;
   close(): Promise<void>;
 }
 
@@ -61,7 +64,8 @@ export async function openGates(opts: GateOptions): Promise<JailGates> {
       await chown(runDir, 0, opts.owner);
       await chmod(runDir, 0o710);
     }
-    return { runDir, modelBasePath: model.basePath, close };
+    const proxy = model;
+    return { runDir, modelBasePath: model.basePath, pinModel: (pin) => proxy.pin(pin), close };
   } catch (err) {
     await close();
     throw err;

@@ -1,13 +1,12 @@
-import { execFile } from 'node:child_process';
 import { createHash, randomBytes } from 'node:crypto';
 import { existsSync } from 'node:fs';
 import { chmod, chown, mkdir, readFile, rename, rm, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
-import { promisify } from 'node:util';
 import type { RunJob, RunRepository, SandboxStatus } from '@threadwork/contracts';
 import type { Logger } from '@threadwork/platform';
 import { killTree, startTime } from '../harness/processes.js';
 import { makeAgentRepo } from './agent-repo.js';
+import { DiskMeasureError, measureDisk, type DiskUsage } from './disk.js';
 import { SandboxTake, SandboxTakenError, type SandboxClaim } from './take.js';
 import { git, remoteRevisions, type RemoteAccess } from './git.js';
 import { ensureOwned, handOver, secureGitDir, type SandboxUids } from './uids.js';
@@ -36,8 +35,6 @@ import {
 // uid passes through it; its own may, not list it); `threadwork.json` is 0600 and `takes/` 0700;
 // `git/` and each runner git directory may be passed through (0711) to reach `objects/`, which
 // that uid's group may read, and nothing else there (uids.ts, `secureGitDir`).
-
-const execFileAsync = promisify(execFile);
 
 const STATE_FILE = 'threadwork.json';
 const HARNESS_HOME = 'codex-home';
@@ -196,12 +193,8 @@ export class LocalSandboxProvider implements SandboxProvider {
     return true;
   }
 
-  async diskUsage(sandbox: Sandbox): Promise<number> {
-    // du measures blocks in use, so sparse files count for what they take; -x stays on this disk.
-    const { stdout } = await execFileAsync('du', ['-s', '-B1', '-x', '--', sandbox.dir], { timeout: 60_000 });
-    const bytes = Number(stdout.split('\t')[0]);
-    if (!Number.isFinite(bytes)) throw new Error(`du answered ${stdout.slice(0, 100)}`);
-    return bytes;
+  diskUsage(sandbox: Sandbox, jailPid?: number): Promise<DiskUsage> {
+    return measureDisk(sandbox.dir, jailPid);
   }
 
   async outgrown(sandbox: Sandbox): Promise<void> {
@@ -210,14 +203,19 @@ export class LocalSandboxProvider implements SandboxProvider {
     await this.writeState(sandbox.dir, { ...state, outgrown: true }, sandbox.take);
   }
 
-  async freeOutgrown(sandbox: Sandbox, maxBytes: number): Promise<void> {
+  async freeOutgrown(sandbox: Sandbox, max: DiskUsage): Promise<void> {
     const state = await this.readState(sandbox.dir);
     if (!state?.outgrown) return;
     await this.rebuild(sandbox.dir, state, sandbox.take);
-    if ((await this.diskUsage(sandbox)) <= maxBytes) return;
+    const used = await measureDisk(sandbox.dir).catch((err: unknown) => {
+      if (!(err instanceof DiskMeasureError)) throw err;
+      this.options.logger.warn({ thread_id: state.thread_id, err }, 'the rebuilt sandbox could not be measured');
+      return null;
+    });
+    if (used && used.bytes <= max.bytes && used.inodes <= max.inodes) return;
     this.options.logger.warn(
-      { thread_id: state.thread_id },
-      'the harness’s home alone is past the sandbox’s bound on disk; removing it, and with it the conversation',
+      { thread_id: state.thread_id, used_bytes: used?.bytes, used_inodes: used?.inodes },
+      'the harness’s home alone is past the sandbox’s bound on disk, or cannot be measured; removing it, and with it the conversation',
     );
     sandbox.take.check();
     await rm(join(sandbox.dir, HARNESS_HOME), { recursive: true, force: true });

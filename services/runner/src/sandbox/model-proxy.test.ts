@@ -5,6 +5,7 @@ import { join } from 'node:path';
 import { createLogger } from '@threadwork/platform';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { connect, type Socket } from 'node:net';
+import { say, startFakeModel, type FakeModelServer } from '@threadwork/testing';
 import { MAX_CONNECTIONS, startModelProxy, type ModelProxy } from './model-proxy.js';
 
 // The model endpoint as the jail reaches it: the key is added outside, and what the agent may
@@ -81,6 +82,7 @@ beforeAll(async () => {
   proxy = await startModelProxy(join(dir, 'model.sock'), {
     baseUrl: `http://127.0.0.1:${port}/v1`,
     apiKey: KEY,
+    pin: { model: 'test-model' },
     logger: createLogger({ service: 'model-proxy-test', level: 'silent' }),
     refused: (r) => refusals.push(r.reason),
   });
@@ -204,5 +206,96 @@ describe('the model proxy', () => {
       req.end('not json');
     });
     expect(res).toBe(403);
+  });
+});
+
+describe('the model proxy, billing', () => {
+  // The agent can reach the proxy itself (it is the jail's only way to the model): what it names
+  // as the model or the service tier must not be what the operator's key is billed for.
+  let fake: FakeModelServer;
+  let pinned: ModelProxy;
+  let pinDir: string;
+  const lines: Record<string, unknown>[] = [];
+
+  const ask = (body: unknown): Promise<{ status: number; text: string }> =>
+    new Promise((resolve, reject) => {
+      const req = request(
+        {
+          socketPath: pinned.socketPath,
+          path: '/v1/responses',
+          method: 'POST',
+          headers: { 'content-type': 'application/json' },
+        },
+        (res) => {
+          let text = '';
+          res.on('data', (c: Buffer) => (text += c.toString()));
+          res.on('end', () => resolve({ status: res.statusCode ?? 0, text }));
+        },
+      );
+      req.on('error', reject);
+      req.end(JSON.stringify(body));
+    });
+
+  beforeAll(async () => {
+    fake = await startFakeModel(() => [say('ok')]);
+    pinDir = mkdtempSync(join(tmpdir(), 'threadwork-model-pin-'));
+    pinned = await startModelProxy(join(pinDir, 'model.sock'), {
+      baseUrl: fake.baseUrl,
+      apiKey: KEY,
+      pin: { model: 'run-model', runId: 'run_pinned_1' },
+      logger: createLogger({
+        service: 'model-proxy-test',
+        destination: { write: (line: string) => void lines.push(JSON.parse(line) as Record<string, unknown>) },
+      }),
+      refused: (r) => refusals.push(r.reason),
+    });
+  });
+  afterAll(async () => {
+    await pinned?.close();
+    await fake?.close();
+    rmSync(pinDir, { recursive: true, force: true });
+  });
+
+  it('bills every request as the run’s model at the default tier, whatever the body asks, and logs it with the run', async () => {
+    const asked = { ...codexLike(), model: 'the-most-expensive-model', service_tier: 'priority' };
+    const res = await ask(asked);
+    expect(res.status).toBe(200);
+    const got = fake.requests.at(-1)!.body;
+    expect(got.model).toBe('run-model');
+    expect(got).not.toHaveProperty('service_tier');
+    // Nothing else of the request changed.
+    const { model: _m, service_tier: _t, ...rest } = asked;
+    expect(got).toEqual({ ...rest, model: 'run-model' });
+    expect(lines).toContainEqual(
+      expect.objectContaining({
+        run_id: 'run_pinned_1',
+        asked: { model: 'the-most-expensive-model', service_tier: 'priority' },
+        model: 'run-model',
+      }),
+    );
+  });
+
+  it('sets the model where the body names none, or names one that is not a string', async () => {
+    const { model: _m, ...none } = codexLike();
+    expect((await ask(none)).status).toBe(200);
+    expect(fake.requests.at(-1)!.body.model).toBe('run-model');
+    expect((await ask({ ...codexLike(), model: { name: 'x' }, service_tier: null })).status).toBe(200);
+    expect(fake.requests.at(-1)!.body.model).toBe('run-model');
+    expect(fake.requests.at(-1)!.body).not.toHaveProperty('service_tier');
+  });
+
+  it('follows the pin from turn to turn: a warm harness serves the next run’s model', async () => {
+    pinned.pin({ model: 'next-run-model', runId: 'run_pinned_2' });
+    expect((await ask({ ...codexLike(), model: 'run-model' })).status).toBe(200);
+    expect(fake.requests.at(-1)!.body.model).toBe('next-run-model');
+    expect(lines.at(-1)).toMatchObject({ run_id: 'run_pinned_2', model: 'next-run-model' });
+  });
+
+  it('forwards a request already billed as the run’s model as it came, and logs nothing of it', async () => {
+    pinned.pin({ model: 'test-model', runId: 'run_pinned_3' });
+    const before = lines.length;
+    expect((await ask(codexLike())).status).toBe(200);
+    expect(fake.requests.at(-1)!.body).toEqual(codexLike());
+    expect(lines.length).toBe(before);
   });
 });

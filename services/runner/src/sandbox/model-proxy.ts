@@ -170,10 +170,42 @@ function readBody(req: IncomingMessage): Promise<Buffer | null> {
   });
 }
 
+/**
+ * What every request body forwarded is billed as: the run's model, and which run it is (for the log).
+ * Set per turn: a harness kept warm for a thread's next run serves that run's model then.
+ */
+export interface ModelPin {
+  model: string;
+  runId?: string | undefined;
+}
+
+/**
+ * The body as it is billed: `model` set to the pinned one and `service_tier` removed (the account's
+ * default tier: `priority` bills more per token, and `flex` or `scale` are the operator's to
+ * choose); null when it already is. These set the price of each token on the key's account; how
+ * many tokens a turn takes is the harness's loop's. Rewritten rather than refused: the harness
+ * names the run's model on its own requests (turns and compactions alike), so a difference is
+ * normally the agent's, and rewriting bills it as configured; a refusal would also fail a harness
+ * that names another model for a request of its own, where a rewrite keeps it working.
+ */
+export function pinBilling(request: Record<string, unknown>, pin: ModelPin): Record<string, unknown> | null {
+  if (request.model === pin.model && !('service_tier' in request)) return null;
+  const { service_tier: _tier, ...rest } = request;
+  return { ...rest, model: pin.model };
+}
+
+/** A value the agent wrote, as a log line may carry it: short, and only a string as itself. */
+function shown(value: unknown): string | undefined {
+  if (value === undefined) return undefined;
+  return typeof value === 'string' ? value.slice(0, 100) : `(${typeof value})`;
+}
+
 export interface ModelProxyOptions {
   /** The real endpoint, e.g. `https://api.openai.com/v1`: its path prefix is the only one served. */
   baseUrl: string;
   apiKey: string | null;
+  /** The model every request is billed as, until `pin` sets another (pinBilling). */
+  pin: ModelPin;
   logger: Logger;
   /** Called for every request refused for being off the model API. */
   refused(refusal: { method: string; path: string; reason: string }): void;
@@ -183,6 +215,8 @@ export interface ModelProxy {
   readonly socketPath: string;
   /** The path prefix the harness must use on its side (that of the real endpoint). */
   readonly basePath: string;
+  /** Bills the requests from now on as `pin` says: the model of the turn about to run. */
+  pin(pin: ModelPin): void;
   close(): Promise<void>;
 }
 
@@ -204,6 +238,7 @@ export async function startModelProxy(socketPath: string, opts: ModelProxyOption
   const upstream = new URL(opts.baseUrl);
   const basePath = upstream.pathname.replace(/\/+$/, '');
   const send = upstream.protocol === 'https:' ? httpsRequest : httpRequest;
+  let pinned: ModelPin = { ...opts.pin };
 
   // A jail's requests beyond MAX_IN_FLIGHT wait here for one to finish.
   let inFlight = 0;
@@ -244,11 +279,13 @@ export async function startModelProxy(socketPath: string, opts: ModelProxyOption
         return;
       }
       let problem: string | null;
+      let parsed: unknown = null;
       if (exceedsContainers(body, MAX_BODY_CONTAINERS)) {
         problem = `the body holds more than ${MAX_BODY_CONTAINERS} JSON objects and arrays`;
       } else {
         try {
-          problem = responsesRequestProblem(JSON.parse(body.toString('utf8')));
+          parsed = JSON.parse(body.toString('utf8'));
+          problem = responsesRequestProblem(parsed);
         } catch {
           problem = 'the body is not JSON';
         }
@@ -257,6 +294,21 @@ export async function startModelProxy(socketPath: string, opts: ModelProxyOption
         opts.refused({ method: req.method, path: path.slice(0, 200), reason: problem });
         res.writeHead(403, { 'content-type': 'text/plain' }).end(`refused: ${problem}\n`);
         return;
+      }
+      // responsesRequestProblem answered: the body is a JSON object.
+      const request = parsed as Record<string, unknown>;
+      const billed = pinBilling(request, pinned);
+      if (billed) {
+        opts.logger.warn(
+          {
+            run_id: pinned.runId,
+            path: path.slice(0, 200),
+            asked: { model: shown(request.model), service_tier: shown(request.service_tier) },
+            model: pinned.model,
+          },
+          'a sandbox request asked for another model or service tier; forwarded as the run’s model, default tier',
+        );
+        body = Buffer.from(JSON.stringify(billed), 'utf8');
       }
     }
     const headers: Record<string, string | string[]> = {};
@@ -312,6 +364,9 @@ export async function startModelProxy(socketPath: string, opts: ModelProxyOption
   return {
     socketPath,
     basePath,
+    pin(next) {
+      pinned = { ...next };
+    },
     async close() {
       server.closeAllConnections();
       await new Promise<void>((resolve) => server.close(() => resolve()));

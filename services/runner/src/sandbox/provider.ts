@@ -1,5 +1,9 @@
 import type { RunJob, SandboxStatus } from '@threadwork/contracts';
 import type { SandboxClaim } from './take.js';
+import type { DiskUsage } from './disk.js';
+
+export type { DiskUsage } from './disk.js';
+export { DiskMeasureError } from './disk.js';
 
 export type { SandboxClaim } from './take.js';
 export { SandboxTakenError } from './take.js';
@@ -91,8 +95,12 @@ export interface SandboxProvider {
    * acting in a workspace that is now another run's.
    */
   stopHarness(sandbox: Sandbox): Promise<boolean>;
-  /** Bytes the sandbox takes on disk now. */
-  diskUsage(sandbox: Sandbox): Promise<number>;
+  /**
+   * Bytes and inodes the sandbox takes on disk now, with what the processes of its jail (below
+   * `jailPid`, frozen while it is measured) hold of it unlinked. Throws DiskMeasureError when it
+   * cannot be measured whole, which is to be taken as past its bound (sandbox/disk.ts).
+   */
+  diskUsage(sandbox: Sandbox, jailPid?: number): Promise<DiskUsage>;
   /**
    * Marks the sandbox as grown past its bound: the next run rebuilds its workspaces (from the
    * thread branch as last pushed) and empties the agent's HOME; the harness's session is kept.
@@ -101,10 +109,10 @@ export interface SandboxProvider {
   /**
    * Frees an outgrown sandbox's space now, once nothing of its jail runs (the disk is shared with
    * every other sandbox, and the thread's next run may never come): its workspaces, git directories
-   * and the agent's HOME go; the harness's home too when it alone is still past `maxBytes` (the
-   * conversation is then lost, and the next run starts a new one).
+   * and the agent's HOME go; the harness's home too when it alone is still past `max` or cannot be
+   * measured (the conversation is then lost, and the next run starts a new one).
    */
-  freeOutgrown(sandbox: Sandbox, maxBytes: number): Promise<void>;
+  freeOutgrown(sandbox: Sandbox, max: DiskUsage): Promise<void>;
   /** The sandbox's last published status on this runner. */
   status(threadId: string): SandboxStatus | null;
   /** Marks the sandbox reclaimed after idling (its workspace stays, for the next run to continue in). */

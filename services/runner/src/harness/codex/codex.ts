@@ -15,7 +15,7 @@ import {
 } from '../harness.js';
 import { descendants, processesOf, signal, stopAllBut, type ProcessIdentity } from '../processes.js';
 import type { Isolation } from '../../sandbox/isolation.js';
-import { openGates, type GateRefusal } from '../../sandbox/gates.js';
+import { openGates, type GateRefusal, type JailGates } from '../../sandbox/gates.js';
 import { BRIDGE_PORT, EGRESS_ENV, jailed, type JailOwner } from '../../sandbox/jail.js';
 import { limited } from '../../sandbox/limits.js';
 import { appServerArgs, codexCommand, guarded } from './launch.js';
@@ -64,7 +64,7 @@ export class CodexHarness implements Harness {
     const { isolation } = this.options;
     const gates = isolation.jailed
       ? await openGates({
-          model: { baseUrl: this.options.baseUrl, apiKey: this.options.apiKey },
+          model: { baseUrl: this.options.baseUrl, apiKey: this.options.apiKey, pin: { model: opts.model } },
           egress: isolation.egress,
           logger,
           refused: (refusal) => session?.refused(refusal),
@@ -150,7 +150,7 @@ export class CodexHarness implements Harness {
       // What runs now is the harness itself (and, jailed, the jail's init and the model bridge):
       // the agent has run nothing yet. These alone outlive a run (stopLeftovers).
       const own = child.pid === undefined ? [] : processesOf(child.pid);
-      session = new CodexSession(rpc, closed, threadId, opts.cwd, own, this.options);
+      session = new CodexSession(rpc, closed, threadId, opts.cwd, own, this.options, gates);
       return session;
     } catch (err) {
       rpc.kill();
@@ -256,6 +256,8 @@ class CodexSession implements HarnessSession {
     /** The processes the harness started with, before the agent could start any. */
     private readonly own: readonly ProcessIdentity[],
     private readonly options: CodexHarnessOptions,
+    /** The jail's gates: each turn's model is what its model requests are billed as. */
+    private readonly gates: JailGates | null = null,
   ) {
     rpc.onNotification((n) => this.onNotification(n));
     rpc.onServerRequest((r) => this.onServerRequest(r));
@@ -271,6 +273,7 @@ class CodexSession implements HarnessSession {
 
   async runTurn(input: TurnInput, listener: TurnListener): Promise<TurnOutcome> {
     if (this.turn) throw new Error('a turn is already running in this session');
+    this.gates?.pinModel({ model: input.model, runId: input.metadata.threadwork_run_id });
     const mapper = new CodexTurnMapper({
       cwd: this.cwd,
       outputCapBytes: this.options.outputCapBytes,
