@@ -12,7 +12,7 @@ import { PodDisruptionBudget } from 'kubernetes-models/policy/v1';
 import { ConfigMap, Secret, Service, ServiceAccount } from 'kubernetes-models/v1';
 import { NATS_IDENTITIES, natsPermissions } from '@threadwork/contracts';
 import { GatewayConfig } from '@threadwork/gateway';
-import { newNatsKeys } from '@threadwork/platform';
+import { newNatsKeys, plaintextNatsProblem } from '@threadwork/platform';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { parse, parseAllDocuments } from 'yaml';
 import { ensureTool } from '../../deploy/local/tools.mjs';
@@ -711,6 +711,34 @@ describe('charts/threadwork', () => {
           readOnly: true,
         });
       }
+    });
+    it('reaches NATS as the services accept in production: over TLS in values-production.yaml, in clear only with nats.allowPlaintext', () => {
+      /** What each service's start-up check says of its rendered NATS settings (null: it starts). */
+      const problems = (args: string[]) => {
+        const objects = render(args);
+        const natsUrl = byKind(objects, 'ConfigMap').find((c) => c.data?.NATS_URL)!.data!.NATS_URL!;
+        return workloads(objects).map((workload) => {
+          const env = Object.fromEntries(
+            (workload.spec.template.spec.containers[0]!.env ?? []).map((e) => [e.name, e.value]),
+          );
+          return plaintextNatsProblem(
+            {
+              NATS_URL: natsUrl,
+              NATS_TLS_CA: env.NATS_TLS_CA,
+              NATS_TLS_CERT: env.NATS_TLS_CERT,
+              NATS_ALLOW_PLAINTEXT: env.NATS_ALLOW_PLAINTEXT === 'true',
+            },
+            'production',
+          );
+        });
+      };
+      const production = problems(['-f', productionValues, ...MONGO_SECRETS]);
+      expect(production.length).toBeGreaterThan(0);
+      expect(production.every((problem) => problem === null)).toBe(true);
+      expect(problems(REQUIRED).every((problem) => problem !== null)).toBe(true);
+      expect(problems([...REQUIRED, '--set', 'nats.allowPlaintext=true']).every((problem) => problem === null)).toBe(
+        true,
+      );
     });
   });
 

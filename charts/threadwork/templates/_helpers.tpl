@@ -132,6 +132,10 @@ Argument: (dict "root" $ "name" "gateway" "svc" .Values.gateway).
       name: {{ required "nats.auth.existingSecret: name the Secret holding each service's NATS key (or set nats.auth.insecure=true, for development only)" $v.nats.auth.existingSecret }}
       key: {{ .name }}
 {{- end }}
+{{- if $v.nats.allowPlaintext }}
+- name: NATS_ALLOW_PLAINTEXT
+  value: "true"
+{{- end }}
 {{- if $v.nats.tls.existingSecret }}
 - name: NATS_TLS_CA
   value: /etc/threadwork/nats-tls/ca.crt

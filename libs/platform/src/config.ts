@@ -66,6 +66,12 @@ export const natsConfigShape = {
   NATS_TLS_KEY: z.string().min(1).optional(),
   /** Connect without credentials, to a NATS that has no authorization: for development only. */
   NATS_INSECURE: env.bool(false),
+  /**
+   * With NODE_ENV=production, NATS must be reached over TLS (a tls:// URL or NATS_TLS_CA) unless it
+   * is on this host: replies carry tokens, prompts and answers. `true` accepts a network that
+   * encrypts on its own (a service mesh with mutual TLS); it is logged at start.
+   */
+  NATS_ALLOW_PLAINTEXT: env.bool(false),
 };
 
 /** Settings every service shares, the runner included. Spread into a service's own schema. */

@@ -68,6 +68,38 @@ export function natsAuthOf(config: NatsConfig, identity: NatsIdentity): NatsAuth
   );
 }
 
+type TransportConfig = Pick<ProcessConfig, 'NATS_URL' | 'NATS_TLS_CA' | 'NATS_TLS_CERT' | 'NATS_ALLOW_PLAINTEXT'>;
+
+const LOOPBACK_HOST = /^(localhost|127(\.\d{1,3}){3}|\[::1\])$/i;
+
+/** The servers of NATS_URL that would be reached in clear over a network (not TLS, not this host). */
+export function plaintextNatsServers(config: Omit<TransportConfig, 'NATS_ALLOW_PLAINTEXT'>): string[] {
+  // A TLS option makes the client insist on TLS with every server.
+  if (config.NATS_TLS_CA || config.NATS_TLS_CERT) return [];
+  return config.NATS_URL.split(',')
+    .map((server) => server.trim())
+    .filter((server) => {
+      // The client takes `host:port` as nats://host:port.
+      const withScheme = server.includes('://') ? server : `nats://${server}`;
+      if (!URL.canParse(withScheme)) return true;
+      const url = new URL(withScheme);
+      if (url.protocol === 'tls:' || url.protocol === 'wss:') return false;
+      return !LOOPBACK_HOST.test(url.hostname);
+    });
+}
+
+/**
+ * Why this process may not connect to NATS as configured, or null. In production, NATS carries
+ * what must not cross a network in clear (installation tokens, prompts, answers), so a server off
+ * this host must be reached over TLS unless NATS_ALLOW_PLAINTEXT says the network encrypts itself.
+ */
+export function plaintextNatsProblem(config: TransportConfig, nodeEnv: string | undefined): string | null {
+  if (nodeEnv !== 'production' || config.NATS_ALLOW_PLAINTEXT) return null;
+  const clear = plaintextNatsServers(config);
+  if (clear.length === 0) return null;
+  return `NATS_URL: ${clear.join(', ')} would be reached without TLS; with NODE_ENV=production use a tls:// URL or NATS_TLS_CA, or set NATS_ALLOW_PLAINTEXT=true for a network that encrypts on its own (a service mesh with mutual TLS)`;
+}
+
 function seedFromFile(file: string): string {
   let seed: string;
   try {

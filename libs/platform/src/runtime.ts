@@ -13,7 +13,7 @@ import { connectMongo, foreignDatabaseProblem, mongoCall, serviceDbName } from '
 import { DOMAIN_STREAM, type NatsIdentity } from '@threadwork/contracts';
 import { connectNats, awaitConsumer, consumeJson, jetStreamOf, natsAnswers, serveRpc, type RpcRoute } from './nats.js';
 import { startTelemetry } from './telemetry.js';
-import { natsAuthOf } from './nats-auth.js';
+import { natsAuthOf, plaintextNatsProblem, plaintextNatsServers } from './nats-auth.js';
 
 export interface Runtime {
   name: string;
@@ -65,6 +65,11 @@ export async function startRuntime({
   lifecycle.add('telemetry', () => telemetry.shutdown());
 
   try {
+    const plaintext = plaintextNatsProblem(config, process.env.NODE_ENV);
+    if (plaintext) throw new ConfigError(`invalid configuration: ${plaintext}`);
+    if (process.env.NODE_ENV === 'production' && plaintextNatsServers(config).length > 0) {
+      logger.warn('NATS_ALLOW_PLAINTEXT: NATS is reached without TLS; the network must encrypt on its own');
+    }
     const auth = natsAuthOf(config, name);
     const nc = await connectNats({ servers: config.NATS_URL, name: `threadwork-${name}`, logger, auth });
     if (auth.method === 'none') {

@@ -12,6 +12,7 @@ import {
   createLogger,
   loadConfig,
   natsAuthOf,
+  plaintextNatsProblem,
   natsAuthorizationConfig,
   natsAuthWithSeed,
   natsConfigShape,
@@ -88,7 +89,11 @@ function findTarget(): Target | null {
 /** The admin identity's credentials from the environment (NATS_NKEY_SEED, NATS_CREDS, NATS_INSECURE). */
 function natsAuthFromEnv(): NatsAuth | null {
   try {
-    return natsAuthOf(loadConfig(z.object(natsConfigShape), process.env), 'admin');
+    const config = loadConfig(z.object(natsConfigShape), process.env);
+    // A revocation goes out over the same NATS as everything else, under the same rule.
+    const plaintext = plaintextNatsProblem(config, process.env.NODE_ENV);
+    if (plaintext) fail(`admin: ${plaintext}`);
+    return natsAuthOf(config, 'admin');
   } catch (err) {
     if (err instanceof ConfigError && !/required/.test(err.message)) fail(`admin: ${err.message}`);
     return null;
