@@ -6,6 +6,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createThread, readLog, waitFor, waitForTerminal } from '../chaos/support/api.js';
 import { Cluster, type ChaosUser } from '../chaos/support/cluster.js';
 import { root } from '../support/process-stack.js';
+import { processesMatching } from './support.js';
 
 /** The jail's model bridge, by the path its command line shows. */
 const BRIDGE = join(root, 'services', 'runner', 'jail', 'bridge.mjs');
@@ -37,20 +38,6 @@ const OUTSIDE_LAYER = ROOT ? 'outside-uid-per-sandbox' : `outside-uid-runner-${p
 /** A process's real uid, from /proc. */
 function realUid(pid: number): number {
   return Number(/^Uid:\s+(\d+)/m.exec(readFileSync(`/proc/${pid}/status`, 'utf8'))?.[1]);
-}
-
-/** Processes on this machine whose command line contains `text`. */
-function processesMatching(text: string): number[] {
-  return readdirSync('/proc')
-    .filter((entry) => /^\d+$/.test(entry))
-    .filter((pid) => {
-      try {
-        return readFileSync(`/proc/${pid}/cmdline`, 'utf8').replaceAll('\0', ' ').includes(text);
-      } catch {
-        return false;
-      }
-    })
-    .map(Number);
 }
 
 let cluster: Cluster;
