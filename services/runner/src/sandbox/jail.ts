@@ -105,10 +105,13 @@ const OWN_ETC: Readonly<Record<string, string>> = {
   ].join('\n'),
 };
 
+/** How the jail's init (pid 1 inside) shows in /proc: its arguments are read from a descriptor. */
 /** Descriptors bubblewrap reads: the seccomp filter, the jail's own `/etc` files, then its arguments. */
 const SECCOMP_FD = 3;
 const OWN_ETC_FD = 4;
 const ARGS_FD = OWN_ETC_FD + Object.keys(OWN_ETC).length;
+/** How the jail's init (pid 1 inside) shows in /proc: bubblewrap's arguments, read from a descriptor. */
+export const JAIL_INIT_COMMAND = `${BWRAP} --args ${ARGS_FD} --`;
 
 const SYSTEM = ['/usr', '/bin', '/sbin', '/lib', '/lib32', '/lib64', '/libx32'];
 
