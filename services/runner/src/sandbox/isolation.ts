@@ -83,7 +83,9 @@ export async function decideIsolation(settings: IsolationSettings, logger: Logge
         `user-namespace-uid-${JAIL_UID}-no-capabilities`,
         outside?.kind === 'per-sandbox' ? 'outside-uid-per-sandbox' : `outside-uid-runner-${outside?.uid}`,
         ...(seccompProgram() ? ['seccomp-no-ptrace-no-io-uring'] : []),
-        ...(ptraceGuards.length > 0 ? ptraceGuards.map((guard) => `harness-memory-guard-${guard}`) : ['harness-memory-UNGUARDED']),
+        ...(ptraceGuards.length > 0
+          ? ptraceGuards.map((guard) => `harness-memory-guard-${guard}`)
+          : ['harness-memory-UNGUARDED']),
         'model-key-outside',
         `egress-${settings.egress.mode}`,
         ...(processes ? [`pids-max-${processes.max}-${processes.method}`] : []),

@@ -107,8 +107,14 @@ describe('a jail', () => {
     expect(section('init')).not.toMatch(/threadwork-(seccomp|jail)/);
     // And none of the descriptors it read them from is left open in the jail (this test's own
     // process may pass others of its own down).
-    expect(section('fds').split(/\s+/).filter((fd) => Number(fd) >= 3 && Number(fd) <= 9)).toEqual([]);
-    expect(section('hosts')).toBe(['127.0.0.1\tlocalhost', '::1\tlocalhost ip6-localhost ip6-loopback', '127.0.1.1\tsandbox'].join('\n'));
+    expect(
+      section('fds')
+        .split(/\s+/)
+        .filter((fd) => Number(fd) >= 3 && Number(fd) <= 9),
+    ).toEqual([]);
+    expect(section('hosts')).toBe(
+      ['127.0.0.1\tlocalhost', '::1\tlocalhost ip6-localhost ip6-loopback', '127.0.1.1\tsandbox'].join('\n'),
+    );
     expect(section('git')).toBe(['credential.helper=', 'protocol.ext.allow=never', 'core.fsmonitor=false'].join('\n'));
   });
 
