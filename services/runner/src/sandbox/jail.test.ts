@@ -98,6 +98,8 @@ describe('a jail', () => {
         'echo "== fds"; ls /proc/$$/fd',
         'echo "== hosts"; cat /etc/hosts',
         'echo "== git"; git config --system --list',
+        'echo "== users"; cat /etc/passwd /etc/group',
+        'echo "== me"; id',
       ].join('\n'),
     );
     const section = (name: string) => found.split(`== ${name}\n`)[1]!.split('\n== ')[0]!.trim();
@@ -116,6 +118,13 @@ describe('a jail', () => {
       ['127.0.0.1\tlocalhost', '::1\tlocalhost ip6-localhost ip6-loopback', '127.0.1.1\tsandbox'].join('\n'),
     );
     expect(section('git')).toBe(['credential.helper=', 'protocol.ext.allow=never', 'core.fsmonitor=false'].join('\n'));
+    // Its own users: none of the host's names.
+    expect(
+      section('users')
+        .split('\n')
+        .map((line) => line.split(':')[0]),
+    ).toEqual(['root', 'sandbox', 'nobody', 'root', 'sandbox', 'nogroup']);
+    expect(section('me')).toBe('uid=1000(sandbox) gid=1000(sandbox) groups=1000(sandbox)');
   });
 
   it('lets nothing in it trace another process there, or take its descriptors or memory', async (ctx) => {

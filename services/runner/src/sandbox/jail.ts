@@ -63,8 +63,6 @@ const BRIDGE = join(import.meta.dirname, '..', '..', 'jail', 'bridge.mjs');
 
 /** Host `/etc` entries a shell, git and common tools need; the rest of `/etc` stays out. */
 const ETC = [
-  'passwd',
-  'group',
   'nsswitch.conf',
   'ssl',
   'ca-certificates',
@@ -82,6 +80,15 @@ const ETC = [
 
 /** The jail's own `/etc` files, in place of the host's. */
 const OWN_ETC: Readonly<Record<string, string>> = {
+  // Its own users (the host's name the machine's people and services): root, which owns the
+  // system directories, the agent, and nobody, which the host's other ids appear as.
+  passwd: [
+    'root:x:0:0:root:/root:/bin/sh',
+    `sandbox:x:${JAIL_UID}:${JAIL_UID}:sandbox:/home/sandbox:/bin/sh`,
+    'nobody:x:65534:65534:nobody:/nonexistent:/usr/sbin/nologin',
+    '',
+  ].join('\n'),
+  group: ['root:x:0:', `sandbox:x:${JAIL_UID}:`, 'nogroup:x:65534:', ''].join('\n'),
   hosts: ['127.0.0.1\tlocalhost', '::1\tlocalhost ip6-localhost ip6-loopback', '127.0.1.1\tsandbox', ''].join('\n'),
   // Git's system configuration: no credential helper (there is nothing to ask for one), no
   // transport that runs a command, no file system monitor daemon.
