@@ -25,9 +25,10 @@ import { reachableByOthers } from './uids.js';
 // - Only the environment the harness is given (the runner's own never reaches it).
 // - Nothing of the host's layout in what its processes show: bubblewrap reads its arguments (the
 //   host paths it binds from, the gates' directory) from a descriptor, so the jail's init, whose
-//   command line any process inside can read in /proc, shows none of them. Its own /etc/hosts
-//   (localhost and its own name) and /etc/gitconfig, not the host's (which may name the host's
-//   machines, its credential helpers).
+//   command line any process inside can read in /proc, shows none of them. (What is bound in is at
+//   its own path, and /proc/self/mountinfo names the binds' sources.) Its own /etc/passwd, group,
+//   hosts and gitconfig, not the host's (which name its people and services, its machines, its
+//   credential helpers).
 // - The model endpoint through the runner's proxy on a unix socket (model-proxy.ts), relayed to a
 //   loopback port inside by a bridge: the model key stays outside. The rest of the network only
 //   through the runner's egress proxy (egress.ts), relayed the same way, which enforces the policy.
