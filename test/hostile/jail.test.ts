@@ -161,6 +161,7 @@ describe('an agent in its jail', () => {
     expect(layers).toContain(OUTSIDE_LAYER);
     expect(cluster.runners()[0]!.output()).toContain('codex-workspace-write');
     expect(cluster.runners()[0]!.output()).toContain(OUTSIDE_LAYER);
+    expect(cluster.runners()[0]!.output()).toContain('harness-memory-guard-codex-sandbox');
   });
 
   it('cannot write into the harness’s memory, and sees none of the host’s layout or configuration', async () => {
