@@ -8,7 +8,7 @@
 //                      [--turns 20] [--sandboxes 4] [--profile gateway,runs] [--json out.json]
 //
 // Benchmarks (--only): run-read healthz event-pages append followers sandboxes turns jail.
-import { mkdtempSync, writeFileSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { cpus, loadavg, tmpdir, totalmem } from 'node:os';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
@@ -132,12 +132,20 @@ async function main(stack, fake) {
     turnsBenchmark(stack, { turns: opts.turns }),
   );
   await step('jail', `benchmark 8: ${opts.turns} trivial turns, cold and warm, jailed and not`, async () => {
-    // The same turns through a runner that jails each sandbox, then through one that does not.
-    await stack.restartRunner({ SANDBOX_JAIL: 'required' });
-    const jailed = await turnsBenchmark(stack, { turns: opts.turns });
-    await stack.restartRunner({ SANDBOX_JAIL: 'off' });
-    const bare = await turnsBenchmark(stack, { turns: opts.turns });
-    return { jailed, bare };
+    // The same turns through a runner that jails each sandbox, then through one that does not. The
+    // jailed one keeps its sandboxes outside the temporary directory, as deployed: there Codex's own
+    // sandbox confines commands, which SANDBOX_JAIL=required needs where the kernel has no Yama.
+    mkdirSync('/var/tmp', { recursive: true });
+    const sandboxes = mkdtempSync('/var/tmp/threadwork-bench-sandboxes-');
+    try {
+      await stack.restartRunner({ SANDBOX_JAIL: 'required', SANDBOX_ROOT: sandboxes });
+      const jailed = await turnsBenchmark(stack, { turns: opts.turns });
+      await stack.restartRunner({ SANDBOX_JAIL: 'off' });
+      const bare = await turnsBenchmark(stack, { turns: opts.turns });
+      return { jailed, bare };
+    } finally {
+      rmSync(sandboxes, { recursive: true, force: true });
+    }
   });
   return results;
 }

@@ -1,9 +1,10 @@
-import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync } from 'node:fs';
+import { existsSync, mkdirSync, mkdtempSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { say, shell, uniqueId, type FakeScript } from '@threadwork/testing';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createThread, readLog, waitFor, waitForTerminal } from '../chaos/support/api.js';
 import { Cluster, type ChaosUser } from '../chaos/support/cluster.js';
+import { processesMatching } from './support.js';
 
 // The agent as an attacker who plans ahead: what it leaves in its sandbox during one run must not
 // get it out of the harness's own sandbox (Codex's, the second layer) when the harness starts again
@@ -47,20 +48,6 @@ beforeAll(async () => {
 afterAll(async () => {
   await cluster?.stop();
 });
-
-/** Processes on this machine whose command line contains `text`. */
-function processesMatching(text: string): number[] {
-  return readdirSync('/proc')
-    .filter((entry) => /^\d+$/.test(entry))
-    .filter((pid) => {
-      try {
-        return readFileSync(`/proc/${pid}/cmdline`, 'utf8').replaceAll('\0', ' ').includes(text);
-      } catch {
-        return false;
-      }
-    })
-    .map(Number);
-}
 
 async function send(threadId: string, text: string): Promise<string> {
   const res = await cluster.fetch(`/v1/threads/${threadId}/messages`, {

@@ -6,6 +6,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createThread, readLog, waitFor, waitForTerminal } from '../chaos/support/api.js';
 import { Cluster, type ChaosUser } from '../chaos/support/cluster.js';
 import { root } from '../support/process-stack.js';
+import { processesMatching } from './support.js';
 
 /** The jail's model bridge, by the path its command line shows. */
 const BRIDGE = join(root, 'services', 'runner', 'jail', 'bridge.mjs');
@@ -34,23 +35,12 @@ const scripts = new Map<string, FakeScript>([
 const ROOT = process.getuid?.() === 0;
 const OUTSIDE_LAYER = ROOT ? 'outside-uid-per-sandbox' : `outside-uid-runner-${process.getuid?.()}`;
 
+/** The host's Yama ptrace restriction; absent where the kernel has no Yama. */
+const YAMA = '/proc/sys/kernel/yama/ptrace_scope';
+
 /** A process's real uid, from /proc. */
 function realUid(pid: number): number {
   return Number(/^Uid:\s+(\d+)/m.exec(readFileSync(`/proc/${pid}/status`, 'utf8'))?.[1]);
-}
-
-/** Processes on this machine whose command line contains `text`. */
-function processesMatching(text: string): number[] {
-  return readdirSync('/proc')
-    .filter((entry) => /^\d+$/.test(entry))
-    .filter((pid) => {
-      try {
-        return readFileSync(`/proc/${pid}/cmdline`, 'utf8').replaceAll('\0', ' ').includes(text);
-      } catch {
-        return false;
-      }
-    })
-    .map(Number);
 }
 
 let cluster: Cluster;
@@ -167,9 +157,73 @@ describe('an agent in its jail', () => {
     expect(layers).toContain('codex-workspace-write');
     expect(layers).toContain('user-namespace-uid-1000-no-capabilities');
     expect(layers).toContain('seccomp-no-ptrace-no-io-uring');
+    expect(layers).toContain('harness-memory-guard-codex-sandbox');
     expect(layers).toContain(OUTSIDE_LAYER);
     expect(cluster.runners()[0]!.output()).toContain('codex-workspace-write');
     expect(cluster.runners()[0]!.output()).toContain(OUTSIDE_LAYER);
+    expect(cluster.runners()[0]!.output()).toContain('harness-memory-guard-codex-sandbox');
+  });
+
+  it('cannot write into the harness’s memory, and sees none of the host’s layout or configuration', async () => {
+    // Every process it can see but its own: the harness (Codex, holding the conversation), the
+    // jail's init (holding the runner's channel to it), the model bridge. Same uid as the agent.
+    const probe = [
+      'import os',
+      'me = os.getpid()',
+      'for p in sorted(int(x) for x in os.listdir("/proc") if x.isdigit()):',
+      '    if p == me: continue',
+      '    try: cmd = open(f"/proc/{p}/cmdline", "rb").read().replace(b"\\0", b" ").decode()[:200]',
+      '    except OSError: cmd = "?"',
+      '    try:',
+      '        open(f"/proc/{p}/mem", "r+b").close(); r = "OPEN"',
+      '    except OSError as e: r = e.strerror',
+      '    print(f"mem {p} {r}: {cmd}")',
+    ].join('\n');
+    const { found } = await attack(
+      'harness-memory',
+      [
+        `python3 -c '${probe}'`,
+        'echo "== init"; tr "\\0" " " < /proc/1/cmdline; echo',
+        'echo "== hosts"; cat /etc/hosts',
+        'echo "== git"; git config --system --list',
+        'echo "== end"',
+      ].join('\n'),
+    );
+    const harness = found.split('\n').filter((line) => /^mem \d+ .*(app-server|bwrap|bridge\.mjs)/.test(line));
+    for (const line of harness) expect(line).not.toMatch(/^mem \d+ OPEN/);
+    const section = (name: string) => found.split(`== ${name}\n`)[1]!.split('\n== ')[0]!.trim();
+    for (const hidden of ['.jail-programs', 'threadwork-seccomp', 'threadwork-jail', cluster.dir]) {
+      expect(section('init'), found).not.toContain(hidden);
+    }
+    expect(section('hosts')).toBe(
+      ['127.0.0.1\tlocalhost', '::1\tlocalhost ip6-localhost ip6-loopback', '127.0.1.1\tsandbox'].join('\n'),
+    );
+    expect(section('git')).toBe(['credential.helper=', 'protocol.ext.allow=never', 'core.fsmonitor=false'].join('\n'));
+  });
+
+  it('never runs beside a harness whose memory it could write: without Codex’s sandbox, only where Yama forbids it', async () => {
+    // The same deployment, another runner without Codex's sandbox around the agent's commands.
+    const yama = existsSync(YAMA) ? Number(readFileSync(YAMA, 'utf8')) : null;
+    const starting = cluster.startRunner({ CODEX_SANDBOX_MODE: 'danger-full-access' });
+    if (yama !== null && yama >= 1) {
+      const runner = await starting;
+      await runner.stop();
+      expect(runner.output()).toContain(`harness-memory-guard-yama-ptrace-scope-${yama}`);
+      return;
+    }
+    // This machine's kernel lets a process write the memory of another of its uid: the runner
+    // refuses to start, and says why. (Whether it was seen to exit before its readiness check
+    // answered or after, it exits.)
+    const started = await starting.catch((err: Error) => err);
+    let said: string;
+    if (started instanceof Error) said = started.message;
+    else {
+      await started.exited;
+      said = started.output();
+    }
+    expect(said).toMatch(
+      /SANDBOX_JAIL=required, but the agent's commands would run beside the harness as its uid with nothing to keep them out of its memory/,
+    );
   });
 
   it('is, outside its jail, a uid of its sandbox’s own: not root, not the runner, not another sandbox', async (ctx) => {

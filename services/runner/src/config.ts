@@ -48,7 +48,9 @@ export const RunnerConfig = z
      * Codex's own sandbox around each command the agent runs (a second layer inside the jail):
      * `auto` uses `workspace-write` when a probe at start-up shows it confines commands here, else
      * `danger-full-access`; `workspace-write` refuses to start without it; `danger-full-access` never
-     * uses it (the jail alone contains the agent).
+     * uses it (the jail alone contains the agent). Jailed without it, the agent's commands could write
+     * into the harness's memory unless the host has Yama (kernel.yama.ptrace_scope >= 1):
+     * SANDBOX_JAIL=required then refuses to start (src/sandbox/isolation.ts, decidePtraceGuards).
      */
     CODEX_SANDBOX_MODE: z.enum(['auto', 'workspace-write', 'danger-full-access']).default('auto'),
     /**

@@ -1,7 +1,16 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { afterEach, describe, expect, it } from 'vitest';
 import { readdirSync, readFileSync } from 'node:fs';
-import { commandLine, descendants, killTree, processesOf, startTime, stopAllBut } from './processes.js';
+import {
+  commandLine,
+  descendants,
+  descendantsOf,
+  killTree,
+  processesOf,
+  signalSame,
+  startTime,
+  stopAllBut,
+} from './processes.js';
 
 // Killing a harness another runner left behind: by pid and start time (a reused pid is not it),
 // stopped or not, with everything it started.
@@ -36,6 +45,22 @@ describe.runIf(onLinux)('processes', () => {
     child.kill('SIGKILL');
     await exited(child);
     expect(startTime(pid)).toBeNull();
+  });
+
+  it('signals a process found earlier only while it is still that one: a recorded pid whose start time differs is another’s', async () => {
+    const child = harnessLike();
+    const pid = child.pid as number;
+    await expect.poll(() => descendants(pid).length).toBe(1);
+    const [sleeper] = descendantsOf(pid);
+    expect(sleeper?.started).toBe(startTime(sleeper!.pid));
+    // The same pid, another start time: what a record of an exited process whose pid was given to
+    // another looks like. It is left alone.
+    const recycled = { pid: sleeper!.pid, started: String(Number(sleeper!.started) + 1) };
+    expect(signalSame(recycled, 'SIGKILL')).toBe(false);
+    expect(startTime(sleeper!.pid)).toBe(sleeper!.started);
+    // The record that matches is signalled.
+    expect(signalSame(sleeper!, 'SIGKILL')).toBe(true);
+    await expect.poll(() => startTime(sleeper!.pid)).toBeNull();
   });
 
   it('kills a frozen process and what it started, and returns once it has exited', async () => {

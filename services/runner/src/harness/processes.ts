@@ -85,10 +85,32 @@ export interface ProcessIdentity {
 
 /** `root` and every process below it now, by identity (the processes a harness started with). */
 export function processesOf(root: number): ProcessIdentity[] {
-  return [root, ...descendants(root)].flatMap((pid) => {
+  return identities([root, ...descendants(root)]);
+}
+
+/** Every process below `root` now, by identity: what to signal later, once their pids may be another's. */
+export function descendantsOf(root: number): ProcessIdentity[] {
+  return identities(descendants(root));
+}
+
+function identities(pids: readonly number[]): ProcessIdentity[] {
+  return pids.flatMap((pid) => {
     const started = startTime(pid);
     return started === null ? [] : [{ pid, started }];
   });
+}
+
+/**
+ * Signals a process found earlier only if it is still that process: once it has exited, its pid
+ * may be given to another, unrelated one, which a signal by number would reach. Its start time is
+ * read just before the signal; between the two the pid would have to be freed and handed out again
+ * (the whole pid space gone round), which a process that is frozen or about to be killed cannot
+ * make happen itself. True when signalled.
+ */
+export function signalSame(target: ProcessIdentity, sig: NodeJS.Signals): boolean {
+  if (startTime(target.pid) !== target.started) return false;
+  signal(target.pid, sig);
+  return true;
 }
 
 /**
@@ -100,18 +122,19 @@ export function processesOf(root: number): ProcessIdentity[] {
  */
 export function stopAllBut(root: number, kept: readonly ProcessIdentity[], maxRounds = 200): string[] {
   const keep = (pid: number) => kept.some((k) => k.pid === pid && startTime(pid) === k.started);
-  const frozen: number[] = [];
+  const frozen: ProcessIdentity[] = [];
   const lines: string[] = [];
   for (let round = 0; round < maxRounds; round++) {
-    const found = besides(root, keep).filter((pid) => !frozen.includes(pid));
+    const found = identities(besides(root, keep).filter((pid) => !frozen.some((f) => f.pid === pid)));
     if (found.length === 0) break;
-    for (const pid of found) {
-      signal(pid, 'SIGSTOP');
-      frozen.push(pid);
-      lines.push(commandLine(pid) ?? String(pid));
+    for (const target of found) {
+      if (!signalSame(target, 'SIGSTOP')) continue;
+      frozen.push(target);
+      lines.push(commandLine(target.pid) ?? String(target.pid));
     }
   }
-  for (const pid of frozen) signal(pid, 'SIGKILL');
+  // By identity: a frozen process can still be killed by another (of the agent's) before this.
+  for (const target of frozen) signalSame(target, 'SIGKILL');
   return lines.filter((line) => line !== '');
 }
 
@@ -158,10 +181,10 @@ export function startTime(pid: number): string | null {
  */
 export async function killTree(pid: number, timeoutMs = 5_000): Promise<boolean> {
   // Found first: once it has exited, its orphaned commands have a new parent.
-  const below = descendants(pid);
+  const below = descendantsOf(pid);
   signal(-pid, 'SIGKILL');
   signal(pid, 'SIGKILL');
-  for (const child of below) signal(child, 'SIGKILL');
+  for (const child of below) signalSame(child, 'SIGKILL');
   const deadline = Date.now() + timeoutMs;
   while (startTime(pid) !== null) {
     if (Date.now() > deadline) return false;

@@ -1,3 +1,4 @@
+import { readFileSync } from 'node:fs';
 import { chmod, stat } from 'node:fs/promises';
 import { join } from 'node:path';
 import type { Logger } from '@threadwork/platform';
@@ -70,6 +71,7 @@ export async function decideIsolation(settings: IsolationSettings, logger: Logge
   const probeOwner: JailOwner | undefined =
     outside?.kind === 'per-sandbox' ? { uid: probeUid(outside.range), programs: outside.programs } : undefined;
   const codexSandbox = await decideCodexSandbox(settings, jailed, probeOwner, logger);
+  const ptraceGuards = jailed ? decidePtraceGuards(settings, codexSandbox, yamaPtraceScope(), logger) : [];
   const processes = jailed ? await decideProcessLimit(settings.pidsMax, outside, logger) : null;
   const memory =
     jailed && settings.memoryMaxBytes > 0 ? await decideMemoryLimit(settings.memoryMaxBytes, logger) : null;
@@ -81,6 +83,9 @@ export async function decideIsolation(settings: IsolationSettings, logger: Logge
         `user-namespace-uid-${JAIL_UID}-no-capabilities`,
         outside?.kind === 'per-sandbox' ? 'outside-uid-per-sandbox' : `outside-uid-runner-${outside?.uid}`,
         ...(seccompProgram() ? ['seccomp-no-ptrace-no-io-uring'] : []),
+        ...(ptraceGuards.length > 0
+          ? ptraceGuards.map((guard) => `harness-memory-guard-${guard}`)
+          : ['harness-memory-UNGUARDED']),
         'model-key-outside',
         `egress-${settings.egress.mode}`,
         ...(processes ? [`pids-max-${processes.max}-${processes.method}`] : []),
@@ -115,6 +120,50 @@ export async function decideIsolation(settings: IsolationSettings, logger: Logge
       : 'sandboxes are NOT jailed',
   );
   return isolation;
+}
+
+/** `kernel.yama.ptrace_scope` (0 to 3); null where the kernel has no Yama. */
+export function yamaPtraceScope(file = '/proc/sys/kernel/yama/ptrace_scope'): number | null {
+  try {
+    const scope = Number(readFileSync(file, 'utf8').trim());
+    return Number.isInteger(scope) ? scope : null;
+  } catch {
+    return null;
+  }
+}
+
+/**
+ * What keeps the agent's commands out of the harness's memory. Inside the jail they share the
+ * harness's uid, and the kernel lets a process open another of its uid's `/proc/<pid>/mem` for
+ * writing (an attach, as ptrace, which the jail's seccomp filter refuses, but by another way):
+ * Codex's own process, holding the conversation, or the jail's init, holding the runner's channel
+ * to it, would be the agent's. Two things stop that: Codex's sandbox around each command (its start-
+ * up probe checks that a command under it cannot open the harness's memory), or Yama's ptrace
+ * restriction on the host (scope 1 and up: none of them is the agent's descendant). Where neither
+ * holds, SANDBOX_JAIL=required refuses to start. PR_SET_DUMPABLE would not do: the harness's exec
+ * resets it, and bubblewrap sets it on its init.
+ */
+export function decidePtraceGuards(
+  settings: Pick<IsolationSettings, 'jail' | 'codexSandbox'>,
+  codexSandbox: Isolation['codexSandbox'],
+  yama: number | null,
+  logger: Logger,
+): string[] {
+  const guards: string[] = [];
+  if (codexSandbox === 'workspace-write') guards.push('codex-sandbox');
+  if (yama !== null && yama >= 1) guards.push(`yama-ptrace-scope-${yama}`);
+  if (guards.length > 0) return guards;
+  const problem =
+    `the agent's commands would run beside the harness as its uid with nothing to keep them out of its memory (/proc/<pid>/mem): ` +
+    `Codex's own sandbox is not used around them (CODEX_SANDBOX_MODE=${settings.codexSandbox}) and the kernel has ` +
+    (yama === null ? 'no Yama (kernel.yama.ptrace_scope absent)' : `Yama off (kernel.yama.ptrace_scope=${yama})`);
+  if (settings.jail === 'required') {
+    throw new Error(
+      `SANDBOX_JAIL=required, but ${problem}. Use Codex's sandbox (CODEX_SANDBOX_MODE=workspace-write, where nested user namespaces work and SANDBOX_ROOT is outside /tmp) or set kernel.yama.ptrace_scope=1 on the host`,
+    );
+  }
+  logger.warn(`HARNESS MEMORY OPEN TO THE AGENT: ${problem} (SANDBOX_JAIL=auto)`);
+  return guards;
 }
 
 async function decideJail(mode: JailMode, logger: Logger): Promise<boolean> {

@@ -90,6 +90,43 @@ describe('a jail', () => {
     expect(existsSync(join(layout.runDir, 'fill'))).toBe(false);
   });
 
+  it('shows none of the host’s layout in its processes’ command lines, its own /etc/hosts and git configuration', async (ctx) => {
+    if (!available) ctx.skip();
+    const found = await inJail(
+      [
+        'echo "== init"; tr "\\0" " " < /proc/1/cmdline; echo',
+        'echo "== fds"; ls /proc/$$/fd',
+        'echo "== hosts"; cat /etc/hosts',
+        'echo "== git"; git config --system --list',
+        'echo "== users"; cat /etc/passwd /etc/group',
+        'echo "== me"; id',
+      ].join('\n'),
+    );
+    const section = (name: string) => found.split(`== ${name}\n`)[1]!.split('\n== ')[0]!.trim();
+    // bubblewrap read where it binds from on a descriptor: the init's command line shows none of it.
+    expect(section('init')).toMatch(/^\/usr\/bin\/bwrap --args \d+ -- /);
+    expect(section('init')).not.toContain(dir);
+    expect(section('init')).not.toMatch(/threadwork-(seccomp|jail)/);
+    // And none of the descriptors it read them from is left open in the jail (this test's own
+    // process may pass others of its own down).
+    expect(
+      section('fds')
+        .split(/\s+/)
+        .filter((fd) => Number(fd) >= 3 && Number(fd) <= 9),
+    ).toEqual([]);
+    expect(section('hosts')).toBe(
+      ['127.0.0.1\tlocalhost', '::1\tlocalhost ip6-localhost ip6-loopback', '127.0.1.1\tsandbox'].join('\n'),
+    );
+    expect(section('git')).toBe(['credential.helper=', 'protocol.ext.allow=never', 'core.fsmonitor=false'].join('\n'));
+    // Its own users: none of the host's names.
+    expect(
+      section('users')
+        .split('\n')
+        .map((line) => line.split(':')[0]),
+    ).toEqual(['root', 'sandbox', 'nobody', 'root', 'sandbox', 'nogroup']);
+    expect(section('me')).toBe('uid=1000(sandbox) gid=1000(sandbox) groups=1000(sandbox)');
+  });
+
   it('lets nothing in it trace another process there, or take its descriptors or memory', async (ctx) => {
     if (!available || !existsSync('/usr/bin/python3')) ctx.skip();
     // The harness and the agent share the jail's uid: a process of the agent's must not reach into

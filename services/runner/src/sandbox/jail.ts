@@ -1,6 +1,7 @@
 import { execFile, execFileSync } from 'node:child_process';
 import { createHash } from 'node:crypto';
-import { existsSync, mkdirSync, mkdtempSync, realpathSync, renameSync, rmSync, statSync } from 'node:fs';
+import { existsSync, mkdirSync, mkdtempSync, realpathSync, renameSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { promisify } from 'node:util';
 import type { Command } from '../harness/codex/launch.js';
@@ -22,6 +23,12 @@ import { reachableByOthers } from './uids.js';
 //   directories are made so (local.ts), programs it cannot reach where they are (a checkout in a
 //   private directory) are linked or copied to a directory it can (`owner.programs`).
 // - Only the environment the harness is given (the runner's own never reaches it).
+// - Nothing of the host's layout in what its processes show: bubblewrap reads its arguments (the
+//   host paths it binds from, the gates' directory) from a descriptor, so the jail's init, whose
+//   command line any process inside can read in /proc, shows none of them. (What is bound in is at
+//   its own path, and /proc/self/mountinfo names the binds' sources.) Its own /etc/passwd, group,
+//   hosts and gitconfig, not the host's (which name its people and services, its machines, its
+//   credential helpers).
 // - The model endpoint through the runner's proxy on a unix socket (model-proxy.ts), relayed to a
 //   loopback port inside by a bridge: the model key stays outside. The rest of the network only
 //   through the runner's egress proxy (egress.ts), relayed the same way, which enforces the policy.
@@ -57,9 +64,6 @@ const BRIDGE = join(import.meta.dirname, '..', '..', 'jail', 'bridge.mjs');
 
 /** Host `/etc` entries a shell, git and common tools need; the rest of `/etc` stays out. */
 const ETC = [
-  'passwd',
-  'group',
-  'hosts',
   'nsswitch.conf',
   'ssl',
   'ca-certificates',
@@ -73,8 +77,41 @@ const ETC = [
   'mime.types',
   'os-release',
   'debian_version',
-  'gitconfig',
 ];
+
+/** The jail's own `/etc` files, in place of the host's. */
+const OWN_ETC: Readonly<Record<string, string>> = {
+  // Its own users (the host's name the machine's people and services): root, which owns the
+  // system directories, the agent, and nobody, which the host's other ids appear as.
+  passwd: [
+    'root:x:0:0:root:/root:/bin/sh',
+    `sandbox:x:${JAIL_UID}:${JAIL_UID}:sandbox:/home/sandbox:/bin/sh`,
+    'nobody:x:65534:65534:nobody:/nonexistent:/usr/sbin/nologin',
+    '',
+  ].join('\n'),
+  group: ['root:x:0:', `sandbox:x:${JAIL_UID}:`, 'nogroup:x:65534:', ''].join('\n'),
+  hosts: ['127.0.0.1\tlocalhost', '::1\tlocalhost ip6-localhost ip6-loopback', '127.0.1.1\tsandbox', ''].join('\n'),
+  // Git's system configuration: no credential helper (there is nothing to ask for one), no
+  // transport that runs a command, no file system monitor daemon.
+  gitconfig: [
+    '[credential]',
+    '\thelper =',
+    '[protocol "ext"]',
+    '\tallow = never',
+    '[core]',
+    '\tfsmonitor = false',
+    '',
+  ].join('\n'),
+};
+
+/** How the jail's init (pid 1 inside) shows in /proc: its arguments are read from a descriptor. */
+/** Descriptors bubblewrap reads: the seccomp filter, the jail's own `/etc` files, then its arguments. */
+const SECCOMP_FD = 3;
+const OWN_ETC_FD = 4;
+const ARGS_FD = OWN_ETC_FD + Object.keys(OWN_ETC).length;
+/** How the jail's init (pid 1 inside) shows in /proc: bubblewrap's arguments, read from a descriptor. */
+export const JAIL_INIT_COMMAND = `${BWRAP} --args ${ARGS_FD} --`;
+
 const SYSTEM = ['/usr', '/bin', '/sbin', '/lib', '/lib32', '/lib64', '/libx32'];
 
 /** The unprivileged user a jail's processes are outside it, when not the runner. */
@@ -109,6 +146,7 @@ function bwrapArgs(layout: JailLayout, programs: readonly (readonly [source: str
   args.push('--die-with-parent', '--new-session', '--cap-drop', 'ALL');
   for (const dir of SYSTEM) args.push('--ro-bind-try', dir, dir);
   for (const entry of ETC) args.push('--ro-bind-try', `/etc/${entry}`, `/etc/${entry}`);
+  Object.keys(OWN_ETC).forEach((entry, i) => args.push('--ro-bind-data', String(OWN_ETC_FD + i), `/etc/${entry}`));
   args.push('--proc', '/proc', '--dev', '/dev');
   if (layout.tmpBytes) args.push('--size', String(layout.tmpBytes));
   args.push('--tmpfs', '/tmp');
@@ -122,22 +160,40 @@ function bwrapArgs(layout: JailLayout, programs: readonly (readonly [source: str
   return args;
 }
 
+let etcFiles: string[] | undefined;
+
+/** The jail's own `/etc` files, written once in a directory of the runner's. */
+function ownEtcFiles(): string[] {
+  if (etcFiles) return etcFiles;
+  const dir = mkdtempSync(join(tmpdir(), 'threadwork-jail-etc-'));
+  etcFiles = Object.entries(OWN_ETC).map(([name, text]) => {
+    writeFileSync(join(dir, name), text, { mode: 0o400 });
+    return join(dir, name);
+  });
+  return etcFiles;
+}
+
 /**
- * bubblewrap with `args`, and the seccomp filter (seccomp.ts) on its fd 3: a shell opens the
- * runner's file of it, then becomes bubblewrap, which reads it before anything in the jail runs.
- * With an owner, bubblewrap is started as that user (util-linux `setpriv`), after the filter is
- * open: the file stays the runner's alone.
+ * bubblewrap with `args`, read from a descriptor (`--args`), the seccomp filter (seccomp.ts) and
+ * the jail's own `/etc` files on others: a shell opens the runner's files of them, removes the one
+ * of the arguments (written for this jail alone), then becomes bubblewrap, which reads them all
+ * before anything in the jail runs. Its command line (the jail's init keeps it) is then only
+ * `bwrap --args N -- <inner>`. With an owner, bubblewrap is started as that user (util-linux
+ * `setpriv`), after the files are open: they stay the runner's alone.
  */
 function bwrap(args: readonly string[], inner: readonly string[], owner: JailOwner | undefined): Command {
   const as = owner ? [SETPRIV, '--reuid', String(owner.uid), '--regid', String(owner.uid), '--clear-groups', '--'] : [];
   const filter = seccompFile();
-  if (!filter) {
-    const [command = BWRAP, ...rest] = [...as, BWRAP];
-    return { command, args: [...rest, ...args, '--', ...inner] };
-  }
+  const all = [...args, ...(filter ? ['--seccomp', String(SECCOMP_FD)] : [])];
+  const dir = mkdtempSync(join(tmpdir(), 'threadwork-jail-args-'));
+  const argsFile = join(dir, 'args');
+  writeFileSync(argsFile, all.map((arg) => `${arg}\0`).join(''), { mode: 0o400 });
+  const files = [filter ?? '/dev/null', ...ownEtcFiles(), argsFile];
+  const open = files.map((_, i) => `${SECCOMP_FD + i}< "$${i + 1}"`).join(' ');
+  const script = `exec ${open} && rm -rf -- "$${files.length + 1}" && shift ${files.length + 1} && exec "$@"`;
   return {
     command: '/bin/sh',
-    args: ['-c', 'exec 3< "$0" && exec "$@"', filter, ...as, BWRAP, ...args, '--seccomp', '3', '--', ...inner],
+    args: ['-c', script, 'sh', ...files, dir, ...as, BWRAP, '--args', String(ARGS_FD), '--', ...inner],
   };
 }
 

@@ -13,7 +13,7 @@ import {
   type TurnListener,
   type TurnOutcome,
 } from '../harness.js';
-import { descendants, processesOf, signal, stopAllBut, type ProcessIdentity } from '../processes.js';
+import { descendantsOf, processesOf, signal, signalSame, stopAllBut, type ProcessIdentity } from '../processes.js';
 import type { Isolation } from '../../sandbox/isolation.js';
 import { openGates, type GateRefusal, type JailGates } from '../../sandbox/gates.js';
 import { BRIDGE_PORT, EGRESS_ENV, jailed, type JailOwner } from '../../sandbox/jail.js';
@@ -387,14 +387,16 @@ class CodexSession implements HarnessSession {
     if (this.rpc.hasExited) return this.exited;
     const pid = this.rpc.pid;
     // Found before the harness goes: once it has exited, its orphaned commands have a new parent.
-    const below = pid === undefined ? [] : descendants(pid);
+    // By identity: by the time the grace below is over, any of them may have exited and its pid be
+    // another process's.
+    const below = pid === undefined ? [] : descendantsOf(pid);
     if (pid !== undefined) signal(-pid, 'SIGTERM');
     const graceful = await Promise.race([
       this.rpc.exited.then(() => true),
       new Promise<boolean>((resolve) => setTimeout(() => resolve(false), STOP_GRACE_MS).unref()),
     ]);
     if (!graceful) this.rpc.kill();
-    for (const child of below) signal(child, 'SIGKILL');
+    for (const child of below) signalSame(child, 'SIGKILL');
     await this.exited;
   }
 

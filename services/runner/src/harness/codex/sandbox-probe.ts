@@ -1,11 +1,11 @@
 import { execFile } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { existsSync } from 'node:fs';
+import { existsSync, readFileSync } from 'node:fs';
 import { mkdir, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join, relative } from 'node:path';
 import { promisify } from 'node:util';
-import { jailed, type JailOwner } from '../../sandbox/jail.js';
+import { JAIL_INIT_COMMAND, jailed, type JailOwner } from '../../sandbox/jail.js';
 import { handOver } from '../../sandbox/uids.js';
 import { codexCommand } from './launch.js';
 
@@ -16,6 +16,10 @@ import { codexCommand } from './launch.js';
 // a sandbox root under /tmp is not confined), so it is tried once at start-up, the way a run would
 // use it: a command writes its workspace (must work) and the harness's home (must be refused).
 // Jailed, it runs as runs will: as the owner given (an unprivileged uid), which owns its directories.
+// Jailed, a command under it must not reach into the harness beside it: open the memory of the
+// jail's init (pid 1, holding the runner's channel) or of Codex (pid 2) for writing, as it could
+// with no Yama. Where Codex's sandbox gives commands a pid namespace of their own, those are not
+// there to reach (its pid 1 is then Codex's own helper, whose command line is not the jail init's).
 
 export type CodexSandboxProbe = { ok: true } | { ok: false; reason: string };
 
@@ -40,7 +44,16 @@ export async function probeCodexSandbox(root: string, jail: { owner?: JailOwner 
     for (const d of [workspace, home, codexHome, run]) await mkdir(d, { recursive: true });
     if (jail?.owner) await handOver([dir], jail.owner.uid);
     const codex = codexCommand();
-    const script = `echo ok > inside; echo no > '${join(codexHome, 'outside')}'; true`;
+    const script = [
+      'echo ok > inside',
+      `echo no > '${join(codexHome, 'outside')}'`,
+      ...(jail
+        ? [
+            `case "$(tr '\\0' ' ' < /proc/1/cmdline)" in "${JAIL_INIT_COMMAND} "*) for p in 1 2; do (: 3<>/proc/$p/mem) 2>/dev/null && echo "/proc/$p/mem" >> reached; done;; esac`,
+          ]
+        : []),
+      'true',
+    ].join('; ');
     const probe = {
       command: codex.command,
       args: [...codex.args, 'sandbox', '-c', 'sandbox_mode="workspace-write"', '--', '/bin/sh', '-c', script],
@@ -70,6 +83,12 @@ export async function probeCodexSandbox(root: string, jail: { owner?: JailOwner 
     }
     if (!existsSync(join(workspace, 'inside'))) {
       return { ok: false, reason: 'a command under codex sandbox could not write its workspace' };
+    }
+    if (existsSync(join(workspace, 'reached'))) {
+      return {
+        ok: false,
+        reason: `it does not keep commands out of the harness's memory here (opened ${readFileSync(join(workspace, 'reached'), 'utf8').trim().replaceAll('\n', ', ')})`,
+      };
     }
     if (existsSync(join(codexHome, 'outside'))) {
       return {
