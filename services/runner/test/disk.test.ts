@@ -97,9 +97,12 @@ describe('what a sandbox holds that a walk of its tree does not see', () => {
         SANDBOX_DISK_MAX_BYTES: String(32 * MIB),
         SANDBOX_DISK_MAX_INODES: '2000',
         SANDBOX_DISK_CHECK_MS: '200',
-        // In the jail, whose processes are what holds the file.
+        // In the jail, whose processes are what holds the file; Codex's sandbox guards the harness
+        // there (a required jail needs it, or Yama), and it needs the sandboxes outside /tmp.
         SANDBOX_JAIL: 'required',
+        CODEX_SANDBOX_MODE: 'workspace-write',
       },
+      parentDir: '/var/tmp',
     });
   });
   afterAll(async () => {

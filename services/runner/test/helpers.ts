@@ -45,6 +45,11 @@ export interface StackOptions {
   /** Runner variables over the defaults (undefined removes one). */
   runner?: Env;
   runs?: Env;
+  /**
+   * Where the test's directory (and so SANDBOX_ROOT) goes; the system's temporary directory by
+   * default. A required jail with Codex's sandbox needs sandboxes outside it (/var/tmp).
+   */
+  parentDir?: string;
 }
 
 export interface Stack {
@@ -87,7 +92,7 @@ export async function startStack(scripts: Map<string, FakeScript>, options: Stac
     loadConfig(RunsConfig, { ...baseServiceEnv(nats.env('runs'), dbPrefix), RUN_MAX_ATTEMPTS: '3', ...options.runs }),
   );
   const fake = await startFakeModel(scriptsByPrompt(scripts));
-  const dir = mkdtempSync(join(tmpdir(), 'threadwork-runner-test-'));
+  const dir = mkdtempSync(join(options.parentDir ?? tmpdir(), 'threadwork-runner-test-'));
   // As above a deployment's SANDBOX_ROOT: a sandbox's own uid (a runner running as root) may pass.
   chmodSync(dir, 0o711);
   const sandboxRoot = join(dir, 'sandboxes');
