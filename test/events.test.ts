@@ -1,5 +1,6 @@
 import { RunEventPage, ThreadWithRun, type RunEvent } from '@threadwork/contracts';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { sseFrames } from './support/sse.js';
 import { startStack, type Stack, type TestUser } from './support/stack.js';
 import { RunDriver } from '@threadwork/testing';
 
@@ -88,30 +89,14 @@ async function readSse(
   expect(res.status).toBe(200);
   expect(res.headers.get('content-type')).toContain('text/event-stream');
   const events: SseEvent[] = [];
-  const decoder = new TextDecoder();
-  let buffer = '';
-  const reader = res.body!.getReader();
   try {
-    for (;;) {
-      const { value, done } = await reader.read();
-      if (done) return { events, ended: false };
-      buffer += decoder.decode(value, { stream: true });
-      let cut: number;
-      while ((cut = buffer.indexOf('\n\n')) >= 0) {
-        const block = buffer.slice(0, cut);
-        buffer = buffer.slice(cut + 2);
-        const fields: Record<string, string> = {};
-        for (const line of block.split('\n')) {
-          if (line.startsWith(':')) continue;
-          const colon = line.indexOf(':');
-          fields[line.slice(0, colon)] = line.slice(colon + 1).trimStart();
-        }
-        if (fields.event === 'end') return { events, ended: true };
-        if (fields.id === undefined) continue;
-        events.push({ id: Number(fields.id), event: fields.event ?? 'message', data: fields.data ?? '' });
-        if (events.length >= stopAfter) return { events, ended: false };
-      }
+    for await (const fields of sseFrames(res)) {
+      if (fields.event === 'end') return { events, ended: true };
+      if (fields.id === undefined) continue;
+      events.push({ id: Number(fields.id), event: fields.event ?? 'message', data: fields.data ?? '' });
+      if (events.length >= stopAfter) return { events, ended: false };
     }
+    return { events, ended: false };
   } finally {
     controller.abort();
   }

@@ -2,6 +2,7 @@ import { headers } from '@nats-io/transport-node';
 import { RunEventPage, subjects, ThreadWithRun } from '@threadwork/contracts';
 import { encodeJson } from '@threadwork/platform';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
+import { sseFrames } from '../support/sse.js';
 import { startStack, type Stack, type TestUser } from '../support/stack.js';
 import { RunDriver } from '@threadwork/testing';
 
@@ -25,28 +26,12 @@ interface SseEvent {
 async function followSse(into: SseEvent[]): Promise<boolean> {
   const res = await stack.fetch(`/v1/runs/${runId}/events/stream?from=0`, { user: alice });
   expect(res.status).toBe(200);
-  const decoder = new TextDecoder();
-  let buffer = '';
-  const reader = res.body!.getReader();
-  for (;;) {
-    const { value, done } = await reader.read();
-    if (done) return false;
-    buffer += decoder.decode(value, { stream: true });
-    let cut: number;
-    while ((cut = buffer.indexOf('\n\n')) >= 0) {
-      const block = buffer.slice(0, cut);
-      buffer = buffer.slice(cut + 2);
-      const fields: Record<string, string> = {};
-      for (const line of block.split('\n')) {
-        if (line.startsWith(':')) continue;
-        const colon = line.indexOf(':');
-        fields[line.slice(0, colon)] = line.slice(colon + 1).trimStart();
-      }
-      if (fields.event === 'end') return true;
-      if (fields.event === 'error') throw new Error(`stream failed: ${fields.data}`);
-      if (fields.id !== undefined) into.push({ id: Number(fields.id), data: fields.data ?? '' });
-    }
+  for await (const fields of sseFrames(res)) {
+    if (fields.event === 'end') return true;
+    if (fields.event === 'error') throw new Error(`stream failed: ${fields.data}`);
+    if (fields.id !== undefined) into.push({ id: Number(fields.id), data: fields.data ?? '' });
   }
+  return false;
 }
 
 async function logOf(): Promise<RunEventPage> {

@@ -47,6 +47,30 @@ export const decodeJson = (data: Uint8Array): unknown => JSON.parse(decoder.deco
 /** SHA-256 (hex) of a DOMAIN event's bytes: what its publisher attests and its readers check. */
 export const domainEventDigest = (data: Uint8Array): string => createHash('sha256').update(data).digest('hex');
 
+/** A runner's DOMAIN event about one repository of its run (a candidate, or its failure). */
+interface RepositoryEventOfRun {
+  run_id: string;
+  thread_id: string;
+  owner_id: string;
+  project_repository_id: string;
+  repository_id: number;
+}
+
+/**
+ * What a service asks the runs service (`runs.attestation`) before acting on such an event: did
+ * the run's holder publish these bytes, and is the run that thread's and owner's, with that repository?
+ */
+export function repositoryEventAttestation(subject: string, data: Uint8Array, event: RepositoryEventOfRun) {
+  return {
+    run_id: event.run_id,
+    thread_id: event.thread_id,
+    owner_id: event.owner_id,
+    repository: { project_repository_id: event.project_repository_id, repository_id: event.repository_id },
+    subject,
+    digest: domainEventDigest(data),
+  };
+}
+
 export interface NatsOptions {
   servers: string;
   name: string;

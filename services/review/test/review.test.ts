@@ -141,6 +141,19 @@ describe('review', () => {
     return event;
   }
 
+  function failure(t: { threadId: string; runId: string; prrId: string }, message: string, at = new Date()) {
+    const event: CandidateFailedEvent = {
+      thread_id: t.threadId,
+      run_id: t.runId,
+      owner_id: alice,
+      project_repository_id: t.prrId,
+      repository_id: repositoryId,
+      message,
+      at: at.toISOString(),
+    };
+    return event;
+  }
+
   /** Waits until review's consumer has handled everything published to it so far. */
   async function processed(): Promise<void> {
     await eventually(async () => {
@@ -212,15 +225,7 @@ describe('review', () => {
     const t = await createThread(alice);
     const newer = candidate(t, { truncated: true, diff: 'x'.repeat(1000) });
     const older = candidate(t, { at: new Date(Date.now() - 60_000).toISOString() });
-    const failed: CandidateFailedEvent = {
-      thread_id: t.threadId,
-      run_id: t.runId,
-      owner_id: alice,
-      project_repository_id: t.prrId,
-      repository_id: repositoryId,
-      message: 'git commit failed',
-      at: new Date(Date.now() + 500).toISOString(),
-    };
+    const failed = failure(t, 'git commit failed', new Date(Date.now() + 500));
     // Attested while the run is live, published once it has ended (so review shows them ready).
     const runner = await RunDriver.claim(nc, t.runId);
     await runner.attest(domainEvents.candidateProduced, newer);
@@ -273,15 +278,7 @@ describe('review', () => {
     // Attested by the holder of bob's run, naming alice's thread and repository.
     const borrowed = candidate(t, { run_id: bobs.runId, diff: 'FORGED under another run' });
     await bobsRunner.publish(jetstream.js, domainEvents.candidateProduced, borrowed, 'borrowed');
-    const failed: CandidateFailedEvent = {
-      thread_id: t.threadId,
-      run_id: t.runId,
-      owner_id: alice,
-      project_repository_id: t.prrId,
-      repository_id: repositoryId,
-      message: 'FORGED failure',
-      at: new Date().toISOString(),
-    };
+    const failed = failure(t, 'FORGED failure');
     await publish(domainEvents.candidateFailed, failed, 'forged-failure');
     await processed();
     expect((await review(alice, t.threadId, t.prrId)).diff.status).toBe('no_sandbox');

@@ -5,7 +5,7 @@ import {
   type AttestationRequest,
   type AttestationResponse,
 } from '@threadwork/contracts';
-import { describeZodError, domainEventDigest, invalidRequest } from '@threadwork/platform';
+import { describeZodError, invalidRequest, repositoryEventAttestation } from '@threadwork/platform';
 import type { z } from 'zod';
 import { gitHubAppError } from '../providers/github.js';
 import { publishCandidate } from './publication.js';
@@ -33,14 +33,7 @@ function parse<S extends z.ZodType>(schema: S, payload: unknown): z.output<S> {
  * on `evt.runner.>`; what they publish alone opens no pull request. Ignored ones are logged.
  */
 async function onCandidate(deps: EventDeps, subject: string, data: Uint8Array, event: CandidateProducedEvent) {
-  const answer = await deps.attestation({
-    run_id: event.run_id,
-    thread_id: event.thread_id,
-    owner_id: event.owner_id,
-    repository: { project_repository_id: event.project_repository_id, repository_id: event.repository_id },
-    subject,
-    digest: domainEventDigest(data),
-  });
+  const answer = await deps.attestation(repositoryEventAttestation(subject, data, event));
   if (!answer.confirmed) {
     deps.logger.warn(
       { run_id: event.run_id, thread_id: event.thread_id, repository_id: event.repository_id, reason: answer.reason },

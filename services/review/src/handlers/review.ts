@@ -7,9 +7,9 @@ import {
 } from '@threadwork/contracts';
 import {
   describeZodError,
-  domainEventDigest,
   invalidRequest,
   notFound,
+  repositoryEventAttestation,
   request,
   route,
   type Logger,
@@ -51,19 +51,9 @@ async function attested(
   data: Uint8Array,
   event: CandidateEvent,
 ): Promise<boolean> {
-  const answer = await request(
-    nc,
-    rpc.runs.attestation,
-    {
-      run_id: event.run_id,
-      thread_id: event.thread_id,
-      owner_id: event.owner_id,
-      repository: { project_repository_id: event.project_repository_id, repository_id: event.repository_id },
-      subject,
-      digest: domainEventDigest(data),
-    },
-    { timeoutMs: peerTimeoutMs },
-  );
+  const answer = await request(nc, rpc.runs.attestation, repositoryEventAttestation(subject, data, event), {
+    timeoutMs: peerTimeoutMs,
+  });
   if (!answer.confirmed) {
     logger.warn(
       { run_id: event.run_id, thread_id: event.thread_id, subject, reason: answer.reason },
