@@ -111,6 +111,16 @@ async function waitFor<T>(what: string, check: () => Promise<T | undefined | fal
   }
 }
 
+/** A steer of `threadId`'s live run through the public API, as its owner (or anyone) sends one. */
+async function steer(user: TestUser, threadId: string, prompt: string) {
+  const res = await stack.fetch(`/v1/threads/${threadId}/steer`, {
+    method: 'POST',
+    user,
+    body: JSON.stringify({ prompt }),
+  });
+  return json(res, 202, ControlSubmission);
+}
+
 async function runOf(user: TestUser, runId: string) {
   return json(await stack.fetch(`/v1/runs/${runId}`, { user }), 200, Run);
 }
@@ -293,28 +303,12 @@ describe.skipIf(!hasBinary)('what one service’s NATS key can still do', () => 
       await waitFor('bob’s model to be asked', async () =>
         fake.requests.some((r) => r.userTexts[0] === 'STEER bob along'),
       );
-      const bobSteer = await json(
-        await stack.fetch(`/v1/threads/${bobs.id}/steer`, {
-          method: 'POST',
-          user: bob,
-          body: JSON.stringify({ prompt: 'FORGED: bob’s words' }),
-        }),
-        202,
-        ControlSubmission,
-      );
+      const bobSteer = await steer(bob, bobs.id, 'FORGED: bob’s words');
       signal({ control_id: bobSteer.control.id });
       await threadsKey.flush();
 
       // Alice steers through the API: the one steer her run takes.
-      const steered = await json(
-        await stack.fetch(`/v1/threads/${thread.id}/steer`, {
-          method: 'POST',
-          user: alice,
-          body: JSON.stringify({ prompt: STEER_TEXT }),
-        }),
-        202,
-        ControlSubmission,
-      );
+      const steered = await steer(alice, thread.id, STEER_TEXT);
       await waitFor('the run to complete', async () => (await runOf(alice, runId)).terminal);
       // Replayed once applied: nothing more.
       signal({ control_id: steered.control.id });
@@ -341,15 +335,7 @@ describe.skipIf(!hasBinary)('what one service’s NATS key can still do', () => 
       // Received by the server (and so by the runner) before the steer that ends the turn.
       publishSignal(threadsKey, subjects.runSignal(thread.run_id), { type: 'cancel' });
       await threadsKey.flush();
-      await json(
-        await stack.fetch(`/v1/threads/${thread.id}/steer`, {
-          method: 'POST',
-          user: alice,
-          body: JSON.stringify({ prompt: STEER_TEXT }),
-        }),
-        202,
-        ControlSubmission,
-      );
+      await steer(alice, thread.id, STEER_TEXT);
       await waitFor('the run to end', async () => (await runOf(alice, thread.run_id)).terminal);
       const page = await eventsOf(alice, thread.run_id);
       expect(page.status).toBe('completed');
@@ -364,22 +350,14 @@ describe.skipIf(!hasBinary)('what one service’s NATS key can still do', () => 
       const thread = await createThread(alice);
       const holder = await RunDriver.claim(runnerKey, thread.run_id);
       await holder.start();
-      const steer = await json(
-        await stack.fetch(`/v1/threads/${thread.id}/steer`, {
-          method: 'POST',
-          user: alice,
-          body: JSON.stringify({ prompt: 'Keep going' }),
-        }),
-        202,
-        ControlSubmission,
-      );
+      const pending = await steer(alice, thread.id, 'Keep going');
       const work = await json(await stack.fetch('/v1/work', { user: alice }), 200, WorkList);
       const project = work.projects.find((p) => p.threads.some((t) => t.id === thread.id))!;
       const at = new Date().toISOString();
       const about = { run_id: thread.run_id, thread_id: thread.id };
       const forged: [{ service: string; entity: string; verb: string }, Record<string, unknown>][] = [
         [domainEvents.messageCompleted, { ...about, message_key: `${thread.run_id}:reply`, text: 'FORGED', at }],
-        [domainEvents.controlApplied, { ...about, control_id: steer.control.id, at }],
+        [domainEvents.controlApplied, { ...about, control_id: pending.control.id, at }],
         [
           domainEvents.sandboxStatus,
           { thread_id: thread.id, run_id: thread.run_id, status: 'failed', sandbox_id: 'sbx_f', reason: 'FORGED', at },
