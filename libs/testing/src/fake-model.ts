@@ -22,8 +22,10 @@ export interface FakeModelRequest {
    * `threadwork_attempt`).
    */
   metadata: Record<string, unknown>;
-  /** The raw request body. */
+  /** The request body, parsed. */
   body: Record<string, unknown>;
+  /** The request body as it arrived. */
+  text: string;
   /** The request's Authorization header (the model key as the endpoint received it), or null. */
   authorization: string | null;
 }
@@ -70,8 +72,9 @@ export async function startFakeModel(script: FakeScript): Promise<FakeModelServe
       res.writeHead(404, { 'content-type': 'application/json' }).end('{"error":{"message":"not found"}}');
       return;
     }
-    const body = JSON.parse(await readBody(req)) as Record<string, unknown>;
-    const parsed = { ...parseRequest(body), authorization: req.headers.authorization ?? null };
+    const text = await readBody(req);
+    const body = JSON.parse(text) as Record<string, unknown>;
+    const parsed = { ...parseRequest(body), text, authorization: req.headers.authorization ?? null };
     requests.push(parsed);
     const reply = await current(parsed);
     if ('status' in reply) {
@@ -117,7 +120,7 @@ async function readBody(req: IncomingMessage): Promise<string> {
 const INJECTED =
   /^\s*<(environment_context|user_instructions|permissions|INSTRUCTIONS|collaboration_mode|turn_aborted)/;
 
-function parseRequest(body: Record<string, unknown>): Omit<FakeModelRequest, 'authorization'> {
+function parseRequest(body: Record<string, unknown>): Omit<FakeModelRequest, 'authorization' | 'text'> {
   const input = Array.isArray(body.input) ? (body.input as Record<string, unknown>[]) : [];
   const userTexts: string[] = [];
   const toolOutputs: { call_id: string; output: string }[] = [];

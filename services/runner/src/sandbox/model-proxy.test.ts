@@ -233,7 +233,7 @@ describe('the model proxy, billing', () => {
         },
       );
       req.on('error', reject);
-      req.end(JSON.stringify(body));
+      req.end(typeof body === 'string' ? body : JSON.stringify(body));
     });
 
   beforeAll(async () => {
@@ -291,7 +291,19 @@ describe('the model proxy, billing', () => {
     expect(lines.at(-1)).toMatchObject({ run_id: 'run_pinned_2', model: 'next-run-model' });
   });
 
-  it('forwards a request already billed as the run’s model as it came, and logs nothing of it', async () => {
+  it('forwards what it checked, not the bytes it was sent: a key given twice reaches the model once', async () => {
+    pinned.pin({ model: 'test-model', runId: 'run_pinned_4' });
+    // JSON.parse keeps the last `model` (the run's, so nothing to rewrite); a parser that keeps the
+    // first would have read the expensive one from the bytes as sent.
+    const body = JSON.stringify(codexLike()).replace('{', '{"model":"the-most-expensive-model",');
+    expect((await ask(body)).status).toBe(200);
+    const got = fake.requests.at(-1)!;
+    expect(got.text.match(/"model"/g)).toHaveLength(1);
+    expect(got.text).not.toContain('the-most-expensive-model');
+    expect(got.body).toEqual(codexLike());
+  });
+
+  it('forwards a request already billed as the run’s model unchanged, and logs nothing of it', async () => {
     pinned.pin({ model: 'test-model', runId: 'run_pinned_3' });
     const before = lines.length;
     expect((await ask(codexLike())).status).toBe(200);

@@ -308,8 +308,10 @@ export async function startModelProxy(socketPath: string, opts: ModelProxyOption
           },
           'a sandbox request asked for another model or service tier; forwarded as the run’s model, default tier',
         );
-        body = Buffer.from(JSON.stringify(billed), 'utf8');
       }
+      // What goes upstream is what was checked, serialised anew: the bytes as sent could say more
+      // (a key given twice reads as its last value here, and as its first to some parsers).
+      body = Buffer.from(JSON.stringify(billed ?? request), 'utf8');
     }
     const headers: Record<string, string | string[]> = {};
     for (const [name, value] of Object.entries(req.headers)) {
