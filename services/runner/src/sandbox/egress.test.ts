@@ -1,3 +1,4 @@
+import { createSocket } from 'node:dgram';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { createServer, request, type Server } from 'node:http';
 import { connect } from 'node:net';
@@ -163,5 +164,55 @@ describe('the egress proxy', () => {
     ]);
     const garbage = await raw(`CONNECT not-an-authority HTTP/1.1\r\n\r\n`);
     expect(garbage).toMatch(/^HTTP\/1\.1 400/);
+  });
+});
+
+describe('the egress proxy’s name lookups', () => {
+  it('ask DNS on sockets of their own, a bounded number at once: a nameserver that never answers stalls only this jail', async () => {
+    // A nameserver that takes every query and answers none.
+    const silent = createSocket('udp4');
+    await new Promise<void>((resolve) => silent.bind(0, '127.0.0.1', resolve));
+    const dir = mkdtempSync(join(tmpdir(), 'threadwork-egress-dns-'));
+    const socketPath = join(dir, 'egress.sock');
+    const refusals: EgressRefusal[] = [];
+    const proxy = await startEgressProxy(socketPath, {
+      policy: { mode: 'open', allow: [], dnsServers: [`127.0.0.1:${silent.address().port}`] },
+      refused: (r) => refusals.push(r),
+    });
+    const sockets: ReturnType<typeof connect>[] = [];
+    const ask = (host: string) =>
+      new Promise<string>((resolve) => {
+        const socket = connect(socketPath);
+        sockets.push(socket);
+        let got = '';
+        socket.on('data', (d) => (got += d.toString()));
+        socket.on('close', () => resolve(got));
+        socket.on('error', () => resolve(got));
+        socket.write(`CONNECT ${host}:443 HTTP/1.1\r\nHost: ${host}:443\r\n\r\n`);
+      });
+    try {
+      const queried = new Promise<void>((resolve) => {
+        let count = 0;
+        silent.on('message', () => {
+          count += 1;
+          if (count >= 8) resolve();
+        });
+      });
+      const pending = Array.from({ length: 8 }, (_, i) => ask(`never-answers-${i}.example.com`));
+      // Every one of them has reached the silent nameserver, and none has an answer.
+      await queried;
+      const ninth = await ask('one-too-many.example.com');
+      expect(ninth).toMatch(/^HTTP\/1\.1 403 .*\r\n\r\nmore than 8 connections of the sandbox are being resolved/s);
+      expect(refusals.at(-1)).toMatchObject({ host: 'one-too-many.example.com', port: 443 });
+      // The runner's own lookups (getaddrinfo, on libuv's threads) are not queued behind them.
+      const { lookup } = await import('node:dns/promises');
+      expect((await lookup('localhost', { family: 4 })).address).toBe('127.0.0.1');
+      for (const socket of sockets) socket.destroy();
+      await Promise.all(pending);
+    } finally {
+      await proxy.close();
+      silent.close();
+      rmSync(dir, { recursive: true, force: true });
+    }
   });
 });

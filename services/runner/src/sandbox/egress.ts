@@ -1,4 +1,4 @@
-import { lookup } from 'node:dns/promises';
+import { Resolver } from 'node:dns/promises';
 import { mkdir, rm } from 'node:fs/promises';
 import {
   createServer,
@@ -33,6 +33,8 @@ export interface EgressPolicy {
   mode: EgressMode;
   /** Host patterns, for `allowlist` (and to let a listed host resolve to a private address). */
   allow: readonly string[];
+  /** DNS servers (`address[:port]`) to ask instead of the system's; tests use their own. */
+  dnsServers?: readonly string[];
 }
 
 export interface EgressRefusal {
@@ -130,6 +132,31 @@ function internal(address: string): boolean {
   return INTERNAL_V4.check(address, 'ipv4');
 }
 
+/** Destinations of one jail being decided at once (each may wait on DNS); past this, refused. */
+const MAX_LOOKUPS_IN_FLIGHT = 8;
+/** Names this machine answers for itself (RFC 6761): never asked of DNS. */
+const LOOPBACK_NAME = /^(localhost|[a-z0-9-]+(\.[a-z0-9-]+)*\.localhost)\.?$/;
+/** How long one DNS query may take, and how often it is sent, before the name counts as unresolvable. */
+const RESOLVE_TIMEOUT_MS = 3_000;
+const RESOLVE_TRIES = 2;
+
+/**
+ * An address of `name`, asked of DNS through c-ares, which has sockets of its own: `lookup`
+ * (getaddrinfo) runs on libuv's small thread pool, which the runner's own lookups share, so a jail
+ * asking for names that never answer would stall the runner's reconnects and every other jail's
+ * egress. Names from /etc/hosts are not seen, but for localhost. IPv4 first, as `lookup` would.
+ */
+async function resolveName(name: string, servers: readonly string[] | undefined): Promise<string> {
+  if (LOOPBACK_NAME.test(name)) return '127.0.0.1';
+  const resolver = new Resolver({ timeout: RESOLVE_TIMEOUT_MS, tries: RESOLVE_TRIES });
+  if (servers) resolver.setServers([...servers]);
+  const [v4, v6] = await Promise.allSettled([resolver.resolve4(name), resolver.resolve6(name)]);
+  const address =
+    (v4.status === 'fulfilled' ? v4.value[0] : undefined) ?? (v6.status === 'fulfilled' ? v6.value[0] : undefined);
+  if (address === undefined) throw new Error(`${name} does not resolve`);
+  return address;
+}
+
 /** Decides a destination; answers the address to connect to, or why not. */
 export async function decide(
   policy: EgressPolicy,
@@ -146,7 +173,7 @@ export async function decide(
   }
   let address: string;
   try {
-    address = isIP(name) ? name : (await lookup(name, { verbatim: true })).address;
+    address = isIP(name) ? name : await resolveName(name, policy.dnsServers);
   } catch {
     return { ok: false, reason: 'the host name does not resolve' };
   }
@@ -170,6 +197,19 @@ function authority(target: string): { host: string; port: number } | null {
 export async function startEgressProxy(socketPath: string, opts: EgressProxyOptions): Promise<EgressProxy> {
   const refuse = (host: string, port: number, reason: string) =>
     opts.refused({ host: host.slice(0, 255), port, reason });
+  // Name lookups of this jail in flight: each holds DNS sockets of the runner's until it answers.
+  let deciding = 0;
+  const decideBounded = async (host: string, port: number): ReturnType<typeof decide> => {
+    if (deciding >= MAX_LOOKUPS_IN_FLIGHT) {
+      return { ok: false, reason: `more than ${MAX_LOOKUPS_IN_FLIGHT} connections of the sandbox are being resolved` };
+    }
+    deciding += 1;
+    try {
+      return await decide(opts.policy, host, port);
+    } finally {
+      deciding -= 1;
+    }
+  };
   // Tunnels are not the HTTP server's to close: they are tracked to end with the proxy.
   const sockets = new Set<Duplex>();
   const track = (socket: Duplex) => {
@@ -185,7 +225,7 @@ export async function startEgressProxy(socketPath: string, opts: EgressProxyOpti
       client.end('HTTP/1.1 400 Bad Request\r\nConnection: close\r\n\r\n');
       return;
     }
-    const verdict = await decide(opts.policy, target.host, target.port);
+    const verdict = await decideBounded(target.host, target.port);
     if (!verdict.ok) {
       refuse(target.host, target.port, verdict.reason);
       client.end(`HTTP/1.1 403 Forbidden\r\nConnection: close\r\nContent-Type: text/plain\r\n\r\n${verdict.reason}\n`);
@@ -226,7 +266,7 @@ export async function startEgressProxy(socketPath: string, opts: EgressProxyOpti
       return;
     }
     const port = Number(url.port || 80);
-    const verdict = await decide(opts.policy, url.hostname, port);
+    const verdict = await decideBounded(url.hostname, port);
     if (!verdict.ok) {
       refuse(url.hostname, port, verdict.reason);
       res.writeHead(403, { 'content-type': 'text/plain' }).end(`${verdict.reason}\n`);
