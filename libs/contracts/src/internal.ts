@@ -66,6 +66,15 @@ export type RunRepository = z.infer<typeof RunRepository>;
 // ---------------------------------------------------------------------------------------------
 // RUN_JOBS: one message per admitted run, on `run.jobs.<harness>`, Nats-Msg-Id = run id.
 
+/**
+ * What RUN_JOBS holds of a run: its ids, nothing of the job. A pull delivers it to an inbox of the
+ * `runner` identity, which every holder of the runners' key may read; the job itself (prompt,
+ * owner, repositories) comes only in the sealed reply to the claim.
+ */
+export const RunTicket = z.object({ run_id: Id, thread_id: Id });
+export type RunTicket = z.infer<typeof RunTicket>;
+
+/** The work of a run, as the runner that claims it receives it (runs.claim, sealed). */
 export const RunJob = z.object({
   run_id: Id,
   thread_id: Id,
