@@ -4,6 +4,8 @@ import {
   ControlSubmission,
   DOMAIN_STREAM,
   domainEvents,
+  inboxPrefix,
+  InteractionList,
   MessagePage,
   rpc,
   RunEventPage,
@@ -13,6 +15,7 @@ import {
   Task,
   ThreadWithRun,
   WorkList,
+  SealedReply,
   type NatsIdentity,
 } from '@threadwork/contracts';
 import {
@@ -29,12 +32,14 @@ import {
 } from '@threadwork/platform';
 import { RunnerConfig, startRunner, type RunnerService } from '@threadwork/runner';
 import {
+  askUser,
   newClaimId,
   say,
   scriptsByPrompt,
   startFakeModel,
   uniqueId,
   type FakeModelServer,
+  type FakeScript,
   RunDriver,
 } from '@threadwork/testing';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
@@ -51,14 +56,30 @@ const logger = createLogger({ service: 'principals-test', level: 'silent' });
 /** Runs of this harness wait, queued, for the test to claim them as their runner; the real runner serves `codex`. */
 const HELD = 'held';
 const STEER_TEXT = 'Also write the tests.';
+/** What the user steers a SEALED run with (a prefix of no script, so the run's own script answers it). */
+const SEALED_STEER = 'Mind the secret';
+/** The answer a SEALED run asks for, as an option (Codex offers options) or, where it allows, as free text. */
+const SEALED_ANSWER = uniqueId('ANSWERMARK');
 /** A turn that waits for its steer (or 20 s), then answers it. */
-const scripts = new Map([
+const scripts = new Map<string, FakeScript>([
   [
     'STEER',
     (req: { lastUserText: string }) =>
       req.lastUserText === STEER_TEXT
         ? [say('Writing the tests too.')]
         : { items: [say('Working on it…')], delayMs: 20_000 },
+  ],
+  [
+    // Asks a question, then waits for a steer (or 20 s), then answers it.
+    'SEALED',
+    (req) => {
+      if (req.lastUserText.startsWith(SEALED_STEER)) return [say('Steered.')];
+      if (req.toolOutputsSinceLastUser.length === 0) {
+        const options = [SEALED_ANSWER, 'none'].map((label) => ({ label, description: label }));
+        return [askUser([{ id: 'code', header: 'Code', question: 'Which deploy code?', options }])];
+      }
+      return { items: [say('Working on it…')], delayMs: 20_000 };
+    },
   ],
 ]);
 
@@ -136,6 +157,14 @@ async function handledUpTo(durable: string, seq: number): Promise<void> {
     const info = await jsm.consumers.info(DOMAIN_STREAM.name, durable);
     return info.ack_floor.stream_seq >= seq && info.num_ack_pending === 0;
   });
+}
+
+function safeJson(text: string): unknown {
+  try {
+    return JSON.parse(text);
+  } catch {
+    return undefined;
+  }
 }
 
 /** Whether NATS itself refuses `nc` a request on `subject` (its grant does not name it). */
@@ -407,6 +436,109 @@ describe.skipIf(!hasBinary)('what one service’s NATS key can still do', () => 
       const reply = { ...about, message_key: `${thread.run_id}:reply`, text: 'The real reply', at };
       await holder.publish(js, domainEvents.messageCompleted, reply, `${thread.run_id}:reply`);
       await waitFor('the reply', async () => JSON.stringify(await messages()).includes('The real reply'));
+    });
+  });
+  describe('replies to the runner', () => {
+    it('a second holder of the runner’s key, reading every runner inbox, sees no job, answer or steer: they come sealed', async () => {
+      // Every runner is the `runner` identity, and may subscribe to all of its inboxes.
+      const eavesdropper = await connectAs('runner');
+      const heard: string[] = [];
+      eavesdropper.subscribe(`${inboxPrefix('runner')}.>`, {
+        callback: (_err, msg) => {
+          const headers = msg.headers ? [...msg.headers.keys()].map((k) => `${k}: ${msg.headers!.get(k)}`) : [];
+          heard.push([msg.subject, ...headers, Buffer.from(msg.data).toString('latin1')].join('\n'));
+        },
+      });
+      await eavesdropper.flush();
+
+      const marker = uniqueId('PROMPTMARK');
+      const answer = SEALED_ANSWER;
+      const steerText = `${SEALED_STEER} ${uniqueId('STEERMARK')}`;
+      const prompt = `SEALED ${marker}`;
+      const thread = await json(
+        await stack.fetch('/v1/threads', {
+          method: 'POST',
+          user: alice,
+          body: JSON.stringify({ repository_id: repoId, prompt, harness: 'codex', collaboration_mode: 'plan' }),
+        }),
+        202,
+        ThreadWithRun,
+      );
+      await waitFor('the question', async () => (await runOf(alice, thread.run_id)).status === 'waiting_for_input');
+      const { interactions } = await json(
+        await stack.fetch(`/v1/threads/${thread.id}/interactions?status=pending`, { user: alice }),
+        200,
+        InteractionList,
+      );
+      const [question] = interactions[0]!.questions;
+      const res = await stack.fetch(`/v1/interactions/${interactions[0]!.id}/answer`, {
+        method: 'POST',
+        user: alice,
+        body: JSON.stringify({
+          action: 'answer',
+          answers: {
+            code: question?.isOther
+              ? { kind: 'text', text: `${answer} typed` }
+              : { kind: 'options', optionIds: [answer] },
+          },
+        }),
+      });
+      expect(res.status, await res.text()).toBe(200);
+      await waitFor('the answer to reach the model', async () =>
+        fake.requests.some(
+          (r) => r.userTexts[0] === prompt && JSON.stringify(r.toolOutputsSinceLastUser).includes(answer),
+        ),
+      );
+      await json(
+        await stack.fetch(`/v1/threads/${thread.id}/steer`, {
+          method: 'POST',
+          user: alice,
+          body: JSON.stringify({ prompt: steerText }),
+        }),
+        202,
+        ControlSubmission,
+      );
+      await waitFor('the run to complete', async () => (await runOf(alice, thread.run_id)).terminal);
+      expect((await runOf(alice, thread.run_id)).status).toBe('completed');
+      // The runner read all three: the prompt, the answer and the steer reached the model.
+      expect(fake.requests.filter((r) => r.userTexts[0] === prompt).at(-1)?.userTexts).toEqual([prompt, steerText]);
+
+      await eavesdropper.flush();
+      const all = heard.join('\n');
+      // It heard the runner's replies (sealed ones among them), and none of what they carried.
+      for (const secret of [marker, answer, steerText]) expect(all).not.toContain(secret);
+      expect(heard.some((m) => SealedReply.safeParse(safeJson(m.slice(m.lastIndexOf('\n') + 1))).success)).toBe(true);
+    });
+
+    it('a sealed endpoint answers a request without a reply key with a refusal, and does nothing', async () => {
+      const runnerKey = await connectAs('runner');
+      const thread = await createThread(alice, `Unsealed ${uniqueId('PROMPTMARK')}`);
+      const ask = async (subject: string, payload: unknown) =>
+        JSON.parse(
+          new TextDecoder().decode(
+            (await runnerKey.request(subject, new TextEncoder().encode(JSON.stringify(payload)), { timeout: 10_000 }))
+              .data,
+          ),
+        ) as unknown;
+      const claimId = newClaimId();
+      for (const [subject, payload] of [
+        [SERVICES.runs.subjects.claim, { run_id: thread.run_id, runner_id: 'unsealed', claim_id: claimId }],
+        [SERVICES.repohost.subjects.token, { run_id: thread.run_id, claim_id: claimId, repository_ids: [repoId] }],
+        [
+          SERVICES.runs.subjects.interactionSettlement,
+          { run_id: thread.run_id, claim_id: claimId, interaction_id: 'int_x' },
+        ],
+        [SERVICES.threads.subjects.steerRead, { run_id: thread.run_id, claim_id: claimId, control_id: 'ctl_x' }],
+      ] as const) {
+        expect(await ask(subject, payload), subject).toMatchObject({
+          ok: false,
+          error: { code: 'invalid_request', message: expect.stringContaining('sealed') },
+        });
+      }
+      // The refused claim took nothing: the run still waits for a runner, and a sealed claim takes it.
+      expect((await runOf(alice, thread.run_id)).status).toBe('queued');
+      const holder = await RunDriver.claim(runnerKey, thread.run_id);
+      expect(holder.attempt).toBe(0);
     });
   });
 });

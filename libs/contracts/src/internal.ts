@@ -66,6 +66,15 @@ export type RunRepository = z.infer<typeof RunRepository>;
 // ---------------------------------------------------------------------------------------------
 // RUN_JOBS: one message per admitted run, on `run.jobs.<harness>`, Nats-Msg-Id = run id.
 
+/**
+ * What RUN_JOBS holds of a run: its ids, nothing of the job. A pull delivers it to an inbox of the
+ * `runner` identity, which every holder of the runners' key may read; the job itself (prompt,
+ * owner, repositories) comes only in the sealed reply to the claim.
+ */
+export const RunTicket = z.object({ run_id: Id, thread_id: Id });
+export type RunTicket = z.infer<typeof RunTicket>;
+
+/** The work of a run, as the runner that claims it receives it (runs.claim, sealed). */
 export const RunJob = z.object({
   run_id: Id,
   thread_id: Id,
@@ -372,6 +381,13 @@ export const PublicationRequest = z.object({ owner_id: OwnerId, thread_id: Id, p
 
 export const ReviewGetRequest = z.object({ owner_id: OwnerId, thread_id: Id, project_repository_id: Id });
 
+/**
+ * Replies that reach a runner with a secret or a user's content in them (the job and its prompt,
+ * a repository token, answers, steer text, the agent's own questions) are sealed: every runner
+ * connects as the one `runner` identity, so any holder of its key may read its reply inboxes.
+ */
+const SEALED = { sealed: true } as const;
+
 export const rpc = {
   runs: {
     admit: defineEndpoint(SERVICES.runs.subjects.admit, AdmitRequest, AdmitResponse),
@@ -381,10 +397,15 @@ export const rpc = {
     liveCount: defineEndpoint(SERVICES.runs.subjects.liveCount, LiveCountRequest, LiveCountResponse),
     cancel: defineEndpoint(SERVICES.runs.subjects.cancel, CancelRequest, CancelResponse),
     eventsPage: defineEndpoint(SERVICES.runs.subjects.eventsPage, EventsPageRequest, RunEventPage),
-    claim: defineEndpoint(SERVICES.runs.subjects.claim, ClaimRequest, ClaimResponse),
+    claim: defineEndpoint(SERVICES.runs.subjects.claim, ClaimRequest, ClaimResponse, SEALED),
     transition: defineEndpoint(SERVICES.runs.subjects.transition, TransitionRequest, Run),
     append: defineEndpoint(SERVICES.runs.subjects.append, AppendRequest, AppendResponse),
-    interactionCreate: defineEndpoint(SERVICES.runs.subjects.interactionCreate, InteractionCreateRequest, Interaction),
+    interactionCreate: defineEndpoint(
+      SERVICES.runs.subjects.interactionCreate,
+      InteractionCreateRequest,
+      Interaction,
+      SEALED,
+    ),
     interactionGet: defineEndpoint(SERVICES.runs.subjects.interactionGet, InteractionGetRequest, Interaction),
     interactionList: defineEndpoint(SERVICES.runs.subjects.interactionList, InteractionListRequest, InteractionList),
     interactionAnswer: defineEndpoint(SERVICES.runs.subjects.interactionAnswer, InteractionAnswerRequest, AnswerResult),
@@ -392,6 +413,7 @@ export const rpc = {
       SERVICES.runs.subjects.interactionSettlement,
       SettlementRequest,
       InteractionSettlement,
+      SEALED,
     ),
     holder: defineEndpoint(SERVICES.runs.subjects.holder, HolderRequest, HolderResponse),
     attemptState: defineEndpoint(SERVICES.runs.subjects.attemptState, AttemptStateRequest, AttemptState),
@@ -418,7 +440,7 @@ export const rpc = {
       ThreadControlsRequest,
       z.union([ControlList, TaskControlList]),
     ),
-    steerRead: defineEndpoint(SERVICES.threads.subjects.steerRead, SteerReadRequest, SteerRead),
+    steerRead: defineEndpoint(SERVICES.threads.subjects.steerRead, SteerReadRequest, SteerRead, SEALED),
   },
   repohost: {
     connection: defineEndpoint(SERVICES.repohost.subjects.connection, OwnerRequest, ProviderConnection),
@@ -432,7 +454,7 @@ export const rpc = {
     setup: defineEndpoint(SERVICES.repohost.subjects.setup, SetupRequest, SetupResponse),
     link: defineEndpoint(SERVICES.repohost.subjects.link, LinkRequest, LinkedInstallation),
     webhook: defineEndpoint(SERVICES.repohost.subjects.webhook, WebhookRequest, WebhookResponse),
-    token: defineEndpoint(SERVICES.repohost.subjects.token, TokenRequest, TokenResponse),
+    token: defineEndpoint(SERVICES.repohost.subjects.token, TokenRequest, TokenResponse, SEALED),
     publication: defineEndpoint(SERVICES.repohost.subjects.publication, PublicationRequest, Publication.nullable()),
   },
   review: {

@@ -141,7 +141,11 @@ const GRANTS: Record<NatsIdentity, Grant> = {
   },
 };
 
-/** The prefix of an identity's reply subjects: only it may subscribe there, so no one reads its replies. */
+/**
+ * The prefix of an identity's reply subjects: only it may subscribe there, so no other identity
+ * reads its replies. Every holder of the identity's key may, though (every runner is `runner`):
+ * what must reach one runner alone comes on a sealed endpoint (rpc.ts, `sealed`).
+ */
 export const inboxPrefix = (identity: NatsIdentity) => `_INBOX_${identity}`;
 
 /** nats-server permissions of one user (its config's `permissions` block). */

@@ -10,14 +10,26 @@ export interface RpcEndpoint<Req extends z.ZodType = z.ZodType, Res extends z.Zo
   subject: string;
   request: Req;
   response: Res;
+  /**
+   * Its replies carry secrets or a user's content to a caller that shares its NATS identity with
+   * others (the runners): they travel sealed to a key the caller sends with the request (`SealedReply`),
+   * since everyone holding that identity's key may subscribe to its reply inboxes.
+   */
+  sealed: boolean;
+}
+
+export interface EndpointOptions {
+  /** Seal its replies to the caller (RpcEndpoint.sealed). */
+  sealed?: boolean;
 }
 
 export function defineEndpoint<Req extends z.ZodType, Res extends z.ZodType>(
   subject: string,
   request: Req,
   response: Res,
+  opts: EndpointOptions = {},
 ): RpcEndpoint<Req, Res> {
-  return { subject, request, response };
+  return { subject, request, response, sealed: opts.sealed ?? false };
 }
 
 export type RpcRequest<E extends RpcEndpoint> = z.input<E['request']>;
@@ -37,3 +49,20 @@ export const RpcEnvelope = z.discriminatedUnion('ok', [
   z.object({ ok: z.literal(false), error: RpcError }),
 ]);
 export type RpcEnvelope = z.infer<typeof RpcEnvelope>;
+
+/**
+ * A sealed endpoint's reply: its RpcEnvelope encrypted to the caller's reply key (X25519 with the
+ * responder's one-time `key`, HKDF-SHA256, AES-256-GCM over the endpoint's subject). Base64url.
+ * The one reply of a sealed endpoint that travels in clear is the refusal of a request without a
+ * usable reply key, which says only that.
+ */
+export const SealedReply = z.object({
+  sealed: z.object({
+    v: z.literal(1),
+    key: z.string().min(1),
+    iv: z.string().min(1),
+    data: z.string().min(1),
+  }),
+});
+export type SealedReply = z.infer<typeof SealedReply>;
+export type SealedBox = SealedReply['sealed'];

@@ -5,6 +5,7 @@ export * from './logger.js';
 export * from './mongo.js';
 export * from './nats.js';
 export * from './nats-auth.js';
+export { newReplyKey, parseReplyKey, REPLY_KEY_HEADER, seal, type ReplyKey } from './sealed-reply.js';
 export * from './request-context.js';
 export * from './runtime.js';
 export * from './telemetry.js';

@@ -25,9 +25,16 @@ import {
 } from '@nats-io/nats-core';
 import { Svcm, type Service, type ServiceMsg } from '@nats-io/services';
 import { connect } from '@nats-io/transport-node';
-import { RpcEnvelope, type ConsumerDefinition, type RpcEndpoint, type StreamDefinition } from '@threadwork/contracts';
+import {
+  RpcEnvelope,
+  SealedReply,
+  type ConsumerDefinition,
+  type RpcEndpoint,
+  type StreamDefinition,
+} from '@threadwork/contracts';
 import type { z } from 'zod';
 import { AppError, invalidRequest, toAppError, unavailable } from './errors.js';
+import { newReplyKey, parseReplyKey, REPLY_KEY_HEADER, seal } from './sealed-reply.js';
 import { currentRequestId, REQUEST_ID_HEADER, withRequestId } from './request-context.js';
 import type { Logger } from './logger.js';
 import type { NatsAuth } from './nats-auth.js';
@@ -338,7 +345,8 @@ export interface RpcServer {
  * Serves endpoints as one NATS service (discovery, stats and PING for free). Replicas share a
  * queue group named after the service, so each request is handled once. Each request is parsed
  * with the endpoint's schema (a bad one is answered `invalid_request`), handled inside a span
- * that continues the caller's trace, and answered with an RpcEnvelope.
+ * that continues the caller's trace, and answered with an RpcEnvelope — sealed to the caller's
+ * reply key for a `sealed` endpoint, which refuses (unhandled) a request that brings none.
  */
 export async function serveRpc(
   nc: NatsConnection,
@@ -414,6 +422,18 @@ async function answer(
   logger: Logger,
 ): Promise<void> {
   const parent = extractTraceContext(msg.headers);
+  let replyKey: ReturnType<typeof parseReplyKey> = null;
+  if (endpoint.sealed) {
+    replyKey = parseReplyKey(msg.headers?.get(REPLY_KEY_HEADER));
+    if (!replyKey) {
+      // Its answer could only go back in clear, to an inbox every holder of the caller's key may
+      // read: the request is not handled at all, and the refusal says nothing but that.
+      logger.warn({ subject: endpoint.subject }, 'refused a request to a sealed endpoint without a reply key');
+      const refusal = invalidRequest(`${endpoint.subject} answers only sealed: send a ${REPLY_KEY_HEADER}`);
+      msg.respond(encodeJson({ ok: false, error: refusal.toJSON() } satisfies RpcEnvelope));
+      return;
+    }
+  }
   let envelope: RpcEnvelope;
   try {
     envelope = await withSpan(
@@ -437,7 +457,11 @@ async function answer(
     if (appErr.code === 'internal') logger.error({ err, subject: endpoint.subject }, 'request failed');
     envelope = { ok: false, error: appErr.toJSON() };
   }
-  msg.respond(encodeJson(envelope));
+  msg.respond(
+    encodeJson(
+      replyKey ? ({ sealed: seal(replyKey, encodeJson(envelope), endpoint.subject) } satisfies SealedReply) : envelope,
+    ),
+  );
 }
 
 let requestHistogram: Histogram | undefined;
@@ -454,6 +478,8 @@ export interface RequestOptions {
 /**
  * Calls an endpoint and returns its typed result, or throws the AppError it answered with.
  * No responder or no answer in time becomes `unavailable` (retryable): the caller maps it to 503.
+ * A `sealed` endpoint is always asked with a one-time reply key, and only a reply sealed to it is
+ * taken (or the responder's clear refusal): a clear result is refused as the leak it would be.
  */
 export async function request<E extends RpcEndpoint>(
   nc: NatsConnection,
@@ -469,6 +495,8 @@ export async function request<E extends RpcEndpoint>(
       injectTraceContext(h);
       const requestId = currentRequestId();
       if (requestId) h.set(REQUEST_ID_HEADER, requestId);
+      const replyKey = endpoint.sealed ? newReplyKey() : null;
+      if (replyKey) h.set(REPLY_KEY_HEADER, replyKey.publicKey);
       let reply;
       const started = performance.now();
       let outcome = 'ok';
@@ -488,11 +516,28 @@ export async function request<E extends RpcEndpoint>(
           outcome,
         });
       }
-      const envelope = RpcEnvelope.parse(decodeJson(reply.data));
+      const envelope = replyKey ? openReply(endpoint, replyKey, reply.data) : RpcEnvelope.parse(decodeJson(reply.data));
       if (!envelope.ok) throw AppError.fromJSON(envelope.error);
       return endpoint.response.parse(envelope.result) as z.output<E['response']>;
     },
   );
+}
+
+function openReply(endpoint: RpcEndpoint, key: ReturnType<typeof newReplyKey>, data: Uint8Array): RpcEnvelope {
+  const raw = decodeJson(data);
+  const sealed = SealedReply.safeParse(raw);
+  if (sealed.success) {
+    let plain: Uint8Array;
+    try {
+      plain = key.open(sealed.data.sealed, endpoint.subject);
+    } catch (err) {
+      throw new AppError('internal', `${endpoint.subject} answered with a reply that does not open`, { cause: err });
+    }
+    return RpcEnvelope.parse(decodeJson(plain));
+  }
+  const clear = RpcEnvelope.parse(raw);
+  if (clear.ok) throw new AppError('internal', `${endpoint.subject} answered in clear; a sealed reply was expected`);
+  return clear;
 }
 
 function isUnavailableError(err: unknown): boolean {

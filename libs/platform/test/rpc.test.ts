@@ -1,7 +1,7 @@
 import { context, propagation, trace } from '@opentelemetry/api';
 import { InMemorySpanExporter, SimpleSpanProcessor } from '@opentelemetry/sdk-trace-base';
 import { NodeTracerProvider } from '@opentelemetry/sdk-trace-node';
-import { defineEndpoint } from '@threadwork/contracts';
+import { defineEndpoint, SealedReply } from '@threadwork/contracts';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { inject } from 'vitest';
 import { z } from 'zod';
@@ -9,7 +9,9 @@ import {
   AppError,
   connectNats,
   createLogger,
+  natsHeaders,
   notFound,
+  REPLY_KEY_HEADER,
   request,
   route,
   serveRpc,
@@ -32,6 +34,17 @@ const traced = defineEndpoint(`test.${suffix}.traced`, z.object({}), z.object({ 
 const nobody = defineEndpoint(`test.${suffix}.nobody`, z.object({}), z.object({}));
 const counted = defineEndpoint(`test.${suffix}.counted`, z.object({ tag: z.string() }), z.object({ tag: z.string() }));
 const handled: string[] = [];
+const secretOf = defineEndpoint(
+  `test.${suffix}.secret`,
+  z.object({ tag: z.string() }),
+  z.object({ secret: z.string() }),
+  { sealed: true },
+);
+/** A sealed endpoint's twin answered in clear, as a responder that forgot to seal would. */
+const unsealedTwin = defineEndpoint(`test.${suffix}.twin`, z.object({}), z.object({ secret: z.string() }), {
+  sealed: true,
+});
+const SECRET = `S3CRET-${suffix}`;
 
 describe('typed request/reply over NATS services', () => {
   let nc: NatsConnection;
@@ -62,6 +75,11 @@ describe('typed request/reply over NATS services', () => {
         route(counted, async ({ tag }) => {
           handled.push(tag);
           return { tag };
+        }),
+        route(secretOf, async ({ tag }) => {
+          handled.push(tag);
+          if (tag === 'fail') throw notFound(`thing ${SECRET}`);
+          return { secret: `${SECRET}:${tag}` };
         }),
       ],
       logger,
@@ -96,6 +114,62 @@ describe('typed request/reply over NATS services', () => {
     watch.unsubscribe();
     expect(handled).toEqual(['inbox']);
     expect(landed).toEqual([]);
+  });
+
+  describe('a sealed endpoint', () => {
+    it('answers sealed to the caller’s reply key: an onlooker on the inboxes sees none of the reply', async () => {
+      const heard: string[] = [];
+      const watch = nc.subscribe('_INBOX.>', {
+        callback: (_err, msg) => {
+          heard.push(new TextDecoder().decode(msg.data));
+        },
+      });
+      await nc.flush();
+      await expect(request(nc, secretOf, { tag: 'a' })).resolves.toEqual({ secret: `${SECRET}:a` });
+      const err = await request(nc, secretOf, { tag: 'fail' }).catch((e: unknown) => e);
+      expect(err).toBeInstanceOf(AppError);
+      expect((err as AppError).message).toBe(`thing ${SECRET} not found`);
+      await nc.flush();
+      watch.unsubscribe();
+      expect(heard.length).toBeGreaterThanOrEqual(2);
+      for (const body of heard) {
+        expect(SealedReply.safeParse(JSON.parse(body)).success, body).toBe(true);
+        expect(body).not.toContain(SECRET);
+      }
+    });
+
+    it('refuses, without handling it, a request that brings no usable reply key', async () => {
+      const ask = async (headers?: Record<string, string>) => {
+        const h = natsHeaders();
+        for (const [k, v] of Object.entries(headers ?? {})) h.set(k, v);
+        const reply = await nc.request(secretOf.subject, new TextEncoder().encode('{"tag":"unsealed"}'), {
+          timeout: 5_000,
+          headers: h,
+        });
+        return JSON.parse(new TextDecoder().decode(reply.data)) as unknown;
+      };
+      const refused = {
+        ok: false,
+        error: { code: 'invalid_request', retryable: false, message: expect.stringContaining(REPLY_KEY_HEADER) },
+      };
+      expect(await ask()).toMatchObject(refused);
+      expect(await ask({ [REPLY_KEY_HEADER]: 'not-a-key' })).toMatchObject(refused);
+      expect(await ask({ [REPLY_KEY_HEADER]: Buffer.alloc(32).toString('base64url') })).toMatchObject(refused);
+      expect(handled).not.toContain('unsealed');
+    });
+
+    it('takes no reply in clear from a responder that did not seal it', async () => {
+      const twin = nc.subscribe(unsealedTwin.subject, {
+        callback: (_err, msg) => {
+          msg.respond(new TextEncoder().encode(JSON.stringify({ ok: true, result: { secret: SECRET } })));
+        },
+      });
+      await nc.flush();
+      const err = await request(nc, unsealedTwin, {}).catch((e: unknown) => e);
+      twin.unsubscribe();
+      expect(err).toBeInstanceOf(AppError);
+      expect((err as AppError).code).toBe('internal');
+    });
   });
 
   it('returns the typed result', async () => {

@@ -447,8 +447,20 @@ describe('repohost GitHub App provider', () => {
     expect(access.repositories.map((r) => r.name)).toEqual(['gadgets', 'widgets']);
 
     const held = await heldRun(alice, [widgets]);
+    // Whoever may read the caller's inboxes (every runner, for a runner) hears the reply sealed.
+    const heard: string[] = [];
+    const tap = nc.subscribe('_INBOX.>', {
+      callback: (_err, msg) => {
+        heard.push(Buffer.from(msg.data).toString('latin1'));
+      },
+    });
+    await nc.flush();
     const { token, expires_at } = await request(nc, rpc.repohost.token, { ...held, repository_ids: [widgets.id] });
+    await nc.flush();
+    tap.unsubscribe();
     expect(token).toMatch(/^ghs_/);
+    expect(heard.length).toBeGreaterThan(0);
+    expect(heard.join('\n')).not.toContain(token!);
     expect(Date.parse(expires_at!) - Date.now()).toBeGreaterThan(30 * 60_000);
     // A second ask reuses the token while it has long enough to live.
     const again = await request(nc, rpc.repohost.token, { ...held, repository_ids: [widgets.id] });

@@ -1,6 +1,6 @@
-import { domainEvents, RunJob, RunStatusEvent, rpc, STREAM_NAMES, subjects } from '@threadwork/contracts';
+import { domainEvents, RunStatusEvent, rpc, STREAM_NAMES, subjects } from '@threadwork/contracts';
 import { decodeJson, request } from '@threadwork/platform';
-import { uniqueId } from '@threadwork/testing';
+import { newClaimId, uniqueId } from '@threadwork/testing';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { admission, failure, readLog, runningRun, startHarness, statusLog, type Harness } from './helpers.js';
 
@@ -41,20 +41,9 @@ describe('runs admission', () => {
 
     const stored = await h.jsm.streams.getMessage(STREAM_NAMES.runJobs, { last_by_subj: subjects.runJobs(harness) });
     expect(stored?.header.get('Nats-Msg-Id')).toBe(run.id);
-    const job = RunJob.parse(decodeJson(stored!.data));
-    expect(job).toEqual({
-      run_id: run.id,
-      thread_id: req.thread_id,
-      project_id: req.project_id,
-      owner_id: req.owner_id,
-      message_id: req.message_id,
-      prompt: req.prompt,
-      harness,
-      model: 'gpt-5-codex',
-      reasoning_effort: 'medium',
-      collaboration_mode: 'default',
-      repositories: req.repositories,
-    });
+    // The stream holds the run's ids only: a pull reaches an inbox every runner's key may read, so
+    // the job (prompt, owner, repositories) comes only in the claim's sealed reply.
+    expect(decodeJson(stored!.data)).toEqual({ run_id: run.id, thread_id: req.thread_id });
 
     const log = await readLog(h, run.id);
     expect(log).toHaveLength(1);
@@ -73,6 +62,25 @@ describe('runs admission', () => {
       previous: null,
       terminal: false,
       owner_id: req.owner_id,
+    });
+
+    const claimed = await request(h.nc, rpc.runs.claim, {
+      run_id: run.id,
+      runner_id: 'runner-1',
+      claim_id: newClaimId(),
+    });
+    expect(claimed.job).toEqual({
+      run_id: run.id,
+      thread_id: req.thread_id,
+      project_id: req.project_id,
+      owner_id: req.owner_id,
+      message_id: req.message_id,
+      prompt: req.prompt,
+      harness,
+      model: 'gpt-5-codex',
+      reasoning_effort: 'medium',
+      collaboration_mode: 'default',
+      repositories: req.repositories,
     });
   });
 

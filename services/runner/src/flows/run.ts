@@ -12,6 +12,7 @@ import {
   type Run,
   type RunError,
   type RunJob,
+  type RunTicket,
   type RunStatus,
   type RunUsage,
   type TerminalRunStatus,
@@ -106,7 +107,7 @@ export interface LiveRun {
 
 export async function executeJob(
   deps: RunDeps,
-  job: RunJob,
+  job: RunTicket,
   track: (live: LiveRun | null) => void,
 ): Promise<JobResult> {
   const log = deps.logger.child({ run_id: job.run_id, thread_id: job.thread_id });

@@ -1,4 +1,4 @@
-import { CONSUMERS, RunJob, STREAM_NAMES } from '@threadwork/contracts';
+import { CONSUMERS, RunTicket, STREAM_NAMES } from '@threadwork/contracts';
 import {
   awaitConsumer,
   describeZodError,
@@ -39,7 +39,7 @@ export async function startJobConsumer(
   js: JetStreamClient,
   jsm: JetStreamManager,
   opts: JobConsumerOptions,
-  handle: (job: RunJob, msg: JsMsg) => Promise<JobResult>,
+  handle: (ticket: RunTicket, msg: JsMsg) => Promise<JobResult>,
 ): Promise<JobConsumer> {
   const durable = consumerName(opts.harness);
   const info = await awaitConsumer(jsm, STREAM_NAMES.runJobs, durable, opts.logger);
@@ -108,7 +108,7 @@ export async function startJobConsumer(
 async function processJob(
   msg: JsMsg,
   opts: JobConsumerOptions & { ackWaitMs: number },
-  handle: (job: RunJob, msg: JsMsg) => Promise<JobResult>,
+  handle: (ticket: RunTicket, msg: JsMsg) => Promise<JobResult>,
 ): Promise<void> {
   let payload: unknown;
   try {
@@ -117,7 +117,8 @@ async function processJob(
     msg.term('not JSON');
     return;
   }
-  const parsed = RunJob.safeParse(payload);
+  // A job published whole (before tickets) still parses: its ids are all that is read of it.
+  const parsed = RunTicket.safeParse(payload);
   if (!parsed.success) {
     opts.logger.error({ subject: msg.subject, issue: describeZodError(parsed.error) }, 'invalid job dropped');
     msg.term(describeZodError(parsed.error));

@@ -1,4 +1,4 @@
-import { subjects, type AdmitRequest } from '@threadwork/contracts';
+import { subjects, type AdmitRequest, type RunTicket } from '@threadwork/contracts';
 import {
   activeTraceId,
   AppError,
@@ -8,7 +8,7 @@ import {
   unavailable,
 } from '@threadwork/platform';
 import { newId } from '../ids.js';
-import { latestSlot, toJob, type RunDoc } from '../store/runs.js';
+import { latestSlot, type RunDoc } from '../store/runs.js';
 import { subjectOrInvalid, type RunsContext } from './context.js';
 import { announceMove, settleIfTerminal } from './lifecycle.js';
 
@@ -145,7 +145,14 @@ async function completeAdmission(ctx: RunsContext, run: RunDoc): Promise<RunDoc>
   if (await ctx.store.admissions.findOne({ _id: run._id })) return run;
   await announceMove(ctx, run);
   try {
-    await publishJson(ctx.js, subjects.runJobs(run.harness), toJob(run), { msgId: run._id });
+    await publishJson(
+      ctx.js,
+      subjects.runJobs(run.harness),
+      { run_id: run._id, thread_id: run.thread_id } satisfies RunTicket,
+      {
+        msgId: run._id,
+      },
+    );
   } catch (err) {
     throw unavailable('RUN_JOBS stream unavailable', err);
   }
