@@ -305,6 +305,25 @@ describe('who may link an installation: whoever administers its account, not who
     await seesNothingOf(member, 'kramerica');
   });
 
+  it('links nothing when GitHub does not answer who administers the organisation', async () => {
+    fake.addMember('pendleton', 'lippman-gh', 'admin');
+    fake.addRepository('pendleton', 'manuscripts');
+    const installation = fake.install('pendleton');
+    const lippman = await stack.createUser('lippman');
+    fake.failNext('GET', /^\/user\/memberships\/orgs\/pendleton$/, { status: 502, message: 'Server Error' });
+    expect(await setupCallback((await startSession(lippman)).state, installation.id, 'lippman-gh')).toEqual({
+      outcome: 'error',
+      error: 'github_unavailable',
+      installation_id: String(installation.id),
+    });
+    fake.failNext('GET', /^\/user\/memberships\/orgs\/pendleton$/, { status: 403, message: 'Forbidden' });
+    expect(await setupCallback((await startSession(lippman)).state, installation.id, 'lippman-gh')).toMatchObject({
+      outcome: 'error',
+      error: 'unverified_installation',
+    });
+    await seesNothingOf(lippman, 'pendleton');
+  });
+
   it('links a personal installation for its owner, and for no one else', async () => {
     fake.addRepository('elaine-gh', 'pendant-publishing');
     const installation = fake.install('elaine-gh');

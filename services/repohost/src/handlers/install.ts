@@ -115,13 +115,14 @@ async function verifyInstallation(
   if (config.oauth) {
     if (input.code === undefined) return { outcome: 'error', error: 'unverified_installation', installationId };
     const userToken = await client.exchangeCode(input.code);
-    const user = await client.user(userToken);
-    githubUser = { id: user.id, login: user.login, avatar_url: user.avatar_url };
     // A link gives every repository of the installation: only who administers its account may
     // make one, not whoever can see it (a member, a collaborator on one repository).
     const account = installation.account;
-    const membership =
-      account?.type === 'Organization' ? await client.orgMembership(userToken, account.login) : null;
+    const [user, membership] = await Promise.all([
+      client.user(userToken),
+      account?.type === 'Organization' ? client.orgMembership(userToken, account.login) : null,
+    ]);
+    githubUser = { id: user.id, login: user.login, avatar_url: user.avatar_url };
     userAdministers = administersAccount({ account, githubUserId: user.id, membership });
     if (!userAdministers) return { outcome: 'error', error: 'not_installation_admin', installationId };
   }
