@@ -198,7 +198,7 @@ describe('install flow', () => {
     const res = await fetch(forged, { redirect: 'manual' });
     expect(Object.fromEntries(new URL(res.headers.get('location')!).searchParams)).toMatchObject({
       outcome: 'error',
-      error: 'unverified_installation',
+      error: 'not_installation_admin',
     });
     const connection = await json(
       await stack.fetch('/v1/repohost/connection', { user: alice }),

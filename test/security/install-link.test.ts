@@ -14,13 +14,15 @@ import type { Stack, TestUser } from '../support/stack.js';
 // Who gets an installation linked. The attacker is on the internet with a Threadwork account of
 // her own; the victim administers a GitHub organisation. Everything real — the services as in
 // production (NODE_ENV=production: the OAuth client is mandatory), the HTTP API — against the fake
-// GitHub (install page, OAuth, `GET /user/installations` honouring organisation membership).
+// GitHub (install page, OAuth, organisation membership with its roles).
 //
 // The install flow's rule: the setup callback links nothing; it hands a one-time code to the
 // install session's `return_to` — the app on the device whose browser completed the setup — and
 // only the caller who created the session, with the PKCE verifier behind its challenge, redeems
-// it. With OAuth, the GitHub user who completed the setup must see the installation, and must be
-// the GitHub user the redeeming caller is verified as (one each way, decided by unique inserts).
+// it. With OAuth, the GitHub user who completed the setup must administer the installation's
+// account (be that user, or an active admin of that organisation) — seeing it is not enough — and
+// must be the GitHub user the redeeming caller is verified as (one each way, decided by unique
+// inserts).
 
 let gh: GitHubStack;
 let stack: Stack;
@@ -89,6 +91,22 @@ async function repositoryNames(user: TestUser): Promise<string[]> {
 }
 
 const installationOf = (account: string) => [...fake.installations.values()].find((i) => i.account.login === account);
+
+/**
+ * GitHub's setup callback as a browser signed in to GitHub as `login` follows it back, naming an
+ * installation that already exists (GitHub sends `setup_action=update` when its settings are
+ * saved): what reaches the app at `return_to`.
+ */
+async function setupCallback(state: string, installationId: number, login: string): Promise<Record<string, string>> {
+  const url = new URL(`${stack.baseUrl}/v1/repohost/setup`);
+  url.searchParams.set('installation_id', String(installationId));
+  url.searchParams.set('setup_action', 'update');
+  url.searchParams.set('state', state);
+  url.searchParams.set('code', fake.oauthCode(login));
+  const res = await fetch(url, { redirect: 'manual' });
+  expect(res.status).toBe(302);
+  return Object.fromEntries(new URL(res.headers.get('location')!).searchParams);
+}
 
 /** Nothing of `org` reaches `user`: no installation, no repository, no thread on it. */
 async function seesNothingOf(user: TestUser, org: string): Promise<void> {
@@ -217,7 +235,7 @@ describe('guessing installation ids', () => {
     // Her own session and her own OAuth code, the organisation's installation id.
     expect(await forge((await startSession(mallory)).state, fake.oauthCode('mallory-gh'))).toEqual({
       outcome: 'error',
-      error: 'unverified_installation',
+      error: 'not_installation_admin',
       installation_id: String(target.id),
     });
     // No OAuth code at all: nothing proves who came back.
@@ -234,5 +252,94 @@ describe('guessing installation ids', () => {
     await refused(await redeem(mallory, 'A'.repeat(43), pkcePair().verifier), /^body\.code: unknown/);
     await seesNothingOf(mallory, 'acme-corp');
     expect((await post('/v1/threads', mallory, { repository_id: payroll.id, prompt: 'x' })).status).toBe(404);
+  });
+});
+
+describe('who may link an installation: whoever administers its account, not whoever sees it', () => {
+  // GitHub lists an installation in `GET /user/installations` for anyone who can reach one of its
+  // repositories; a link gives all of them, private ones included, to run agents on and push to.
+  it('refuses an organisation member who can reach one of its repositories', async () => {
+    fake.addMember('vandelay', 'art-gh', 'admin');
+    fake.addMember('vandelay', 'george-gh', 'member');
+    fake.addRepository('vandelay', 'latex-catalogue', { private: false });
+    const ledger = fake.addRepository('vandelay', 'ledger');
+    const installation = fake.install('vandelay');
+    const george = await stack.createUser('george');
+    const session = await startSession(george);
+    const returned = await setupCallback(session.state, installation.id, 'george-gh');
+    expect(returned).toEqual({
+      outcome: 'error',
+      error: 'not_installation_admin',
+      installation_id: String(installation.id),
+    });
+    expect(returned.code).toBeUndefined();
+    expect((await connection(george)).installations).toEqual([]);
+    await seesNothingOf(george, 'vandelay');
+    expect((await post('/v1/threads', george, { repository_id: ledger.id, prompt: 'x' })).status).toBe(404);
+  });
+
+  it('links the same installation for an admin of the organisation', async () => {
+    fake.addMember('kramerica', 'cosmo-gh', 'admin');
+    fake.addMember('kramerica', 'bob-sacamano-gh', 'member');
+    fake.addRepository('kramerica', 'oil-tanker');
+    const installation = fake.install('kramerica');
+    // The member first: refused.
+    const member = await stack.createUser('bob-sacamano');
+    const refusedSession = await startSession(member);
+    expect(await setupCallback(refusedSession.state, installation.id, 'bob-sacamano-gh')).toMatchObject({
+      outcome: 'error',
+      error: 'not_installation_admin',
+    });
+    // The admin: linked.
+    const cosmo = await stack.createUser('cosmo');
+    const session = await startSession(cosmo);
+    const returned = await setupCallback(session.state, installation.id, 'cosmo-gh');
+    expect(returned.outcome).toBe('installed');
+    expect((await redeem(cosmo, returned.code!, session.verifier)).status).toBe(201);
+    expect(await connection(cosmo)).toMatchObject({
+      status: 'ready',
+      user: { login: 'cosmo-gh' },
+      installations: [{ id: installation.id, account: 'kramerica' }],
+    });
+    expect(await repositoryNames(cosmo)).toContain('kramerica/oil-tanker');
+    await seesNothingOf(member, 'kramerica');
+  });
+
+  it('links nothing when GitHub does not answer who administers the organisation', async () => {
+    fake.addMember('pendleton', 'lippman-gh', 'admin');
+    fake.addRepository('pendleton', 'manuscripts');
+    const installation = fake.install('pendleton');
+    const lippman = await stack.createUser('lippman');
+    fake.failNext('GET', /^\/user\/memberships\/orgs\/pendleton$/, { status: 502, message: 'Server Error' });
+    expect(await setupCallback((await startSession(lippman)).state, installation.id, 'lippman-gh')).toEqual({
+      outcome: 'error',
+      error: 'github_unavailable',
+      installation_id: String(installation.id),
+    });
+    fake.failNext('GET', /^\/user\/memberships\/orgs\/pendleton$/, { status: 403, message: 'Forbidden' });
+    expect(await setupCallback((await startSession(lippman)).state, installation.id, 'lippman-gh')).toMatchObject({
+      outcome: 'error',
+      error: 'unverified_installation',
+    });
+    await seesNothingOf(lippman, 'pendleton');
+  });
+
+  it('links a personal installation for its owner, and for no one else', async () => {
+    fake.addRepository('elaine-gh', 'pendant-publishing');
+    const installation = fake.install('elaine-gh');
+    fake.account('puddy-gh');
+    const puddy = await stack.createUser('puddy');
+    const guessed = await startSession(puddy);
+    expect(await setupCallback(guessed.state, installation.id, 'puddy-gh')).toMatchObject({
+      outcome: 'error',
+      error: 'not_installation_admin',
+    });
+    const elaine = await stack.createUser('elaine');
+    const session = await startSession(elaine);
+    const returned = await setupCallback(session.state, installation.id, 'elaine-gh');
+    expect(returned.outcome).toBe('installed');
+    expect((await redeem(elaine, returned.code!, session.verifier)).status).toBe(201);
+    expect(await repositoryNames(elaine)).toContain('elaine-gh/pendant-publishing');
+    await seesNothingOf(puddy, 'elaine-gh');
   });
 });

@@ -163,7 +163,7 @@ export interface FakeGitHub {
   /**
    * Makes `login` a member of organisation `org`: an `admin` (owner) installs the app on it, a
    * `member` can only ask an owner to (GitHub's `setup_action=request`); both see its installation
-   * in `GET /user/installations`.
+   * in `GET /user/installations`, and `GET /user/memberships/orgs/{org}` answers their role.
    */
   addMember(org: string, login: string, role?: 'admin' | 'member'): void;
   addRepository(owner: string, name: string, opts?: BareRepoOptions & { private?: boolean }): FakeRepository;
@@ -692,6 +692,33 @@ export async function startFakeGitHub(options: FakeGitHubOptions): Promise<FakeG
         total_count: visible.length,
         installations: visible.slice((page - 1) * perPage, page * perPage).map((i) => installationJson(i)),
       });
+    }
+    if (method === 'GET' && (m = /^\/user\/memberships\/orgs\/([^/]+)$/.exec(path))) {
+      const token = requireToken(req, 'user');
+      const user = accounts.get(token.login!)!;
+      const org = accounts.get(m[1]!);
+      const role = org?.type === 'Organization' ? memberships.get(org.login)?.get(user.login) : undefined;
+      // GitHub answers a user who is no member of the organisation (or of no organisation) 404.
+      if (!org || !role) throw new HttpError(404, 'Not Found');
+      return reply(
+        '/user/memberships/orgs/{org}',
+        200,
+        shaped('rest', 'org-membership', {
+          url: `${apiUrl}/orgs/${org.login}/memberships/${user.login}`,
+          state: 'active',
+          role,
+          organization_url: `${apiUrl}/orgs/${org.login}`,
+          organization: shaped('rest', 'organization-simple', {
+            login: org.login,
+            id: org.id,
+            node_id: `O_${org.id}`,
+            url: `${apiUrl}/orgs/${org.login}`,
+            avatar_url: org.avatar_url,
+            description: null,
+          }),
+          user: accountJson(user),
+        }),
+      );
     }
     if ((m = /^\/repos\/([^/]+)\/([^/]+)\/pulls$/.exec(path))) {
       const repo = repoFor(req, m[1]!, m[2]!);

@@ -93,7 +93,7 @@ export const repohostAppRoutes: RouteModule = (app, deps) => {
       schema: {
         summary: 'GitHub App setup callback: hands a one-time link code back to the app',
         description:
-          "GitHub redirects here after an installation. Unauthenticated: the install session's `state` is the proof and is consumed once. Links nothing by itself: answers 302 to the session's `return_to` with `outcome=installed`, `installation_id` and a one-time `code` that only the session's creator can redeem (`POST /v1/repohost/installations`, with its PKCE verifier); or `outcome=requested`; or `outcome=error` with `error` (`invalid_state`, `missing_installation`, `installation_not_found`, `unverified_installation`, `github_account_mismatch`, `github_unavailable`). Rate-limited per client address.",
+          "GitHub redirects here after an installation. Unauthenticated: the install session's `state` is the proof and is consumed once. Links nothing by itself: answers 302 to the session's `return_to` with `outcome=installed`, `installation_id` and a one-time `code` that only the session's creator can redeem (`POST /v1/repohost/installations`, with its PKCE verifier); or `outcome=requested`; or `outcome=error` with `error` (`invalid_state`, `missing_installation`, `installation_not_found`, `unverified_installation`, `not_installation_admin` (the GitHub user who came back does not administer the installation's account: neither that user nor an admin of that organisation), `github_account_mismatch`, `github_unavailable`). Rate-limited per client address.",
         tags: ['repohost'],
         security: [],
         querystring: SetupCallbackQuery,

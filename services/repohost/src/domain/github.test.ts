@@ -1,6 +1,7 @@
 import type { AppError } from '@threadwork/platform';
 import { describe, expect, it } from 'vitest';
 import {
+  administersAccount,
   codeChallengeOf,
   eventMismatch,
   githubRepository,
@@ -67,31 +68,49 @@ describe('link codes', () => {
   });
 });
 
+describe('administersAccount', () => {
+  const active = (role: string) => ({ state: 'active', role });
+  it('gives a user’s own account to that user alone', () => {
+    const account = { id: 7, type: 'User' };
+    expect(administersAccount({ account, githubUserId: 7, membership: null })).toBe(true);
+    expect(administersAccount({ account, githubUserId: 8, membership: null })).toBe(false);
+    // A membership says nothing about someone else's personal account.
+    expect(administersAccount({ account, githubUserId: 8, membership: active('admin') })).toBe(false);
+  });
+
+  it('gives an organisation to its active admins only', () => {
+    const account = { id: 9, type: 'Organization' };
+    expect(administersAccount({ account, githubUserId: 1, membership: active('admin') })).toBe(true);
+    expect(administersAccount({ account, githubUserId: 1, membership: active('member') })).toBe(false);
+    expect(administersAccount({ account, githubUserId: 1, membership: active('billing_manager') })).toBe(false);
+    expect(administersAccount({ account, githubUserId: 1, membership: { state: 'pending', role: 'admin' } })).toBe(
+      false,
+    );
+    expect(administersAccount({ account, githubUserId: 1, membership: null })).toBe(false);
+    // An organisation's id is no user's to claim.
+    expect(administersAccount({ account, githubUserId: 9, membership: null })).toBe(false);
+  });
+
+  it('gives nothing else: enterprises, installations without an account', () => {
+    expect(
+      administersAccount({ account: { id: 3, type: 'Enterprise' }, githubUserId: 3, membership: active('admin') }),
+    ).toBe(false);
+    expect(administersAccount({ account: null, githubUserId: 3, membership: active('admin') })).toBe(false);
+  });
+});
+
 describe('mayLink', () => {
   const session = new Date('2025-01-01T12:00:00Z');
-  it('trusts the OAuth user’s installations when known', () => {
+  it('with OAuth, follows whether the user administers the account, however old the installation', () => {
     const old = new Date('2020-01-01T00:00:00Z');
-    expect(
-      mayLink({
-        installationId: 1,
-        installationCreatedAt: old,
-        sessionCreatedAt: session,
-        userInstallationIds: [1, 2],
-      }),
-    ).toBe(true);
-    expect(
-      mayLink({
-        installationId: 3,
-        installationCreatedAt: session,
-        sessionCreatedAt: session,
-        userInstallationIds: [1],
-      }),
-    ).toBe(false);
+    const base = { installationCreatedAt: old, sessionCreatedAt: session };
+    expect(mayLink({ ...base, userAdministers: true })).toBe(true);
+    expect(mayLink({ ...base, installationCreatedAt: session, userAdministers: false })).toBe(false);
   });
 
   it('without OAuth, links only installations made during the session (a minute of skew)', () => {
     const at = (iso: string) => new Date(iso);
-    const base = { installationId: 1, sessionCreatedAt: session, userInstallationIds: null };
+    const base = { sessionCreatedAt: session, userAdministers: null };
     expect(mayLink({ ...base, installationCreatedAt: at('2025-01-01T12:05:00Z') })).toBe(true);
     expect(mayLink({ ...base, installationCreatedAt: at('2025-01-01T11:59:30Z') })).toBe(true);
     expect(mayLink({ ...base, installationCreatedAt: at('2025-01-01T11:50:00Z') })).toBe(false);

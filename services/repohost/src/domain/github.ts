@@ -39,6 +39,7 @@ export type SetupOutcome =
         | 'missing_installation'
         | 'installation_not_found'
         | 'unverified_installation'
+        | 'not_installation_admin'
         | 'github_account_mismatch'
         | 'github_unavailable';
       installationId?: number;
@@ -91,22 +92,49 @@ export function identityConflict(input: {
   return null;
 }
 
+/** The verified GitHub user's standing in an organisation (`GET /user/memberships/orgs/{org}`); null: none. */
+export interface OrgMembership {
+  state: string;
+  role: string;
+}
+
+/**
+ * Does this GitHub user administer the account an installation is on? Seeing an installation proves
+ * little — `GET /user/installations` lists every installation in which the user can reach any
+ * repository, so a member or an outside collaborator with read on one repository sees it — while a
+ * link gives every repository of the installation. So: a user's own account is theirs alone
+ * (`account.id` is the user's id); an organisation's needs an active `admin` membership (an owner,
+ * who could install, uninstall or pick its repositories on GitHub anyway). Nothing else — an
+ * enterprise, an installation without an account — is administered by a user we can check.
+ */
+export function administersAccount(input: {
+  account: { id: number; type?: string | undefined } | null;
+  githubUserId: number;
+  /** The user's membership of the account, when it is an organisation. */
+  membership: OrgMembership | null;
+}): boolean {
+  const { account, membership } = input;
+  if (account === null) return false;
+  if (account.type === 'User') return account.id === input.githubUserId;
+  if (account.type === 'Organization') return membership?.state === 'active' && membership.role === 'admin';
+  return false;
+}
+
 /**
  * Can this installation be linked to the session's owner? The setup URL's `installation_id` is
  * whatever the browser sends, so it proves nothing by itself. With the app's OAuth client, the
- * user who came back must be able to see the installation (`GET /user/installations`). Without
+ * user who came back must administer the installation's account (`administersAccount`). Without
  * it, only an installation created after the session was (minus clock skew) is linked: the one
  * this session's user just made, not someone else's older one.
  */
 export function mayLink(input: {
-  installationId: number;
   installationCreatedAt: Date;
   sessionCreatedAt: Date;
-  /** Installations the returning user can see, when their identity was verified through OAuth. */
-  userInstallationIds: readonly number[] | null;
+  /** Whether the returning user administers the installation's account, when verified through OAuth. */
+  userAdministers: boolean | null;
   clockSkewMs?: number;
 }): boolean {
-  if (input.userInstallationIds !== null) return input.userInstallationIds.includes(input.installationId);
+  if (input.userAdministers !== null) return input.userAdministers;
   const skew = input.clockSkewMs ?? 60_000;
   return input.installationCreatedAt.getTime() >= input.sessionCreatedAt.getTime() - skew;
 }

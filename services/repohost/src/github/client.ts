@@ -7,6 +7,7 @@ import {
   GhCheckRun,
   GhCommitStatus,
   GhInstallation,
+  GhOrgMembership,
   GhPull,
   GhRepository,
   type GhAccount as GhAccountT,
@@ -137,7 +138,8 @@ export interface GitHubClient {
   /** The OAuth web-flow code of the setup callback → the user's token. */
   exchangeCode(code: string): Promise<string>;
   user(userToken: string): Promise<GhAccountT>;
-  userInstallationIds(userToken: string): Promise<number[]>;
+  /** The user's membership of organisation `org` (`GET /user/memberships/orgs/{org}`); null when none. */
+  orgMembership(userToken: string, org: string): Promise<GhOrgMembership | null>;
   findOpenPull(ref: PullRef, head: string, base: string): Promise<GhPull | null>;
   createPull(
     ref: PullRef,
@@ -237,17 +239,17 @@ export function createGitHubClient(config: {
     user: (userToken) =>
       github('read user', async () => GhAccount.parse((await userOctokit(userToken).request('GET /user')).data)),
 
-    userInstallationIds: (userToken) =>
-      github('list user installations', async () => {
-        const octokit = userOctokit(userToken);
-        const ids: number[] = [];
-        for (let page = 1; page <= MAX_PAGES; page++) {
-          const { data } = await octokit.request('GET /user/installations', { per_page: PER_PAGE, page });
-          ids.push(...data.installations.map((installation) => installation.id));
-          if (data.installations.length < PER_PAGE || ids.length >= data.total_count) break;
-        }
-        return ids;
-      }),
+    async orgMembership(userToken, org) {
+      try {
+        const { data } = await userOctokit(userToken).request('GET /user/memberships/orgs/{org}', { org });
+        return GhOrgMembership.parse(data);
+      } catch (err) {
+        const error = toGitHubError(err, 'read organisation membership');
+        // GitHub's answer to a user who is no member (nor invited): not found.
+        if (error.status === 404) return null;
+        throw error;
+      }
+    },
 
     findOpenPull: (ref, head, base) =>
       github('find pull request', async () => {

@@ -7,6 +7,7 @@ import {
   GhCheckRun,
   GhCommitStatus,
   GhInstallation,
+  GhOrgMembership,
   GhPull,
   GhRepository,
   InstallationEventPayload,
@@ -52,6 +53,7 @@ describe('REST answers', () => {
         repositories: [v],
       }),
     ],
+    ['organisation membership', GhOrgMembership, 'GET', '/user/memberships/orgs/{org}', 'org-membership', (v) => v],
     ['pull request', GhPull, 'GET', '/repos/{owner}/{repo}/pulls/{pull_number}', 'pull-request', (v) => v],
     ['pull request in a list', GhPull, 'GET', '/repos/{owner}/{repo}/pulls', 'pull-request-simple', (v) => [v]],
     [

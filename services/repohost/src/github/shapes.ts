@@ -45,6 +45,10 @@ export const GhInstallation = z.object({
 });
 export type GhInstallation = z.infer<typeof GhInstallation>;
 
+/** The authenticated user's membership of an organisation: `state` active or pending, `role` admin, member, … */
+export const GhOrgMembership = z.object({ state: z.string(), role: z.string() });
+export type GhOrgMembership = z.infer<typeof GhOrgMembership>;
+
 export const GhRepository = z.object({
   id: z.number().int().positive(),
   name: z.string(),

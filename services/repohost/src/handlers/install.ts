@@ -3,6 +3,7 @@ import type { InstallSession, LinkedInstallation } from '@threadwork/contracts';
 import { invalidRequest, type Logger } from '@threadwork/platform';
 import type { GitHubAppConfig } from '../config.js';
 import {
+  administersAccount,
   identityConflict,
   installUrl,
   isAllowedReturnTo,
@@ -109,20 +110,26 @@ async function verifyInstallation(
   const installation = await client.installation(installationId);
   if (installation === null) return { outcome: 'error', error: 'installation_not_found', installationId };
 
-  let userInstallationIds: number[] | null = null;
+  let userAdministers: boolean | null = null;
   let githubUser: VerifiedGitHubUser | null = null;
   if (config.oauth) {
     if (input.code === undefined) return { outcome: 'error', error: 'unverified_installation', installationId };
     const userToken = await client.exchangeCode(input.code);
-    const [user, visible] = await Promise.all([client.user(userToken), client.userInstallationIds(userToken)]);
-    userInstallationIds = visible;
+    // A link gives every repository of the installation: only who administers its account may
+    // make one, not whoever can see it (a member, a collaborator on one repository).
+    const account = installation.account;
+    const [user, membership] = await Promise.all([
+      client.user(userToken),
+      account?.type === 'Organization' ? client.orgMembership(userToken, account.login) : null,
+    ]);
     githubUser = { id: user.id, login: user.login, avatar_url: user.avatar_url };
+    userAdministers = administersAccount({ account, githubUserId: user.id, membership });
+    if (!userAdministers) return { outcome: 'error', error: 'not_installation_admin', installationId };
   }
   const allowed = mayLink({
-    installationId,
     installationCreatedAt: new Date(installation.created_at),
     sessionCreatedAt: session.created_at,
-    userInstallationIds,
+    userAdministers,
   });
   if (!allowed) return { outcome: 'error', error: 'unverified_installation', installationId };
   if (githubUser) {
