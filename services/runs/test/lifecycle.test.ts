@@ -157,6 +157,23 @@ describe('run lifecycle', () => {
     ).toBe('not_found');
   });
 
+  it('lets the next claim take a run at once when its holder hands it back, and only its holder may', async () => {
+    const { run, attempt, claim_id } = await runningRun(h.nc);
+    const release = (claim: string) => request(h.nc, rpc.runs.release, { run_id: run.id, attempt, claim_id: claim });
+    expect((await failure(release(newClaimId()))).code).toBe('already_settled');
+    const held = await failure(
+      request(h.nc, rpc.runs.claim, { run_id: run.id, runner_id: 'runner-b', claim_id: newClaimId() }),
+    );
+    expect(held.code).toBe('unavailable');
+
+    expect(await release(claim_id)).toEqual({ released: true });
+    // A poll of the holder still in flight does not take the lease back.
+    await request(h.nc, rpc.runs.attemptState, { run_id: run.id, attempt, claim_id });
+    const next = await request(h.nc, rpc.runs.claim, { run_id: run.id, runner_id: 'runner-b', claim_id: newClaimId() });
+    expect(next).toMatchObject({ attempt: 1, run: { status: 'running', attempt: 1 } });
+    expect((await failure(release(claim_id))).code).toBe('already_settled');
+  });
+
   it('gives a retried claim the attempt its first try made, applied or still under way', async () => {
     // Retried after the first try was applied (its answer lost): the same attempt, nothing burnt.
     const { run } = await admit();

@@ -156,11 +156,21 @@ export async function executeJob(
   }
   const execution = new RunExecution(deps, claim.job, claim.attempt, claimId, claim.run.status, log);
   track(execution);
+  let result: JobResult;
   try {
-    return await execution.execute();
+    result = await execution.execute();
   } finally {
     track(null);
   }
+  // Handed back (a stop, or the runs service out of reach): the lease ends here so the job's next
+  // runner claims the run at once. Best effort: unreleased, the lease runs out by itself.
+  if (result.kind === 'nak') {
+    const ref = { run_id: job.run_id, attempt: claim.attempt, claim_id: claimId };
+    await call(deps.nc, rpc.runs.release, ref, 2_000).catch((err: unknown) =>
+      log.info({ err }, 'the run was not released; the next runner claims it once its lease ran out'),
+    );
+  }
+  return result;
 }
 
 class RunExecution implements LiveRun {

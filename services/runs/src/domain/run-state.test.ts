@@ -78,6 +78,14 @@ describe('claims', () => {
     expect(decideClaim('running', last(2, 1_000), 3, lease).kind).toBe('held');
   });
 
+  it('takes a run its holder handed back at once', () => {
+    expect(decideClaim('running', { attempt: 0, heardAt: null }, 3, lease)).toEqual({
+      kind: 'claim',
+      attempt: 1,
+      first: false,
+    });
+  });
+
   it('continues after an attempt that was recorded while the run still reads queued', () => {
     expect(decideClaim('queued', last(0, 0), 3, lease)).toEqual({ kind: 'claim', attempt: 1, first: true });
   });

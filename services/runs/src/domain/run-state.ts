@@ -70,10 +70,13 @@ export type ClaimDecision =
    */
   | { kind: 'held'; retryAfterMs: number };
 
-/** The last claimed attempt of a run: its number and when its holder was last heard from. */
+/**
+ * The last claimed attempt of a run: its number and when its holder was last heard from (null: the
+ * holder handed the run back, and holds it no longer).
+ */
 export interface LastClaim {
   attempt: number;
-  heardAt: Date;
+  heardAt: Date | null;
 }
 
 /**
@@ -91,7 +94,7 @@ export function decideClaim(
   lease: { leaseMs: number; now: Date },
 ): ClaimDecision {
   if (isTerminal(status)) return { kind: 'refuse', message: `run is ${status}` };
-  if (last !== null && isHeldByRunner(status)) {
+  if (last !== null && last.heardAt !== null && isHeldByRunner(status)) {
     const left = last.heardAt.getTime() + lease.leaseMs - lease.now.getTime();
     if (left > 0) return { kind: 'held', retryAfterMs: left };
   }

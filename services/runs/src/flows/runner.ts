@@ -6,6 +6,7 @@ import type {
   AttemptState,
   AttemptStateRequest,
   ClaimRequest,
+  ReleaseRequest,
   HolderResponse,
   RunJob,
   TransitionRequest,
@@ -73,7 +74,7 @@ async function claimAttempt(
   }
   const decision = decideClaim(
     run.status,
-    last ? { attempt: last.attempt, heardAt: last.heard_at ?? last.at } : null,
+    last ? { attempt: last.attempt, heardAt: last.released_at ? null : (last.heard_at ?? last.at) } : null,
     ctx.config.RUN_MAX_ATTEMPTS,
     { leaseMs: leaseMs(ctx.config), now: new Date() },
   );
@@ -183,6 +184,18 @@ export async function attemptState(
       'refused a run read: its claim did not make this attempt',
     );
   throw notFound('run');
+}
+
+/**
+ * The holder hands its run back (it naks the job): its lease ends now, so the job's next runner
+ * need not wait it out. Marked apart from `heard_at`, which a poll still in flight may write after.
+ */
+export async function releaseRun(ctx: RunsContext, req: z.output<typeof ReleaseRequest>): Promise<{ released: boolean }> {
+  const run = await fencedRun(ctx, req.run_id, req.attempt, req.claim_id);
+  if (run.terminal) return { released: false };
+  await ctx.store.attempts.updateOne({ _id: `${run._id}:${req.attempt}` }, { $set: { released_at: new Date() } });
+  ctx.logger.info({ run_id: run._id, attempt: req.attempt }, 'the holder handed the run back');
+  return { released: true };
 }
 
 /** What the holder of a live run may be given access to: its owner's repositories of the run. */

@@ -95,6 +95,8 @@ export interface AttemptDoc {
    * The only field of an attempt that changes: a lost write of it only shortens the lease.
    */
   heard_at?: Date;
+  /** Set when the holder handed the run back: its lease is over, whatever `heard_at` says. */
+  released_at?: Date;
 }
 
 /**
