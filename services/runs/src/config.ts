@@ -49,7 +49,8 @@ export const RunsConfig = z
      * bounds a job that keeps losing its runner is RUN_MAX_ATTEMPTS: each lost runner costs one
      * attempt (one delivery), and the claim past the last attempt fails the run `runner_lost` and
      * acks the job. Deliveries that claim nothing cost no attempt but count here too — this service
-     * unreachable for a while, a hand-back with a nak — and a job JetStream gives up on leaves its
+     * unreachable for a while, a hand-back with a nak, a claim refused while the run's holder still
+     * holds its lease (RUN_LEASE_MS; naked for as long) — and a job JetStream gives up on leaves its
      * run live with nobody to work it, its thread busy for good. A limit must therefore leave room
      * for RUN_MAX_ATTEMPTS + 1 deliveries and every such retry on top.
      */
