@@ -53,7 +53,15 @@ import {
   type SandboxRepo,
   type DiskUsage,
 } from '../sandbox/provider.js';
-import { attemptHolds, call, publishAttested, readAttempt, retryAfterMs, type AttemptRef, type DomainEventDef } from './calls.js';
+import {
+  attemptHolds,
+  call,
+  publishAttested,
+  readAttempt,
+  retryAfterMs,
+  type AttemptRef,
+  type DomainEventDef,
+} from './calls.js';
 import { EventSink } from './event-sink.js';
 
 let sandboxStartHistogram: Histogram | undefined;

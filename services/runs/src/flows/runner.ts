@@ -6,8 +6,8 @@ import type {
   AttemptState,
   AttemptStateRequest,
   ClaimRequest,
-  ReleaseRequest,
   HolderResponse,
+  ReleaseRequest,
   RunJob,
   TransitionRequest,
 } from '@threadwork/contracts';
@@ -36,9 +36,10 @@ const claimHash = (claimId: string) => createHash('sha256').update(claimId).dige
  * attempt after the last one, which fences the old runner out; past RUN_MAX_ATTEMPTS the run
  * fails with `runner_lost` instead. Neither happens while the holder's lease lasts (it was heard
  * from within RUN_LEASE_MS): such a claim is refused `unavailable` with `details.retry_after_ms`,
- * so a runner key cannot take a live run from its runner, and a redelivered job waits for it. A refusal says in `details.terminal` whether the run is over,
- * so the refused runner knows whether its job is done with or another claim's, without a read of
- * the run for an owner.
+ * so a runner key cannot take a live run from its runner, and a redelivered job waits for it. A
+ * refusal `already_settled` says in `details.terminal` whether the run is over, so the refused
+ * runner knows whether its job is done with or another claim's, without a read of the run for an
+ * owner.
  */
 export async function claimRun(
   ctx: RunsContext,
@@ -190,7 +191,10 @@ export async function attemptState(
  * The holder hands its run back (it naks the job): its lease ends now, so the job's next runner
  * need not wait it out. Marked apart from `heard_at`, which a poll still in flight may write after.
  */
-export async function releaseRun(ctx: RunsContext, req: z.output<typeof ReleaseRequest>): Promise<{ released: boolean }> {
+export async function releaseRun(
+  ctx: RunsContext,
+  req: z.output<typeof ReleaseRequest>,
+): Promise<{ released: boolean }> {
   const run = await fencedRun(ctx, req.run_id, req.attempt, req.claim_id);
   if (run.terminal) return { released: false };
   await ctx.store.attempts.updateOne({ _id: `${run._id}:${req.attempt}` }, { $set: { released_at: new Date() } });
