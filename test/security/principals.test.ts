@@ -248,6 +248,48 @@ describe.skipIf(!hasBinary)('what one service’s NATS key can still do', () => 
     });
   });
 
+  describe('the runner’s key, for a run the real runner is working', () => {
+    it('cannot claim it from its live runner: refused, retryable, however often; the run completes as its runner ends it', async () => {
+      const runnerKey = await connectAs('runner');
+      const prompt = 'STEER while another runner key claims the run';
+      const thread = await createThread(alice, prompt, 'codex');
+      await waitFor('the model to be asked', async () => fake.requests.some((r) => r.userTexts[0] === prompt));
+      expect(await runOf(alice, thread.run_id)).toMatchObject({ status: 'running', attempt: 0 });
+
+      // More claims than the run has attempts: none takes the run over, none spends an attempt.
+      const claims = Array.from({ length: 5 }, () => newClaimId());
+      for (const claim_id of claims) {
+        const claimed = request(runnerKey, rpc.runs.claim, { run_id: thread.run_id, runner_id: 'thief', claim_id });
+        const refused = await refusal(claimed);
+        expect(refused).toMatchObject({ code: 'unavailable', retryable: true });
+        expect(refused.details?.retry_after_ms).toBeGreaterThan(0);
+      }
+      // Nor may the refused claims act for the run, at any attempt they might have got.
+      for (const [attempt, claim_id] of claims.entries()) {
+        const forged = new RunDriver(runnerKey, thread.run_id, attempt, claim_id);
+        expect((await refusal(forged.say('FORGED: the work is done'))).code).toBe('already_settled');
+        expect((await refusal(forged.to('completed'))).code).toBe('already_settled');
+      }
+      expect(await runOf(alice, thread.run_id)).toMatchObject({ status: 'running', attempt: 0, terminal: false });
+
+      await json(
+        await stack.fetch(`/v1/threads/${thread.id}/steer`, {
+          method: 'POST',
+          user: alice,
+          body: JSON.stringify({ prompt: STEER_TEXT }),
+        }),
+        202,
+        ControlSubmission,
+      );
+      await waitFor('the run to end', async () => (await runOf(alice, thread.run_id)).terminal);
+      expect(await runOf(alice, thread.run_id)).toMatchObject({ status: 'completed', attempt: 0, error: null });
+      const page = await eventsOf(alice, thread.run_id);
+      expect(JSON.stringify(page.events)).toContain('Writing the tests too.');
+      expect(JSON.stringify(page.events)).not.toContain('FORGED');
+      expect(fake.requests.filter((r) => r.userTexts[0] === prompt).at(-1)?.userTexts).toEqual([prompt, STEER_TEXT]);
+    });
+  });
+
   describe('reads of a user’s data', () => {
     it('the runner’s key reads no run for an owner: only the run it claimed, by that claim', async () => {
       const runnerKey = await connectAs('runner');

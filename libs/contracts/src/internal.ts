@@ -169,6 +169,13 @@ export type HolderResponse = z.infer<typeof HolderResponse>;
  * `attempt` and no one else, and nothing of the owner's data. Any other claim is `not_found`.
  */
 export const AttemptStateRequest = z.object({ run_id: Id, attempt: z.int().min(0), claim_id: ClaimId });
+/**
+ * The holder of a run hands it back (it stops working it, e.g. on SIGTERM, and naks its job): its
+ * lease ends now, so the job's next runner claims the run at once rather than once the lease ran
+ * out. Only the claim that made the current attempt may; `released` false: the run had ended.
+ */
+export const ReleaseRequest = AttemptStateRequest;
+export const ReleaseResponse = z.object({ released: z.boolean() });
 export const AttemptState = z.object({
   status: RunStatus,
   /** The run's current attempt: another than the one asked about means that claim was fenced out. */
@@ -417,6 +424,7 @@ export const rpc = {
     ),
     holder: defineEndpoint(SERVICES.runs.subjects.holder, HolderRequest, HolderResponse),
     attemptState: defineEndpoint(SERVICES.runs.subjects.attemptState, AttemptStateRequest, AttemptState),
+    release: defineEndpoint(SERVICES.runs.subjects.release, ReleaseRequest, ReleaseResponse),
     attest: defineEndpoint(SERVICES.runs.subjects.attest, AttestRequest, AttestResponse),
     attestation: defineEndpoint(SERVICES.runs.subjects.attestation, AttestationRequest, AttestationResponse),
   },

@@ -115,6 +115,7 @@ const GRANTS: Record<NatsIdentity, Grant> = {
     calls: [
       runs.subjects.claim,
       runs.subjects.attemptState,
+      runs.subjects.release,
       runs.subjects.transition,
       runs.subjects.append,
       runs.subjects.interactionCreate,

@@ -97,6 +97,7 @@ export const SERVICES = {
       interactionSettlement: 'runs.interaction.settlement',
       holder: 'runs.holder',
       attemptState: 'runs.attempt.state',
+      release: 'runs.release',
       attest: 'runs.attest',
       attestation: 'runs.attestation',
     },

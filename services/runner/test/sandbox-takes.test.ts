@@ -5,7 +5,7 @@ import { rpc, type RunJob, type SandboxStatus } from '@threadwork/contracts';
 import { createLogger, request } from '@threadwork/platform';
 import { newClaimId, uniqueId } from '@threadwork/testing';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { attemptHolds } from '../src/flows/calls.js';
+import { attemptHolds, retryAfterMs } from '../src/flows/calls.js';
 import { startTime } from '../src/harness/processes.js';
 import { LocalSandboxProvider } from '../src/sandbox/local.js';
 import { SandboxTakenError, type Sandbox, type SandboxClaim } from '../src/sandbox/provider.js';
@@ -21,7 +21,8 @@ let stack: Stack;
 const children: ChildProcess[] = [];
 
 beforeAll(async () => {
-  stack = await startStack(new Map());
+  // A second claim of a run takes it over once the first claim's holder was silent for a lease (1 s here).
+  stack = await startStack(new Map(), { runs: { JOB_ACK_WAIT_MS: '1000' } });
   // The attempts here are claimed by the test, for the providers it drives.
   await stack.runner.stop();
 });
@@ -68,11 +69,14 @@ function runner(): FakeRunner {
   };
 }
 
-/** Claims the run's next attempt as a runner would, and the claim the sandbox takes for it. */
+/**
+ * Claims the run's next attempt as a runner would (coming back when told to while the run's holder
+ * still holds its lease), and the claim the sandbox takes for it.
+ */
 async function claim(runId: string): Promise<{ job: RunJob; claim: SandboxClaim }> {
   const runnerId = uniqueId('runner-');
   const claimId = newClaimId();
-  const res = await request(stack.nc, rpc.runs.claim, { run_id: runId, runner_id: runnerId, claim_id: claimId });
+  const res = await claimWhenFree({ run_id: runId, runner_id: runnerId, claim_id: claimId });
   return {
     job: res.job,
     claim: {
@@ -83,6 +87,18 @@ async function claim(runId: string): Promise<{ job: RunJob; claim: SandboxClaim 
       holds: () => attemptHolds(stack.nc, { run_id: runId, attempt: res.attempt, claim_id: claimId }),
     },
   };
+}
+
+async function claimWhenFree(req: { run_id: string; runner_id: string; claim_id: string }) {
+  for (;;) {
+    try {
+      return await request(stack.nc, rpc.runs.claim, req);
+    } catch (err) {
+      const wait = retryAfterMs(err);
+      if (wait === null) throw err;
+      await new Promise((resolve) => setTimeout(resolve, wait));
+    }
+  }
 }
 
 async function complete(claim: SandboxClaim): Promise<void> {

@@ -37,11 +37,20 @@ export const RunsConfig = z
      */
     JOB_ACK_WAIT_MS: z.coerce.number().int().min(1_000).default(30_000),
     /**
+     * A runner's lease on the run it holds: while its holder was heard from (claim, moves, appends,
+     * its polls) within this long, no other claim may take the run over — a runner key alone cannot
+     * steal a live run; a redelivered job is handed back until the lease has run out. Unset: the
+     * ack wait. Never shorter than JOB_ACK_WAIT_MS (a runner JetStream still counts as alive keeps
+     * its run), and it must stay well above the runners' RUN_POLL_MS, which renews it.
+     */
+    RUN_LEASE_MS: z.coerce.number().int().min(1_000).optional(),
+    /**
      * Deliveries of one job before JetStream gives up on it; -1 (the default) for no limit. What
      * bounds a job that keeps losing its runner is RUN_MAX_ATTEMPTS: each lost runner costs one
      * attempt (one delivery), and the claim past the last attempt fails the run `runner_lost` and
      * acks the job. Deliveries that claim nothing cost no attempt but count here too — this service
-     * unreachable for a while, a hand-back with a nak — and a job JetStream gives up on leaves its
+     * unreachable for a while, a hand-back with a nak, a claim refused while the run's holder still
+     * holds its lease (RUN_LEASE_MS; naked for as long) — and a job JetStream gives up on leaves its
      * run live with nobody to work it, its thread busy for good. A limit must therefore leave room
      * for RUN_MAX_ATTEMPTS + 1 deliveries and every such retry on top.
      */
@@ -55,8 +64,14 @@ export const RunsConfig = z
     if (!config.HARNESSES.includes(config.DEFAULT_HARNESS)) {
       ctx.addIssue({ code: 'custom', path: ['DEFAULT_HARNESS'], message: 'must be one of HARNESSES' });
     }
+    if (config.RUN_LEASE_MS !== undefined && config.RUN_LEASE_MS < config.JOB_ACK_WAIT_MS) {
+      ctx.addIssue({ code: 'custom', path: ['RUN_LEASE_MS'], message: 'must not be shorter than JOB_ACK_WAIT_MS' });
+    }
   });
 export type RunsConfig = z.output<typeof RunsConfig>;
+
+/** How long a holder's lease on its run lasts after it was last heard from. */
+export const leaseMs = (config: RunsConfig): number => config.RUN_LEASE_MS ?? config.JOB_ACK_WAIT_MS;
 
 function isSubjectToken(value: string): boolean {
   try {

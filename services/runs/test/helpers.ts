@@ -101,6 +101,16 @@ export async function failure(promise: Promise<unknown>): Promise<AppError> {
   return outcome.err as AppError;
 }
 
+/**
+ * The holders of a run fall silent for longer than a lease, as after a kill -9 or a lost network:
+ * a claim (a redelivered job) may take the run over now. The runs service writes when it last
+ * heard from a holder at most every quarter lease, so a holder's calls just after this do not
+ * renew it either.
+ */
+export async function silence(h: Harness, runId: string): Promise<void> {
+  await h.store.attempts.updateMany({ run_id: runId }, { $set: { heard_at: new Date(0) } });
+}
+
 export interface LiveRun {
   run: Run;
   owner: string;

@@ -2,7 +2,7 @@ import { rpc, RunSignal, subjects, type Question } from '@threadwork/contracts';
 import { decodeJson, request } from '@threadwork/platform';
 import { newClaimId, uniqueId } from '@threadwork/testing';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { failure, getRun, type Harness, readLog, runningRun, startHarness, statusLog } from './helpers.js';
+import { failure, getRun, type Harness, readLog, runningRun, silence, startHarness, statusLog } from './helpers.js';
 
 const fileQuestion: Question = {
   id: 'file',
@@ -279,7 +279,8 @@ describe('interactions', () => {
     expect((await failure(settlement(neighbour))).code).toBe('not_found');
     const missing = { run_id: run.id, claim_id, interaction_id: 'int_missing' };
     expect((await failure(settlement(missing))).code).toBe('not_found');
-    // A newer attempt's claim fences the older one out.
+    // A newer attempt's claim (its holder fell silent) fences the older one out.
+    await silence(h, run.id);
     await request(h.nc, rpc.runs.claim, { run_id: run.id, runner_id: 'runner-b', claim_id: newClaimId() });
     expect((await failure(settlement({ run_id: run.id, claim_id, interaction_id: interaction.id }))).code).toBe(
       'already_settled',

@@ -9,7 +9,17 @@ import { createInteraction } from '../src/flows/interactions.js';
 import { moveRun } from '../src/flows/lifecycle.js';
 import { appendEvents } from '../src/flows/runner.js';
 import { createEventLog } from '../src/store/event-log.js';
-import { admission, failure, getRun, type Harness, readLog, runningRun, startHarness, statusLog } from './helpers.js';
+import {
+  admission,
+  failure,
+  getRun,
+  type Harness,
+  readLog,
+  runningRun,
+  silence,
+  startHarness,
+  statusLog,
+} from './helpers.js';
 
 describe('run lifecycle', () => {
   let h: Harness;
@@ -101,6 +111,17 @@ describe('run lifecycle', () => {
     expect(first.attempt).toBe(0);
     await request(h.nc, rpc.runs.transition, { run_id: run.id, attempt: 0, claim_id: firstClaim, to: 'running' });
 
+    // While its holder is heard from, the run is not taken over: the claim is told to come back later.
+    for (let i = 0; i < 5; i++) {
+      const held = await failure(
+        request(h.nc, rpc.runs.claim, { run_id: run.id, runner_id: 'runner-x', claim_id: newClaimId() }),
+      );
+      expect(held).toMatchObject({ code: 'unavailable', retryable: true });
+      expect(held.details?.retry_after_ms).toBeGreaterThan(0);
+    }
+    expect(await getRun(h, run.id)).toMatchObject({ status: 'running', attempt: 0 });
+
+    await silence(h, run.id);
     const second = await request(h.nc, rpc.runs.claim, {
       run_id: run.id,
       runner_id: 'runner-b',
@@ -109,6 +130,7 @@ describe('run lifecycle', () => {
     expect(second.attempt).toBe(1);
     expect(second.run).toMatchObject({ status: 'running', attempt: 1 });
 
+    await silence(h, run.id);
     const third = await request(h.nc, rpc.runs.claim, {
       run_id: run.id,
       runner_id: 'runner-c',
@@ -116,6 +138,7 @@ describe('run lifecycle', () => {
     });
     expect(third.attempt).toBe(2);
 
+    await silence(h, run.id);
     const err = await failure(
       request(h.nc, rpc.runs.claim, { run_id: run.id, runner_id: 'runner-d', claim_id: newClaimId() }),
     );
@@ -134,6 +157,23 @@ describe('run lifecycle', () => {
     ).toBe('not_found');
   });
 
+  it('lets the next claim take a run at once when its holder hands it back, and only its holder may', async () => {
+    const { run, attempt, claim_id } = await runningRun(h.nc);
+    const release = (claim: string) => request(h.nc, rpc.runs.release, { run_id: run.id, attempt, claim_id: claim });
+    expect((await failure(release(newClaimId()))).code).toBe('already_settled');
+    const held = await failure(
+      request(h.nc, rpc.runs.claim, { run_id: run.id, runner_id: 'runner-b', claim_id: newClaimId() }),
+    );
+    expect(held.code).toBe('unavailable');
+
+    expect(await release(claim_id)).toEqual({ released: true });
+    // A poll of the holder still in flight does not take the lease back.
+    await request(h.nc, rpc.runs.attemptState, { run_id: run.id, attempt, claim_id });
+    const next = await request(h.nc, rpc.runs.claim, { run_id: run.id, runner_id: 'runner-b', claim_id: newClaimId() });
+    expect(next).toMatchObject({ attempt: 1, run: { status: 'running', attempt: 1 } });
+    expect((await failure(release(claim_id))).code).toBe('already_settled');
+  });
+
   it('gives a retried claim the attempt its first try made, applied or still under way', async () => {
     // Retried after the first try was applied (its answer lost): the same attempt, nothing burnt.
     const { run } = await admit();
@@ -144,7 +184,8 @@ describe('run lifecycle', () => {
     expect(retry.run).toMatchObject({ status: 'starting', attempt: 0 });
     await request(h.nc, rpc.runs.transition, { run_id: run.id, attempt: 0, claim_id: claim.claim_id, to: 'running' });
     expect(await request(h.nc, rpc.runs.claim, claim)).toMatchObject({ attempt: 0, run: { status: 'running' } });
-    // A different claim (a redelivery to another runner) still takes the next attempt over.
+    // A different claim (a redelivery to another runner, its holder silent) takes the next attempt over.
+    await silence(h, run.id);
     const other = await request(h.nc, rpc.runs.claim, {
       run_id: run.id,
       runner_id: 'runner-b',
@@ -182,7 +223,8 @@ describe('run lifecycle', () => {
       // two runners never hold the same attempt.
       expect(new Set(won.map((c) => c.attempt)).size).toBe(won.length);
       for (const o of outcomes) {
-        if (o.status === 'rejected') expect(o.reason).toMatchObject({ code: 'already_settled' });
+        // Lost the attempt, or found it held by the winner's live lease.
+        if (o.status === 'rejected') expect(['already_settled', 'unavailable']).toContain(o.reason.code);
       }
       // Whichever attempt the run shows is held by one of the winners, and only that one can move
       // it: every other winner is fenced at its first move. (On MongoDB that is always the latest
@@ -207,6 +249,7 @@ describe('run lifecycle', () => {
 
   it('fences a runner whose attempt was taken over out of moves and appends', async () => {
     const { run, claim_id } = await runningRun(h.nc);
+    await silence(h, run.id);
     const takeoverClaim = newClaimId();
     const takeover = await request(h.nc, rpc.runs.claim, {
       run_id: run.id,
@@ -312,6 +355,13 @@ describe('run lifecycle', () => {
   it('finishes a cancellation whose runner went away when its job comes back', async () => {
     const { run, owner } = await runningRun(h.nc);
     await request(h.nc, rpc.runs.cancel, { owner_id: owner, run_id: run.id });
+    // A claim while the runner is still heard from leaves the cancellation to it.
+    const held = await failure(
+      request(h.nc, rpc.runs.claim, { run_id: run.id, runner_id: 'runner-b', claim_id: newClaimId() }),
+    );
+    expect(held.code).toBe('unavailable');
+    expect(await getRun(h, run.id)).toMatchObject({ status: 'cancelling', terminal: false });
+    await silence(h, run.id);
     const err = await failure(
       request(h.nc, rpc.runs.claim, { run_id: run.id, runner_id: 'runner-b', claim_id: newClaimId() }),
     );
@@ -450,6 +500,8 @@ describe('run lifecycle', () => {
     for (let i = 0; i < 20; i++) {
       const { run, owner, attempt, claim_id } = await runningRun(h.nc);
       await request(h.nc, rpc.runs.cancel, { owner_id: owner, run_id: run.id });
+      // The job comes back because the runner fell silent, and then it speaks up again.
+      await silence(h, run.id);
       const [completed, cancelled, claim] = await Promise.allSettled([
         request(h.nc, rpc.runs.transition, { run_id: run.id, attempt, claim_id, to: 'completed' }),
         request(h.nc, rpc.runs.transition, { run_id: run.id, attempt, claim_id, to: 'cancelled' }),

@@ -28,10 +28,18 @@ export async function call<E extends RpcEndpoint>(
     try {
       return await request(nc, endpoint, payload);
     } catch (err) {
-      if (!isAppError(err) || !err.retryable || Date.now() > deadline) throw err;
+      // An answer that says when to try again (a claim of a run another runner's lease holds) is the
+      // caller's to schedule: a few quick retries here could not outlast it.
+      if (!isAppError(err) || !err.retryable || retryAfterMs(err) !== null || Date.now() > deadline) throw err;
       await sleep(Math.min(2_000, 100 * 2 ** attempt));
     }
   }
+}
+
+/** How long an error says to wait before trying again (`details.retry_after_ms`); null when it does not. */
+export function retryAfterMs(err: unknown): number | null {
+  const ms = isAppError(err) ? err.details?.retry_after_ms : undefined;
+  return typeof ms === 'number' && Number.isFinite(ms) && ms >= 0 ? ms : null;
 }
 
 /** One attempt of a run, as its claim made it: what the runner reads the run by. */

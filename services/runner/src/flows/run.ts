@@ -54,7 +54,15 @@ import {
   type SandboxRepo,
   type DiskUsage,
 } from '../sandbox/provider.js';
-import { attemptHolds, call, publishAttested, readAttempt, type AttemptRef, type DomainEventDef } from './calls.js';
+import {
+  attemptHolds,
+  call,
+  publishAttested,
+  readAttempt,
+  retryAfterMs,
+  type AttemptRef,
+  type DomainEventDef,
+} from './calls.js';
 import { EventSink } from './event-sink.js';
 
 let sandboxStartHistogram: Histogram | undefined;
@@ -95,6 +103,10 @@ export const MODEL_NOT_CONFIGURED: RunError = {
   message:
     'Set MODEL_BASE_URL (an OpenAI-compatible Responses endpoint) and MODEL_API_KEY, or start with THREADWORK_DEMO=1',
 };
+
+/** Bounds of the delay a job is handed back with while another runner's lease holds its run. */
+const MIN_HELD_NAK_MS = 500;
+const MAX_HELD_NAK_MS = 60_000;
 
 /** Grace between interrupting a turn and killing its process. */
 const INTERRUPT_GRACE_MS = 10_000;
@@ -140,16 +152,34 @@ export async function executeJob(
       log.info({ reason: err.message }, 'job dropped: the run is over');
       return { kind: 'ack' };
     }
+    const heldFor = retryAfterMs(err);
+    if (heldFor !== null) {
+      // Another runner holds the run and was heard from within its lease: alive, however JetStream
+      // came to redeliver its job. Handed back, the job comes again once the lease may have run out,
+      // and is claimed then if the holder stayed silent (or found done if it finished).
+      log.info({ retry_after_ms: heldFor }, 'job handed back: the run is held by a live runner');
+      return { kind: 'nak', delayMs: Math.min(MAX_HELD_NAK_MS, Math.max(MIN_HELD_NAK_MS, heldFor + 250)) };
+    }
     if (isAppError(err) && err.retryable) return { kind: 'nak', delayMs: 5_000 };
     throw err;
   }
   const execution = new RunExecution(deps, claim.job, claim.attempt, claimId, claim.run.status, log);
   track(execution);
+  let result: JobResult;
   try {
-    return await execution.execute();
+    result = await execution.execute();
   } finally {
     track(null);
   }
+  // Handed back (a stop, or the runs service out of reach): the lease ends here so the job's next
+  // runner claims the run at once. Best effort: unreleased, the lease runs out by itself.
+  if (result.kind === 'nak') {
+    const ref = { run_id: job.run_id, attempt: claim.attempt, claim_id: claimId };
+    await call(deps.nc, rpc.runs.release, ref, 2_000).catch((err: unknown) =>
+      log.info({ err }, 'the run was not released; the next runner claims it once its lease ran out'),
+    );
+  }
+  return result;
 }
 
 class RunExecution implements LiveRun {
@@ -476,9 +506,11 @@ class RunExecution implements LiveRun {
 
   /** Signals are core NATS and can be missed; the run's state in the runs service cannot. */
   private async pollRun(): Promise<void> {
-    if (this.stopReason || this.turnEnded) return;
+    // Polled for the whole of the job, also once the turn ended or a stop began: each poll renews
+    // this runner's lease on the run, which keeps any other claim from taking it over meanwhile.
     try {
       const run = await readAttempt(this.deps.nc, this.attemptRef(), 0);
+      if (this.stopReason || this.turnEnded) return;
       if (run.attempt !== this.attempt || run.terminal) this.stop('fenced');
       else if (run.status === 'cancelling') this.stop('cancel');
     } catch (err) {

@@ -53,28 +53,50 @@ describe('run state machine', () => {
 });
 
 describe('claims', () => {
+  const now = new Date('2026-01-01T00:01:00Z');
+  const lease = { leaseMs: 30_000, now };
+  /** Attempt `attempt`, its holder last heard from `agoMs` before now. */
+  const last = (attempt: number, agoMs = 60_000) => ({ attempt, heardAt: new Date(now.getTime() - agoMs) });
+
   it('takes attempt 0 of a queued run that was never claimed', () => {
-    expect(decideClaim('queued', null, 3)).toEqual({ kind: 'claim', attempt: 0, first: true });
+    expect(decideClaim('queued', null, 3, lease)).toEqual({ kind: 'claim', attempt: 0, first: true });
   });
 
-  it('takes the next attempt of a run a runner already holds (a redelivered job)', () => {
+  it('takes the next attempt of a run whose holder went silent for a lease (a redelivered job)', () => {
     for (const status of ['starting', 'running', 'waiting_for_input'] as const) {
-      expect(decideClaim(status, 0, 3)).toEqual({ kind: 'claim', attempt: 1, first: false });
-      expect(decideClaim(status, 1, 3)).toEqual({ kind: 'claim', attempt: 2, first: false });
+      expect(decideClaim(status, last(0), 3, lease)).toEqual({ kind: 'claim', attempt: 1, first: false });
+      expect(decideClaim(status, last(1, 30_000), 3, lease)).toEqual({ kind: 'claim', attempt: 2, first: false });
     }
   });
 
+  it('refuses to take a run from a holder heard from within its lease, saying when to try again', () => {
+    for (const status of ['starting', 'running', 'waiting_for_input', 'cancelling'] as const) {
+      expect(decideClaim(status, last(0, 0), 3, lease)).toEqual({ kind: 'held', retryAfterMs: 30_000 });
+      expect(decideClaim(status, last(1, 29_000), 3, lease)).toEqual({ kind: 'held', retryAfterMs: 1_000 });
+    }
+    // Not even to fail it: a live holder's run never runs out of attempts to a claim.
+    expect(decideClaim('running', last(2, 1_000), 3, lease).kind).toBe('held');
+  });
+
+  it('takes a run its holder handed back at once', () => {
+    expect(decideClaim('running', { attempt: 0, heardAt: null }, 3, lease)).toEqual({
+      kind: 'claim',
+      attempt: 1,
+      first: false,
+    });
+  });
+
   it('continues after an attempt that was recorded while the run still reads queued', () => {
-    expect(decideClaim('queued', 0, 3)).toEqual({ kind: 'claim', attempt: 1, first: true });
+    expect(decideClaim('queued', last(0, 0), 3, lease)).toEqual({ kind: 'claim', attempt: 1, first: true });
   });
 
   it('gives up once every attempt is spent', () => {
-    expect(decideClaim('running', 2, 3)).toEqual({ kind: 'exhausted', attempts: 3 });
-    expect(decideClaim('starting', 0, 1)).toEqual({ kind: 'exhausted', attempts: 1 });
+    expect(decideClaim('running', last(2), 3, lease)).toEqual({ kind: 'exhausted', attempts: 3 });
+    expect(decideClaim('starting', last(0), 1, lease)).toEqual({ kind: 'exhausted', attempts: 1 });
   });
 
   it('finishes a cancellation whose runner went away, and refuses terminal runs', () => {
-    expect(decideClaim('cancelling', 0, 3)).toEqual({ kind: 'finish_cancel' });
-    for (const status of TERMINAL_RUN_STATUSES) expect(decideClaim(status, 0, 3).kind).toBe('refuse');
+    expect(decideClaim('cancelling', last(0), 3, lease)).toEqual({ kind: 'finish_cancel' });
+    for (const status of TERMINAL_RUN_STATUSES) expect(decideClaim(status, last(0, 0), 3, lease).kind).toBe('refuse');
   });
 });

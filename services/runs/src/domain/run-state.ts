@@ -63,18 +63,43 @@ export type ClaimDecision =
    */
   | { kind: 'finish_cancel' }
   /** Terminal: the job is stale, the runner drops it. */
-  | { kind: 'refuse'; message: string };
+  | { kind: 'refuse'; message: string }
+  /**
+   * Another runner holds the run and was heard from within its lease: it is alive, and the claim is
+   * refused (retryable) until `retryAfterMs` has passed without word from it.
+   */
+  | { kind: 'held'; retryAfterMs: number };
 
 /**
- * What a runner's claim on a run means. Attempts count from 0. `lastClaimed` is the highest
- * attempt ever claimed (null when none): the next claim takes the one after it, so a job
- * redelivered after a runner died fences that runner out by moving to a new attempt, and two
- * runners racing for the same job race for the same attempt number (decided by a unique insert).
+ * The last claimed attempt of a run: its number and when its holder was last heard from (null: the
+ * holder handed the run back, and holds it no longer).
  */
-export function decideClaim(status: RunStatus, lastClaimed: number | null, maxAttempts: number): ClaimDecision {
+export interface LastClaim {
+  attempt: number;
+  heardAt: Date | null;
+}
+
+/**
+ * What a runner's claim on a run means. Attempts count from 0. `last` is the highest attempt ever
+ * claimed (null when none): the next claim takes the one after it, so a job redelivered after a
+ * runner died fences that runner out by moving to a new attempt, and two runners racing for the
+ * same job race for the same attempt number (decided by a unique insert). A run held by a runner
+ * heard from less than `leaseMs` before `now` is not taken from it — neither taken over, nor
+ * cancelled or failed in its stead — so a claim can only take a run whose holder went silent.
+ */
+export function decideClaim(
+  status: RunStatus,
+  last: LastClaim | null,
+  maxAttempts: number,
+  lease: { leaseMs: number; now: Date },
+): ClaimDecision {
   if (isTerminal(status)) return { kind: 'refuse', message: `run is ${status}` };
+  if (last !== null && last.heardAt !== null && isHeldByRunner(status)) {
+    const left = last.heardAt.getTime() + lease.leaseMs - lease.now.getTime();
+    if (left > 0) return { kind: 'held', retryAfterMs: left };
+  }
   if (status === 'cancelling') return { kind: 'finish_cancel' };
-  const attempt = lastClaimed === null ? 0 : lastClaimed + 1;
+  const attempt = last === null ? 0 : last.attempt + 1;
   if (attempt >= maxAttempts) return { kind: 'exhausted', attempts: attempt };
   return { kind: 'claim', attempt, first: status === 'queued' };
 }

@@ -7,9 +7,11 @@ import type {
   AttemptStateRequest,
   ClaimRequest,
   HolderResponse,
+  ReleaseRequest,
   RunJob,
   TransitionRequest,
 } from '@threadwork/contracts';
+import { leaseMs } from '../config.js';
 import { decideClaim, isHeldByRunner, isTerminal, transition } from '../domain/run-state.js';
 import { toJob, type RunDoc } from '../store/runs.js';
 import { loadRun, staleAttempt, type RunsContext } from './context.js';
@@ -32,9 +34,12 @@ const claimHash = (claimId: string) => createHash('sha256').update(claimId).dige
  * same attempt number, and the unique insert into run_attempts picks one; the others get
  * `already_settled` and must not run the job. A redelivered job (its runner died) claims the
  * attempt after the last one, which fences the old runner out; past RUN_MAX_ATTEMPTS the run
- * fails with `runner_lost` instead. A refusal says in `details.terminal` whether the run is over,
- * so the refused runner knows whether its job is done with or another claim's, without a read of
- * the run for an owner.
+ * fails with `runner_lost` instead. Neither happens while the holder's lease lasts (it was heard
+ * from within RUN_LEASE_MS): such a claim is refused `unavailable` with `details.retry_after_ms`,
+ * so a runner key cannot take a live run from its runner, and a redelivered job waits for it. A
+ * refusal `already_settled` says in `details.terminal` whether the run is over, so the refused
+ * runner knows whether its job is done with or another claim's, without a read of the run for an
+ * owner.
  */
 export async function claimRun(
   ctx: RunsContext,
@@ -68,11 +73,24 @@ async function claimAttempt(
     }
     return adoptAttempt(ctx, run, mine.attempt, req.runner_id);
   }
-  const decision = decideClaim(run.status, last?.attempt ?? null, ctx.config.RUN_MAX_ATTEMPTS);
+  const decision = decideClaim(
+    run.status,
+    last ? { attempt: last.attempt, heardAt: last.released_at ? null : (last.heard_at ?? last.at) } : null,
+    ctx.config.RUN_MAX_ATTEMPTS,
+    { leaseMs: leaseMs(ctx.config), now: new Date() },
+  );
 
   switch (decision.kind) {
     case 'refuse':
       throw settled(decision.message);
+    case 'held':
+      ctx.logger.warn(
+        { run_id: run._id, runner_id: req.runner_id, holder_runner_id: last?.runner_id, attempt: last?.attempt },
+        'refused a claim: the run is held by a runner whose lease has not run out',
+      );
+      throw new AppError('unavailable', `run ${run._id} is held by a live runner; try again once its lease ran out`, {
+        details: { retry_after_ms: decision.retryAfterMs },
+      });
     case 'finish_cancel': {
       const done = await finishRun(ctx, run, 'cancelled');
       throw settled(`run was cancelling when its runner went away; it is now ${done.status}`);
@@ -120,7 +138,14 @@ export async function fencedRun(ctx: RunsContext, runId: string, attempt: number
     throw settled(`attempt ${attempt} of run ${run._id} is not held by this claim`);
   }
   if (run.attempt !== attempt) throw staleAttempt(run, attempt);
+  if (!run.terminal) await heardFrom(ctx, run._id, attempt);
   return run;
+}
+
+/** The holder of `attempt` spoke: its lease runs again from now (written every quarter lease). */
+function heardFrom(ctx: RunsContext, runId: string, attempt: number): Promise<void> {
+  const lease = leaseMs(ctx.config);
+  return ctx.store.hear(runId, attempt, new Date(), Math.floor(lease / 4));
 }
 
 /**
@@ -135,12 +160,15 @@ export async function holdingRun(ctx: RunsContext, runId: string, claimId: strin
   if (run.terminal || run.status === 'queued' || attempt?.claim_sha256 !== claimHash(claimId)) {
     throw settled(`run ${run._id} is not held by this claim`);
   }
+  await heardFrom(ctx, run._id, run.attempt);
   return run;
 }
 
 /**
  * Where a run stands, for the claim that made attempt `attempt` of it (the runner's poll, and its
  * look before it acts on a sandbox): a run it did not claim is `not_found`, logged with the run id.
+ * The poll of the current attempt renews its lease: the runner polls for the whole of a job, also
+ * while a question waits for its answer and between moves.
  */
 export async function attemptState(
   ctx: RunsContext,
@@ -148,6 +176,7 @@ export async function attemptState(
 ): Promise<z.input<typeof AttemptState>> {
   const run = await ctx.store.runs.findOne({ _id: req.run_id });
   if (run && (await ctx.store.claimOf(run._id, req.attempt)) === claimHash(req.claim_id)) {
+    if (run.attempt === req.attempt && !run.terminal) await heardFrom(ctx, run._id, req.attempt);
     return { status: run.status, attempt: run.attempt, terminal: run.terminal };
   }
   if (run)
@@ -156,6 +185,21 @@ export async function attemptState(
       'refused a run read: its claim did not make this attempt',
     );
   throw notFound('run');
+}
+
+/**
+ * The holder hands its run back (it naks the job): its lease ends now, so the job's next runner
+ * need not wait it out. Marked apart from `heard_at`, which a poll still in flight may write after.
+ */
+export async function releaseRun(
+  ctx: RunsContext,
+  req: z.output<typeof ReleaseRequest>,
+): Promise<{ released: boolean }> {
+  const run = await fencedRun(ctx, req.run_id, req.attempt, req.claim_id);
+  if (run.terminal) return { released: false };
+  await ctx.store.attempts.updateOne({ _id: `${run._id}:${req.attempt}` }, { $set: { released_at: new Date() } });
+  ctx.logger.info({ run_id: run._id, attempt: req.attempt }, 'the holder handed the run back');
+  return { released: true };
 }
 
 /** What the holder of a live run may be given access to: its owner's repositories of the run. */

@@ -10,7 +10,15 @@ import {
   listInteractions,
   readSettlement,
 } from '../flows/interactions.js';
-import { appendEvents, attemptState, claimRun, describeHolder, holdingRun, transitionRun } from '../flows/runner.js';
+import {
+  appendEvents,
+  attemptState,
+  claimRun,
+  describeHolder,
+  holdingRun,
+  releaseRun,
+  transitionRun,
+} from '../flows/runner.js';
 import { cancelRun, eventsPage, getRuns, liveCount, liveRun } from '../flows/runs.js';
 import { toInteraction } from '../store/interactions.js';
 import { toRun } from '../store/runs.js';
@@ -79,6 +87,7 @@ export function runsRoutes(ctx: RunsContext): RpcRoute[] {
     ),
     route(rpc.runs.holder, (req) => mongoCall(() => describeHolder(ctx, req.run_id, req.claim_id))),
     route(rpc.runs.attemptState, (req) => mongoCall(() => attemptState(ctx, req))),
+    route(rpc.runs.release, (req) => mongoCall(() => releaseRun(ctx, req))),
     route(rpc.runs.attest, (req) =>
       mongoCall(async () => {
         await attestEvent(ctx, req);

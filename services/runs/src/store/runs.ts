@@ -89,6 +89,14 @@ export interface AttemptDoc {
   /** SHA-256 (hex) of the runner's claim id: its retries find the attempt, its holder proves itself. */
   claim_sha256?: string;
   at: Date;
+  /**
+   * When the holder was last heard from (its claim, moves, appends, polls), written at most every
+   * quarter lease; absent: `at`. A claim of a run whose holder's lease has not run out is refused.
+   * The only field of an attempt that changes: a lost write of it only shortens the lease.
+   */
+  heard_at?: Date;
+  /** Set when the holder handed the run back: its lease is over, whatever `heard_at` says. */
+  released_at?: Date;
 }
 
 /**
@@ -131,6 +139,12 @@ export interface RunStore {
    * made it (none yet, or the unclaimed-run sweep took it). Asked on every move and append.
    */
   claimOf(runId: string, attempt: number): Promise<string | null>;
+  /**
+   * Notes that the holder of attempt `attempt` of a run was heard from `at`, renewing its lease. The
+   * write is spared when this replica wrote it less than `everyMs` before: a busy run's appends and
+   * polls cost no write each.
+   */
+  hear(runId: string, attempt: number, at: Date, everyMs: number): Promise<void>;
   ensureIndexes(): Promise<void>;
 }
 
@@ -152,6 +166,7 @@ export function createRunStore(db: Db): RunStore {
   const attestations = db.collection<AttestationDoc>('run_attestations');
 
   const claims = new Map<string, string>();
+  const heard = new Map<string, number>();
   return {
     runs,
     slots,
@@ -169,6 +184,16 @@ export function createRunStore(db: Db): RunStore {
       if (claims.size >= CLAIMS_REMEMBERED) claims.delete(claims.keys().next().value as string);
       claims.set(id, doc.claim_sha256);
       return doc.claim_sha256;
+    },
+    async hear(runId, attempt, at, everyMs) {
+      const id = `${runId}:${attempt}`;
+      const last = heard.get(id);
+      if (last !== undefined && at.getTime() - last < everyMs) return;
+      // Not a decision, only a time: two replicas writing it at once both write a fresh one.
+      await attempts.updateOne({ _id: id }, { $set: { heard_at: at } });
+      heard.delete(id);
+      if (heard.size >= CLAIMS_REMEMBERED) heard.delete(heard.keys().next().value as string);
+      heard.set(id, at.getTime());
     },
     async ensureIndexes() {
       // run_terminals, run_cancels and run_admissions are read and decided by `_id` only (run id):
