@@ -519,7 +519,8 @@ describe('repohost GitHub App provider', () => {
     expect(await refusal({ ...held, repository_ids: [gadgets.id] })).toBe('invalid_request');
     const missing = { run_id: 'run_missing', claim_id: held.claim_id, repository_ids: [widgets.id] };
     expect(await refusal(missing)).toBe('not_found');
-    // Once a newer attempt claims the run, the older claim gets nothing more.
+    // Once a newer attempt claims the run (its runner handed it back), the older claim gets nothing more.
+    await request(nc, rpc.runs.release, { run_id: held.run_id, attempt: 0, claim_id: held.claim_id });
     await request(nc, rpc.runs.claim, { run_id: held.run_id, runner_id: 'runner-next', claim_id: newClaimId() });
     expect(await refusal({ ...held, repository_ids: [widgets.id] })).toBe('already_settled');
   });
