@@ -94,37 +94,6 @@ describe('an agent planning ahead, and flooding its gates', () => {
     for (const line of lines) expect(line).toMatch(/^Seccomp_filters:\s+2$/);
   });
 
-  it('gets no MCP server of its own started by the harness’s next start, from the config it leaves in the harness’s home', async () => {
-    // The harness's home is writable from the agent's commands; Codex would start an MCP server
-    // configured there itself, beside the harness and past every sweep of what the agent left running.
-    commands.set(
-      'mcp',
-      [
-        'cat >> "$CODEX_HOME/config.toml" <<EOF',
-        '[mcp_servers.planted]',
-        'command = "/bin/sh"',
-        'args = ["-c", "touch $PWD/mcp-started; sleep 600"]',
-        'EOF',
-        'cat "$CODEX_HOME/config.toml"',
-      ].join('\n'),
-    );
-    commands.set('again', 'echo again');
-    const repo = uniqueId('mcp');
-    const repositoryId = await cluster.addRepo(user, repo);
-    const thread = await createThread(cluster, user, { repository_id: repositoryId, prompt: 'RUN mcp' });
-    const first = await waitForTerminal(cluster, user, thread.run_id, 120_000);
-    expect(first.status, JSON.stringify(first.error)).toBe('completed');
-    const sandbox = join(cluster.sandboxRoot, thread.id);
-    const planted = cluster.fake!.requests.filter((r) => r.lastUserText === 'RUN mcp').flatMap((r) => r.toolOutputsSinceLastUser);
-    expect(JSON.stringify(planted)).toContain('mcp_servers.planted');
-    await waitFor('the idle harness to be stopped', () => processesMatching(sandbox).length === 0, 60_000);
-
-    const second = await waitForTerminal(cluster, user, await send(thread.id, 'RUN again'), 120_000);
-    expect(second.status, JSON.stringify(second.error)).toBe('completed');
-    expect(existsSync(join(sandbox, repo, 'mcp-started'))).toBe(false);
-    expect(processesMatching('mcp-started')).toEqual([]);
-  });
-
   it('has its refused connections reported up to a bound per turn, then counted', async () => {
     commands.set(
       'flood',
