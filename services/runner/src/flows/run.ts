@@ -292,11 +292,9 @@ class RunExecution implements LiveRun {
         const stopped =
           this.stopReason === 'cancel' || this.stopReason === 'timeout' || this.stopReason === 'disk_full';
         if (this.isFenced || stopped) await this.deps.sessions.discard(job.thread_id, this.session);
-        else {
-          // Kept warm for the thread's next run, and nothing else: what the agent left running goes.
-          await this.stopLeftovers(this.session);
-          this.deps.sessions.release(job.thread_id, this.session);
-        }
+        // Kept warm for the thread's next run, and nothing else: what the agent left running goes
+        // (or, when that could not be made sure of, the jail and the harness with it).
+        else if (await this.stopLeftovers(this.session)) this.deps.sessions.release(job.thread_id, this.session);
       }
     }
   }
@@ -821,15 +819,30 @@ class RunExecution implements LiveRun {
     }
   }
 
-  /** Kills what the agent left running in its jail, keeping the harness; logs what it killed. */
-  private async stopLeftovers(session: HarnessSession): Promise<void> {
-    const leftovers = await session.stopLeftovers().catch((err: unknown) => {
+  /**
+   * Kills what the agent left running in its jail, keeping the harness; logs what it killed. A sweep
+   * that did not settle (or failed) may have missed a process, which would go on beside the runner's
+   * own git over the workspace and into the thread's next run: then the session is discarded, which
+   * kills the jail whole (its pid namespace, every process in it). True when the harness was kept.
+   */
+  private async stopLeftovers(session: HarnessSession): Promise<boolean> {
+    const sweep = await session.stopLeftovers().catch((err: unknown) => {
       this.log.warn({ err }, 'the processes the agent left running could not be listed');
-      return [];
+      return { processes: [], settled: false };
     });
-    if (leftovers.length > 0) {
-      this.log.warn({ processes: leftovers.map((p) => p.slice(0, 200)) }, 'stopped processes the agent left running');
+    const processes = sweep.processes.map((p) => p.slice(0, 200));
+    if (processes.length > 0) this.log.warn({ processes }, 'stopped processes the agent left running');
+    if (sweep.settled && session.alive) return true;
+    if (!session.alive) {
+      await this.deps.sessions.discard(this.job.thread_id, session);
+      return false;
     }
+    this.log.error(
+      { processes },
+      'the processes the agent left running could not all be stopped one by one; killing its jail and the harness',
+    );
+    await this.deps.sessions.discard(this.job.thread_id, session);
+    return false;
   }
 
   private overrun(): DiskOverrun {

@@ -1,4 +1,5 @@
 import type { CollaborationMode, Question, RunError, RunEventChunk, RunUsage } from '@threadwork/contracts';
+import type { Sweep } from './processes.js';
 
 // What the runner needs of an agent harness, in the neutral vocabulary of the run events: start a
 // session in a sandbox (or resume one), run a turn, steer it, interrupt it, answer its questions.
@@ -56,9 +57,11 @@ export interface HarnessSession {
   stop(): Promise<void>;
   /**
    * Kills every process the agent left running (background jobs, `setsid` daemons, the harness's
-   * idle shells), keeping the harness itself warm for the thread's next run; answers what it killed.
+   * idle shells), keeping the harness itself warm for the thread's next run; answers what it killed
+   * and whether the sweep settled. One that did not may have missed a process (one that forks and
+   * exits faster than it looks): the session must then be stopped whole, jail and all.
    */
-  stopLeftovers(): Promise<string[]>;
+  stopLeftovers(): Promise<Sweep>;
 }
 
 export interface SessionOptions {

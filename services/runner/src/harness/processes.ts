@@ -113,29 +113,138 @@ export function signalSame(target: ProcessIdentity, sig: NodeJS.Signals): boolea
   return true;
 }
 
+/** What a sweep stopped, and whether it settled: false when the jail must be killed whole instead. */
+export interface Sweep {
+  /** The command lines of the processes it killed. */
+  processes: string[];
+  /**
+   * Whether, once it was over, repeated looks found nothing below `root` but the kept processes.
+   * False when new processes were still appearing at the round cap, a killed one did not go, or a
+   * look after the kill still found one: a process that forks and exits at once can stay ahead of
+   * every look, and one the sweep missed must not go on beside the runner's own work.
+   */
+  settled: boolean;
+}
+
+/** Looks in a row that must find nothing but the kept processes before a sweep counts as settled. */
+const QUIET_LOOKS = 5;
+/** How long the frozen processes may take to stop, and the killed ones to go, before the sweep counts as unsettled. */
+const SETTLE_WAIT_MS = 5_000;
+
 /**
  * Stops every process below `root` but the `kept` ones (and those between `root` and them), and
- * returns what they ran. Each found is frozen (SIGSTOP) before the next look, so a process that
- * forks and exits, or starts another as it goes, cannot stay ahead of the sweep; once a look finds
- * no new one, all are killed. Only exact identities are kept: no name or command line, which the
- * agent could take on, spares a process.
+ * answers what they ran and whether that settled. Each found is frozen (SIGSTOP) before the next
+ * look, so a process that forks and exits, or starts another as it goes, cannot stay ahead of the
+ * sweep; once a look finds no new one, all are killed. Only exact identities are kept: no name or
+ * command line, which the agent could take on, spares a process.
+ *
+ * A look lists /proc, then reads each process found: a process that forks and exits at once is gone
+ * by the time it is read, and its child was not there to be listed, so a look can find nothing while
+ * such a chain goes on. In a jail, its pid namespace's `init` (one of the kept) is therefore stopped
+ * for the sweep: the processes that exit below it then stay as zombies, unreaped, and every look
+ * sees the chain. A look counts as quiet only when it lists the same processes as the one before
+ * and each of them is kept, frozen and stopped, or exited; without an init to stop (no jail) a
+ * chain escapes to the machine's init anyway.
  */
-export function stopAllBut(root: number, kept: readonly ProcessIdentity[], maxRounds = 200): string[] {
+export async function stopAllBut(
+  root: number,
+  kept: readonly ProcessIdentity[],
+  init: ProcessIdentity | null = null,
+  maxRounds = 200,
+): Promise<Sweep> {
   const keep = (pid: number) => kept.some((k) => k.pid === pid && startTime(pid) === k.started);
   const frozen: ProcessIdentity[] = [];
   const lines: string[] = [];
-  for (let round = 0; round < maxRounds; round++) {
-    const found = identities(besides(root, keep).filter((pid) => !frozen.some((f) => f.pid === pid)));
-    if (found.length === 0) break;
-    for (const target of found) {
-      if (!signalSame(target, 'SIGSTOP')) continue;
-      frozen.push(target);
-      lines.push(commandLine(target.pid) ?? String(target.pid));
+  const isFrozen = (pid: number) => frozen.some((f) => f.pid === pid && startTime(pid) === f.started);
+  let quiet = false;
+  if (init) signalSame(init, 'SIGSTOP');
+  try {
+    let before = '';
+    for (let round = 0; round < maxRounds && !quiet; round++) {
+      const listed = besides(root, keep);
+      const found = identities(listed.filter((pid) => !isFrozen(pid)));
+      for (const target of found) {
+        if (!signalSame(target, 'SIGSTOP')) continue;
+        frozen.push(target);
+        lines.push(commandLine(target.pid) ?? String(target.pid));
+      }
+      const now = [...listed].sort((a, b) => a - b).join(',');
+      if (found.length === 0 && now === before) {
+        // A stop takes effect when the process is next scheduled: one frozen in the middle of a
+        // fork may still make a child, which the next look finds.
+        if (!(await untilStopped(frozen))) break;
+        quiet = now === [...besides(root, keep)].sort((a, b) => a - b).join(',');
+      }
+      before = now;
+    }
+    // By identity: a frozen process can still be killed by another (of the agent's) before this.
+    for (const target of frozen) signalSame(target, 'SIGKILL');
+  } finally {
+    if (init) signalSame(init, 'SIGCONT');
+  }
+  const processes = lines.filter((line) => line !== '');
+  if (!quiet) return { processes, settled: false };
+  const deadline = Date.now() + SETTLE_WAIT_MS;
+  while (frozen.some((f) => startTime(f.pid) === f.started)) {
+    if (Date.now() > deadline) return { processes, settled: false };
+    await pause(10);
+  }
+  // Nothing but the kept, in several looks apart.
+  for (let look = 0; look < QUIET_LOOKS; look++) {
+    if (besides(root, keep).some((pid) => startTime(pid) !== null)) return { processes, settled: false };
+    await pause(5);
+  }
+  return { processes, settled: true };
+}
+
+/** Until every frozen process is stopped or has exited; false when one still runs after SETTLE_WAIT_MS. */
+async function untilStopped(frozen: readonly ProcessIdentity[]): Promise<boolean> {
+  const deadline = Date.now() + SETTLE_WAIT_MS;
+  while (frozen.some((f) => !stoppedOrGone(f))) {
+    if (Date.now() > deadline) return false;
+    await pause(5);
+  }
+  return true;
+}
+
+function stoppedOrGone(target: ProcessIdentity): boolean {
+  if (startTime(target.pid) !== target.started) return true;
+  const state = statFields(target.pid)?.[0];
+  return state === undefined || state === 'T' || state === 't';
+}
+
+const pause = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+
+/**
+ * The init of the pid namespace `pid` is in, when that is not the machine's: the process there
+ * with pid 1 (`NSpid` of `/proc/<pid>/status` ends in 1), looked for among `pid` and what is below it.
+ */
+export function namespaceInit(candidates: readonly ProcessIdentity[]): ProcessIdentity | null {
+  for (const candidate of candidates) {
+    try {
+      const status = readFileSync(`/proc/${candidate.pid}/status`, 'utf8');
+      const ids = /^NSpid:\s+(.*)$/m.exec(status)?.[1]?.trim().split(/\s+/) ?? [];
+      if (ids.length > 1 && ids[ids.length - 1] === '1') return candidate;
+    } catch {
+      // Gone.
     }
   }
-  // By identity: a frozen process can still be killed by another (of the agent's) before this.
-  for (const target of frozen) signalSame(target, 'SIGKILL');
-  return lines.filter((line) => line !== '');
+  return null;
+}
+
+/**
+ * Kills a jail whole: its pid namespace's init, after which the kernel kills every process left in
+ * the namespace and the init is reaped only once they are all gone. Waits (up to `timeoutMs`) for
+ * that; true once it is so.
+ */
+export async function killNamespace(init: ProcessIdentity, timeoutMs = 10_000): Promise<boolean> {
+  signalSame(init, 'SIGKILL');
+  const deadline = Date.now() + timeoutMs;
+  while (startTime(init.pid) === init.started) {
+    if (Date.now() > deadline) return false;
+    await pause(10);
+  }
+  return true;
 }
 
 /**

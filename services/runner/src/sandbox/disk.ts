@@ -20,7 +20,9 @@ import { descendants, signal, startTime } from '../harness/processes.js';
 //   run treats as past the bound: an agent that could make the measure fail would have no bound.
 // - While it runs, the jail is frozen (SIGSTOP on each of its processes, swept until no new one
 //   appears, then SIGCONT on exactly those): a tree renamed under the walk, or files made and
-//   removed as it goes, would otherwise be missed or make it fail at random.
+//   removed as it goes, would otherwise be missed or make it fail at random. A freeze that does not
+//   settle (processes still appearing after its last look, one that does not stop) is a failed
+//   measurement: a chain of processes that fork and exit could otherwise stay ahead of it.
 // - Files unlinked while open, or mapped and unlinked, take space that no walk sees until their
 //   last holder goes: each process of the jail is looked at (`/proc/<pid>/fd`, `/proc/<pid>/map_files`)
 //   and every file there with no link left, on the sandbox's filesystem, counts once (by inode).
@@ -61,10 +63,8 @@ export async function measureDisk(dir: string, jailRoot?: number): Promise<DiskU
   try {
     const bytes = await du(dir, ['-B1']);
     const inodes = await du(dir, ['--inodes']);
-    const held = heldUnlinked(
-      statSync(dir).dev,
-      frozen.map((p) => p.pid),
-    );
+    // Every process of the jail now, not only those frozen: freeze() made sure they are the same.
+    const held = heldUnlinked(statSync(dir).dev, jailRoot === undefined ? [] : descendants(jailRoot));
     return { bytes: bytes + held.bytes, inodes: inodes + held.inodes };
   } finally {
     thaw(frozen);
@@ -99,17 +99,29 @@ interface Frozen {
   started: string;
 }
 
-/** The processes below `root`, each stopped; swept again until a look finds no new one. */
+/** Rounds of looking and freezing after which a jail still starting processes counts as unmeasurable. */
+const FREEZE_ROUNDS = 200;
+
+/**
+ * The processes below `root`, each stopped; swept again until a look finds no new one. Fails
+ * (DiskMeasureError) when it does not settle: new processes still appearing after FREEZE_ROUNDS
+ * looks, or one not stopped in time. A process left running could hold a deleted file the measure
+ * does not see (passed down a chain of processes that fork and exit faster than the looks), or
+ * change the tree under the walk.
+ */
 async function freeze(root: number): Promise<Frozen[]> {
   const frozen: Frozen[] = [];
   const seen = new Set<number>();
-  for (let round = 0; round < 200; round++) {
+  for (let round = 0; round < FREEZE_ROUNDS; round++) {
     const found = descendants(root).filter((pid) => !seen.has(pid));
     if (found.length === 0) {
       // A stop takes effect when the process is next scheduled: once each is stopped, one more
       // look finds any child made just before.
-      await untilStopped(frozen);
-      if (descendants(root).every((pid) => seen.has(pid))) break;
+      if (!(await untilStopped(frozen))) {
+        thaw(frozen);
+        throw new DiskMeasureError('a process of the jail did not stop for the measure');
+      }
+      if (descendants(root).every((pid) => seen.has(pid))) return frozen;
       continue;
     }
     for (const pid of found) {
@@ -120,15 +132,21 @@ async function freeze(root: number): Promise<Frozen[]> {
       frozen.push({ pid, started });
     }
   }
-  return frozen;
+  thaw(frozen);
+  throw new DiskMeasureError(`the jail was still starting processes after ${FREEZE_ROUNDS} looks`);
 }
 
-/** Until every frozen process is stopped or gone, for up to STOP_WAIT_MS (one in uninterruptible I/O stops as that ends). */
-async function untilStopped(frozen: readonly Frozen[]): Promise<void> {
+/**
+ * Until every frozen process is stopped or gone, for up to STOP_WAIT_MS (one in uninterruptible I/O
+ * stops as that ends); false when one still was not.
+ */
+async function untilStopped(frozen: readonly Frozen[]): Promise<boolean> {
   const until = Date.now() + STOP_WAIT_MS;
-  while (!frozen.every((p) => stoppedOrGone(p.pid)) && Date.now() < until) {
+  while (!frozen.every((p) => stoppedOrGone(p.pid))) {
+    if (Date.now() >= until) return false;
     await new Promise((resolve) => setTimeout(resolve, 5));
   }
+  return true;
 }
 
 function stoppedOrGone(pid: number): boolean {

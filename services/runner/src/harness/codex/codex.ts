@@ -1,6 +1,6 @@
 import { spawn } from 'node:child_process';
 import { constants } from 'node:fs';
-import { lstat, open, readdir } from 'node:fs/promises';
+import { lstat, open, readdir, rm } from 'node:fs/promises';
 import { join } from 'node:path';
 import type { RunError } from '@threadwork/contracts';
 import type { Logger } from '@threadwork/platform';
@@ -13,7 +13,17 @@ import {
   type TurnListener,
   type TurnOutcome,
 } from '../harness.js';
-import { descendantsOf, processesOf, signal, signalSame, stopAllBut, type ProcessIdentity } from '../processes.js';
+import {
+  descendantsOf,
+  killNamespace,
+  namespaceInit,
+  processesOf,
+  signal,
+  signalSame,
+  stopAllBut,
+  type ProcessIdentity,
+  type Sweep,
+} from '../processes.js';
 import type { Isolation } from '../../sandbox/isolation.js';
 import { openGates, type GateRefusal, type JailGates } from '../../sandbox/gates.js';
 import { BRIDGE_PORT, EGRESS_ENV, jailed, type JailOwner } from '../../sandbox/jail.js';
@@ -86,6 +96,14 @@ export class CodexHarness implements Harness {
             }
           : { mode: 'danger-full-access' },
     });
+    // Everything Codex is to run with comes in its arguments. Its home is writable by the agent's
+    // commands, and a `config.toml` left there would be read at this start, outside Codex's own
+    // sandbox: an MCP server there is a program of the agent's that Codex itself starts and keeps
+    // running beside the harness, past every sweep (and `-c mcp_servers={}` merges with the file
+    // rather than replacing it). Nothing of the jail runs now (an earlier harness of this sandbox
+    // was stopped, jail and all), so none can put it back before Codex reads it; a link is removed,
+    // not followed.
+    await rm(join(opts.home, 'config.toml'), { force: true, recursive: true });
     const env = { ...opts.env, ...(gates ? EGRESS_ENV : {}), ...(key ? { [CODEX_MODEL_KEY_ENV]: key } : {}) };
     const codex = codexCommand();
     const cmd = guarded(
@@ -246,6 +264,8 @@ function turnBegan(turn: ActiveTurn, id: string): void {
 
 class CodexSession implements HarnessSession {
   private turn: ActiveTurn | null = null;
+  /** The init of the jail's pid namespace (null unjailed): killing it kills every process of the jail. */
+  private readonly jailInit: ProcessIdentity | null;
 
   constructor(
     private readonly rpc: CodexRpc,
@@ -259,6 +279,7 @@ class CodexSession implements HarnessSession {
     /** The jail's gates: each turn's model is what its model requests are billed as. */
     private readonly gates: JailGates | null = null,
   ) {
+    this.jailInit = namespaceInit(own);
     rpc.onNotification((n) => this.onNotification(n));
     rpc.onServerRequest((r) => this.onServerRequest(r));
   }
@@ -384,7 +405,10 @@ class CodexSession implements HarnessSession {
   }
 
   async stop(): Promise<void> {
-    if (this.rpc.hasExited) return this.exited;
+    if (this.rpc.hasExited) {
+      await this.exited;
+      return this.jailGone();
+    }
     const pid = this.rpc.pid;
     // Found before the harness goes: once it has exited, its orphaned commands have a new parent.
     // By identity: by the time the grace below is over, any of them may have exited and its pid be
@@ -398,13 +422,25 @@ class CodexSession implements HarnessSession {
     if (!graceful) this.rpc.kill();
     for (const child of below) signalSame(child, 'SIGKILL');
     await this.exited;
+    await this.jailGone();
   }
 
-  async stopLeftovers(): Promise<string[]> {
+  /**
+   * Once the harness has exited, the jail's pid namespace is killed and waited for: the outer bwrap
+   * may exit before its init has taken every process of the jail with it, and the runner's git must
+   * not read the workspace while one of the agent's still runs (a process that forked away from
+   * every sweep could swap a file for a link under it).
+   */
+  private async jailGone(): Promise<void> {
+    if (!this.jailInit || (await killNamespace(this.jailInit))) return;
+    this.options.logger.error({ pid: this.jailInit.pid }, 'the jail’s processes did not all exit when it was killed');
+  }
+
+  async stopLeftovers(): Promise<Sweep> {
     const pid = this.rpc.pid;
-    if (pid === undefined || this.rpc.hasExited || this.turn) return [];
+    if (pid === undefined || this.rpc.hasExited || this.turn) return { processes: [], settled: true };
     // Kept: exactly the processes the harness started with (Codex, the jail's init, the bridge).
-    return stopAllBut(pid, this.own);
+    return stopAllBut(pid, this.own, this.jailInit);
   }
 
   private onNotification(n: ServerNotification): void {

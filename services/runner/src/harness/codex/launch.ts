@@ -77,9 +77,11 @@ const toml = (value: string) => JSON.stringify(value);
  * Codex features that would run something of the agent's outside Codex's own sandbox, or reach
  * past the model proxy: the shell snapshot runs the user's login shell (reading the dotfiles the
  * agent leaves in its HOME) from Codex itself at every start; hooks run configured commands from
- * Codex itself; plugins and apps call out to OpenAI's services.
+ * Codex itself; plugins and apps call out to OpenAI's services; a skill's MCP dependencies would be
+ * installed as MCP servers that Codex itself starts (MCP servers in its home's `config.toml` are
+ * kept out by removing the file before each start: codex.ts).
  */
-const DISABLED_FEATURES = ['plugins', 'apps', 'shell_snapshot', 'hooks'];
+const DISABLED_FEATURES = ['plugins', 'apps', 'shell_snapshot', 'hooks', 'skill_mcp_dependency_install'];
 
 export function appServerArgs(s: ProviderSettings): string[] {
   const config: string[] = [
