@@ -23,7 +23,7 @@ import {
   type ZodTypeProvider,
 } from 'fastify-type-provider-zod';
 import { isWellFormedKey } from './domain/keys.js';
-import { PerAddressLimiter } from './domain/per-address-limit.js';
+import { FailureLimiter, PerAddressLimiter } from './domain/per-address-limit.js';
 import { TokenBuckets, type RateLimit } from './domain/rate-limit.js';
 import { readCookie, SESSION_COOKIE, verifySession } from './domain/session.js';
 import { Followers, type HandlerDeps, type RouteModule } from './handlers/common.js';
@@ -171,6 +171,11 @@ function fastifyTrustProxy(trust: TrustProxy): boolean | string[] | ((address: s
 
 /** Unknown API keys one client address may present: 20 at once, then one every two seconds. */
 const AUTH_FAILURE_LIMIT: RateLimit = { perSecond: 0.5, burst: 20 };
+/**
+ * Lookups of keys not remembered yet, under way at once for one address: good keys are never
+ * charged, however many arrive together; a guesser's wave past the limit is at most this long.
+ */
+const KEY_LOOKUPS_IN_FLIGHT_PER_ADDRESS = 256;
 
 /** An address that presented too many unknown API keys: answered 429 before any lookup. */
 class AddressLimited extends Error {
@@ -189,13 +194,13 @@ async function authenticateKey(
   key: string,
   request: FastifyRequest,
   deps: GatewayDeps,
-  guesses: PerAddressLimiter,
+  guesses: FailureLimiter,
 ): Promise<UserDoc | null> {
   if (!isWellFormedKey(key)) return null;
   const known = deps.identity.remembered?.(key);
   if (known) return known;
-  const decision = guesses.take(request.ip);
-  if (!decision.allowed) throw new AddressLimited(decision.retryAfterSeconds);
+  const attempt = guesses.begin(request.ip);
+  if (!attempt.allowed) throw new AddressLimited(attempt.retryAfterSeconds);
   let unknown = false;
   try {
     const user = await mongoCall(() => deps.identity.authenticate(key), identityLookup(deps));
@@ -203,7 +208,7 @@ async function authenticateKey(
     return user;
   } finally {
     // A database that failed says nothing about the key: only an unknown one counts.
-    if (!unknown) guesses.refund(request.ip);
+    attempt.end(unknown);
   }
 }
 
@@ -214,7 +219,7 @@ async function authenticateKey(
 async function authenticate(
   request: FastifyRequest,
   deps: GatewayDeps,
-  guesses: PerAddressLimiter,
+  guesses: FailureLimiter,
 ): Promise<UserDoc | null> {
   const authorization = request.headers.authorization;
   if (authorization !== undefined) {
@@ -368,7 +373,7 @@ export async function buildServer(deps: GatewayDeps) {
   setMaxListeners(0, closing.signal);
   app.addHook('preClose', async () => closing.abort());
   const buckets = new TokenBuckets(deps.rateLimit);
-  const guesses = new PerAddressLimiter(deps.authFailureLimit ?? AUTH_FAILURE_LIMIT);
+  const guesses = new FailureLimiter(deps.authFailureLimit ?? AUTH_FAILURE_LIMIT, KEY_LOOKUPS_IN_FLIGHT_PER_ADDRESS);
   const publicLimiter = new PerAddressLimiter(deps.publicRateLimit ?? PUBLIC_RATE_LIMIT);
   app.decorateRequest('user', null);
   /** Authentication and the rate limit of an API request; true when it has been answered here. */

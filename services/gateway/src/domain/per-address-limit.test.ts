@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { addressKey, PerAddressLimiter } from './per-address-limit.js';
+import { addressKey, FailureLimiter, PerAddressLimiter } from './per-address-limit.js';
 
 describe('addressKey', () => {
   it('keeps an IPv4 address, and unwraps an IPv4-mapped one', () => {
@@ -41,5 +41,37 @@ describe('PerAddressLimiter', () => {
     now += 1_000;
     expect(limiter.take('198.51.100.1').allowed).toBe(true);
     expect(limiter.size).toBe(3);
+  });
+});
+
+describe('FailureLimiter', () => {
+  const begin = (limiter: FailureLimiter, address = '198.51.100.1') => {
+    const attempt = limiter.begin(address);
+    if (!attempt.allowed) throw new Error(`refused: retry in ${attempt.retryAfterSeconds} s`);
+    return attempt;
+  };
+
+  it('lets any number of attempts that succeed run at once, up to the in-flight bound', () => {
+    const limiter = new FailureLimiter({ perSecond: 1, burst: 2 }, 50, () => 0);
+    const attempts = Array.from({ length: 50 }, () => begin(limiter));
+    expect(limiter.begin('198.51.100.1')).toEqual({ allowed: false, retryAfterSeconds: 1 });
+    for (const attempt of attempts) attempt.end(false);
+    for (let i = 0; i < 100; i++) begin(limiter).end(false);
+  });
+
+  it('charges failures only, past the budget too, and refuses until they have been paid back', () => {
+    let now = 0;
+    const limiter = new FailureLimiter({ perSecond: 1, burst: 2 }, 10, () => now);
+    // A wave of four guesses all started before any failed: each is charged once it has.
+    const wave = Array.from({ length: 4 }, () => begin(limiter));
+    for (const attempt of wave) attempt.end(true);
+    // Two tokens, four failures: -2, so three seconds until one is there again.
+    expect(limiter.begin('198.51.100.1')).toEqual({ allowed: false, retryAfterSeconds: 3 });
+    expect(limiter.begin('198.51.100.2').allowed).toBe(true);
+    now += 3_000;
+    const next = begin(limiter);
+    next.end(true);
+    next.end(true);
+    expect(limiter.begin('198.51.100.1')).toEqual({ allowed: false, retryAfterSeconds: 1 });
   });
 });

@@ -67,3 +67,56 @@ export class PerAddressLimiter {
     return this.buckets.size;
   }
 }
+
+/**
+ * A limit per client address on attempts that turn out to fail (API keys that match no one). An
+ * address with no failures left is refused before it tries; otherwise it may try, with at most
+ * `maxInFlight` attempts under way at once, and only an attempt that failed is charged. So callers
+ * whose keys are good are never held up, however many at once (an office behind one NAT, a client
+ * whose keys are not cached yet), and a guesser gets at most `maxInFlight` attempts past the limit
+ * in one wave, each of which then lengthens its wait.
+ */
+export class FailureLimiter {
+  private readonly buckets: TokenBuckets;
+  private readonly inFlight = new Map<string, number>();
+
+  constructor(
+    limit: RateLimit,
+    private readonly maxInFlight: number,
+    private readonly now: () => number = Date.now,
+  ) {
+    this.buckets = new TokenBuckets(limit);
+  }
+
+  /**
+   * Starts an attempt for `address`, or says how long until it may try. The attempt's `end` is to
+   * be called once, saying whether it failed.
+   */
+  begin(
+    address: string,
+  ): { allowed: true; end(failed: boolean): void } | { allowed: false; retryAfterSeconds: number } {
+    const key = addressKey(address);
+    const decision = this.buckets.peek(key, this.now());
+    if (!decision.allowed) return decision;
+    const running = this.inFlight.get(key) ?? 0;
+    if (running >= this.maxInFlight) return { allowed: false, retryAfterSeconds: 1 };
+    this.inFlight.set(key, running + 1);
+    let ended = false;
+    return {
+      allowed: true,
+      end: (failed) => {
+        if (ended) return;
+        ended = true;
+        const left = (this.inFlight.get(key) ?? 1) - 1;
+        if (left > 0) this.inFlight.set(key, left);
+        else this.inFlight.delete(key);
+        if (failed) this.buckets.charge(key, this.now(), this.maxInFlight);
+      },
+    };
+  }
+
+  /** Addresses remembered (tests, and a bound on memory: see TokenBuckets). */
+  get size(): number {
+    return this.buckets.size;
+  }
+}

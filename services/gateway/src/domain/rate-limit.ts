@@ -50,6 +50,26 @@ export class TokenBuckets {
     refilled.tokens = Math.min(this.limit.burst, refilled.tokens + 1);
   }
 
+  /** Whether `key` has a token now, without taking it; else how long until one is there. */
+  peek(key: string, nowMs: number): Decision {
+    const bucket = this.buckets.get(key);
+    if (!bucket) return { allowed: true };
+    const elapsedSeconds = Math.max(0, nowMs - bucket.updatedMs) / 1000;
+    const tokens = Math.min(this.limit.burst, bucket.tokens + elapsedSeconds * this.limit.perSecond);
+    if (tokens >= 1) return { allowed: true };
+    return { allowed: false, retryAfterSeconds: Math.max(1, Math.ceil((1 - tokens) / this.limit.perSecond)) };
+  }
+
+  /**
+   * Takes a token for `key` whether or not one is there: for what has already happened (a failure
+   * counted after the fact). The bucket may go below zero, down to `-floor`, so failures beyond the
+   * limit lengthen the wait rather than being forgotten.
+   */
+  charge(key: string, nowMs: number, floor: number): void {
+    const bucket = this.refilled(key, nowMs);
+    bucket.tokens = Math.max(-floor, bucket.tokens - 1);
+  }
+
   get size(): number {
     return this.buckets.size;
   }
