@@ -15,6 +15,7 @@ import {
   uniqueId,
   type FakeGitHub,
   type FakeRepository,
+  waitFor,
 } from '@threadwork/testing';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { linkInstallation, startGitHubStack, type GitHubStack } from '../support/github.js';
@@ -49,16 +50,6 @@ async function json<T>(res: Response, status: number, schema: { parse(v: unknown
   const text = await res.text();
   expect(res.status, text).toBe(status);
   return schema.parse(JSON.parse(text));
-}
-
-async function waitFor<T>(what: string, check: () => Promise<T | undefined | false>, timeoutMs = 20_000): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    const value = await check();
-    if (value) return value;
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((resolve) => setTimeout(resolve, 50));
-  }
 }
 
 /** A thread of `user` on `repo`, its run claimed and running by a runner with the runner's key. */

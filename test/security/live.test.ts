@@ -1,10 +1,10 @@
 import { headers } from '@nats-io/transport-node';
 import { RunEventPage, subjects, ThreadWithRun } from '@threadwork/contracts';
 import { encodeJson } from '@threadwork/platform';
+import { RunDriver, waitFor } from '@threadwork/testing';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { sseFrames } from '../support/sse.js';
 import { startStack, type Stack, type TestUser } from '../support/stack.js';
-import { RunDriver } from '@threadwork/testing';
 
 // A run's live subject only wakes its followers: what they are sent is read from the log, checked
 // for its owner. No service's key may publish there (test/security/nats.test.ts); this plays what
@@ -38,14 +38,6 @@ async function logOf(): Promise<RunEventPage> {
   const res = await stack.fetch(`/v1/runs/${runId}/events?from=0&limit=1000`, { user: alice });
   expect(res.status).toBe(200);
   return RunEventPage.parse(await res.json());
-}
-
-async function waitFor(what: string, check: () => boolean | Promise<boolean>): Promise<void> {
-  const deadline = Date.now() + 60_000;
-  while (!(await check())) {
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((resolve) => setTimeout(resolve, 50));
-  }
 }
 
 describe.skipIf(!hasBinary)('a message on a run’s live subject that the log does not hold', () => {

@@ -41,6 +41,7 @@ import {
   type FakeModelServer,
   type FakeScript,
   RunDriver,
+  waitFor,
 } from '@threadwork/testing';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { startStack, type Stack, type TestUser } from '../support/stack.js';
@@ -120,16 +121,6 @@ async function createThread(user: TestUser, prompt = 'Add a changelog', harness 
     body: JSON.stringify({ repository_id: repoId, prompt, harness }),
   });
   return json(res, 202, ThreadWithRun);
-}
-
-async function waitFor<T>(what: string, check: () => Promise<T | undefined | false>, timeoutMs = 60_000): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    const value = await check();
-    if (value) return value;
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((resolve) => setTimeout(resolve, 100));
-  }
 }
 
 /** A steer of `threadId`'s live run through the public API, as its owner (or anyone) sends one. */

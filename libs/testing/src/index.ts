@@ -9,3 +9,4 @@ export * from './github-app.js';
 export * from './otlp-receiver.js';
 export * from './github-schemas.js';
 export * from './run-driver.js';
+export * from './wait.js';

@@ -29,6 +29,7 @@ import {
   type FakeModelServer,
   type FakeScript,
   type IsolatedNats,
+  waitFor,
 } from '@threadwork/testing';
 import { RunnerConfig, startRunner, type RunnerService } from '../src/index.js';
 
@@ -225,21 +226,6 @@ export async function admitRun(
   return { run, owner: req.owner_id, threadId: req.thread_id, bare: repo, admittedAt, request: req };
 }
 
-/** Polls until `check` returns a value; `timeoutMs` is a hang guard, generous for a loaded machine. */
-export async function waitFor<T>(
-  what: string,
-  check: () => Promise<T | undefined | null | false> | T | undefined | null | false,
-  timeoutMs = 60_000,
-): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    const value = await check();
-    if (value) return value;
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((resolve) => setTimeout(resolve, 50));
-  }
-}
-
 export async function getRun(stack: Stack, runId: string): Promise<Run> {
   return request(stack.nc, rpc.runs.get, { owner_id: ownerOf(runId), run_id: runId });
 }
@@ -331,3 +317,5 @@ export function alive(pid: number): boolean {
     return false;
   }
 }
+
+export { waitFor };
