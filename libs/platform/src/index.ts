@@ -4,6 +4,8 @@ export * from './lifecycle.js';
 export * from './logger.js';
 export * from './mongo.js';
 export * from './nats.js';
+export * from './jetstream.js';
+export * from './rpc.js';
 export * from './nats-auth.js';
 export { newReplyKey, parseReplyKey, REPLY_KEY_HEADER, seal, type ReplyKey } from './sealed-reply.js';
 export * from './request-context.js';

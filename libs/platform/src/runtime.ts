@@ -11,7 +11,9 @@ import { Lifecycle, startHealthServer } from './lifecycle.js';
 import { createLogger, type Logger } from './logger.js';
 import { connectMongo, foreignDatabaseProblem, mongoCall, serviceDbName } from './mongo.js';
 import { DOMAIN_STREAM, type NatsIdentity } from '@threadwork/contracts';
-import { connectNats, awaitConsumer, consumeJson, jetStreamOf, natsAnswers, serveRpc, type RpcRoute } from './nats.js';
+import { awaitConsumer, consumeJson, jetStreamOf } from './jetstream.js';
+import { connectNats, natsAnswers } from './nats.js';
+import { serveRpc, type RpcRoute } from './rpc.js';
 import { startTelemetry } from './telemetry.js';
 import { natsAuthOf, plaintextNatsProblem, plaintextNatsServers } from './nats-auth.js';
 

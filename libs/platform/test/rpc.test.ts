@@ -5,6 +5,7 @@ import { defineEndpoint, SealedReply } from '@threadwork/contracts';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { inject } from 'vitest';
 import { z } from 'zod';
+import { Svcm } from '@nats-io/services';
 import {
   AppError,
   connectNats,
@@ -15,6 +16,7 @@ import {
   request,
   route,
   serveRpc,
+  type EndpointStats,
   type NatsConnection,
   type RpcServer,
 } from '../src/index.js';
@@ -170,6 +172,36 @@ describe('typed request/reply over NATS services', () => {
       expect(err).toBeInstanceOf(AppError);
       expect((err as AppError).code).toBe('internal');
     });
+  });
+
+  it('answers errors with the NATS service error headers and counts them, timing the whole handler', async () => {
+    /** The endpoint's figures from the service's STATS answer (one replica here). */
+    const statsOf = async (subject: string): Promise<EndpointStats> => {
+      for await (const answer of await new Svcm(nc).client().stats(`test-${suffix}`)) {
+        return answer.endpoints.find((e) => e.subject === subject)?.data as EndpointStats;
+      }
+      throw new Error('no STATS answer');
+    };
+    const before = await statsOf(lookup.subject);
+
+    const reply = await nc.request(lookup.subject, new TextEncoder().encode('{"id":"missing"}'), { timeout: 5_000 });
+    expect(reply.headers?.get('Nats-Service-Error-Code')).toBe('404');
+    expect(reply.headers?.get('Nats-Service-Error')).toBe('not_found');
+    expect(JSON.parse(new TextDecoder().decode(reply.data))).toMatchObject({ ok: false, error: { code: 'not_found' } });
+    await expect(request(nc, lookup, { id: 'known' })).resolves.toEqual({ id: 'known' });
+    const ok = await nc.request(lookup.subject, new TextEncoder().encode('{"id":"known"}'), { timeout: 5_000 });
+    expect(ok.headers?.get('Nats-Service-Error') ?? '').toBe('');
+
+    const after = await statsOf(lookup.subject);
+    expect(after.requests - before.requests).toBe(3);
+    expect(after.errors - before.errors).toBe(1);
+    expect(after.last_error).toBe('not_found');
+
+    // An async handler's time is its promise's, not the synchronous call's: the slow endpoint's
+    // average covers at least the time it was told to sleep.
+    await request(nc, slow, { ms: 120 });
+    const slowStats = await statsOf(slow.subject);
+    expect(slowStats.average_processing_time_ns).toBeGreaterThanOrEqual((120 * 1e6) / slowStats.requests);
   });
 
   it('returns the typed result', async () => {

@@ -1,0 +1,258 @@
+import {
+  jetstream,
+  jetstreamManager,
+  AckPolicy,
+  DeliverPolicy,
+  JetStreamApiError,
+  RetentionPolicy,
+  StorageType,
+  type ConsumerConfig,
+  type ConsumerInfo,
+  type JetStreamClient,
+  type JetStreamManager,
+  type JsMsg,
+  type PubAck,
+  type StreamConfig,
+} from '@nats-io/jetstream';
+import { headers as natsHeaders, type NatsConnection } from '@nats-io/nats-core';
+import type { ConsumerDefinition, StreamDefinition } from '@threadwork/contracts';
+import { toAppError } from './errors.js';
+import type { Logger } from './logger.js';
+import { decodeJson, encodeJson } from './nats.js';
+import { extractTraceContext, injectTraceContext, SpanKind, withSpan } from './telemetry.js';
+import { waitAll } from './wait-all.js';
+
+export type { JetStreamClient, JetStreamManager, JsMsg } from '@nats-io/jetstream';
+
+const RETENTION = {
+  limits: RetentionPolicy.Limits,
+  workqueue: RetentionPolicy.Workqueue,
+  interest: RetentionPolicy.Interest,
+} as const;
+
+/**
+ * Creates the stream, or brings its mutable settings up to date; safe to run from every replica.
+ * Only the streams' owner (the runs service) does this: every other service waits for the stream
+ * (`awaitStream`), since its NATS grant allows it to look streams up, not to create them.
+ */
+export async function ensureStream(
+  jsm: JetStreamManager,
+  def: StreamDefinition,
+  overrides: Partial<StreamConfig> = {},
+): Promise<void> {
+  const config: Partial<StreamConfig> & { name: string } = {
+    name: def.name,
+    subjects: [...def.subjects],
+    retention: RETENTION[def.retention],
+    storage: StorageType.File,
+    allow_direct: def.allow_direct ?? false,
+    max_age: (def.max_age_ms ?? 0) * 1_000_000,
+    ...(def.republish ? { republish: { src: def.republish.src, dest: def.republish.dest } } : {}),
+    ...overrides,
+  };
+  try {
+    await jsm.streams.add(config);
+  } catch (err) {
+    // "stream name already in use" with different settings: update what may be updated.
+    if (err instanceof JetStreamApiError && err.code === 10058) {
+      await jsm.streams.update(def.name, config);
+      return;
+    }
+    throw err;
+  }
+}
+
+/** Creates or updates a durable pull consumer. */
+export async function ensureConsumer(
+  jsm: JetStreamManager,
+  stream: string,
+  config: Partial<ConsumerConfig> & { durable_name: string },
+): Promise<void> {
+  const full: Partial<ConsumerConfig> = {
+    ack_policy: AckPolicy.Explicit,
+    deliver_policy: DeliverPolicy.All,
+    ...config,
+  };
+  try {
+    await jsm.consumers.add(stream, full);
+  } catch (err) {
+    if (err instanceof JetStreamApiError && err.code === 10148) {
+      await jsm.consumers.update(stream, config.durable_name, full);
+      return;
+    }
+    throw err;
+  }
+}
+
+/** Creates (or brings up to date) one of the deployment's consumers, as contracts define it. */
+export async function ensureDefinedConsumer(jsm: JetStreamManager, def: ConsumerDefinition): Promise<void> {
+  const filter =
+    def.filterSubjects.length === 1
+      ? { filter_subject: def.filterSubjects[0] }
+      : { filter_subjects: [...def.filterSubjects] };
+  await ensureConsumer(jsm, def.stream, {
+    durable_name: def.durable,
+    ...filter,
+    deliver_policy: def.deliver === 'new' ? DeliverPolicy.New : DeliverPolicy.All,
+    max_deliver: def.maxDeliver,
+    ack_wait: def.ackWaitMs * 1_000_000,
+  });
+}
+
+const isNotFound = (err: unknown, code: number) => err instanceof JetStreamApiError && err.code === code;
+
+/**
+ * Waits until `look` finds what the streams' owner creates (a stream, a consumer): services may
+ * start in any order, and only the runs service may create them. Says so in the log while waiting.
+ */
+async function awaitCreated<T>(what: string, notFoundCode: number, logger: Logger, look: () => Promise<T>): Promise<T> {
+  const started = Date.now();
+  let said = 0;
+  for (;;) {
+    try {
+      return await look();
+    } catch (err) {
+      if (!isNotFound(err, notFoundCode)) throw err;
+    }
+    const waited = Date.now() - started;
+    if (waited - said >= 10_000) {
+      said = waited;
+      logger.warn({ waited_ms: waited }, `waiting for the runs service to create ${what}`);
+    }
+    await new Promise((resolve) => setTimeout(resolve, 500));
+  }
+}
+
+/** Waits for a stream the runs service creates. */
+export async function awaitStream(jsm: JetStreamManager, name: string, logger: Logger): Promise<void> {
+  await awaitCreated(`stream ${name}`, 10059, logger, () => jsm.streams.info(name));
+}
+
+/** Waits for a consumer the runs service creates; its info (settings included) once it exists. */
+export async function awaitConsumer(
+  jsm: JetStreamManager,
+  stream: string,
+  durable: string,
+  logger: Logger,
+): Promise<ConsumerInfo> {
+  await awaitStream(jsm, stream, logger);
+  return awaitCreated(`consumer ${durable} on ${stream}`, 10014, logger, () => jsm.consumers.info(stream, durable));
+}
+
+export interface JetStreamHandles {
+  js: JetStreamClient;
+  jsm: JetStreamManager;
+}
+
+export async function jetStreamOf(nc: NatsConnection): Promise<JetStreamHandles> {
+  return { js: jetstream(nc), jsm: await jetstreamManager(nc) };
+}
+
+export interface PublishOptions {
+  /** Dedupe key within the stream's duplicate window: a retry with the same id is stored once. */
+  msgId?: string;
+  /** Optimistic concurrency on the subject: fails unless the subject's last sequence is this. */
+  expectedLastSubjectSequence?: number;
+  headers?: Record<string, string>;
+  /** A span per publish; off for high-volume paths that trace the batch instead. */
+  span?: boolean;
+}
+
+/** Publishes JSON to a stream with trace context, dedupe id and optional expectations. */
+export async function publishJson(
+  js: JetStreamClient,
+  subject: string,
+  payload: unknown,
+  opts: PublishOptions = {},
+): Promise<PubAck> {
+  if (opts.span === false) return publishTraced(js, subject, payload, opts);
+  // Named by the subject's first three tokens (`run.jobs.codex`, `evt.runs.run`): ids stay out of span names.
+  return withSpan(
+    `publish ${subject.split('.').slice(0, 3).join('.')}`,
+    { kind: SpanKind.PRODUCER, attributes: { 'messaging.destination.name': subject } },
+    () => publishTraced(js, subject, payload, opts),
+  );
+}
+
+function publishTraced(js: JetStreamClient, subject: string, payload: unknown, opts: PublishOptions): Promise<PubAck> {
+  const h = natsHeaders();
+  injectTraceContext(h);
+  for (const [k, v] of Object.entries(opts.headers ?? {})) h.set(k, v);
+  return js.publish(subject, encodeJson(payload), {
+    headers: h,
+    ...(opts.msgId ? { msgID: opts.msgId } : {}),
+    ...(opts.expectedLastSubjectSequence !== undefined
+      ? { expect: { lastSubjectSequence: opts.expectedLastSubjectSequence } }
+      : {}),
+  });
+}
+
+/** Core-NATS publish (signals to live runs); carries the trace context like everything else. */
+export function publishSignal(nc: NatsConnection, subject: string, payload: unknown): void {
+  const h = natsHeaders();
+  injectTraceContext(h);
+  nc.publish(subject, encodeJson(payload), { headers: h });
+}
+
+// ---------------------------------------------------------------------------------------------
+// JetStream consumers
+
+export interface ConsumeOptions {
+  stream: string;
+  durable: string;
+  logger: Logger;
+  /** Heartbeat for long handlers: extends the ack wait while work is still going. */
+  progressEveryMs?: number;
+}
+
+export interface Consumer {
+  stop(timeoutMs: number): Promise<void>;
+}
+
+/**
+ * Consumes a durable pull consumer one message at a time per call of `handler`. A handler that
+ * returns acks; one that throws a retryable AppError naks with a delay; anything else is
+ * terminated (`term`), since redelivering a message that cannot succeed only repeats the failure.
+ */
+export async function consumeJson(
+  js: JetStreamClient,
+  opts: ConsumeOptions,
+  handler: (payload: unknown, msg: JsMsg) => Promise<void>,
+): Promise<Consumer> {
+  const consumer = await js.consumers.get(opts.stream, opts.durable);
+  const messages = await consumer.consume({ max_messages: 16 });
+  const inflight = new Set<Promise<void>>();
+
+  const loop = (async () => {
+    for await (const msg of messages) {
+      const parent = extractTraceContext(msg.headers);
+      const work = withSpan(`consume ${msg.subject}`, { kind: SpanKind.CONSUMER, parent }, async () => {
+        const heartbeat = opts.progressEveryMs ? setInterval(() => msg.working(), opts.progressEveryMs) : undefined;
+        try {
+          await handler(decodeJson(msg.data), msg);
+          msg.ack();
+        } catch (err) {
+          const appErr = toAppError(err);
+          if (appErr.retryable) {
+            opts.logger.warn({ err, subject: msg.subject, redelivery: msg.info.deliveryCount }, 'retrying message');
+            msg.nak(Math.min(30_000, 500 * 2 ** Math.min(msg.info.deliveryCount, 6)));
+          } else {
+            opts.logger.error({ err, subject: msg.subject }, 'message failed for good');
+            msg.term(appErr.message);
+          }
+        } finally {
+          if (heartbeat) clearInterval(heartbeat);
+        }
+      }).catch(() => {});
+      inflight.add(work);
+      void work.finally(() => inflight.delete(work));
+    }
+  })();
+
+  return {
+    async stop(timeoutMs) {
+      await messages.close();
+      await waitAll([...inflight, loop], timeoutMs);
+    },
+  };
+}
