@@ -9,7 +9,8 @@ describe('gateway authentication', () => {
   let app: App;
 
   beforeAll(async () => {
-    harness = await startHarness();
+    // Refused or answered by the gateway itself: nothing here reaches a service.
+    harness = await startHarness({ peers: 'none' });
     app = harness.app;
   });
   afterAll(async () => {
@@ -102,7 +103,7 @@ describe('gateway session cookies', () => {
 
   it('accepts a signed, unexpired session cookie as the user', async () => {
     const user = await harness.identity.ensureUser(uniqueId('erin'));
-    const threadId = harness.world.addThread(user._id);
+    const { threadId } = await harness.thread(user._id);
     const res = await app.inject({
       url: `/v1/threads/${threadId}`,
       headers: cookie(signSession(user._id, inAnHour(), SESSION_SECRET)),
@@ -152,7 +153,7 @@ describe('gateway session cookies', () => {
 
   it('refuses cookie-authenticated writes from another origin, a sibling subdomain’s included', async () => {
     const user = await harness.identity.ensureUser(uniqueId('ivan'));
-    const run = harness.world.addRun(user._id, harness.world.addThread(user._id));
+    const { run } = await harness.run(user._id);
     const headers = cookie(signSession(user._id, inAnHour(), SESSION_SECRET));
     for (const site of ['cross-site', 'same-site', 'none']) {
       const other = await app.inject({

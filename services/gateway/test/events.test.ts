@@ -1,26 +1,27 @@
 import { once } from 'node:events';
 import { get, type IncomingMessage } from 'node:http';
 import { connect } from 'node:net';
-import { RunEventPage, runEventsStream, subjects, type RunEvent } from '@threadwork/contracts';
-import {
-  encodeJson,
-  ensureStream,
-  jetStreamOf,
-  natsHeaders,
-  publishJson,
-  type JetStreamClient,
-} from '@threadwork/platform';
+import { RunEventPage, STREAM_NAMES, subjects, type RunEvent } from '@threadwork/contracts';
+import { encodeJson, jetStreamOf, natsHeaders, type JetStreamManager } from '@threadwork/platform';
+import type { RunDriver } from '@threadwork/testing';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { firstLiveMessage } from '../src/handlers/live.js';
-import { event, now } from './fixtures.js';
-import { startHarness, type App, type Caller, type Harness } from './harness.js';
+import { startHarness, type App, type Caller, type DrivableStatus, type Harness } from './harness.js';
 
 /** Shorter than the longest wait (30 s): a long-poll that sat out its wait times the test out. */
 const WAIT_GUARD_MS = 25_000;
 
 // The run event log through the gateway: long-polled pages and the Server-Sent Events stream,
-// woken by messages on `run.live.<runId>` — from a real RUN_EVENTS stream's republish, and
-// published by hand where a test needs a sequence the stream would not produce (a gap).
+// woken by messages on `run.live.<runId>` — from the runs service's RUN_EVENTS stream's republish,
+// with runs moved and events appended as a runner does (RunDriver), and live messages published by
+// hand where a test needs one the stream would not send (a repeat, a late one).
+
+/** An event of no run's log, for a live message by hand. */
+const liveEvent = (sequence: number, chunk: Record<string, unknown>): RunEvent => ({
+  sequence,
+  chunk,
+  created_at: new Date().toISOString(),
+});
 
 interface Frame {
   id?: string;
@@ -73,33 +74,79 @@ describe('run events', () => {
   let harness: Harness;
   let app: App;
   let alice: Caller;
-  let js: JetStreamClient;
+  let jsm: JetStreamManager;
   let baseUrl: string;
 
   beforeAll(async () => {
     harness = await startHarness();
     app = harness.app;
     alice = await harness.caller();
-    const handles = await jetStreamOf(harness.nc);
-    js = handles.js;
-    await ensureStream(handles.jsm, runEventsStream({ maxAgeMs: 0 }));
+    jsm = (await jetStreamOf(harness.nc)).jsm;
     baseUrl = await app.listen({ port: 0, host: '127.0.0.1' });
   });
   afterAll(async () => {
     await harness?.close();
   });
 
-  const newRun = (status: Parameters<Harness['world']['addRun']>[2] = 'running') =>
-    harness.world.addRun(alice.user._id, harness.world.addThread(alice.user._id), status);
-  const logOf = (runId: string) => harness.world.logs.get(runId)!;
+  /** The event the runs service stored at `sequence`, as a page shows it. */
+  async function storedEvent(sequence: number): Promise<RunEvent> {
+    const message = await jsm.streams.getMessage(STREAM_NAMES.runEvents, { seq: sequence });
+    if (!message) throw new Error(`RUN_EVENTS holds nothing at ${sequence}`);
+    const { chunk, created_at } = message.json<{ chunk: Record<string, unknown>; created_at: string }>();
+    return { sequence, chunk, created_at };
+  }
 
-  /** Stores an event the way the runs service does: in the log first, then on the live subject. */
-  async function appendStored(runId: string, chunk: Record<string, unknown>): Promise<RunEvent> {
-    const created_at = now();
-    const ack = await publishJson(js, subjects.runEvents(runId), { chunk, created_at });
-    const stored = { sequence: ack.seq, chunk, created_at };
-    logOf(runId).events.push(stored);
-    return stored;
+  /** The sequence of the last event of the run's log. */
+  async function lastSequence(runId: string): Promise<number> {
+    const last = await jsm.streams.getMessage(STREAM_NAMES.runEvents, { last_by_subj: subjects.runEvents(runId) });
+    if (!last) throw new Error(`the log of ${runId} is empty`);
+    return last.seq;
+  }
+
+  interface TestRun {
+    id: string;
+    /** The runner's stand-in holding the run (none for a run cancelled before a runner took it). */
+    driver: RunDriver | null;
+    /** The sequence after the last event of the run's log so far (its status moves are in it). */
+    from: number;
+  }
+
+  /** Alice's new run, moved to `status`; `from` is where a read of only what comes next starts. */
+  async function newRun(status: DrivableStatus = 'running'): Promise<TestRun> {
+    const { run, driver } = await harness.run(alice.user._id, status);
+    return { id: run.id, driver, from: (await lastSequence(run.id)) + 1 };
+  }
+
+  /** Appends an event as the runner does; the runs service stores it, then it goes out live. */
+  async function appendStored(run: TestRun, chunk: Record<string, unknown>): Promise<RunEvent> {
+    const [sequence] = await run.driver!.append(chunk);
+    return storedEvent(sequence!);
+  }
+
+  /** Ends the run as its runner does; returns the `run.status` event that closes its log. */
+  async function finish(run: TestRun, status: 'completed' | 'failed'): Promise<RunEvent> {
+    const error = status === 'failed' ? { error: { code: 'harness_error', message: 'the harness failed' } } : {};
+    await run.driver!.to(status, error);
+    return storedEvent(await lastSequence(run.id));
+  }
+
+  /**
+   * Appends events whose live messages are lost on the way: RUN_EVENTS republishes none while they
+   * are stored (its republish pointed at no run), so a follower learns of them only from the next
+   * live message's Nats-Last-Sequence, as when a live message is dropped.
+   */
+  async function appendUnseen(run: TestRun, ...chunks: Record<string, unknown>[]): Promise<RunEvent[]> {
+    const { config } = await jsm.streams.info(STREAM_NAMES.runEvents);
+    await jsm.streams.update(STREAM_NAMES.runEvents, {
+      ...config,
+      republish: { ...config.republish!, src: subjects.runEvents('run_nobody'), dest: subjects.runLive('run_nobody') },
+    });
+    try {
+      const sequences = await run.driver!.append(...chunks);
+      return await Promise.all(sequences.map(storedEvent));
+    } finally {
+      await jsm.streams.update(STREAM_NAMES.runEvents, config);
+    }
   }
 
   /** Publishes a live message by hand, with the headers RUN_EVENTS' republish sets. */
@@ -118,24 +165,25 @@ describe('run events', () => {
       { timeout: WAIT_GUARD_MS },
       async () => {
         const gateway = await harness.gateway({ maxFollowersPerUser: 2 });
-        const run = newRun();
-        const poll = () => gateway.inject({ url: `/v1/runs/${run.id}/events?wait=30`, headers: alice.headers });
+        const run = await newRun();
+        const poll = () =>
+          gateway.inject({ url: `/v1/runs/${run.id}/events?from=${run.from}&wait=30`, headers: alice.headers });
         const first = poll();
-        await harness.world.pageCalled(run.id, 1);
+        await harness.pages.reached('run_id', run.id, 1);
         const second = poll();
-        await harness.world.pageCalled(run.id, 2);
+        await harness.pages.reached('run_id', run.id, 2);
         const third = await poll();
         expect(third.statusCode).toBe(429);
         expect(third.json()).toMatchObject({ error: { code: 'rate_limited' } });
         expect(third.headers['retry-after']).toBe('1');
         // Another user is not held back by this one.
         const bob = await harness.caller();
-        const theirs = harness.world.addRun(bob.user._id, harness.world.addThread(bob.user._id), 'completed');
+        const { run: theirs } = await harness.run(bob.user._id, 'completed');
         expect(
           (await gateway.inject({ url: `/v1/runs/${theirs.id}/events?wait=30`, headers: bob.headers })).statusCode,
         ).toBe(200);
         // An event ends both waits; their places are free again.
-        await appendStored(run.id, { type: 'message.delta', item_id: 'm1', delta: 'hi' });
+        await appendStored(run, { type: 'message.delta', item_id: 'm1', delta: 'hi' });
         expect((await first).statusCode).toBe(200);
         expect((await second).statusCode).toBe(200);
         const again = await gateway.inject({ url: `/v1/runs/${run.id}/events?from=1&wait=30`, headers: alice.headers });
@@ -146,54 +194,63 @@ describe('run events', () => {
 
   describe('long-poll', () => {
     it('answers at once without wait, with one read', async () => {
-      const run = newRun();
-      const res = await app.inject({ url: `/v1/runs/${run.id}/events?from=5`, headers: alice.headers });
+      const run = await newRun();
+      const res = await app.inject({ url: `/v1/runs/${run.id}/events?from=${run.from}`, headers: alice.headers });
       expect(res.statusCode).toBe(200);
       expect(RunEventPage.parse(res.json())).toEqual({
         events: [],
-        next_sequence: 5,
+        next_sequence: run.from,
         status: 'running',
         terminal: false,
         error: null,
       });
-      expect(harness.world.pageCalls.get(run.id)).toBe(1);
+      expect(await harness.pages.count('run_id', run.id)).toBe(1);
     });
 
     // Waits of 30 s (the most the API allows) against a shorter test timeout: a request that sat out
     // its wait instead of answering on the condition fails the test by timing out.
     it('wakes on the next stored event and reads the page again', { timeout: WAIT_GUARD_MS }, async () => {
-      const run = newRun();
-      const pending = app.inject({ url: `/v1/runs/${run.id}/events?wait=30`, headers: alice.headers });
+      const run = await newRun();
+      const pending = app.inject({ url: `/v1/runs/${run.id}/events?from=${run.from}&wait=30`, headers: alice.headers });
       // The first (empty) read means the gateway has subscribed already.
-      await harness.world.pageCalled(run.id, 1);
-      const stored = await appendStored(run.id, { type: 'message.delta', item_id: 'm1', delta: 'hi' });
+      await harness.pages.reached('run_id', run.id, 1);
+      const stored = await appendStored(run, { type: 'message.delta', item_id: 'm1', delta: 'hi' });
       const res = await pending;
       expect(res.statusCode).toBe(200);
       const page = RunEventPage.parse(res.json());
       expect(page.events).toEqual([stored]);
       expect(page.next_sequence).toBe(stored.sequence + 1);
-      expect(harness.world.pageCalls.get(run.id)).toBe(2);
+      expect(await harness.pages.count('run_id', run.id)).toBe(2);
     });
 
     it('answers an empty page once the wait is over', async () => {
-      const run = newRun();
+      const run = await newRun();
       const started = Date.now();
-      const res = await app.inject({ url: `/v1/runs/${run.id}/events?from=3&wait=0.3`, headers: alice.headers });
+      const res = await app.inject({
+        url: `/v1/runs/${run.id}/events?from=${run.from}&wait=0.3`,
+        headers: alice.headers,
+      });
       expect(Date.now() - started).toBeGreaterThanOrEqual(290);
       expect(res.statusCode).toBe(200);
-      expect(RunEventPage.parse(res.json())).toMatchObject({ events: [], next_sequence: 3, terminal: false });
-      expect(harness.world.pageCalls.get(run.id)).toBe(2);
+      expect(RunEventPage.parse(res.json())).toMatchObject({ events: [], next_sequence: run.from, terminal: false });
+      expect(await harness.pages.count('run_id', run.id)).toBe(2);
     });
 
     it('never waits on a terminal run, nor when there is something to return', { timeout: WAIT_GUARD_MS }, async () => {
-      const done = newRun('completed');
-      const res = await app.inject({ url: `/v1/runs/${done.id}/events?wait=30`, headers: alice.headers });
+      const done = await newRun('completed');
+      const res = await app.inject({
+        url: `/v1/runs/${done.id}/events?from=${done.from}&wait=30`,
+        headers: alice.headers,
+      });
       expect(RunEventPage.parse(res.json())).toMatchObject({ events: [], status: 'completed', terminal: true });
-      expect(harness.world.pageCalls.get(done.id)).toBe(1);
+      expect(await harness.pages.count('run_id', done.id)).toBe(1);
 
-      const busy = newRun();
-      await appendStored(busy.id, { type: 'message.delta', item_id: 'm1', delta: 'a' });
-      const page = await app.inject({ url: `/v1/runs/${busy.id}/events?wait=30`, headers: alice.headers });
+      const busy = await newRun();
+      await appendStored(busy, { type: 'message.delta', item_id: 'm1', delta: 'a' });
+      const page = await app.inject({
+        url: `/v1/runs/${busy.id}/events?from=${busy.from}&wait=30`,
+        headers: alice.headers,
+      });
       expect(RunEventPage.parse(page.json()).events).toHaveLength(1);
     });
 
@@ -203,7 +260,7 @@ describe('run events', () => {
       async () => {
         const other = await harness.gateway();
         const url = new URL(await other.listen({ port: 0, host: '127.0.0.1' }));
-        const run = newRun();
+        const run = await newRun();
         // One connection, two requests: a long-poll that is waiting when closing begins, then one
         // sent on the same (busy, so not reaped as idle) connection once it has.
         const socket = connect(Number(url.port), url.hostname);
@@ -211,8 +268,8 @@ describe('run events', () => {
         socket.on('data', (chunk: Buffer) => (received += chunk.toString()));
         const get = (path: string) =>
           `GET ${path} HTTP/1.1\r\nhost: ${url.host}\r\nauthorization: ${alice.headers.authorization}\r\n\r\n`;
-        socket.write(get(`/v1/runs/${run.id}/events?wait=30`));
-        await harness.world.pageCalled(run.id, 1);
+        socket.write(get(`/v1/runs/${run.id}/events?from=${run.from}&wait=30`));
+        await harness.pages.reached('run_id', run.id, 1);
 
         const closed = other.close();
         while (other.server.listening) await new Promise((resolve) => setTimeout(resolve, 5));
@@ -241,7 +298,7 @@ describe('run events', () => {
       'does not wait once the gateway is closing, even if closing began before the wait',
       { timeout: WAIT_GUARD_MS },
       async () => {
-        const live = firstLiveMessage(harness.nc, newRun().id);
+        const live = firstLiveMessage(harness.nc, (await newRun()).id);
         // Longer than this test may take: only not waiting at all passes.
         expect(await live.wait(10 * 60_000, AbortSignal.abort())).toBe(false);
         live.close();
@@ -249,7 +306,7 @@ describe('run events', () => {
     );
 
     it('rejects a wait beyond 30 s naming the field', async () => {
-      const run = newRun();
+      const run = await newRun();
       const res = await app.inject({ url: `/v1/runs/${run.id}/events?wait=31`, headers: alice.headers });
       expect(res.statusCode).toBe(400);
       expect(res.json()).toMatchObject({
@@ -263,11 +320,12 @@ describe('run events', () => {
       fetch(`${baseUrl}/v1/runs/${runId}/events/stream${query}`, { headers: { ...alice.headers, ...headers } });
 
     it('sends stored events, then live ones (repaging over a gap), then end', async () => {
-      const run = newRun();
-      const first = await appendStored(run.id, { type: 'run.status', status: 'running', previous: 'starting' });
-      const second = await appendStored(run.id, { type: 'message.delta', item_id: 'm1', delta: 'Hel' });
+      const run = await newRun();
+      // The run's own last move (to running) is its last stored event so far.
+      const first = await storedEvent(run.from - 1);
+      const second = await appendStored(run, { type: 'message.delta', item_id: 'm1', delta: 'Hel' });
 
-      const res = await open(run.id);
+      const res = await open(run.id, {}, `?from=${first.sequence}`);
       expect(res.status).toBe(200);
       expect(res.headers.get('content-type')).toMatch(/^text\/event-stream/);
       const frames = frameReader(res.body!);
@@ -280,57 +338,56 @@ describe('run events', () => {
       expect(JSON.parse(paged[1]!.data!)).toEqual(second);
 
       // Live: stored by the real stream, republished with its sequence headers.
-      const third = await appendStored(run.id, { type: 'message.delta', item_id: 'm1', delta: 'lo' });
+      const third = await appendStored(run, { type: 'message.delta', item_id: 'm1', delta: 'lo' });
       const [live] = await frames.until(1);
       expect(live).toMatchObject({ id: String(third.sequence), event: 'message.delta' });
       expect(JSON.parse(live!.data!)).toEqual(third);
 
-      // A gap: the live message for 101 never reaches the gateway, 102 says its predecessor was 101.
-      const missed = event(101, { type: 'message.completed', item_id: 'm1', text: 'Hello' });
-      const next = event(102, { type: 'usage', inputTokens: 10, outputTokens: 5 });
-      logOf(run.id).events.push(missed, next);
-      publishLive(run.id, next, 101);
+      // A gap: the live message of `missed` never reaches the gateway, `next`'s says its
+      // predecessor was `missed`.
+      const [missed] = await appendUnseen(run, { type: 'message.completed', item_id: 'm1', text: 'Hello' });
+      const [next] = await appendUnseen(run, { type: 'usage', inputTokens: 10, outputTokens: 5 });
+      publishLive(run.id, next!, missed!.sequence);
       const repaged = await frames.until(2);
-      expect(repaged.map((f) => f.id)).toEqual(['101', '102']);
+      expect(repaged.map((f) => f.id)).toEqual([String(missed!.sequence), String(next!.sequence)]);
 
       // The final status arrives live; nothing follows it in the log, so the stream ends.
-      const last = event(103, { type: 'run.status', status: 'completed', previous: 'running' });
-      logOf(run.id).events.push(last);
-      logOf(run.id).status = 'completed';
-      publishLive(run.id, last, 102);
+      const last = await finish(run, 'completed');
       const ending = await frames.until(2);
       expect(ending.map((f) => [f.id, f.event])).toEqual([
-        ['103', 'run.status'],
+        [String(last.sequence), 'run.status'],
         [undefined, 'end'],
       ]);
       expect(ending[1]!.data).toBe('{}');
       expect(await frames.next()).toBeNull();
 
       // Resuming after a sequence replays only what follows it, then ends (the run is done).
-      const resumed = frameReader((await open(run.id, { 'last-event-id': '101' })).body!);
-      expect((await resumed.until(3)).map((f) => f.id ?? f.event)).toEqual(['102', '103', 'end']);
+      const afterMissed = { 'last-event-id': String(missed!.sequence) };
+      const resumed = frameReader((await open(run.id, afterMissed)).body!);
+      expect((await resumed.until(3)).map((f) => f.id ?? f.event)).toEqual([
+        String(next!.sequence),
+        String(last.sequence),
+        'end',
+      ]);
       // `?from=` wins over Last-Event-ID.
-      const fromQuery = frameReader((await open(run.id, { 'last-event-id': '101' }, '?from=103')).body!);
-      expect((await fromQuery.until(2)).map((f) => f.id ?? f.event)).toEqual(['103', 'end']);
+      const fromQuery = frameReader((await open(run.id, afterMissed, `?from=${last.sequence}`)).body!);
+      expect((await fromQuery.until(2)).map((f) => f.id ?? f.event)).toEqual([String(last.sequence), 'end']);
     });
 
     it('skips live events it already sent from a page', async () => {
-      const run = newRun();
-      const stored = await appendStored(run.id, { type: 'message.delta', item_id: 'm1', delta: 'x' });
-      const frames = frameReader((await open(run.id)).body!);
+      const run = await newRun();
+      const stored = await appendStored(run, { type: 'message.delta', item_id: 'm1', delta: 'x' });
+      const frames = frameReader((await open(run.id, {}, `?from=${run.from}`)).body!);
       expect((await frames.until(1)).map((f) => f.id)).toEqual([String(stored.sequence)]);
       // The same event again on the live subject, then a terminal one after it.
       publishLive(run.id, stored, stored.sequence - 1);
-      const last = event(stored.sequence + 1000, { type: 'run.status', status: 'failed' });
-      logOf(run.id).events.push(last);
-      logOf(run.id).status = 'failed';
-      publishLive(run.id, last, stored.sequence);
+      const last = await finish(run, 'failed');
       expect((await frames.until(2)).map((f) => f.id ?? f.event)).toEqual([String(last.sequence), 'end']);
     });
 
     it('ends at once for a terminal run whose log is drained', async () => {
-      const run = newRun('cancelled');
-      const res = await open(run.id);
+      const run = await newRun('cancelled');
+      const res = await open(run.id, {}, `?from=${run.from}`);
       const frames = frameReader(res.body!);
       expect(await frames.next()).toEqual({ retry: '3000' });
       expect(await frames.until(1)).toEqual([{ event: 'end', data: '{}' }]);
@@ -338,12 +395,12 @@ describe('run events', () => {
     });
 
     it('answers JSON errors before the stream starts', async () => {
-      const theirs = harness.world.addRun('usr_someone_else', 'thr_theirs');
+      const { run: theirs } = await harness.run('usr_someone_else', 'queued');
       const res = await open(theirs.id);
       expect(res.status).toBe(404);
       expect(await res.json()).toEqual({ error: { code: 'not_found', message: 'run not found' } });
 
-      const bad = await open(newRun().id, { 'last-event-id': 'yesterday' });
+      const bad = await open((await newRun()).id, { 'last-event-id': 'yesterday' });
       expect(bad.status).toBe(400);
       expect(await bad.json()).toMatchObject({
         error: { message: expect.stringMatching(/^headers\.last-event-id: /) },
@@ -356,8 +413,8 @@ describe('run events', () => {
     it('pings idle streams, and ends them with an error frame when the gateway shuts down', async () => {
       const other = await harness.gateway({ heartbeatMs: 30 });
       const url = await other.listen({ port: 0, host: '127.0.0.1' });
-      const run = newRun();
-      const res = await fetch(`${url}/v1/runs/${run.id}/events/stream`, { headers: alice.headers });
+      const run = await newRun();
+      const res = await fetch(`${url}/v1/runs/${run.id}/events/stream?from=${run.from}`, { headers: alice.headers });
       const frames = frameReader(res.body!);
       expect(await frames.next()).toEqual({ retry: '3000' });
       expect(await frames.next()).toEqual({ comment: 'ping' });
@@ -370,9 +427,9 @@ describe('run events', () => {
     });
 
     it('stops following the run when the client goes away', async () => {
-      const run = newRun();
+      const run = await newRun();
       // node:http rather than fetch: destroying the request closes the socket at once.
-      const request = get(`${baseUrl}/v1/runs/${run.id}/events/stream`, { headers: alice.headers });
+      const request = get(`${baseUrl}/v1/runs/${run.id}/events/stream?from=${run.from}`, { headers: alice.headers });
       const response = await new Promise<IncomingMessage>((resolve, reject) => {
         request.once('response', resolve);
         request.once('error', reject);
@@ -380,7 +437,7 @@ describe('run events', () => {
       expect(response.statusCode).toBe(200);
       const [preamble] = (await once(response, 'data')) as [Buffer];
       expect(preamble.toString()).toBe('retry: 3000\n\n');
-      expect(harness.world.pageCalls.get(run.id)).toBe(1);
+      expect(await harness.pages.count('run_id', run.id)).toBe(1);
       const connections = () =>
         new Promise<number>((resolve, reject) =>
           app.server.getConnections((err, count) => (err ? reject(err) : resolve(count))),
@@ -395,12 +452,16 @@ describe('run events', () => {
         await new Promise((resolve) => setTimeout(resolve, 10));
       }
       // A live message with a gap would make a follower read a page; nobody does any more. The
-      // GET afterwards travels the same connection to the same double, so an eventsPage request
-      // sent because of the live message would have been answered before it.
-      publishLive(run.id, event(50, { type: 'message.delta', item_id: 'm', delta: 'late' }), 49);
+      // GET afterwards travels the same connection to the runs service, so an eventsPage request
+      // sent because of the live message would have been sent before it.
+      publishLive(
+        run.id,
+        liveEvent(run.from + 1000, { type: 'message.delta', item_id: 'm', delta: 'late' }),
+        run.from + 999,
+      );
       await harness.nc.flush();
       expect((await app.inject({ url: `/v1/runs/${run.id}`, headers: alice.headers })).statusCode).toBe(200);
-      expect(harness.world.pageCalls.get(run.id)).toBe(1);
+      expect(await harness.pages.count('run_id', run.id)).toBe(1);
     });
   });
 });

@@ -27,7 +27,7 @@ describe('unknown API keys, per client address', () => {
   let harness: Harness;
 
   beforeAll(async () => {
-    harness = await startHarness({ doubles: false });
+    harness = await startHarness({ peers: 'none' });
   });
   afterAll(async () => {
     await harness?.close();

@@ -31,7 +31,7 @@ describe('OpenAPI document under a linter', () => {
   let document: string;
 
   beforeAll(async () => {
-    harness = await startHarness({ doubles: false });
+    harness = await startHarness({ peers: 'none' });
     const res = await harness.app.inject({ url: '/v1/openapi.json' });
     expect(res.statusCode).toBe(200);
     document = res.body;

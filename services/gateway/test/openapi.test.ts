@@ -59,7 +59,7 @@ describe('OpenAPI document', () => {
   };
 
   beforeAll(async () => {
-    harness = await startHarness({ doubles: false });
+    harness = await startHarness({ peers: 'none' });
     const res = await harness.app.inject({ url: '/v1/openapi.json' });
     expect(res.statusCode).toBe(200);
     const document = res.json<{

@@ -17,12 +17,12 @@ import {
   ThreadWithRun,
   WorkList,
 } from '@threadwork/contracts';
+import { question, RunDriver, uniqueId } from '@threadwork/testing';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { repository } from './fixtures.js';
-import { SECRET, SPECIAL } from './doubles.js';
+import { FAULTS, SECRET } from './faulty-peers.js';
 import { startHarness, type App, type Caller, type Harness } from './harness.js';
 
-// Every route of the public contract against the service doubles: success statuses and shapes
+// Every route of the public contract against the real services: success statuses and shapes
 // (each body parsed with its contract schema), then the error mapping.
 
 describe('gateway routes', () => {
@@ -32,11 +32,10 @@ describe('gateway routes', () => {
   let bob: Caller;
 
   beforeAll(async () => {
-    harness = await startHarness();
+    harness = await startHarness({ repositories: ['alpha', 'beta'] });
     app = harness.app;
     alice = await harness.caller();
     bob = await harness.caller();
-    harness.world.repositories = [repository(11, 'alpha'), repository(12, 'beta')];
   });
   afterAll(async () => {
     await harness?.close();
@@ -52,9 +51,18 @@ describe('gateway routes', () => {
       ...(payload === undefined ? {} : { payload: payload as Record<string, unknown> }),
     });
 
+  const alpha = () => harness.repositories.get('alpha')!;
+  const beta = () => harness.repositories.get('beta')!;
+
+  /** A run admitted by the gateway's answer, taken through to completion as a runner would. */
+  const complete = async (runId: string) => {
+    const driver = await (await RunDriver.claim(harness.nc, runId)).start();
+    await driver.to('completed');
+  };
+
   describe('success', () => {
     it('GET /v1/work', async () => {
-      const threadId = harness.world.addThread(alice.user._id);
+      const { threadId } = await harness.thread(alice.user._id);
       const res = await get('/v1/work');
       expect(res.statusCode).toBe(200);
       const work = WorkList.parse(res.json());
@@ -74,7 +82,7 @@ describe('gateway routes', () => {
     });
 
     it('POST /v1/tasks → 202 task with run; GET /v1/tasks and /v1/tasks/{id}', async () => {
-      const created = await post('/v1/tasks', { repository_id: 11, prompt: 'fix the build', model: 'gpt-test' });
+      const created = await post('/v1/tasks', { repository_id: alpha(), prompt: 'fix the build', model: 'gpt-test' });
       expect(created.statusCode).toBe(202);
       const task = TaskWithRun.parse(created.json());
       expect(task.status).toBe('setup');
@@ -91,8 +99,8 @@ describe('gateway routes', () => {
 
     it('POST /v1/threads → 202 thread with run; GET /v1/threads/{id}', async () => {
       const created = await post('/v1/threads', {
-        repository_id: 11,
-        repository_ids: [12],
+        repository_id: alpha(),
+        repository_ids: [beta()],
         prompt: 'add a test',
         collaboration_mode: 'plan',
       });
@@ -106,13 +114,12 @@ describe('gateway routes', () => {
     });
 
     it('GET /v1/tasks/{id}/runs/resumable → 200 {run_id}, or 204 with no body', async () => {
-      const run = harness.world.addRun(alice.user._id, 'thr_x');
-      const active = harness.world.addThread(alice.user._id, run.id);
+      const { threadId: active, run } = await harness.run(alice.user._id);
       const res = await get(`/v1/tasks/${active}/runs/resumable`);
       expect(res.statusCode).toBe(200);
       expect(res.json()).toEqual({ run_id: run.id });
 
-      const idle = harness.world.addThread(alice.user._id);
+      const idle = await harness.idleThread(alice.user._id);
       const none = await get(`/v1/tasks/${idle}/runs/resumable`);
       expect(none.statusCode).toBe(204);
       expect(none.body).toBe('');
@@ -120,14 +127,14 @@ describe('gateway routes', () => {
     });
 
     it('POST /v1/threads/{id}/messages → 202 accepted', async () => {
-      const idle = harness.world.addThread(alice.user._id);
+      const idle = await harness.idleThread(alice.user._id);
       const res = await post(`/v1/threads/${idle}/messages`, { prompt: 'and now the docs' });
       expect(res.statusCode).toBe(202);
       expect(MessageAccepted.parse(res.json()).status).toBe('accepted');
     });
 
     it('POST /v1/threads/{id}/queue and /steer → 202 control submission', async () => {
-      const busy = harness.world.addThread(alice.user._id, 'run_active');
+      const { threadId: busy } = await harness.run(alice.user._id);
       const queued = await post(`/v1/threads/${busy}/queue`, { prompt: 'after that', client_request_id: 'c1' });
       expect(queued.statusCode).toBe(202);
       expect(ControlSubmission.parse(queued.json()).control).toMatchObject({ kind: 'queue', thread_id: busy });
@@ -138,7 +145,13 @@ describe('gateway routes', () => {
     });
 
     it('GET /v1/threads/{id}/messages and /v1/tasks/{id}/messages page with cursor and limit', async () => {
-      const id = harness.world.addThread(alice.user._id);
+      // Three messages: the first prompt and two more, each sent once the run before has ended.
+      const id = await harness.idleThread(alice.user._id);
+      for (const prompt of ['second', 'third']) {
+        const sent = await post(`/v1/threads/${id}/messages`, { prompt });
+        expect(sent.statusCode).toBe(202);
+        await complete(MessageAccepted.parse(sent.json()).run_id);
+      }
       for (const base of ['/v1/threads', '/v1/tasks']) {
         const first = await get(`${base}/${id}/messages?limit=2`);
         expect(first.statusCode).toBe(200);
@@ -154,7 +167,11 @@ describe('gateway routes', () => {
     });
 
     it('GET /v1/threads/{id}/controls and /v1/tasks/{id}/controls in their vocabularies', async () => {
-      const id = harness.world.addThread(alice.user._id);
+      // Queued on an idle thread, a control is applied at once (its run admitted); a steer of that
+      // run waits pending for a runner to take it.
+      const id = await harness.idleThread(alice.user._id);
+      expect((await post(`/v1/threads/${id}/queue`, { prompt: 'later' })).statusCode).toBe(202);
+      expect((await post(`/v1/threads/${id}/steer`, { prompt: 'now' })).statusCode).toBe(202);
       const threadControls = await get(`/v1/threads/${id}/controls`);
       expect(threadControls.statusCode).toBe(200);
       expect(ControlList.parse(threadControls.json()).controls.map((c) => c.thread_id)).toEqual([id, id]);
@@ -171,19 +188,19 @@ describe('gateway routes', () => {
     });
 
     it('GET /v1/runs/{id}', async () => {
-      const run = harness.world.addRun(alice.user._id, 'thr_r');
+      const { run } = await harness.run(alice.user._id);
       const res = await get(`/v1/runs/${run.id}`);
       expect(res.statusCode).toBe(200);
       expect(Run.parse(res.json())).toMatchObject({ id: run.id, status: 'running', terminal: false });
     });
 
     it('POST /v1/runs/{id}/cancel → 202 when requested, 200 when already terminal', async () => {
-      const live = harness.world.addRun(alice.user._id, 'thr_c');
+      const { run: live } = await harness.run(alice.user._id);
       const requested = await post(`/v1/runs/${live.id}/cancel`);
       expect(requested.statusCode).toBe(202);
       expect(Run.parse(requested.json()).status).toBe('cancelling');
 
-      const done = harness.world.addRun(alice.user._id, 'thr_c', 'completed');
+      const { run: done } = await harness.run(alice.user._id, 'completed');
       const unchanged = await post(`/v1/runs/${done.id}/cancel`);
       expect(unchanged.statusCode).toBe(200);
       expect(Run.parse(unchanged.json())).toMatchObject({ status: 'completed', terminal: true });
@@ -198,8 +215,8 @@ describe('gateway routes', () => {
     });
 
     it('GET /v1/interactions/{id}, GET /v1/threads/{id}/interactions, POST /v1/interactions/{id}/answer', async () => {
-      const threadId = harness.world.addThread(alice.user._id);
-      const pending = harness.world.addInteraction(alice.user._id, 'run_i', threadId);
+      const { threadId, driver } = await harness.run(alice.user._id);
+      const pending = await driver!.ask([question('q1', ['README.md', 'NOTES.md'])]);
 
       const one = await get(`/v1/interactions/${pending.id}`);
       expect(one.statusCode).toBe(200);
@@ -216,7 +233,9 @@ describe('gateway routes', () => {
 
       const again = await post(`/v1/interactions/${pending.id}/answer`, answer);
       expect(again.statusCode).toBe(409);
-      expect(again.json()).toEqual({ error: { code: 'already_settled', message: 'the interaction is settled' } });
+      expect(again.json()).toEqual({
+        error: { code: 'already_settled', message: `interaction ${pending.id} is already answered` },
+      });
 
       const none = await get(`/v1/threads/${threadId}/interactions?status=pending`);
       expect(InteractionList.parse(none.json()).interactions).toEqual([]);
@@ -259,7 +278,7 @@ describe('gateway routes', () => {
     });
 
     it('query values out of range', async () => {
-      const id = harness.world.addThread(alice.user._id);
+      const { threadId: id } = await harness.thread(alice.user._id);
       await expect400(await get(`/v1/threads/${id}/messages?limit=201`), /^querystring\.limit: /);
       await expect400(await get(`/v1/threads/${id}/controls?status=done`), /^querystring\.status: /);
       await expect400(await get(`/v1/repohost/repositories?q=${'q'.repeat(257)}`), /^querystring\.q: Too big/);
@@ -291,15 +310,14 @@ describe('gateway routes', () => {
 
   describe('404', () => {
     it("for anything that is not the caller's", async () => {
-      const theirs = harness.world.addThread(bob.user._id);
+      const { threadId: theirs, runId } = await harness.thread(bob.user._id);
       const res = await get(`/v1/threads/${theirs}`);
       expect(res.statusCode).toBe(404);
       expect(res.json()).toEqual({ error: { code: 'not_found', message: 'thread not found' } });
       expect((await get(`/v1/threads/${theirs}`, bob)).statusCode).toBe(200);
 
-      const run = harness.world.addRun(bob.user._id, theirs);
-      expect((await post(`/v1/runs/${run.id}/cancel`)).statusCode).toBe(404);
-      expect((await get(`/v1/runs/${run.id}/events`)).statusCode).toBe(404);
+      expect((await post(`/v1/runs/${runId}/cancel`)).statusCode).toBe(404);
+      expect((await get(`/v1/runs/${runId}/events`)).statusCode).toBe(404);
       expect((await get(`/v1/tasks/thr_missing`)).statusCode).toBe(404);
     });
 
@@ -329,15 +347,22 @@ describe('gateway routes', () => {
       [
         'thread_busy',
         async (c: Caller) =>
-          post(`/v1/threads/${harness.world.addThread(c.user._id, 'run_busy')}/messages`, { prompt: 'hi' }),
+          post(`/v1/threads/${(await harness.thread(c.user._id)).threadId}/messages`, { prompt: 'hi' }),
       ],
       [
         'no_active_run',
-        async (c: Caller) => post(`/v1/threads/${harness.world.addThread(c.user._id)}/steer`, { prompt: 'hi' }),
+        async (c: Caller) => post(`/v1/threads/${await harness.idleThread(c.user._id)}/steer`, { prompt: 'hi' }),
       ],
       [
         'idempotency_conflict',
-        async () => post('/v1/threads', { repository_id: 1, prompt: 'hi', client_request_id: 'reused' }),
+        async () => {
+          // The same client_request_id again with another body.
+          const client_request_id = uniqueId('reused');
+          expect(
+            (await post('/v1/threads', { repository_id: alpha(), prompt: 'hi', client_request_id })).statusCode,
+          ).toBe(202);
+          return post('/v1/threads', { repository_id: alpha(), prompt: 'hi again', client_request_id });
+        },
       ],
     ])('%s', async (code, act) => {
       const res = await act(alice);
@@ -355,7 +380,7 @@ describe('gateway routes', () => {
       fetch(`${url}/v1/threads`, {
         method: 'POST',
         headers: { ...alice.headers, 'content-type': 'application/json' },
-        body: JSON.stringify({ repository_id: 11, prompt }),
+        body: JSON.stringify({ repository_id: alpha(), prompt }),
       });
     const first = await send('hi');
     const second = await send('hi again');
@@ -363,47 +388,63 @@ describe('gateway routes', () => {
     const ids = [first.headers.get('x-request-id'), second.headers.get('x-request-id')];
     expect(ids[0]).toMatch(/^[0-9a-f-]{36}$/);
     expect(ids[1]).not.toBe(ids[0]);
-    expect(harness.world.createRequestIds.slice(-2)).toEqual(ids);
+    expect((await harness.creates.seen()).map((r) => r.requestId).slice(-2)).toEqual(ids);
     // A client's own id is not taken.
     const chosen = await app.inject({
       method: 'POST',
       url: '/v1/threads',
       headers: { ...alice.headers, 'x-request-id': 'mine' },
-      payload: { repository_id: 11, prompt: 'hi' },
+      payload: { repository_id: alpha(), prompt: 'hi' },
     });
     expect(chosen.headers['x-request-id']).not.toBe('mine');
   });
 
-  describe('500 hides what went wrong', () => {
-    it('when a service fails unexpectedly', async () => {
-      const res = await get(`/v1/threads/${SPECIAL.boom}`);
-      expect(res.statusCode).toBe(500);
-      expect(res.json()).toEqual({ error: { code: 'internal', message: 'internal error' } });
-      expect(res.body).not.toContain(SECRET);
+  describe('a service that goes wrong', () => {
+    // The real services do not fail this way on purpose: faulty stand-ins on a server of their own.
+    let faulty: Harness;
+    let carol: Caller;
+
+    beforeAll(async () => {
+      faulty = await startHarness({ peers: 'faulty' });
+      carol = await faulty.caller();
+    });
+    afterAll(async () => {
+      await faulty?.close();
     });
 
-    it('when a service answers `internal` with a message of its own: the code, and the request id to quote', async () => {
-      const res = await get(`/v1/threads/${SPECIAL.internalWithText}`);
-      expect(res.statusCode).toBe(500);
-      expect(res.json()).toEqual({ error: { code: 'internal', message: 'internal error' } });
-      expect(res.body).not.toContain(SECRET);
-      expect(res.headers['x-request-id']).toMatch(/^[0-9a-f-]{36}$/);
+    const faultyGet = (url: string) => faulty.app.inject({ url, headers: carol.headers });
+
+    describe('500 hides what went wrong', () => {
+      it('when a service fails unexpectedly', async () => {
+        const res = await faultyGet(`/v1/threads/${FAULTS.boom}`);
+        expect(res.statusCode).toBe(500);
+        expect(res.json()).toEqual({ error: { code: 'internal', message: 'internal error' } });
+        expect(res.body).not.toContain(SECRET);
+      });
+
+      it('when a service answers `internal` with a message of its own: the code, and the request id to quote', async () => {
+        const res = await faultyGet(`/v1/threads/${FAULTS.internalWithText}`);
+        expect(res.statusCode).toBe(500);
+        expect(res.json()).toEqual({ error: { code: 'internal', message: 'internal error' } });
+        expect(res.body).not.toContain(SECRET);
+        expect(res.headers['x-request-id']).toMatch(/^[0-9a-f-]{36}$/);
+      });
+
+      it('when a service answers a shape the contract does not allow', async () => {
+        const res = await faultyGet(`/v1/threads/${FAULTS.malformed}`);
+        expect(res.statusCode).toBe(500);
+        expect(res.json()).toEqual({ error: { code: 'internal', message: 'internal error' } });
+        expect(res.body).not.toMatch(/expected|at |\.ts/);
+      });
     });
 
-    it('when a service answers a shape the contract does not allow', async () => {
-      const res = await get(`/v1/threads/${SPECIAL.malformed}`);
-      expect(res.statusCode).toBe(500);
-      expect(res.json()).toEqual({ error: { code: 'internal', message: 'internal error' } });
-      expect(res.body).not.toMatch(/expected|at |\.ts/);
+    it('503 when a service does not answer in time', async () => {
+      const quick = await faulty.gateway({ requestTimeoutMs: 150 });
+      const res = await quick.inject({ url: `/v1/runs/${FAULTS.slowRun}`, headers: carol.headers });
+      expect(res.statusCode).toBe(503);
+      expect(res.json()).toMatchObject({ error: { code: 'unavailable' } });
+      expect(res.headers['retry-after']).toBe('1');
     });
-  });
-
-  it('503 when a service does not answer in time', async () => {
-    const quick = await harness.gateway({ requestTimeoutMs: 150 });
-    const res = await quick.inject({ url: `/v1/runs/${SPECIAL.slowRun}`, headers: alice.headers });
-    expect(res.statusCode).toBe(503);
-    expect(res.json()).toMatchObject({ error: { code: 'unavailable' } });
-    expect(res.headers['retry-after']).toBe('1');
   });
 
   it('413 above the body limit', async () => {

@@ -10,7 +10,7 @@ import { signSession } from '../src/domain/session.js';
 import { startHarness, type Harness } from './harness.js';
 
 // The gateway as `main` starts it: config from the environment, its own NATS connection and
-// database, listening on a port; the service doubles answer on the same NATS server.
+// database, listening on a port; the real services answer on the same NATS server.
 
 describe('startGateway', () => {
   let harness: Harness;
@@ -38,7 +38,7 @@ describe('startGateway', () => {
     expect((await fetch(`${gateway.url}/readyz`)).status).toBe(200);
     const user = await identity.ensureUser('start-test-user');
     const { key } = await identity.createKey(user._id);
-    harness.world.addThread(user._id);
+    await harness.thread(user._id);
 
     const withKey = await fetch(`${gateway.url}/v1/work`, { headers: { authorization: `Bearer ${key}` } });
     expect(withKey.status).toBe(200);
