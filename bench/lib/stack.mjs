@@ -114,7 +114,8 @@ export async function startStack({ runnerEnv = {}, profile = [], profileDir } = 
     },
     /** Pids of every process of the stack, by name: the servers, the services and the baseline. */
     processIds() {
-      return new Map(launched.processes.map((p) => [p.name, p.pid]));
+      const byKind = (kind) => launched.processes.filter((p) => p.kind === kind).map((p) => [p.name, p.pid]);
+      return new Map([...byKind('service'), ...byKind('server')]);
     },
     /** Throws if a service died: its figures would be meaningless. */
     assertRunning() {
