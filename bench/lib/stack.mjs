@@ -21,8 +21,8 @@ const RPC_SERVICES = { runs: SERVICES.runs.name, repohost: SERVICES.repohost.nam
 const RUNNER_CONSUMER = 'runner-codex';
 
 const READY_TIMEOUT_MS = 60_000;
-/** How much of a process's output is kept to show when it dies. */
-const OUTPUT_TAIL = 4_000;
+/** Output kept to show when a process dies: the launcher keeps at least half of it, the last 4,000 characters. */
+const OUTPUT_TAIL = 8_000;
 
 export const log = (line) => process.stderr.write(`bench: ${line}\n`);
 

@@ -91,7 +91,7 @@ export interface StackOptions {
   health?: boolean;
   /** A service's grace between SIGTERM and SIGKILL (default 15 s). */
   stopTimeoutMs?: number;
-  /** How much of each process's output is kept for `output()` (default 256 KiB). */
+  /** How much of each process's output is kept for `output()`: at least half of this (default 256 KiB). */
   outputLimit?: number;
   onLine?: (proc: LaunchedProcess, line: string) => void;
   onStart?: (proc: LaunchedProcess) => void;
