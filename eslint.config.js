@@ -29,6 +29,7 @@ export default tseslint.config(
           'TextEncoder',
           'TextDecoder',
           'AbortController',
+          'AbortSignal',
         ].map((name) => [name, 'readonly']),
       ),
     },

@@ -10,6 +10,9 @@ export default defineConfig({
   ssr: { resolve: { conditions, externalConditions: ['threadwork-source'] } },
   test: {
     include: ['test/chaos/**/*.test.ts'],
+    // The run's jitter seed, printed first; each test then draws from its own stream of it.
+    globalSetup: ['test/chaos/support/seed-setup.ts'],
+    setupFiles: ['test/chaos/support/replay.ts'],
     testTimeout: 300_000,
     hookTimeout: 120_000,
     fileParallelism: false,

@@ -18,11 +18,12 @@ import { parseArgs } from 'node:util';
 // their dependencies from pnpm's hoisted copies (an ESM strip-ansi under a CommonJS string-width)
 // and fail.
 import './lib/load.mjs';
+import { SERVICES } from '../deploy/local/launcher.mjs';
 import { startFakeModel } from '@threadwork/testing';
 import { residentMemory, mib } from './lib/proc.mjs';
 import { int, ms, summaryRow, SUMMARY_HEADER, table } from './lib/report.mjs';
 import { createHeldRun } from './lib/runs.mjs';
-import { log, SERVICE_NAMES, startStack } from './lib/stack.mjs';
+import { log, startStack } from './lib/stack.mjs';
 import { appendBenchmark, appendLikeRunner } from './suites/append.mjs';
 import { eventPagesBenchmark, healthBenchmark, runReadBenchmark } from './suites/api.mjs';
 import { followersBenchmark } from './suites/followers.mjs';
@@ -74,7 +75,7 @@ const selected = new Set(args.only ? args.only.split(',') : BENCHMARKS);
 for (const name of selected) if (!BENCHMARKS.includes(name)) throw new Error(`unknown benchmark ${name}`);
 const profile = args.profile ? args.profile.split(',') : [];
 for (const name of profile) {
-  if (!SERVICE_NAMES.includes(name) && name !== 'baseline') throw new Error(`cannot profile ${name}`);
+  if (!SERVICES.includes(name) && name !== 'baseline') throw new Error(`cannot profile ${name}`);
 }
 const profileDir = profile.length ? (args['profile-dir'] ?? mkdtempSync(join(tmpdir(), 'threadwork-profiles-'))) : '';
 

@@ -1,25 +1,18 @@
-// The stack the benchmarks measure, on loopback: nats-server and FerretDB (data in a temp dir that
-// is removed at the end), every service as its own process from services/*/dist (so build first),
-// a user with an API key, and a local repository to open threads on. Every process is started with
-// spawnGuarded (it gets SIGTERM if we die) and stopped by its pid, in reverse order of starting.
+// The stack the benchmarks measure, on loopback, started by the local launcher
+// (deploy/local/launcher.mjs) as `npm start` starts it: nats-server and FerretDB (data in a temp dir
+// that is removed at the end), every service as its own process from services/*/dist (so build
+// first), plus the baseline server; then a user with an API key and a local repository to open
+// threads on. Every process is stopped by its pid, in reverse order of starting.
 import { randomBytes } from 'node:crypto';
 import { spawnSync } from 'node:child_process';
 import { mkdirSync, mkdtempSync, rmSync } from 'node:fs';
-import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
-import { dirname, join, resolve } from 'node:path';
+import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { fileURLToPath } from 'node:url';
 import { SERVICES, STREAM_NAMES } from '@threadwork/contracts';
 import { connectNats, createLogger, jetStreamOf } from '@threadwork/platform';
 import { createBareRepo, testNatsAuth } from '@threadwork/testing';
-import { spawnGuarded, startFerretDb, startNatsServer } from '../../deploy/local/servers.mjs';
-import { ensureTool } from '../../deploy/local/tools.mjs';
-
-export const root = resolve(dirname(fileURLToPath(import.meta.url)), '..', '..');
-
-/** Start order: services others call come first (as in deploy/local/stack.mjs); they stop in reverse. */
-export const SERVICE_NAMES = ['runs', 'repohost', 'review', 'threads', 'runner', 'gateway'];
+import { createStack, freePort, root, SERVICES as SERVICE_NAMES } from '../../deploy/local/launcher.mjs';
 
 /** Services that answer NATS requests, by the name their NATS micro service has. */
 const RPC_SERVICES = { runs: SERVICES.runs.name, repohost: SERVICES.repohost.name, threads: SERVICES.threads.name };
@@ -28,69 +21,10 @@ const RPC_SERVICES = { runs: SERVICES.runs.name, repohost: SERVICES.repohost.nam
 const RUNNER_CONSUMER = 'runner-codex';
 
 const READY_TIMEOUT_MS = 60_000;
+/** Output kept to show when a process dies: the launcher keeps at least half of it, the last 4,000 characters. */
+const OUTPUT_TAIL = 8_000;
 
 export const log = (line) => process.stderr.write(`bench: ${line}\n`);
-
-/** Forwards a child's output to our stderr line by line, prefixed with its name; keeps the tail for errors. */
-function forwardLines(child, name) {
-  let tail = '';
-  for (const stream of [child.stdout, child.stderr]) {
-    let buffered = '';
-    stream.on('data', (chunk) => {
-      buffered += chunk.toString();
-      const lines = buffered.split('\n');
-      buffered = lines.pop() ?? '';
-      for (const line of lines) {
-        if (!line.trim()) continue;
-        process.stderr.write(`[${name}] ${line}\n`);
-        tail = `${tail}${line}\n`.slice(-4_000);
-      }
-    });
-  }
-  return () => tail;
-}
-
-/** A node process of ours: `pid` is node's own (setpriv execs), so /proc/<pid> is the process itself. */
-function startNode(name, script, { env, nodeArgs = [] }) {
-  const child = spawnGuarded(process.execPath, [...nodeArgs, script], {
-    cwd: root,
-    env,
-    stdio: ['ignore', 'pipe', 'pipe'],
-  });
-  const output = forwardLines(child, name);
-  const exited = new Promise((done) => child.once('exit', (code, signal) => done({ code, signal })));
-  let stopping = false;
-  return {
-    name,
-    pid: child.pid,
-    exited,
-    get running() {
-      return child.exitCode === null && child.signalCode === null;
-    },
-    output,
-    async stop() {
-      if (stopping || child.exitCode !== null || child.signalCode !== null) return;
-      stopping = true;
-      child.kill('SIGTERM');
-      // Services drain in-flight work on SIGTERM; a profile (--cpu-prof) is written as they exit.
-      const killer = setTimeout(() => child.kill('SIGKILL'), 15_000);
-      await exited;
-      clearTimeout(killer);
-    },
-  };
-}
-
-/** A port nothing listens on now (the kernel picks it; it is free again once we close). */
-function freePort() {
-  return new Promise((resolvePort, reject) => {
-    const server = createServer();
-    server.once('error', reject);
-    server.listen(0, '127.0.0.1', () => {
-      const { port } = server.address();
-      server.close(() => resolvePort(port));
-    });
-  });
-}
 
 async function waitUntil(what, probe, timeoutMs = READY_TIMEOUT_MS) {
   const deadline = Date.now() + timeoutMs;
@@ -107,60 +41,21 @@ async function waitUntil(what, probe, timeoutMs = READY_TIMEOUT_MS) {
  */
 export async function startStack({ runnerEnv = {}, profile = [], profileDir } = {}) {
   const dir = mkdtempSync(join(tmpdir(), 'threadwork-bench-'));
-  const stops = [];
-  /** Every node process started, by name: the services and the baseline server. */
-  const services = new Map();
-  let nc;
-
-  const stack = {
+  const port = await freePort();
+  const baselinePort = await freePort();
+  const reposDir = join(dir, 'repos');
+  mkdirSync(reposDir);
+  const dbPrefix = 'bench';
+  // Each service as its own NATS identity, with its grant, as deployed; the bench's own client may do anything.
+  const natsAuth = testNatsAuth();
+  const nodeArgs = (name) => (profile.includes(name) ? ['--cpu-prof', `--cpu-prof-dir=${profileDir}`] : []);
+  const launched = createStack({
     dir,
-    services,
-    /** Stops every process started, newest first, and removes the temp dir. Safe to call twice. */
-    async stop() {
-      // autocannon drops its connections when a round ends; let the requests they left in flight
-      // finish rather than fail against services that are stopping.
-      await sleep(1_000);
-      if (nc && !nc.isClosed()) await nc.close();
-      for (const stop of stops.splice(0).reverse()) {
-        await stop().catch((err) => log(`stopping failed: ${err.message}`));
-      }
-      rmSync(dir, { recursive: true, force: true });
-    },
-    /** Pids of every process of the stack, by name: the servers, the services and the baseline. */
-    processIds() {
-      const pids = new Map([...services].map(([name, service]) => [name, service.pid]));
-      if (stack.nats) pids.set('nats-server', stack.nats.pid);
-      if (stack.ferret) pids.set('ferretdb', stack.ferret.pid);
-      return pids;
-    },
-    /** Throws if a service died: its figures would be meaningless. */
-    assertRunning() {
-      for (const service of services.values()) {
-        if (!service.running) throw new Error(`${service.name} exited unexpectedly:\n${service.output()}`);
-      }
-    },
-  };
-
-  try {
-    // Each service as its own NATS identity, with its grant, as deployed; the bench's own client may do anything.
-    const natsAuth = testNatsAuth();
-    const nats = await startNatsServer({
-      binary: ensureTool('nats-server'),
-      dir: join(dir, 'nats'),
-      config: natsAuth.config,
-    });
-    stops.push(() => nats.stop());
-    const ferret = await startFerretDb({ binary: ensureTool('ferretdb'), dir: join(dir, 'ferretdb') });
-    stops.push(() => ferret.stop());
-
-    const port = await freePort();
-    const reposDir = join(dir, 'repos');
-    mkdirSync(reposDir);
-    const dbPrefix = 'bench';
-    const env = {
+    nats: { config: natsAuth.config },
+    ferret: {},
+    natsKeys: natsAuth.keys,
+    env: {
       ...process.env,
-      NATS_URL: nats.url,
-      MONGO_URL: ferret.url,
       MONGO_DB_PREFIX: dbPrefix,
       REPOHOST_LOCAL_DIR: reposDir,
       SANDBOX_ROOT: join(dir, 'sandboxes'),
@@ -178,26 +73,61 @@ export async function startStack({ runnerEnv = {}, profile = [], profileDir } = 
       THREADS_PER_MINUTE_PER_USER: '0',
       // Runs held for the read benchmarks are admitted for a harness no runner serves (lib/runs.mjs).
       HARNESSES: 'codex,bench',
-    };
-    for (const name of SERVICE_NAMES) {
-      const nodeArgs = profile.includes(name) ? ['--cpu-prof', `--cpu-prof-dir=${profileDir}`] : [];
-      const service = startNode(name, join(root, 'services', name, 'dist', 'main.js'), {
-        env: { ...env, NATS_NKEY_SEED: natsAuth.keys[name].seed, ...(name === 'runner' ? runnerEnv : {}) },
-        nodeArgs,
-      });
-      services.set(name, service);
-      stops.push(() => service.stop());
-    }
-
-    const baselinePort = await freePort();
-    const baseline = startNode('baseline', join(root, 'bench', 'lib', 'baseline-server.mjs'), {
+    },
+    services: [
+      ...SERVICE_NAMES.map((role) => ({
+        role,
+        nodeArgs: nodeArgs(role),
+        ...(role === 'runner' ? { env: runnerEnv } : {}),
+      })),
       // It stands in for the gateway, so it connects as the gateway.
-      env: { ...env, NATS_NKEY_SEED: natsAuth.keys.gateway.seed, PORT: String(baselinePort) },
-      nodeArgs: profile.includes('baseline') ? ['--cpu-prof', `--cpu-prof-dir=${profileDir}`] : [],
-    });
-    services.set('baseline', baseline);
-    stops.push(() => baseline.stop());
+      {
+        role: 'baseline',
+        script: join(root, 'bench', 'lib', 'baseline-server.mjs'),
+        identity: 'gateway',
+        env: { PORT: String(baselinePort) },
+        nodeArgs: nodeArgs('baseline'),
+      },
+    ],
+    // Services drain in-flight work on SIGTERM; a profile (--cpu-prof) is written as they exit.
+    stopTimeoutMs: 15_000,
+    outputLimit: OUTPUT_TAIL,
+    onLine: (proc, line) => proc.kind === 'service' && process.stderr.write(`[${proc.name}] ${line}\n`),
+    onStopError: (_proc, err) => log(`stopping failed: ${err.message}`),
+  });
+  let nc;
 
+  const stack = {
+    dir,
+    /** Every node process started, by name: the services and the baseline server. */
+    get services() {
+      return new Map(launched.processes.filter((p) => p.kind === 'service').map((p) => [p.name, p]));
+    },
+    /** Stops every process started, newest first, and removes the temp dir. Safe to call twice. */
+    async stop() {
+      // autocannon drops its connections when a round ends; let the requests they left in flight
+      // finish rather than fail against services that are stopping.
+      await sleep(1_000);
+      if (nc && !nc.isClosed()) await nc.close();
+      await launched.stop();
+      rmSync(dir, { recursive: true, force: true });
+    },
+    /** Pids of every process of the stack, by name: the servers, the services and the baseline. */
+    processIds() {
+      const byKind = (kind) => launched.processes.filter((p) => p.kind === kind).map((p) => [p.name, p.pid]);
+      return new Map([...byKind('service'), ...byKind('server')]);
+    },
+    /** Throws if a service died: its figures would be meaningless. */
+    assertRunning() {
+      for (const service of stack.services.values()) {
+        if (!service.alive()) throw new Error(`${service.name} exited unexpectedly:\n${service.output()}`);
+      }
+    },
+  };
+
+  try {
+    await launched.start();
+    const nats = launched.process('nats-server');
     nc = await connectNats({
       servers: nats.url,
       auth: natsAuth.testAuth,
@@ -215,7 +145,7 @@ export async function startStack({ runnerEnv = {}, profile = [], profileDir } = 
     await waitUntil('runner', async () => Boolean(await jsm.consumers.info(STREAM_NAMES.runJobs, RUNNER_CONSUMER)));
     stack.assertRunning();
 
-    const key = createApiKey(env, 'bench');
+    const key = createApiKey(launched.env, 'bench');
     const headers = { authorization: `Bearer ${key}`, 'content-type': 'application/json' };
     createBareRepo(reposDir, 'bench', { files: { 'README.md': '# Bench\n' } });
     const repos = await (await fetch(`${base}/v1/repohost/repositories`, { headers })).json();
@@ -223,15 +153,9 @@ export async function startStack({ runnerEnv = {}, profile = [], profileDir } = 
 
     /** Replaces the runner with one started with `extra` on top of its settings; resolves once it consumes. */
     stack.restartRunner = async (extra = {}) => {
-      const old = services.get('runner');
-      await old.stop();
-      const runner = startNode('runner', join(root, 'services', 'runner', 'dist', 'main.js'), {
-        env: { ...env, NATS_NKEY_SEED: natsAuth.keys.runner.seed, ...runnerEnv, ...extra },
-      });
-      services.set('runner', runner);
-      stops.push(() => runner.stop());
+      const runner = await launched.restart('runner', { env: extra });
       await waitUntil('runner', async () => {
-        if (!runner.running) throw new Error(`the runner exited:\n${runner.output()}`);
+        if (!runner.alive()) throw new Error(`the runner exited:\n${runner.output()}`);
         const info = await jsm.consumers.info(STREAM_NAMES.runJobs, RUNNER_CONSUMER);
         return info.num_waiting > 0;
       });
@@ -246,12 +170,12 @@ export async function startStack({ runnerEnv = {}, profile = [], profileDir } = 
       js,
       jsm,
       nats,
-      ferret,
+      ferret: launched.process('ferretdb'),
       dbPrefix,
       repositoryId,
     });
   } catch (err) {
-    for (const service of services.values()) if (!service.running) log(`${service.name}: ${service.output()}`);
+    for (const service of stack.services.values()) if (!service.alive()) log(`${service.name}: ${service.output()}`);
     await stack.stop();
     throw err;
   }

@@ -1,5 +1,11 @@
 import type { ChildProcess, SpawnOptions } from 'node:child_process';
 
+/** How a process ended: its exit code, or the signal that ended it. */
+export interface ProcessExit {
+  code: number | null;
+  signal: NodeJS.Signals | null;
+}
+
 /** A server process we started; stopped by its pid, never by name. */
 export interface LocalServer {
   url: string;
@@ -7,7 +13,7 @@ export interface LocalServer {
   /** The port it listens on, so a restart can come back on the same address. */
   port: number;
   /** Resolves when the process has exited, whatever stopped it. */
-  exited: Promise<void>;
+  exited: Promise<ProcessExit>;
   stop(signal?: NodeJS.Signals): Promise<void>;
 }
 

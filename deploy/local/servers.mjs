@@ -24,8 +24,9 @@ export function spawnGuarded(command, args, options) {
 
 function watchExit(child) {
   return new Promise((resolve) => {
-    if (child.exitCode !== null || child.signalCode !== null) resolve();
-    else child.once('exit', () => resolve());
+    if (child.exitCode !== null || child.signalCode !== null)
+      resolve({ code: child.exitCode, signal: child.signalCode });
+    else child.once('exit', (code, signal) => resolve({ code, signal }));
   });
 }
 

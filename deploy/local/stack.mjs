@@ -8,11 +8,9 @@ import { randomBytes } from 'node:crypto';
 import { existsSync, fstatSync, mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { Socket } from 'node:net';
 import { isatty } from 'node:tty';
-import { dirname, join, resolve } from 'node:path';
-import { fileURLToPath } from 'node:url';
+import { join, resolve } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { spawnGuarded, startFerretDb, startNatsServer } from './servers.mjs';
-import { toolPath } from './tools.mjs';
+import { createStack, root, SERVICES } from './launcher.mjs';
 // Built by `npm start` before this script runs.
 import {
   natsAuthorizationConfig,
@@ -22,12 +20,11 @@ import {
 } from '../../libs/platform/dist/nats-auth.js';
 import { NATS_IDENTITIES } from '../../libs/contracts/dist/nats-grants.js';
 
-const root = resolve(dirname(fileURLToPath(import.meta.url)), '..', '..');
 const dataDir = resolve(process.env.THREADWORK_DATA_DIR ?? join(root, '.data'));
 const port = Number(process.env.PORT ?? 8080);
 const stackFile = join(dataDir, 'stack.json');
-// Order matters: services that others call come up first; they stop in reverse.
-const SERVICES = ['runs', 'repohost', 'review', 'threads', 'runner', 'gateway'];
+const demo = ['1', 'true', 'yes'].includes(process.env.THREADWORK_DEMO ?? '');
+const RUNNER_WITHHELD = ['MONGO_URL', 'MONGO_DB_PREFIX', 'MONGO_SERVER_SELECTION_TIMEOUT_MS', 'SESSION_SECRET'];
 // A service gets this long to stop after SIGTERM (its own deadline plus a margin), then SIGKILL.
 const SERVICE_STOP_MS = Number(process.env.SHUTDOWN_TIMEOUT_MS ?? 10_000) + 2_000;
 // Output held back while nothing reads ours; past it, lines are dropped and counted.
@@ -87,30 +84,14 @@ function pretty(name, line) {
   return `${color(90, when)} ${color(36, name.padEnd(9))} ${color(LEVEL_COLORS[level] ?? 0, String(level ?? '').padEnd(5))} ${msg ?? ''}${extra}`;
 }
 
-function pipeLines(stream, name) {
-  let buffered = '';
-  stream.on('data', (chunk) => {
-    buffered += chunk.toString();
-    const lines = buffered.split('\n');
-    buffered = lines.pop() ?? '';
-    for (const line of lines) if (line.trim()) out.write(pretty(name, line) + '\n');
-  });
-}
-
-const started = [];
+let stack;
 let stopping = false;
 
 async function stopAll(code) {
   if (stopping) return;
   stopping = true;
   say('stopping…');
-  for (const proc of [...started].reverse()) {
-    try {
-      await proc.stop();
-    } catch (err) {
-      say(`could not stop ${proc.name} (pid ${proc.pid}): ${err.message}`);
-    }
-  }
+  await stack?.stop();
   rmSync(stackFile, { force: true });
   say('stopped');
   await out.flush();
@@ -125,43 +106,33 @@ setInterval(() => {
   if (process.ppid !== parent) void stopAll(0);
 }, 250).unref();
 
-function startService(name, env) {
-  const child = spawnGuarded(process.execPath, [join(root, 'services', name, 'dist', 'main.js')], {
-    cwd: root,
-    env,
-    stdio: ['ignore', 'pipe', 'pipe'],
-  });
-  pipeLines(child.stdout, name);
-  pipeLines(child.stderr, name);
-  const exited = new Promise((resolveExit) => child.once('exit', (code, signal) => resolveExit({ code, signal })));
-  exited.then(({ code, signal }) => {
-    if (!stopping) {
-      say(`${name} exited unexpectedly (${signal ?? `exit ${code}`}); stopping the stack`);
-      void stopAll(1);
-    }
-  });
-  return {
-    name,
-    pid: child.pid,
-    async stop() {
-      if (child.exitCode !== null || child.signalCode !== null) return;
-      child.kill('SIGTERM');
-      const killer = setTimeout(() => child.kill('SIGKILL'), SERVICE_STOP_MS);
-      await exited;
-      clearTimeout(killer);
-    },
-  };
+/** What the servers print is left out but for their errors; the services' every line, readably. */
+function printLine(proc, line) {
+  if (proc.name === 'nats-server' && !/\[(ERR|WRN|FTL)\]/.test(line)) return;
+  if (proc.name === 'ferretdb' && !/level=ERROR|panic/.test(line)) return;
+  out.write(pretty(proc.name === 'nats-server' ? 'nats' : proc.name, line) + '\n');
 }
 
-/** A server we started: stopped with the rest; its death stops the stack, as a service's does. */
-function watchServer(name, server) {
-  server.exited.then(() => {
-    if (!stopping) {
-      say(`${name} exited unexpectedly; stopping the stack`);
-      void stopAll(1);
-    }
-  });
-  return { name, pid: server.pid, stop: () => server.stop() };
+function announce(proc) {
+  if (proc.name === 'nats-server') say(`NATS with JetStream at ${proc.url} (data in ${join(dataDir, 'nats')})`);
+  if (proc.name === 'ferretdb') {
+    say(`FerretDB (MongoDB wire protocol on SQLite) at ${proc.url} (data in ${join(dataDir, 'ferretdb')})`);
+  }
+  if (proc.name !== SERVICES[0]) return;
+  if (demo) say('demo mode: agent replies are scripted (model "demo-scripted"); no model key is used');
+  else if (!process.env.MODEL_BASE_URL) {
+    say(
+      'no model configured: runs will fail with model_not_configured. Set MODEL_BASE_URL and MODEL_API_KEY, or try THREADWORK_DEMO=1 npm start',
+    );
+  }
+}
+
+/** Any process of the stack dying stops the stack. */
+function exitedUnexpectedly(proc, { code, signal }) {
+  if (stopping) return;
+  const how = proc.kind === 'server' ? '' : ` (${signal ?? `exit ${code}`})`;
+  say(`${proc.name} exited unexpectedly${how}; stopping the stack`);
+  void stopAll(1);
 }
 
 async function waitReady(url, timeoutMs) {
@@ -180,33 +151,8 @@ async function waitReady(url, timeoutMs) {
 
 async function main() {
   mkdirSync(dataDir, { recursive: true });
-  let natsUrl = process.env.NATS_URL;
-  let mongoUrl = process.env.MONGO_URL;
-
   // Every service connects to NATS as an identity of its own and may do only what its grant says.
-  let natsKeys = null;
-  if (!natsUrl) {
-    natsKeys = localNatsKeys();
-    const nats = await startNatsServer({
-      binary: toolPath('nats-server'),
-      dir: join(dataDir, 'nats'),
-      config: natsAuthorizationConfig(natsServerUsers(natsKeys)),
-      onLine: (line) => /\[(ERR|WRN|FTL)\]/.test(line) && out.write(pretty('nats', line) + '\n'),
-    });
-    started.push(watchServer('nats-server', nats));
-    natsUrl = nats.url;
-    say(`NATS with JetStream at ${natsUrl} (data in ${join(dataDir, 'nats')})`);
-  }
-  if (!mongoUrl) {
-    const ferret = await startFerretDb({
-      binary: toolPath('ferretdb'),
-      dir: join(dataDir, 'ferretdb'),
-      onLine: (line) => /level=ERROR|panic/.test(line) && out.write(pretty('ferretdb', line) + '\n'),
-    });
-    started.push(watchServer('ferretdb', ferret));
-    mongoUrl = ferret.url;
-    say(`FerretDB (MongoDB wire protocol on SQLite) at ${mongoUrl} (data in ${join(dataDir, 'ferretdb')})`);
-  }
+  const natsKeys = process.env.NATS_URL ? null : localNatsKeys();
 
   const dbPrefix = process.env.MONGO_DB_PREFIX ?? 'threadwork';
   // Session cookies outlive a restart of the local stack: the secret is kept with its data, readable
@@ -218,8 +164,6 @@ async function main() {
   const sessionSecret = process.env.SESSION_SECRET ?? readFileSync(secretFile, 'utf8').trim();
   const env = {
     ...process.env,
-    NATS_URL: natsUrl,
-    MONGO_URL: mongoUrl,
     MONGO_DB_PREFIX: dbPrefix,
     THREADWORK_DATA_DIR: dataDir,
     SESSION_SECRET: sessionSecret,
@@ -228,35 +172,41 @@ async function main() {
     PORT: String(port),
     HOST: process.env.HOST ?? '127.0.0.1',
   };
-  const demo = ['1', 'true', 'yes'].includes(process.env.THREADWORK_DEMO ?? '');
   if (demo) {
     // The runner plays a scripted model; runs admitted meanwhile say so in their `model`.
     env.DEFAULT_MODEL = 'demo-scripted';
-    say('demo mode: agent replies are scripted (model "demo-scripted"); no model key is used');
-  } else if (!process.env.MODEL_BASE_URL) {
-    say(
-      'no model configured: runs will fail with model_not_configured. Set MODEL_BASE_URL and MODEL_API_KEY, or try THREADWORK_DEMO=1 npm start',
-    );
   }
   mkdirSync(env.REPOHOST_LOCAL_DIR, { recursive: true });
 
-  for (const name of SERVICES) {
-    if (stopping) return;
-    const own = natsKeys ? { NATS_NKEY_SEED: natsKeys[name].seed } : {};
-    started.push(startService(name, { ...environmentOf(name, env), ...own }));
-  }
+  stack = createStack({
+    dir: dataDir,
+    nats: natsKeys ? { config: natsAuthorizationConfig(natsServerUsers(natsKeys)) } : { url: process.env.NATS_URL },
+    ferret: process.env.MONGO_URL ? { url: process.env.MONGO_URL } : {},
+    natsKeys,
+    env,
+    // The runner never uses the database or signs sessions, so it is told neither the database's
+    // address nor the session secret (what a compromise of it could reach).
+    services: SERVICES.map((role) => (role === 'runner' ? { role, withhold: RUNNER_WITHHELD } : { role })),
+    stopTimeoutMs: SERVICE_STOP_MS,
+    onLine: printLine,
+    onStart: announce,
+    onExit: exitedUnexpectedly,
+    onStopError: (proc, err) => say(`could not stop ${proc.name} (pid ${proc.pid}): ${err.message}`),
+  });
+  await stack.start();
+  if (stopping) return;
 
   const gatewayUrl = `http://localhost:${port}`;
   writeFileSync(
     stackFile,
     JSON.stringify(
       {
-        natsUrl,
-        mongoUrl,
+        natsUrl: stack.env.NATS_URL,
+        mongoUrl: stack.env.MONGO_URL,
         dbPrefix,
         gatewayUrl,
         pid: process.pid,
-        processes: started.map(({ name, pid }) => ({ name, pid })),
+        processes: stack.processes.map(({ name, pid }) => ({ name, pid })),
       },
       null,
       2,
@@ -277,10 +227,6 @@ main().catch(async (err) => {
 });
 
 /**
- * What one service is given: the runner never uses the database or signs sessions, so it gets
- * neither the database's address nor the session secret (what a compromise of it could reach).
- */
-/**
  * The NATS keys of this stack's identities, made on first start and kept with its data (readable
  * by its owner only), so a restart keeps them; the admin CLI reads its own from there.
  */
@@ -295,10 +241,4 @@ function localNatsKeys() {
   const keys = newNatsKeys();
   writeFileSync(file, JSON.stringify(keys, null, 2) + '\n', { mode: 0o600 });
   return keys;
-}
-
-function environmentOf(name, env) {
-  if (name !== 'runner') return env;
-  const withheld = new Set(['MONGO_URL', 'MONGO_DB_PREFIX', 'MONGO_SERVER_SELECTION_TIMEOUT_MS', 'SESSION_SECRET']);
-  return Object.fromEntries(Object.entries(env).filter(([key]) => !withheld.has(key)));
 }

@@ -22,6 +22,7 @@ import { newClaimId, uniqueId, RunDriver, question } from '@threadwork/testing';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { logProblems, statusTrail, waitFor } from './support/api.js';
 import { Cluster, type ChaosUser } from './support/cluster.js';
+import { random } from './support/random.js';
 
 // The "exactly one wins" decisions of the API issue, raced at scale against the real services as
 // separate processes on FerretDB (which does not make conditional updates atomic), CHAOS_ROUNDS
@@ -88,7 +89,7 @@ async function api(
     } catch (err) {
       if (!retry || tries >= API_TRIES) throw err;
     }
-    await new Promise((resolve) => setTimeout(resolve, Math.min(250 * 2 ** tries, 8_000) * (0.5 + Math.random())));
+    await new Promise((resolve) => setTimeout(resolve, Math.min(250 * 2 ** tries, 8_000) * (0.5 + random())));
   }
 }
 
@@ -240,7 +241,7 @@ class Runner {
 const poll = <T>(what: string, check: () => Promise<T | undefined | null | false>, timeoutMs = 60_000): Promise<T> =>
   waitFor(what, check, timeoutMs, 500);
 
-const jitter = (maxMs: number) => new Promise((resolve) => setTimeout(resolve, Math.random() * maxMs));
+const jitter = (maxMs: number) => new Promise((resolve) => setTimeout(resolve, random() * maxMs));
 
 describe('races at scale', () => {
   it(

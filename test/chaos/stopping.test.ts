@@ -4,7 +4,8 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { afterEach, describe, expect, it } from 'vitest';
-import { alive, freePort, root, type StackFile } from '../support/process-stack.js';
+import { freePort } from '../../deploy/local/launcher.mjs';
+import { alive, root, type StackFile } from '../support/process-stack.js';
 
 // Stopping the local stack, every way it gets stopped: SIGTERM to `npm start`, SIGKILL of
 // `npm start`, a stop with a run in the middle of its turn, a stop after NATS or the database died

@@ -1,5 +1,5 @@
-import { spawnSync, type ChildProcess } from 'node:child_process';
-import { chmodSync, existsSync, mkdirSync, mkdtempSync, readFileSync, readlinkSync, rmSync } from 'node:fs';
+import { spawnSync } from 'node:child_process';
+import { chmodSync, mkdirSync, mkdtempSync, readFileSync, readlinkSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { createLogger, connectNats, type NatsConnection } from '@threadwork/platform';
@@ -13,42 +13,34 @@ import {
   type FakeModelServer,
   type FakeScript,
 } from '@threadwork/testing';
-import { spawnGuarded, startFerretDb, startNatsServer, type LocalServer } from '../../../deploy/local/servers.mjs';
-import { ensureTool } from '../../../deploy/local/tools.mjs';
-import { freePort, root } from '../../support/process-stack.js';
+import {
+  createStack,
+  freePort,
+  root,
+  type LaunchedProcess,
+  type LaunchedServer,
+  type LocalStack,
+  type ServiceSpec,
+} from '../../../deploy/local/launcher.mjs';
 
-// A whole Threadwork deployment on this machine for fault tests: its own nats-server and FerretDB
-// (restartable on the same store and port), and every service as a process of its own, run from
-// its build (`services/<name>/dist`) exactly as the local stack runs it. Faults are injected by
-// pid; the tests look at the outcome through the public API.
+// A whole Threadwork deployment on this machine for fault tests, started by the local launcher as
+// `npm start` starts it: its own nats-server and FerretDB (restartable on the same store and port),
+// and every service as a process of its own, run from its build (`services/<name>/dist`). Faults
+// are injected by pid; the tests look at the outcome through the public API.
 
 export type Role = 'runs' | 'repohost' | 'review' | 'threads' | 'runner' | 'gateway';
 
-/** The order services come up in: callees before callers. */
-const CORE: Role[] = ['runs', 'repohost', 'review', 'threads', 'gateway'];
-const OUTPUT_LIMIT = 256 * 1024;
+/** The order services come up in: callees before callers, runners last. */
+const CORE = ['runs', 'repohost', 'review', 'threads', 'gateway'] as const;
 
-export interface ServiceProcess {
-  /** `runs`, `gateway`, `runner-1`, … */
-  name: string;
-  role: Role;
-  pid: number;
-  child: ChildProcess;
-  env: Record<string, string>;
-  /** The newest part of what it printed (JSON log lines). */
-  output(): string;
-  /** Resolves when the process has exited, however it was stopped. */
-  exited: Promise<void>;
-  alive(): boolean;
-  /** SIGTERM (a graceful stop), SIGKILL after 15 s. */
-  stop(): Promise<void>;
-  /** SIGKILL (a crash); resolves once it is gone. */
-  kill(): Promise<void>;
-}
+/** One process of a service (`runs`, `gateway`, `runner-1`, …); a restart makes a new one. */
+export type ServiceProcess = LaunchedProcess & { role: Role };
 
 export interface ClusterOptions {
   /** Runner processes to start (none by default: tests then drive runs themselves). */
   runners?: number;
+  /** Processes of the other services (one each by default, named `runs`, …; given: `runs-1`, `runs-2`, …). */
+  replicas?: Partial<Record<(typeof CORE)[number], number>>;
   /** Fake model scripts by prompt prefix; the newest user text with a known prefix picks one. */
   scripts?: Map<string, FakeScript>;
   /** Variables for every service. */
@@ -67,43 +59,19 @@ export interface ChaosUser {
   headers: Record<string, string>;
 }
 
-function dist(role: Role): string {
-  const main = join(root, 'services', role, 'dist', 'main.js');
-  if (!existsSync(main)) throw new Error(`${main} is missing: the fault tests run the built services (npm run build)`);
-  return main;
-}
-
-async function waitReady(url: string, proc: ServiceProcess, timeoutMs = 30_000): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    if (!proc.alive()) throw new Error(`${proc.name} exited while starting:\n${proc.output()}`);
-    try {
-      const res = await fetch(url, { signal: AbortSignal.timeout(1_000) });
-      if (res.ok) return;
-    } catch {
-      // not listening yet
-    }
-    if (Date.now() > deadline) throw new Error(`${proc.name} was not ready at ${url}:\n${proc.output()}`);
-    await new Promise((resolve) => setTimeout(resolve, 100));
-  }
-}
-
 export class Cluster {
-  readonly services = new Map<string, ServiceProcess>();
   /** Every runner that was started, including the ones that have died since. */
   readonly runnerHistory: ServiceProcess[] = [];
-  private runnerCount = 0;
-  private stopping = false;
+  private stack!: LocalStack;
   private ncs: NatsConnection[] = [];
+  /** What each runner started by `startRunner` was given on top, for its supervisor to start it again so. */
+  private readonly extraEnvOf = new Map<string, Record<string, string>>();
 
   private constructor(
     readonly dir: string,
-    readonly env: Record<string, string>,
     readonly gatewayPort: number,
-    public nats: LocalServer,
     /** Every identity's NATS key, and the server configuration that admits them with their grants. */
     readonly natsAuth: ReturnType<typeof testNatsAuth>,
-    public ferret: LocalServer,
     readonly fake: FakeModelServer | undefined,
     private readonly options: ClusterOptions,
   ) {}
@@ -117,18 +85,27 @@ export class Cluster {
   get sandboxRoot(): string {
     return this.options.sandboxRoot ?? join(this.dir, 'sandboxes');
   }
+  /** Every service's environment, with the servers' addresses. */
+  get env(): Record<string, string> {
+    return this.stack.env;
+  }
+  get nats(): LaunchedServer {
+    return this.stack.process('nats-server') as LaunchedServer;
+  }
+  get ferret(): LaunchedServer {
+    return this.stack.process('ferretdb') as LaunchedServer;
+  }
+  /** The current process of every service started, by name (dead ones too). */
+  get services(): Map<string, ServiceProcess> {
+    const services = this.stack.processes.filter((p) => p.kind === 'service') as ServiceProcess[];
+    return new Map(services.map((p) => [p.name, p]));
+  }
 
   static async start(options: ClusterOptions = {}): Promise<Cluster> {
     const dir = mkdtempSync(join(tmpdir(), 'threadwork-chaos-'));
     // As above a deployment's SANDBOX_ROOT: a sandbox's own uid (a runner running as root) may pass.
     chmodSync(dir, 0o711);
     const natsAuth = testNatsAuth();
-    const nats = await startNatsServer({
-      binary: ensureTool('nats-server'),
-      dir: join(dir, 'nats'),
-      config: natsAuth.config,
-    });
-    const ferret = await startFerretDb({ binary: ensureTool('ferretdb'), dir: join(dir, 'ferretdb') });
     const fake = options.scripts ? await startFakeModel(scriptsByPrompt(options.scripts)) : undefined;
     const gatewayPort = await freePort();
     mkdirSync(join(dir, 'repos'));
@@ -137,8 +114,6 @@ export class Cluster {
     );
     const env: Record<string, string> = {
       ...Object.fromEntries(inherited),
-      NATS_URL: nats.url,
-      MONGO_URL: ferret.url,
       MONGO_DB_PREFIX: uniqueDbPrefix(),
       LOG_LEVEL: process.env.TEST_LOG_LEVEL ?? 'info',
       SHUTDOWN_TIMEOUT_MS: '5000',
@@ -156,10 +131,41 @@ export class Cluster {
       JOB_ACK_WAIT_MS: '2000',
       ...options.env,
     };
-    const cluster = new Cluster(dir, env, gatewayPort, nats, natsAuth, ferret, fake, options);
+    const cluster = new Cluster(dir, gatewayPort, natsAuth, fake, options);
+    const core = CORE.map((role): ServiceSpec => {
+      const replicas = options.replicas?.[role];
+      // Replicas of the gateway beyond the first serve on ports of their own.
+      const ports = role === 'gateway' && replicas !== undefined ? { ports: [gatewayPort] } : {};
+      return { role, ...(replicas === undefined ? {} : { replicas }), ...ports };
+    });
+    const runner: ServiceSpec = {
+      role: 'runner',
+      replicas: options.runners ?? 0,
+      env: (n) => ({
+        RUNNER_ID: `chaos-runner-${n}`,
+        RUN_POLL_MS: '300',
+        ...(fake ? { MODEL_BASE_URL: fake.baseUrl, MODEL_API_KEY: `sk-chaos-${uniqueId()}` } : {}),
+        ...options.runnerEnv,
+      }),
+    };
+    cluster.stack = createStack({
+      dir,
+      nats: { config: natsAuth.config },
+      ferret: {},
+      natsKeys: natsAuth.keys,
+      env,
+      services: [...core, runner],
+      health: true,
+      stopTimeoutMs: 15_000,
+      onStart: (proc) => {
+        if (proc.role === 'runner') cluster.runnerHistory.push(proc as ServiceProcess);
+      },
+      onExit: (proc) => {
+        if (proc.role === 'runner' && options.restartRunners) void cluster.superviseRunner(proc as ServiceProcess);
+      },
+    });
     try {
-      for (const role of CORE) await cluster.startService(role);
-      for (let i = 0; i < (options.runners ?? 0); i++) await cluster.startRunner();
+      await cluster.stack.start();
     } catch (err) {
       await cluster.stop();
       throw err;
@@ -167,73 +173,19 @@ export class Cluster {
     return cluster;
   }
 
-  /** Starts one service process and waits until its readiness endpoint answers. */
-  async startService(role: Role, extraEnv: Record<string, string> = {}, name: string = role): Promise<ServiceProcess> {
-    // The gateway answers its probes on its own port.
-    const healthPort = role === 'gateway' ? this.gatewayPort : await freePort();
-    const env = {
-      ...this.env,
-      NATS_NKEY_SEED: this.natsAuth.keys[role].seed,
-      HEALTH_PORT: role === 'gateway' ? '0' : String(healthPort),
-      ...extraEnv,
-    };
-    const child = spawnGuarded(process.execPath, [dist(role)], { cwd: root, env, stdio: ['ignore', 'pipe', 'pipe'] });
-    let output = '';
-    const collect = (chunk: Buffer) => {
-      output += chunk.toString();
-      if (output.length > OUTPUT_LIMIT) output = output.slice(-OUTPUT_LIMIT / 2);
-    };
-    child.stdout!.on('data', collect);
-    child.stderr!.on('data', collect);
-    const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
-    const alive = () => child.exitCode === null && child.signalCode === null;
-    const proc: ServiceProcess = {
-      name,
-      role,
-      pid: child.pid as number,
-      child,
-      env,
-      output: () => output,
-      exited,
-      alive,
-      async stop() {
-        if (!alive()) return;
-        child.kill('SIGTERM');
-        const timer = setTimeout(() => child.kill('SIGKILL'), 15_000);
-        await exited;
-        clearTimeout(timer);
-      },
-      async kill() {
-        if (alive()) child.kill('SIGKILL');
-        await exited;
-      },
-    };
-    this.services.set(name, proc);
-    await waitReady(`http://127.0.0.1:${healthPort}/readyz`, proc);
+  /** Starts another runner on the shared sandbox root (runners of one node), with its own id. */
+  async startRunner(extraEnv: Record<string, string> = {}): Promise<ServiceProcess> {
+    const proc = (await this.stack.add('runner', extraEnv)) as ServiceProcess;
+    this.extraEnvOf.set(proc.name, extraEnv);
     return proc;
   }
 
-  /** Starts another runner on the shared sandbox root (runners of one node), with its own id. */
-  async startRunner(extraEnv: Record<string, string> = {}): Promise<ServiceProcess> {
-    const n = ++this.runnerCount;
-    const env: Record<string, string> = {
-      RUNNER_ID: `chaos-runner-${n}`,
-      RUN_POLL_MS: '300',
-      ...(this.fake ? { MODEL_BASE_URL: this.fake.baseUrl, MODEL_API_KEY: `sk-chaos-${uniqueId()}` } : {}),
-      ...this.options.runnerEnv,
-      ...extraEnv,
-    };
-    const proc = await this.startService('runner', env, `runner-${n}`);
-    this.runnerHistory.push(proc);
-    if (this.options.restartRunners) {
-      void proc.exited.then(async () => {
-        if (this.stopping || this.services.get(proc.name) !== proc) return;
-        this.services.delete(proc.name);
-        await new Promise((resolve) => setTimeout(resolve, 200));
-        if (!this.stopping) await this.startRunner(extraEnv).catch(() => undefined);
-      });
-    }
-    return proc;
+  /** A dead runner's replacement, as a supervisor starts one: a new runner after a short pause. */
+  private async superviseRunner(dead: ServiceProcess): Promise<void> {
+    // One that never came up is not restarted: its start failed, and says why.
+    if (!dead.ready) return;
+    await new Promise((resolve) => setTimeout(resolve, 200));
+    if (!this.stack.stopping) await this.startRunner(this.extraEnvOf.get(dead.name) ?? {}).catch(() => undefined);
   }
 
   service(name: string): ServiceProcess {
@@ -267,47 +219,28 @@ export class Cluster {
 
   /** Stops a service (SIGTERM) and starts it again with the same name, port and settings. */
   async restartService(name: string): Promise<ServiceProcess> {
-    const old = this.service(name);
-    await old.stop();
-    const { HEALTH_PORT: _health, ...extra } = Object.fromEntries(
-      Object.entries(old.env).filter(([k, v]) => this.env[k] !== v),
-    );
-    return this.startService(old.role, extra, name);
+    this.service(name);
+    return (await this.stack.restart(name)) as ServiceProcess;
   }
 
   /** `kill -9` a service, then start it again with the same name, port and settings. */
   async crashAndRestartService(name: string): Promise<ServiceProcess> {
-    const old = this.service(name);
-    await old.kill();
-    const { HEALTH_PORT: _health, ...extra } = Object.fromEntries(
-      Object.entries(old.env).filter(([k, v]) => this.env[k] !== v),
-    );
-    return this.startService(old.role, extra, name);
+    this.service(name);
+    return (await this.stack.restart(name, { crash: true })) as ServiceProcess;
   }
 
   /** `kill -9` nats-server, then start it again on the same store and port. */
   async crashAndRestartNats(downMs = 0): Promise<void> {
-    await this.nats.stop('SIGKILL');
-    if (downMs) await new Promise((resolve) => setTimeout(resolve, downMs));
-    this.nats = await startNatsServer({
-      binary: ensureTool('nats-server'),
-      dir: join(this.dir, 'nats'),
-      port: this.nats.port,
-      config: this.natsAuth.config,
-    });
+    await this.stack.restart('nats-server', { crash: true, downMs });
   }
 
   /** Stops FerretDB (`kill -9`); `startFerret` brings it back on the same store and port. */
   async stopFerret(): Promise<void> {
-    await this.ferret.stop('SIGKILL');
+    await this.ferret.kill();
   }
 
   async startFerret(): Promise<void> {
-    this.ferret = await startFerretDb({
-      binary: ensureTool('ferretdb'),
-      dir: join(this.dir, 'ferretdb'),
-      port: this.ferret.port,
-    });
+    await this.stack.restart('ferretdb');
   }
 
   /**
@@ -315,11 +248,11 @@ export class Cluster {
    * partition or a stalled disk. `thawFerret` (`SIGCONT`) lets it go on where it stopped.
    */
   freezeFerret(): void {
-    process.kill(this.ferret.pid, 'SIGSTOP');
+    this.ferret.pause();
   }
 
   thawFerret(): void {
-    process.kill(this.ferret.pid, 'SIGCONT');
+    this.ferret.resume();
   }
 
   /** A user with an API key, made with the admin CLI as an operator would. */
@@ -375,12 +308,9 @@ export class Cluster {
   }
 
   async stop(): Promise<void> {
-    this.stopping = true;
     for (const nc of this.ncs) await nc.close().catch(() => undefined);
-    for (const proc of [...this.services.values()].reverse()) await proc.stop();
+    await this.stack.stop();
     await this.fake?.close();
-    await this.ferret.stop();
-    await this.nats.stop();
     rmSync(this.dir, { recursive: true, force: true });
     if (this.options.sandboxRoot) rmSync(this.options.sandboxRoot, { recursive: true, force: true });
   }
