@@ -1,7 +1,7 @@
 import type { CollaborationMode, Run, View } from '@threadwork/contracts';
 import { isAppError, notFound, type Logger } from '@threadwork/platform';
 import type { SerialByKey } from '../domain/limits.js';
-import { isRecorded, type ControlRecord, type RecordedThread, type ThreadRecord } from '../domain/records.js';
+import { isRecorded, type ControlRecord, type RecordedThread, type ThreadRecord } from '../store/records.js';
 import type { ThreadsStore } from '../store/store.js';
 import { hasRoom, type Limits } from './limits.js';
 import type { Peers } from './peers.js';

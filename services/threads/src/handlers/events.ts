@@ -9,8 +9,8 @@ import {
 } from '@threadwork/contracts';
 import { describeZodError, domainEventDigest, invalidRequest, isAppError } from '@threadwork/platform';
 import type { z } from 'zod';
-import { assistantMessageId } from '../domain/ids.js';
-import { isRecorded } from '../domain/records.js';
+import { assistantMessageId } from '../domain/idempotency.js';
+import { isRecorded } from '../store/records.js';
 import { drainQueue, drainWaiting, recordRun, type Deps } from './admission.js';
 
 /** The DOMAIN subjects threads reacts to: the filter of its durable consumer (consumers.ts). */

@@ -7,8 +7,9 @@ import type {
   SteerBody,
 } from '@threadwork/contracts';
 import { conflict } from '@threadwork/platform';
-import { messageAdmissionKey, newId, requestHash, requestKey } from '../domain/ids.js';
-import type { ControlRecord, RecordedThread } from '../domain/records.js';
+import { messageAdmissionKey, requestHash, requestKey } from '../domain/idempotency.js';
+import { newId } from '../domain/ids.js';
+import type { ControlRecord, RecordedThread } from '../store/records.js';
 import { controlView, runRef } from '../domain/views.js';
 import { admitWithMessage, drainQueue, isThreadBusy, ownedThread, type Deps } from './admission.js';
 import { checkLiveRuns, withinLimits } from './limits.js';

@@ -1,6 +1,6 @@
 import { conflict, rateLimited, type AppError } from '@threadwork/platform';
 import { THREAD_RATE_WINDOW_MS, threadRateRetryAfter } from '../domain/limits.js';
-import type { ThreadRecord } from '../domain/records.js';
+import type { ThreadRecord } from '../store/records.js';
 import type { Deps } from './admission.js';
 
 // The per-user limits (config.ts): each is checked before the request writes anything, so a

@@ -16,7 +16,7 @@ import {
 import { notFound } from '@threadwork/platform';
 import { decodeCursor, encodeCursor } from '../domain/cursor.js';
 import { fitPage } from '../domain/limits.js';
-import { isRecorded, type ProjectRecord, type RecordedThread } from '../domain/records.js';
+import { isRecorded, type ProjectRecord, type RecordedThread } from '../store/records.js';
 import { controlView, messageView, projectView, taskView, threadView, workThreadView } from '../domain/views.js';
 import { latestRun, ownedThread, type Deps } from './admission.js';
 

@@ -18,7 +18,7 @@ import type {
   RequestRecord,
   ThreadRecord,
   WaitRecord,
-} from '../domain/records.js';
+} from './records.js';
 
 /** What recording an admitted run changes on its thread. */
 export interface RecordedRun {
