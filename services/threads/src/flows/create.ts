@@ -22,7 +22,8 @@ import {
 } from '../domain/project.js';
 import { isRecorded, type RecordedThread } from '../store/records.js';
 import { runRef, taskView, threadView } from '../domain/views.js';
-import { admitWithMessage, recordRun, type Deps } from './admission.js';
+import { admitWithMessage, recordRun } from './admission.js';
+import type { Deps } from './deps.js';
 import { checkLiveRuns, checkThreadRate, withinLimits } from './limits.js';
 
 interface CreateIds extends Record<string, string> {
