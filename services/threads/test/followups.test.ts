@@ -27,12 +27,12 @@ describe('messages, queue and steer', () => {
     await h?.stop();
   });
 
-  async function newThread(prompt = 'Start') {
+  async function newThread(prompt = 'Start', more: { repository_ids?: number[] } = {}) {
     const owner = h.newOwner();
     const thread = await h.call(rpc.threads.create, {
       owner_id: owner,
       view: 'thread',
-      body: { repository_id: 101, prompt },
+      body: { repository_id: 101, prompt, ...more },
     });
     return { owner, thread, target: { owner_id: owner, thread_id: thread.id } };
   }
@@ -383,29 +383,38 @@ describe('messages, queue and steer', () => {
   });
 
   it('shows the lines the latest candidates changed in the work list, summed over repositories', async () => {
-    const { owner, thread } = await newThread();
+    const { owner, thread, target } = await newThread('Start', { repository_ids: [202] });
+    // Candidates name the run's own project repositories, as its runner's do.
+    const [app, lib] = (await h.call(rpc.threads.project, target)).repositories;
+    if (!app || !lib) throw new Error('the thread has not both repositories');
     const workThread = async () =>
       WorkList.parse(await h.call(rpc.threads.work, { owner_id: owner }))
         .projects.flatMap((p) => p.threads)
         .find((t) => t.id === thread.id);
     expect(await workThread()).not.toHaveProperty('additions');
 
-    const candidate = (projectRepositoryId: string, additions: number, deletions: number, at: number) =>
+    const candidate = (
+      repository: { id: string; repository_id: number },
+      additions: number,
+      deletions: number,
+      at: number,
+    ) =>
       publishDomain(
         domainEvents.candidateProduced,
         candidateOf(owner, thread, {
-          project_repository_id: projectRepositoryId,
+          project_repository_id: repository.id,
+          repository_id: repository.repository_id,
           stats: { additions, deletions },
           at: new Date(at).toISOString(),
         }),
       );
     const now = Date.now();
-    await h.handledUpTo(await candidate('prp_a', 10, 2, now));
-    await h.handledUpTo(await candidate('prp_b', 5, 1, now));
+    await h.handledUpTo(await candidate(app, 10, 2, now));
+    await h.handledUpTo(await candidate(lib, 5, 1, now));
     expect(await workThread()).toMatchObject({ additions: 15, deletions: 3 });
     // A later run replaces its repository's figures; an older event delivered late does not.
-    await h.handledUpTo(await candidate('prp_a', 1, 0, now + 10));
-    await h.handledUpTo(await candidate('prp_a', 99, 99, now + 5));
+    await h.handledUpTo(await candidate(app, 1, 0, now + 10));
+    await h.handledUpTo(await candidate(app, 99, 99, now + 5));
     expect(await workThread()).toMatchObject({ additions: 6, deletions: 1 });
   });
 
@@ -447,9 +456,10 @@ describe('messages, queue and steer', () => {
       at,
     });
     await h.handledUpTo(await publishDomain(domainEvents.candidateProduced, candidate, undefined, forged));
-    // Attested, but by the holder of a run of another owner's thread, about this one.
+    // Attested, but by the holder of a run of another owner's thread (naming its own repository), about this one.
     const other = await newThread();
-    const borrowed = { ...candidate, run_id: other.thread.run_id };
+    const [otherRepository] = (await h.call(rpc.threads.project, other.target)).repositories;
+    const borrowed = { ...candidate, run_id: other.thread.run_id, project_repository_id: otherRepository!.id };
     await h.handledUpTo(await publishDomain(domainEvents.candidateProduced, borrowed));
 
     expect(texts(await messages(target))).toEqual(['user:Start']);

@@ -38,6 +38,7 @@ export const HARNESS_DEFAULTS = {
 interface StoredRun {
   owner_id: string;
   admission_key: string;
+  repositories: AdmitRequest['repositories'];
   run: Run;
 }
 
@@ -149,7 +150,7 @@ export async function serveRunsDouble(nc: NatsConnection, js: JetStreamClient, l
       completed_at: null,
       terminal: false,
     };
-    runs.set(id, { owner_id: req.owner_id, admission_key: req.admission_key, run });
+    runs.set(id, { owner_id: req.owner_id, admission_key: req.admission_key, repositories: req.repositories, run });
     byKey.set(req.admission_key, id);
     liveByThread.set(req.thread_id, id);
     if (loseAnswer) {
@@ -182,13 +183,21 @@ export async function serveRunsDouble(nc: NatsConnection, js: JetStreamClient, l
         if (!entry || entry.owner_id !== owner_id) throw notFound('run');
         return entry.run;
       }),
-      // As the runs service answers, for the facts this double keeps: the run's thread and owner.
-      route(rpc.runs.attestation, async ({ run_id, thread_id, owner_id, subject, digest }) => {
+      // As the runs service answers, for the facts this double keeps: the run's thread, owner and repositories.
+      route(rpc.runs.attestation, async ({ run_id, thread_id, owner_id, subject, digest, repository }) => {
         const entry = runs.get(run_id);
         if (!entry) return { confirmed: false, reason: 'no such run' };
         if (attested.get(digest) !== subject) return { confirmed: false, reason: 'not attested' };
         if (entry.run.thread_id !== thread_id) return { confirmed: false, reason: 'another thread' };
         if (owner_id !== undefined && entry.owner_id !== owner_id) return { confirmed: false, reason: 'another owner' };
+        const named =
+          !repository ||
+          entry.repositories.some(
+            (r) =>
+              r.project_repository_id === repository.project_repository_id &&
+              r.repository_id === repository.repository_id,
+          );
+        if (!named) return { confirmed: false, reason: 'not a repository of the run' };
         return { confirmed: true, reason: null };
       }),
       route(rpc.runs.holder, async ({ run_id, claim_id }) => {
@@ -197,7 +206,7 @@ export async function serveRunsDouble(nc: NatsConnection, js: JetStreamClient, l
         if (entry.run.terminal || claims.get(run_id) !== claim_id) {
           throw conflict('already_settled', `run ${run_id} is not held by this claim`);
         }
-        return { owner_id: entry.owner_id, repository_ids: [] };
+        return { owner_id: entry.owner_id, repository_ids: entry.repositories.map((r) => r.repository_id) };
       }),
       route(rpc.runs.getMany, async ({ owner_id, run_ids }) => ({
         runs: run_ids.flatMap((id) => {
