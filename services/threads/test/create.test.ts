@@ -1,14 +1,14 @@
 import { rpc, TaskWithRun, ThreadWithRun, Task, WorkList } from '@threadwork/contracts';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { HARNESS_DEFAULTS } from './support/doubles.js';
-import { startHarness, type Harness } from './support/harness.js';
+import { startHarnessWithDoubles, type DoublesHarness } from './support/harness.js';
 
 describe('threads.create', () => {
-  let h: Harness;
+  let h: DoublesHarness;
 
   beforeAll(async () => {
     // Two replicas: requests are spread over both, as in a deployment.
-    h = await startHarness({ replicas: 2 });
+    h = await startHarnessWithDoubles({ replicas: 2 });
   });
   afterAll(async () => {
     await h?.stop();

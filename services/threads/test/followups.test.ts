@@ -15,13 +15,13 @@ import { decodeJson, domainEventDigest, encodeJson, publishJson } from '@threadw
 import { candidateProduced, newClaimId } from '@threadwork/testing';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { publishRunStatus } from './support/doubles.js';
-import { eventually, startHarness, type Harness } from './support/harness.js';
+import { eventually, startHarnessWithDoubles, type DoublesHarness } from './support/harness.js';
 
 describe('messages, queue and steer', () => {
-  let h: Harness;
+  let h: DoublesHarness;
 
   beforeAll(async () => {
-    h = await startHarness();
+    h = await startHarnessWithDoubles();
   });
   afterAll(async () => {
     await h?.stop();

@@ -8,13 +8,20 @@ import {
   rpc,
 } from '@threadwork/contracts';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { eventually, startHarness, type Harness } from './support/harness.js';
+import {
+  eventually,
+  startHarness,
+  startHarnessWithDoubles,
+  type DoublesHarness,
+  type Harness,
+} from './support/harness.js';
 
 // The per-user limits of the threads service (MAX_LIVE_RUNS_PER_USER, THREADS_PER_MINUTE_PER_USER)
-// and the bounded task and work lists, against the real service with the runs and repohost doubles.
+// and the bounded task and work lists, against the real services (the live-run limit against the
+// doubles: its tests move runs without their DOMAIN events, which the runs service always sends).
 
 /** Everything threads stored for one owner, by collection: a refused request must change none of it. */
-async function footprint(h: Harness, owner: string) {
+async function footprint(h: Pick<Harness, 'db'>, owner: string) {
   const threads = await h.db.collection('threads').find({ owner_id: owner }).toArray();
   const threadIds = threads.map((t) => t._id as unknown as string);
   const count = (collection: string, filter: Record<string, unknown>) =>
@@ -30,10 +37,13 @@ async function footprint(h: Harness, owner: string) {
 }
 
 describe('live runs per user (MAX_LIVE_RUNS_PER_USER=2)', () => {
-  let h: Harness;
+  let h: DoublesHarness;
   beforeAll(async () => {
     // Two replicas: a user's requests are spread over both, as in a deployment.
-    h = await startHarness({ replicas: 2, env: { MAX_LIVE_RUNS_PER_USER: '2', THREADS_PER_MINUTE_PER_USER: '0' } });
+    h = await startHarnessWithDoubles({
+      replicas: 2,
+      env: { MAX_LIVE_RUNS_PER_USER: '2', THREADS_PER_MINUTE_PER_USER: '0' },
+    });
   });
   afterAll(async () => {
     await h?.stop();
@@ -180,7 +190,7 @@ describe('threads per minute per user (THREADS_PER_MINUTE_PER_USER=3)', () => {
           await h.call(rpc.threads.create, {
             owner_id: owner,
             view: 'thread',
-            body: { repository_id: 101, prompt: `Thread ${i}`, client_request_id: `c-${i}` },
+            body: { repository_id: h.repos.app, prompt: `Thread ${i}`, client_request_id: `c-${i}` },
           }),
         ),
       );
@@ -189,7 +199,7 @@ describe('threads per minute per user (THREADS_PER_MINUTE_PER_USER=3)', () => {
     const refused = await h.callError(rpc.threads.create, {
       owner_id: owner,
       view: 'task',
-      body: { repository_id: 101, prompt: 'Thread 3' },
+      body: { repository_id: h.repos.app, prompt: 'Thread 3' },
     });
     expect(refused.code).toBe('rate_limited');
     const retryAfter = refused.details?.['retry_after_seconds'];
@@ -201,10 +211,10 @@ describe('threads per minute per user (THREADS_PER_MINUTE_PER_USER=3)', () => {
     const replay = await h.call(rpc.threads.create, {
       owner_id: owner,
       view: 'thread',
-      body: { repository_id: 101, prompt: 'Thread 0', client_request_id: 'c-0' },
+      body: { repository_id: h.repos.app, prompt: 'Thread 0', client_request_id: 'c-0' },
     });
     expect(replay.id).toBe(created[0]!.id);
-    h.runs.setStatus(created[0]!.run_id, 'completed');
+    await h.runs.end(created[0]!.run_id, 'completed');
     const sent = await h.call(rpc.threads.message, {
       owner_id: owner,
       thread_id: created[0]!.id,
@@ -216,7 +226,7 @@ describe('threads per minute per user (THREADS_PER_MINUTE_PER_USER=3)', () => {
         await h.call(rpc.threads.create, {
           owner_id: h.newOwner(),
           view: 'thread',
-          body: { repository_id: 101, prompt: 'x' },
+          body: { repository_id: h.repos.app, prompt: 'x' },
         })
       ).run_status,
     ).toBe('queued');
@@ -242,11 +252,11 @@ describe('task and work pages', () => {
           owner_id: owner,
           view: 'thread',
           // Two projects, alternating.
-          body: { repository_id: 101, prompt, ...(i % 2 ? { repository_ids: [202] } : {}) },
+          body: { repository_id: h.repos.app, prompt, ...(i % 2 ? { repository_ids: [h.repos.lib] } : {}) },
         }),
       );
       // Ended at once, so the live-run limit leaves room for the next.
-      h.runs.setStatus(created.run_id, 'completed');
+      await h.runs.end(created.run_id, 'completed');
       ids.unshift(created.id);
     }
   });

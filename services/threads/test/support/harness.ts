@@ -1,10 +1,14 @@
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { DOMAIN_STREAM, type RpcEndpoint } from '@threadwork/contracts';
+import { AdmitRequest, DOMAIN_STREAM, rpc, type Run, type RpcEndpoint } from '@threadwork/contracts';
 import {
   AppError,
   connectMongo,
   connectNats,
   createLogger,
+  decodeJson,
   jetStreamOf,
   loadConfig,
   request,
@@ -15,18 +19,30 @@ import {
   type NatsConnection,
   type StartedService,
 } from '@threadwork/platform';
-import { baseServiceEnv, isolatedNats, testInfra, uniqueDbPrefix, uniqueId } from '@threadwork/testing';
+import { localRepositoryId, RepohostConfig, startRepohost } from '@threadwork/repohost';
+import { RunsConfig, startRuns } from '@threadwork/runs';
+import {
+  baseServiceEnv,
+  createBareRepo,
+  isolatedNats,
+  RunDriver,
+  testInfra,
+  uniqueDbPrefix,
+  uniqueId,
+  type IsolatedNats,
+} from '@threadwork/testing';
 import type { z } from 'zod';
 import { THREADS_CONSUMER, ThreadsConfig, startThreads } from '../../src/index.js';
-import { serveRepohostDouble, serveRunsDouble, type RepohostDouble, type RunsDouble } from './doubles.js';
+import { KNOWN_REPOSITORIES, serveRepohostDouble, serveRunsDouble, type RunsDouble } from './doubles.js';
 
-export interface Harness {
+/** What every threads harness gives a test, whatever stands behind runs and repohost. */
+interface BaseHarness {
   nc: NatsConnection;
   js: JetStreamClient;
   /** threads' own database, to count what it stored. */
   db: Db;
-  runs: RunsDouble;
-  repohost: RepohostDouble;
+  /** The ids of the two repositories every owner sees: `app` (on `main`) and `lib` (on `trunk`). */
+  repos: { app: number; lib: number };
   call<E extends RpcEndpoint>(endpoint: E, payload: z.input<E['request']>): Promise<z.output<E['response']>>;
   /** The AppError a call answers with (fails the test if it succeeds). */
   callError<E extends RpcEndpoint>(endpoint: E, payload: z.input<E['request']>): Promise<AppError>;
@@ -35,6 +51,27 @@ export interface Harness {
   /** Resolves once threads has handled (acked) every DOMAIN event up to stream sequence `seq`. */
   handledUpTo(seq: number): Promise<void>;
   stop(): Promise<void>;
+}
+
+/** The real runs service, as the tests look at it. */
+export interface RealRuns {
+  /** Every admit request threads sent, in order (repeats included), as heard on its subject. */
+  readonly admissions: AdmitRequest[];
+  /** Runs created, oldest first. */
+  created(threadId?: string): Promise<Run[]>;
+  run(runId: string): Promise<Run>;
+  /** Ends a queued run as its runner does (claim, start, end), its DOMAIN events included. */
+  end(runId: string, status: 'completed' | 'failed'): Promise<void>;
+}
+
+/** threads against the real runs and repohost services. */
+export interface Harness extends BaseHarness {
+  runs: RealRuns;
+}
+
+/** threads against the doubles, for what the real services do not let a test arrange (doubles.ts). */
+export interface DoublesHarness extends BaseHarness {
+  runs: RunsDouble;
 }
 
 /** Retries `check` until it passes or `timeoutMs` ends; the last failure is the test's failure. */
@@ -50,23 +87,23 @@ export async function eventually<T>(check: () => Promise<T>, timeoutMs = 10_000)
   }
 }
 
-/**
- * A NATS server of this file's own, `replicas` threads services on it sharing one database (as
- * replicas of one deployment do), and the runs and repohost doubles. `env` overrides the services'
- * configuration.
- */
-export async function startHarness({
-  replicas = 1,
-  env = {},
-}: { replicas?: number; env?: Record<string, string> } = {}): Promise<Harness> {
+interface HarnessOptions {
+  replicas?: number;
+  env?: Record<string, string>;
+}
+
+/** `replicas` threads services on the file's own NATS server, sharing one database as replicas do. */
+async function startThreadsOn(
+  nats: IsolatedNats,
+  prefix: string,
+  { replicas = 1, env = {} }: HarnessOptions,
+  stopFirst: () => Promise<void>,
+  repos: BaseHarness['repos'],
+  newOwner: () => string,
+): Promise<BaseHarness> {
   const logger = createLogger({ service: 'threads-test', level: 'silent' });
-  const nats = await isolatedNats();
-  await nats.provision();
   const nc = await connectNats({ servers: nats.url, auth: nats.testAuth, name: 'threads-test', logger });
   const { js, jsm } = await jetStreamOf(nc);
-  const runs = await serveRunsDouble(nc, js, logger);
-  const repohost = await serveRepohostDouble(nc, logger);
-  const prefix = uniqueDbPrefix();
   const config = loadConfig(ThreadsConfig, { ...baseServiceEnv(nats.env('threads'), prefix), ...env });
   const services: StartedService[] = [];
   for (let i = 0; i < replicas; i += 1) services.push(await startThreads(config));
@@ -80,8 +117,7 @@ export async function startHarness({
     nc,
     js,
     db,
-    runs,
-    repohost,
+    repos,
     call,
     async callError(endpoint, payload) {
       const outcome = await call(endpoint, payload).then(
@@ -92,11 +128,7 @@ export async function startHarness({
       if (!(outcome.err instanceof AppError)) throw outcome.err;
       return outcome.err;
     },
-    newOwner() {
-      const owner = uniqueId('usr_');
-      repohost.grant(owner);
-      return owner;
-    },
+    newOwner,
     async handledUpTo(seq) {
       await eventually(async () => {
         const info = await jsm.consumers.info(DOMAIN_STREAM.name, THREADS_CONSUMER);
@@ -107,11 +139,111 @@ export async function startHarness({
     },
     async stop() {
       for (const service of services.reverse()) await service.stop();
-      await runs.stop();
-      await repohost.stop();
+      await stopFirst();
       await nc.drain();
       await mongo.close();
       await nats.stop();
     },
   };
+}
+
+/**
+ * A NATS server of this file's own, with the real runs and repohost services (repohost's local
+ * provider, over two bare repositories) and `replicas` threads services. `env` overrides the
+ * threads services' configuration.
+ */
+export async function startHarness(options: HarnessOptions = {}): Promise<Harness> {
+  const nats = await isolatedNats();
+  const prefix = uniqueDbPrefix();
+  const reposDir = mkdtempSync(join(tmpdir(), 'threads-test-repos-'));
+  createBareRepo(reposDir, 'app');
+  createBareRepo(reposDir, 'lib', { branch: 'trunk' });
+  const peers: StartedService[] = [];
+  peers.push(await startRuns(loadConfig(RunsConfig, baseServiceEnv(nats.env('runs'), prefix))));
+  peers.push(
+    await startRepohost(
+      loadConfig(RepohostConfig, { ...baseServiceEnv(nats.env('repohost'), prefix), REPOHOST_LOCAL_DIR: reposDir }),
+    ),
+  );
+  const mongo: MongoClient = await connectMongo({ url: testInfra().mongoUrl, appName: 'threads-test-runs' });
+  const runsDb = mongo.db(serviceDbName(prefix, 'runs'));
+
+  const base = await startThreadsOn(
+    nats,
+    prefix,
+    options,
+    async () => {
+      for (const service of peers.reverse()) await service.stop();
+      await mongo.close();
+      rmSync(reposDir, { recursive: true, force: true });
+    },
+    { app: localRepositoryId('app'), lib: localRepositoryId('lib') },
+    // The local provider shows its repositories to everyone.
+    () => uniqueId('usr_'),
+  );
+
+  const admissions: AdmitRequest[] = [];
+  const heard = base.nc.subscribe(rpc.runs.admit.subject);
+  void (async () => {
+    for await (const msg of heard) {
+      const parsed = AdmitRequest.safeParse(decodeJson(msg.data));
+      if (parsed.success) admissions.push(parsed.data);
+    }
+  })();
+
+  const runOf = (ownerId: string, runId: string) =>
+    request(base.nc, rpc.runs.get, { owner_id: ownerId, run_id: runId });
+  const runs: RealRuns = {
+    admissions,
+    async created(threadId) {
+      const docs = await runsDb
+        .collection<{ _id: string; owner_id: string; thread_id: string; created_at: Date }>('runs')
+        .find(threadId === undefined ? {} : { thread_id: threadId })
+        .sort({ created_at: 1, _id: 1 })
+        .toArray();
+      return Promise.all(docs.map((doc) => runOf(doc.owner_id, doc._id)));
+    },
+    async run(runId) {
+      const doc = await runsDb.collection<{ _id: string; owner_id: string }>('runs').findOne({ _id: runId });
+      if (!doc) throw new Error(`no run ${runId}`);
+      return runOf(doc.owner_id, runId);
+    },
+    async end(runId, status) {
+      const driver = await (await RunDriver.claim(base.nc, runId)).start();
+      await driver.to(status, status === 'failed' ? { error: { code: 'harness_error', message: 'failed' } } : {});
+    },
+  };
+  return { ...base, runs };
+}
+
+/**
+ * As startHarness, with doubles of the runs and repohost endpoints in place of the services: for
+ * the tests that need a state the real ones do not let a test arrange (see doubles.ts).
+ */
+export async function startHarnessWithDoubles(options: HarnessOptions = {}): Promise<DoublesHarness> {
+  const logger = createLogger({ service: 'threads-test', level: 'silent' });
+  const nats = await isolatedNats();
+  await nats.provision();
+  const nc = await connectNats({ servers: nats.url, auth: nats.testAuth, name: 'threads-doubles', logger });
+  const { js } = await jetStreamOf(nc);
+  const runs = await serveRunsDouble(nc, js, logger);
+  const repohost = await serveRepohostDouble(nc, logger);
+  const [app, lib] = KNOWN_REPOSITORIES;
+  const base = await startThreadsOn(
+    nats,
+    uniqueDbPrefix(),
+    options,
+    async () => {
+      await runs.stop();
+      await repohost.stop();
+      await nc.drain();
+    },
+    { app: app!.repository_id, lib: lib!.repository_id },
+    () => {
+      const owner = uniqueId('usr_');
+      repohost.grant(owner);
+      return owner;
+    },
+  );
+  return { ...base, runs };
 }
