@@ -121,6 +121,7 @@ describe('threads.create', () => {
   it('reuses the project of the same ordered repositories and lists it in the work list', async () => {
     const owner = h.newOwner();
     const [app, lib] = await repositories(owner, h.repos.app, h.repos.lib);
+    if (!lib) throw new Error('repohost gave no second repository');
     const create = (body: { repository_id: number; repository_ids?: number[]; branch?: string }) =>
       h.call(rpc.threads.create, { owner_id: owner, view: 'thread', body: { prompt: 'Go', ...body } });
     const first = ThreadWithRun.parse(

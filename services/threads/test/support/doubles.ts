@@ -1,10 +1,7 @@
 import { randomBytes } from 'node:crypto';
 import {
-  DOMAIN_STREAM,
-  domainEvents,
   isTerminalRunStatus,
   rpc,
-  subjects,
   type AdmitRequest,
   type HostedRepository,
   type Run,
@@ -14,7 +11,6 @@ import {
 import {
   conflict,
   notFound,
-  publishJson,
   route,
   serveRpc,
   unavailable,
@@ -23,10 +19,15 @@ import {
   type NatsConnection,
   type RpcServer,
 } from '@threadwork/platform';
+import { publishRunStatus } from './domain.js';
 
 // Test doubles of the runs and repohost endpoints threads calls, served over the real NATS so the
 // threads service runs unchanged. They keep just enough state in memory: one live run per thread,
-// admission by key, owners' repositories.
+// admission by key, owners' repositories. Only the tests that need what the real services do not
+// let a test arrange use them: an admission whose answer is lost or held back, runs failing one
+// admission, a run that ends while its `live` answer travels, runs moved before their DOMAIN event
+// is out, an owner who sees no repository. doubles.contract.test.ts runs them and the real
+// services through the same cases.
 
 export const HARNESS_DEFAULTS = {
   harness: 'codex',
@@ -68,17 +69,6 @@ export interface RunsDouble {
   /** Moves a run and publishes its DOMAIN status event, as the runs service does. */
   transition(runId: string, status: RunStatus): Promise<{ event: RunStatusEvent; seq: number }>;
   stop(): Promise<void>;
-}
-
-export async function publishRunStatus(
-  js: JetStreamClient,
-  event: RunStatusEvent,
-  msgId = `${event.run_id}:${event.status}:${randomBytes(4).toString('hex')}`,
-): Promise<number> {
-  const { service, entity, verb } = domainEvents.runStatus;
-  const ack = await publishJson(js, subjects.domain(service, entity, verb), event, { msgId });
-  if (ack.stream !== DOMAIN_STREAM.name) throw new Error(`published to ${ack.stream}`);
-  return ack.seq;
 }
 
 export async function serveRunsDouble(nc: NatsConnection, js: JetStreamClient, logger: Logger): Promise<RunsDouble> {

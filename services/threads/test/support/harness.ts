@@ -2,13 +2,24 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { AdmitRequest, DOMAIN_STREAM, rpc, type Run, type RpcEndpoint } from '@threadwork/contracts';
+import {
+  AdmitRequest,
+  DOMAIN_STREAM,
+  domainEvents,
+  rpc,
+  subjects,
+  type Run,
+  type RunStatusEvent,
+  type RpcEndpoint,
+} from '@threadwork/contracts';
 import {
   AppError,
   connectMongo,
   connectNats,
   createLogger,
   decodeJson,
+  domainEventDigest,
+  encodeJson,
   jetStreamOf,
   loadConfig,
   request,
@@ -36,7 +47,7 @@ import { THREADS_CONSUMER, ThreadsConfig, startThreads } from '../../src/index.j
 import { KNOWN_REPOSITORIES, serveRepohostDouble, serveRunsDouble, type RunsDouble } from './doubles.js';
 
 /** What every threads harness gives a test, whatever stands behind runs and repohost. */
-interface BaseHarness {
+export interface BaseHarness {
   nc: NatsConnection;
   js: JetStreamClient;
   /** threads' own database, to count what it stored. */
@@ -60,8 +71,17 @@ export interface RealRuns {
   /** Runs created, oldest first. */
   created(threadId?: string): Promise<Run[]>;
   run(runId: string): Promise<Run>;
-  /** Ends a queued run as its runner does (claim, start, end), its DOMAIN events included. */
-  end(runId: string, status: 'completed' | 'failed'): Promise<void>;
+  /** Claims a queued run as a runner does (it moves to `starting`); the driver moves it on. */
+  claim(runId: string): Promise<RunDriver>;
+  /**
+   * Ends a run as its runner does (claiming it first if nobody holds it): its terminal DOMAIN
+   * event, and a stream sequence of run status events at or past it (for handledUpTo).
+   */
+  end(runId: string, status: 'completed' | 'failed'): Promise<{ event: RunStatusEvent; seq: number }>;
+  /** Cancels a queued run, as its owner does. */
+  cancel(runId: string): Promise<{ event: RunStatusEvent; seq: number }>;
+  /** Attests a runner's DOMAIN event about the run under its holder's claim (claiming it if nobody holds it). */
+  attest(runId: string, subject: string, event: unknown): Promise<void>;
 }
 
 /** threads against the real runs and repohost services. */
@@ -192,6 +212,45 @@ export async function startHarness(options: HarnessOptions = {}): Promise<Harnes
     }
   })();
 
+  const drivers = new Map<string, RunDriver>();
+  const claim = async (runId: string) => {
+    const driver = await RunDriver.claim(base.nc, runId);
+    drivers.set(runId, driver);
+    return driver;
+  };
+  const { jsm } = await jetStreamOf(base.nc);
+  const runStatusSubject = subjects.domain(
+    domainEvents.runStatus.service,
+    domainEvents.runStatus.entity,
+    domainEvents.runStatus.verb,
+  );
+  /** Does `move`, then waits for the run's terminal status event as runs publishes it. */
+  const terminalEvent = async (runId: string, move: () => Promise<unknown>) => {
+    const events = base.nc.subscribe(runStatusSubject);
+    const heard = (async () => {
+      for await (const msg of events) {
+        const event = decodeJson(msg.data) as RunStatusEvent;
+        if (event.run_id === runId && event.terminal) return event;
+      }
+      return null;
+    })();
+    try {
+      await move();
+      const event = await heard;
+      if (!event) throw new Error(`no terminal status event of run ${runId}`);
+      // The latest run status event in the stream: at or past this one, and one threads handles.
+      const last = await jsm.streams.getMessage(DOMAIN_STREAM.name, { last_by_subj: runStatusSubject });
+      if (!last) throw new Error('no run status event in DOMAIN');
+      return { event, seq: last.seq };
+    } finally {
+      events.unsubscribe();
+    }
+  };
+  const ownerOf = async (runId: string) => {
+    const doc = await runsDb.collection<{ _id: string; owner_id: string }>('runs').findOne({ _id: runId });
+    if (!doc) throw new Error(`no run ${runId}`);
+    return doc.owner_id;
+  };
   const runOf = (ownerId: string, runId: string) =>
     request(base.nc, rpc.runs.get, { owner_id: ownerId, run_id: runId });
   const runs: RealRuns = {
@@ -204,14 +263,27 @@ export async function startHarness(options: HarnessOptions = {}): Promise<Harnes
         .toArray();
       return Promise.all(docs.map((doc) => runOf(doc.owner_id, doc._id)));
     },
-    async run(runId) {
-      const doc = await runsDb.collection<{ _id: string; owner_id: string }>('runs').findOne({ _id: runId });
-      if (!doc) throw new Error(`no run ${runId}`);
-      return runOf(doc.owner_id, runId);
+    run: async (runId) => runOf(await ownerOf(runId), runId),
+    claim,
+    end: (runId, status) =>
+      terminalEvent(runId, async () => {
+        const driver = drivers.get(runId) ?? (await claim(runId));
+        if ((await runs.run(runId)).status === 'starting') await driver.to('running');
+        await driver.to(status, status === 'failed' ? { error: { code: 'harness_error', message: 'failed' } } : {});
+      }),
+    async cancel(runId) {
+      const owner = await ownerOf(runId);
+      return terminalEvent(runId, () => request(base.nc, rpc.runs.cancel, { owner_id: owner, run_id: runId }));
     },
-    async end(runId, status) {
-      const driver = await (await RunDriver.claim(base.nc, runId)).start();
-      await driver.to(status, status === 'failed' ? { error: { code: 'harness_error', message: 'failed' } } : {});
+    async attest(runId, subject, event) {
+      const driver = drivers.get(runId) ?? (await claim(runId));
+      await request(base.nc, rpc.runs.attest, {
+        run_id: runId,
+        attempt: driver.attempt,
+        claim_id: driver.claimId,
+        subject,
+        digest: domainEventDigest(encodeJson(event)),
+      });
     },
   };
   return { ...base, runs };
