@@ -12,13 +12,13 @@ import {
   eventually,
   startHarness,
   startHarnessWithDoubles,
+  type BaseHarness,
   type DoublesHarness,
   type Harness,
 } from './support/harness.js';
 
 // The per-user limits of the threads service (MAX_LIVE_RUNS_PER_USER, THREADS_PER_MINUTE_PER_USER)
-// and the bounded task and work lists, against the real services (the live-run limit against the
-// doubles: its tests move runs without their DOMAIN events, which the runs service always sends).
+// and the bounded task and work lists, against the real runs and repohost services.
 
 /** Everything threads stored for one owner, by collection: a refused request must change none of it. */
 async function footprint(h: Pick<Harness, 'db'>, owner: string) {
@@ -36,11 +36,27 @@ async function footprint(h: Pick<Harness, 'db'>, owner: string) {
   };
 }
 
+/** A user's thread creation (on the primary repository unless `body` says otherwise). */
+const createFor = (h: BaseHarness, owner: string, body: Record<string, unknown> = {}) =>
+  h.call(rpc.threads.create, {
+    owner_id: owner,
+    view: 'thread',
+    body: { repository_id: h.repos.app, prompt: 'Go', ...body },
+  });
+
+/** A fresh user with two live runs (each a thread of its own), the first created with a client_request_id. */
+async function atLimitOn(h: BaseHarness) {
+  const owner = h.newOwner();
+  const first = ThreadWithRun.parse(await createFor(h, owner, { client_request_id: 'first' }));
+  const second = ThreadWithRun.parse(await createFor(h, owner));
+  return { owner, first, second };
+}
+
 describe('live runs per user (MAX_LIVE_RUNS_PER_USER=2)', () => {
-  let h: DoublesHarness;
+  let h: Harness;
   beforeAll(async () => {
     // Two replicas: a user's requests are spread over both, as in a deployment.
-    h = await startHarnessWithDoubles({
+    h = await startHarness({
       replicas: 2,
       env: { MAX_LIVE_RUNS_PER_USER: '2', THREADS_PER_MINUTE_PER_USER: '0' },
     });
@@ -49,19 +65,8 @@ describe('live runs per user (MAX_LIVE_RUNS_PER_USER=2)', () => {
     await h?.stop();
   });
 
-  const create = (owner: string, body: Record<string, unknown> = {}) =>
-    h.call(rpc.threads.create, {
-      owner_id: owner,
-      view: 'thread',
-      body: { repository_id: 101, prompt: 'Go', ...body },
-    });
-
-  async function atLimit() {
-    const owner = h.newOwner();
-    const first = ThreadWithRun.parse(await create(owner, { client_request_id: 'first' }));
-    const second = ThreadWithRun.parse(await create(owner));
-    return { owner, first, second };
-  }
+  const create = (owner: string, body: Record<string, unknown> = {}) => createFor(h, owner, body);
+  const atLimit = () => atLimitOn(h);
 
   it('refuses a third create with too_many_runs and writes nothing; a replay still answers; room frees when a run ends', async () => {
     const { owner, first, second } = await atLimit();
@@ -72,7 +77,7 @@ describe('live runs per user (MAX_LIVE_RUNS_PER_USER=2)', () => {
       const refused = await h.callError(rpc.threads.create, {
         owner_id: owner,
         view: 'task',
-        body: { repository_id: 101, prompt: 'One too many', ...body },
+        body: { repository_id: h.repos.app, prompt: 'One too many', ...body },
       });
       expect(refused.code).toBe('too_many_runs');
     }
@@ -86,7 +91,7 @@ describe('live runs per user (MAX_LIVE_RUNS_PER_USER=2)', () => {
     // Another user is not affected.
     expect(ThreadWithRun.parse(await create(h.newOwner())).run_status).toBe('queued');
 
-    h.runs.setStatus(second.run_id, 'completed');
+    await h.runs.end(second.run_id, 'completed');
     const third = ThreadWithRun.parse(await create(owner, { client_request_id: 'third' }));
     expect(third.run_status).toBe('queued');
     expect(
@@ -94,7 +99,7 @@ describe('live runs per user (MAX_LIVE_RUNS_PER_USER=2)', () => {
         await h.callError(rpc.threads.create, {
           owner_id: owner,
           view: 'thread',
-          body: { repository_id: 101, prompt: 'x' },
+          body: { repository_id: h.repos.app, prompt: 'x' },
         })
       ).code,
     ).toBe('too_many_runs');
@@ -102,7 +107,7 @@ describe('live runs per user (MAX_LIVE_RUNS_PER_USER=2)', () => {
 
   it('refuses a send to an idle thread, or a queue on one, with nothing written; a busy thread says thread_busy', async () => {
     const { owner, first, second } = await atLimit();
-    h.runs.setStatus(first.run_id, 'completed');
+    await h.runs.end(first.run_id, 'completed');
     const third = ThreadWithRun.parse(await create(owner));
     const idle = { owner_id: owner, thread_id: first.id };
     const before = await footprint(h, owner);
@@ -126,12 +131,30 @@ describe('live runs per user (MAX_LIVE_RUNS_PER_USER=2)', () => {
     expect(await footprint(h, owner)).toEqual(before);
 
     // Below the limit the same send goes through.
-    h.runs.setStatus(third.run_id, 'cancelled');
+    await h.runs.cancel(third.run_id);
     const accepted = MessageAccepted.parse(
       await h.call(rpc.threads.message, { ...idle, body: { prompt: 'More', client_request_id: 's-1' } }),
     );
     expect(accepted.run_status).toBe('queued');
   });
+});
+
+// The runs service sends a run's end as it stores it; only the doubles let a test act in between.
+describe('live runs per user, a run ended before its event is handled (MAX_LIVE_RUNS_PER_USER=2)', () => {
+  let h: DoublesHarness;
+  beforeAll(async () => {
+    // Two replicas: a user's requests are spread over both, as in a deployment.
+    h = await startHarnessWithDoubles({
+      replicas: 2,
+      env: { MAX_LIVE_RUNS_PER_USER: '2', THREADS_PER_MINUTE_PER_USER: '0' },
+    });
+  });
+  afterAll(async () => {
+    await h?.stop();
+  });
+
+  const create = (owner: string, body: Record<string, unknown> = {}) => createFor(h, owner, body);
+  const atLimit = () => atLimitOn(h);
 
   it('keeps a queued follow-up pending while the user is at the limit, and admits it when one of their runs ends', async () => {
     const { owner, first, second } = await atLimit();
