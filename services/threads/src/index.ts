@@ -2,10 +2,10 @@ import { CONSUMERS, SERVICES } from '@threadwork/contracts';
 import { bootService, consumeDomain, serveRoutes, startRuntime, type StartedService } from '@threadwork/platform';
 import type { ThreadsConfig } from './config.js';
 import { SerialByKey } from './domain/limits.js';
+import { createPeers } from './clients/peers.js';
+import { sweep } from './flows/sweep.js';
 import { createDomainHandler } from './handlers/events.js';
-import { createPeers } from './handlers/peers.js';
 import { threadsRoutes } from './handlers/routes.js';
-import { sweep } from './handlers/sweep.js';
 import { createThreadsStore } from './store/store.js';
 
 export { ThreadsConfig } from './config.js';

@@ -1,7 +1,7 @@
-import { rpc, TaskWithRun, ThreadWithRun, Task, WorkList } from '@threadwork/contracts';
+import { rpc, TaskWithRun, ThreadWithRun, Task, WorkList, type HostedRepository } from '@threadwork/contracts';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { HARNESS_DEFAULTS } from './support/doubles.js';
-import { startHarness, type Harness } from './support/harness.js';
+import { startHarness, startHarnessWithDoubles, type DoublesHarness, type Harness } from './support/harness.js';
 
 describe('threads.create', () => {
   let h: Harness;
@@ -17,20 +17,29 @@ describe('threads.create', () => {
   const countFor = (collection: string, filter: Record<string, unknown>) =>
     h.db.collection(collection).countDocuments(filter);
 
+  /** The repositories as repohost gives them to `owner`, in the order asked. */
+  const repositories = async (owner: string, ...ids: number[]): Promise<[HostedRepository, ...HostedRepository[]]> => {
+    const { repositories: found } = await h.call(rpc.repohost.access, { owner_id: owner, repository_ids: ids });
+    const [first, ...rest] = found;
+    if (!first) throw new Error('repohost gave no repository');
+    return [first, ...rest];
+  };
+
   it('creates a thread, its first message and run 1, and answers a Thread with run', async () => {
     const owner = h.newOwner();
+    const [app] = await repositories(owner, h.repos.app);
     const result = ThreadWithRun.parse(
       await h.call(rpc.threads.create, {
         owner_id: owner,
         view: 'thread',
-        body: { repository_id: 101, prompt: 'Fix the build', name: 'build fix', model: 'gpt-5' },
+        body: { repository_id: h.repos.app, prompt: 'Fix the build', name: 'build fix', model: 'gpt-5' },
       }),
     );
     expect(result).toMatchObject({
       name: 'build fix',
       status: 'active',
       sandbox_status: null,
-      repohost_url: 'https://git.example.test/acme/app.git',
+      repohost_url: app.url,
       branch: 'main',
       harness: HARNESS_DEFAULTS.harness,
       model: 'gpt-5',
@@ -53,10 +62,10 @@ describe('threads.create', () => {
       model: 'gpt-5',
       repositories: [
         {
-          repository_id: 101,
-          full_name: 'acme/app',
+          repository_id: h.repos.app,
+          full_name: app.full_name,
           branch: 'main',
-          clone_url: 'https://git.example.test/acme/app.git',
+          clone_url: app.clone_url,
         },
       ],
     });
@@ -87,7 +96,7 @@ describe('threads.create', () => {
       await h.call(rpc.threads.create, {
         owner_id: owner,
         view: 'task',
-        body: { repository_id: 101, prompt: 'Add a test', message_id: 'client-msg-1' },
+        body: { repository_id: h.repos.app, prompt: 'Add a test', message_id: 'client-msg-1' },
       }),
     );
     expect(result.status).toBe('setup');
@@ -111,11 +120,17 @@ describe('threads.create', () => {
 
   it('reuses the project of the same ordered repositories and lists it in the work list', async () => {
     const owner = h.newOwner();
+    const [app, lib] = await repositories(owner, h.repos.app, h.repos.lib);
+    if (!lib) throw new Error('repohost gave no second repository');
     const create = (body: { repository_id: number; repository_ids?: number[]; branch?: string }) =>
       h.call(rpc.threads.create, { owner_id: owner, view: 'thread', body: { prompt: 'Go', ...body } });
-    const first = ThreadWithRun.parse(await create({ repository_id: 101, repository_ids: [202], branch: 'develop' }));
-    const second = ThreadWithRun.parse(await create({ repository_id: 101, repository_ids: [202, 101] }));
-    const swapped = ThreadWithRun.parse(await create({ repository_id: 202, repository_ids: [101] }));
+    const first = ThreadWithRun.parse(
+      await create({ repository_id: h.repos.app, repository_ids: [h.repos.lib], branch: 'develop' }),
+    );
+    const second = ThreadWithRun.parse(
+      await create({ repository_id: h.repos.app, repository_ids: [h.repos.lib, h.repos.app] }),
+    );
+    const swapped = ThreadWithRun.parse(await create({ repository_id: h.repos.lib, repository_ids: [h.repos.app] }));
     expect(second.project_id).toBe(first.project_id);
     expect(swapped.project_id).not.toBe(first.project_id);
     expect(first.branch).toBe('develop');
@@ -126,11 +141,11 @@ describe('threads.create', () => {
     const project = work.projects.find((p) => p.id === first.project_id);
     expect(project).toMatchObject({
       name: 'app + lib',
-      repository: 'acme/app',
+      repository: app.full_name,
       branch: 'develop',
       repositories: [
-        { repository_id: 101, full_name: 'acme/app', branch: 'develop' },
-        { repository_id: 202, full_name: 'acme/lib', branch: 'trunk' },
+        { repository_id: h.repos.app, full_name: app.full_name, branch: 'develop' },
+        { repository_id: h.repos.lib, full_name: lib.full_name, branch: 'trunk' },
       ],
     });
     // Newest first; additions and deletions are unknown until something reports them.
@@ -150,6 +165,116 @@ describe('threads.create', () => {
     );
   });
 
+  it('refuses a harness the deployment does not serve, naming the ones it does, and creates nothing', async () => {
+    const owner = h.newOwner();
+    const err = await h.callError(rpc.threads.create, {
+      owner_id: owner,
+      view: 'thread',
+      body: { repository_id: h.repos.app, prompt: 'Go', harness: 'claude-code' },
+    });
+    expect(err.code).toBe('invalid_request');
+    expect(err.message).toBe('body.harness: not a harness this deployment serves (codex)');
+    expect(await countFor('threads', { owner_id: owner })).toBe(0);
+    expect(await countFor('projects', { owner_id: owner })).toBe(0);
+    expect(h.runs.admissions.filter((a) => a.owner_id === owner)).toEqual([]);
+    // The one it serves is taken.
+    const served = await h.call(rpc.threads.create, {
+      owner_id: owner,
+      view: 'thread',
+      body: { repository_id: h.repos.app, prompt: 'Go', harness: 'codex' },
+    });
+    expect(served).toMatchObject({ harness: 'codex' });
+  });
+
+  it('answers the same ids for the same client_request_id and body, and a conflict for another body', async () => {
+    const owner = h.newOwner();
+    const body = { repository_id: h.repos.app, prompt: 'Once', client_request_id: 'req-1' };
+    const first = await h.call(rpc.threads.create, { owner_id: owner, view: 'thread', body });
+    const again = await h.call(rpc.threads.create, {
+      owner_id: owner,
+      view: 'thread',
+      body: { client_request_id: 'req-1', prompt: 'Once', repository_id: h.repos.app },
+    });
+    expect(again).toEqual(first);
+
+    const err = await h.callError(rpc.threads.create, {
+      owner_id: owner,
+      view: 'thread',
+      body: { ...body, prompt: 'Twice' },
+    });
+    expect(err.code).toBe('idempotency_conflict');
+
+    // Another owner's identical key is another request.
+    const other = h.newOwner();
+    const theirs = await h.call(rpc.threads.create, { owner_id: other, view: 'thread', body });
+    expect(theirs.id).not.toBe(first.id);
+    expect((await h.runs.created()).filter((run) => [first.id, theirs.id].includes(run.thread_id))).toHaveLength(2);
+  });
+
+  it('converges 20 concurrent identical creates on one thread, one message and one run', async () => {
+    const owner = h.newOwner();
+    const body = {
+      repository_id: h.repos.app,
+      repository_ids: [h.repos.lib],
+      prompt: 'Race',
+      client_request_id: 'race-1',
+    };
+    const results = await Promise.all(
+      Array.from({ length: 20 }, () => h.call(rpc.threads.create, { owner_id: owner, view: 'thread', body })),
+    );
+    const ids = new Set(results.map((r) => `${r.id} ${r.run_id} ${r.message_id} ${r.project_id}`));
+    expect(ids.size).toBe(1);
+    const [result] = results;
+    expect(await h.runs.created(result?.id)).toHaveLength(1);
+    expect(await countFor('threads', { owner_id: owner })).toBe(1);
+    expect(await countFor('projects', { owner_id: owner })).toBe(1);
+    expect(await countFor('messages', { thread_id: result?.id })).toBe(1);
+    expect(await countFor('requests', { owner_id: owner })).toBe(1);
+  });
+
+  it("treats another owner's thread as nonexistent everywhere", async () => {
+    const owner = h.newOwner();
+    const intruder = h.newOwner();
+    const thread = await h.call(rpc.threads.create, {
+      owner_id: owner,
+      view: 'thread',
+      body: { repository_id: h.repos.app, prompt: 'Mine' },
+    });
+    const target = { owner_id: intruder, thread_id: thread.id };
+    const codes = await Promise.all([
+      h.callError(rpc.threads.get, { ...target, view: 'thread' }),
+      h.callError(rpc.threads.get, { ...target, view: 'task' }),
+      h.callError(rpc.threads.messages, { ...target, limit: 10 }),
+      h.callError(rpc.threads.controls, { ...target, view: 'thread' }),
+      h.callError(rpc.threads.resumable, target),
+      h.callError(rpc.threads.message, { ...target, body: { prompt: 'hi' } }),
+      h.callError(rpc.threads.queue, { ...target, body: { prompt: 'hi' } }),
+      h.callError(rpc.threads.steer, { ...target, body: { prompt: 'hi' } }),
+    ]);
+    expect(codes.map((e) => e.code)).toEqual(Array(8).fill('not_found'));
+    expect((await h.call(rpc.threads.list, { owner_id: intruder })).tasks).toEqual([]);
+    expect((await h.call(rpc.threads.work, { owner_id: intruder })).projects).toEqual([]);
+    expect(await h.runs.created(thread.id)).toHaveLength(1);
+  });
+});
+
+// What the real services do not let a test arrange: an owner who sees no repository (the local
+// provider shows its repositories to everyone), runs unreachable for one admission, an admission
+// whose answer is lost.
+describe('threads.create against the doubles', () => {
+  let h: DoublesHarness;
+
+  beforeAll(async () => {
+    // Two replicas: requests are spread over both, as in a deployment.
+    h = await startHarnessWithDoubles({ replicas: 2 });
+  });
+  afterAll(async () => {
+    await h?.stop();
+  });
+
+  const countFor = (collection: string, filter: Record<string, unknown>) =>
+    h.db.collection(collection).countDocuments(filter);
+
   it('answers not_found for a repository the owner cannot see, and creates nothing', async () => {
     const owner = h.newOwner();
     const err = await h.callError(rpc.threads.create, {
@@ -166,68 +291,6 @@ describe('threads.create', () => {
     expect(stranger.code).toBe('not_found');
     expect(await countFor('threads', { owner_id: owner })).toBe(0);
     expect(h.runs.admissions.filter((a) => a.owner_id === owner)).toEqual([]);
-  });
-
-  it('refuses a harness the deployment does not serve, naming the ones it does, and creates nothing', async () => {
-    const owner = h.newOwner();
-    const err = await h.callError(rpc.threads.create, {
-      owner_id: owner,
-      view: 'thread',
-      body: { repository_id: 101, prompt: 'Go', harness: 'claude-code' },
-    });
-    expect(err.code).toBe('invalid_request');
-    expect(err.message).toBe('body.harness: not a harness this deployment serves (codex)');
-    expect(await countFor('threads', { owner_id: owner })).toBe(0);
-    expect(await countFor('projects', { owner_id: owner })).toBe(0);
-    expect(h.runs.admissions.filter((a) => a.owner_id === owner)).toEqual([]);
-    // The one it serves is taken.
-    const served = await h.call(rpc.threads.create, {
-      owner_id: owner,
-      view: 'thread',
-      body: { repository_id: 101, prompt: 'Go', harness: 'codex' },
-    });
-    expect(served).toMatchObject({ harness: 'codex' });
-  });
-
-  it('answers the same ids for the same client_request_id and body, and a conflict for another body', async () => {
-    const owner = h.newOwner();
-    const body = { repository_id: 101, prompt: 'Once', client_request_id: 'req-1' };
-    const first = await h.call(rpc.threads.create, { owner_id: owner, view: 'thread', body });
-    const again = await h.call(rpc.threads.create, {
-      owner_id: owner,
-      view: 'thread',
-      body: { client_request_id: 'req-1', prompt: 'Once', repository_id: 101 },
-    });
-    expect(again).toEqual(first);
-
-    const err = await h.callError(rpc.threads.create, {
-      owner_id: owner,
-      view: 'thread',
-      body: { ...body, prompt: 'Twice' },
-    });
-    expect(err.code).toBe('idempotency_conflict');
-
-    // Another owner's identical key is another request.
-    const other = h.newOwner();
-    const theirs = await h.call(rpc.threads.create, { owner_id: other, view: 'thread', body });
-    expect(theirs.id).not.toBe(first.id);
-    expect(h.runs.created().filter((run) => [first.id, theirs.id].includes(run.thread_id))).toHaveLength(2);
-  });
-
-  it('converges 20 concurrent identical creates on one thread, one message and one run', async () => {
-    const owner = h.newOwner();
-    const body = { repository_id: 101, repository_ids: [202], prompt: 'Race', client_request_id: 'race-1' };
-    const results = await Promise.all(
-      Array.from({ length: 20 }, () => h.call(rpc.threads.create, { owner_id: owner, view: 'thread', body })),
-    );
-    const ids = new Set(results.map((r) => `${r.id} ${r.run_id} ${r.message_id} ${r.project_id}`));
-    expect(ids.size).toBe(1);
-    const [result] = results;
-    expect(h.runs.created(result?.id)).toHaveLength(1);
-    expect(await countFor('threads', { owner_id: owner })).toBe(1);
-    expect(await countFor('projects', { owner_id: owner })).toBe(1);
-    expect(await countFor('messages', { thread_id: result?.id })).toBe(1);
-    expect(await countFor('requests', { owner_id: owner })).toBe(1);
   });
 
   it('finishes a create that stopped half-way when the caller retries it', async () => {
@@ -267,30 +330,5 @@ describe('threads.create', () => {
     expect(thread).toMatchObject({ status: 'active', harness: HARNESS_DEFAULTS.harness });
     const page = await h.call(rpc.threads.messages, { owner_id: owner, thread_id: run.thread_id, limit: 10 });
     expect(page.messages.map((m) => [m.id, m.parts[0]?.text])).toEqual([[run.message_id, 'Lost']]);
-  });
-
-  it("treats another owner's thread as nonexistent everywhere", async () => {
-    const owner = h.newOwner();
-    const intruder = h.newOwner();
-    const thread = await h.call(rpc.threads.create, {
-      owner_id: owner,
-      view: 'thread',
-      body: { repository_id: 101, prompt: 'Mine' },
-    });
-    const target = { owner_id: intruder, thread_id: thread.id };
-    const codes = await Promise.all([
-      h.callError(rpc.threads.get, { ...target, view: 'thread' }),
-      h.callError(rpc.threads.get, { ...target, view: 'task' }),
-      h.callError(rpc.threads.messages, { ...target, limit: 10 }),
-      h.callError(rpc.threads.controls, { ...target, view: 'thread' }),
-      h.callError(rpc.threads.resumable, target),
-      h.callError(rpc.threads.message, { ...target, body: { prompt: 'hi' } }),
-      h.callError(rpc.threads.queue, { ...target, body: { prompt: 'hi' } }),
-      h.callError(rpc.threads.steer, { ...target, body: { prompt: 'hi' } }),
-    ]);
-    expect(codes.map((e) => e.code)).toEqual(Array(8).fill('not_found'));
-    expect((await h.call(rpc.threads.list, { owner_id: intruder })).tasks).toEqual([]);
-    expect((await h.call(rpc.threads.work, { owner_id: intruder })).projects).toEqual([]);
-    expect(h.runs.created(thread.id)).toHaveLength(1);
   });
 });

@@ -8,13 +8,12 @@ import {
   subjects,
   type CandidateProducedEvent,
   type Message,
-  type RunStatusEvent,
   WorkList,
 } from '@threadwork/contracts';
-import { decodeJson, domainEventDigest, encodeJson, publishJson } from '@threadwork/platform';
+import { decodeJson, publishJson } from '@threadwork/platform';
 import { candidateProduced, newClaimId } from '@threadwork/testing';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { publishRunStatus } from './support/doubles.js';
+import { publishRunStatus } from './support/domain.js';
 import { eventually, startHarness, type Harness } from './support/harness.js';
 
 describe('messages, queue and steer', () => {
@@ -27,12 +26,12 @@ describe('messages, queue and steer', () => {
     await h?.stop();
   });
 
-  async function newThread(prompt = 'Start') {
+  async function newThread(prompt = 'Start', more: { repository_ids?: number[] } = {}) {
     const owner = h.newOwner();
     const thread = await h.call(rpc.threads.create, {
       owner_id: owner,
       view: 'thread',
-      body: { repository_id: 101, prompt },
+      body: { repository_id: h.repos.app, prompt, ...more },
     });
     return { owner, thread, target: { owner_id: owner, thread_id: thread.id } };
   }
@@ -43,7 +42,7 @@ describe('messages, queue and steer', () => {
 
   const texts = (list: Message[]) => list.map((m) => `${m.role}:${m.parts.map((p) => p.text).join('')}`);
 
-  /** A candidate of `thread`'s run on repository 101 (on `main`, no diff); `fields` change what a test looks at. */
+  /** A candidate of `thread`'s run on its primary repository (on `main`, no diff); `fields` change what a test looks at. */
   const candidateOf = (
     owner: string,
     thread: { id: string; run_id: string },
@@ -53,7 +52,7 @@ describe('messages, queue and steer', () => {
       thread_id: thread.id,
       run_id: thread.run_id,
       owner_id: owner,
-      repository_id: 101,
+      repository_id: h.repos.app,
       base_branch: 'main',
       diff: '',
       files: [],
@@ -68,7 +67,8 @@ describe('messages, queue and steer', () => {
     { forged = false } = {},
   ): Promise<number> {
     const subject = subjects.domain(event.service, event.entity, event.verb);
-    if (event.service === 'runner' && !forged) h.runs.attest(subject, domainEventDigest(encodeJson(payload)));
+    if (event.service === 'runner' && !forged)
+      await h.runs.attest((payload as { run_id: string }).run_id, subject, payload);
     const ack = await publishJson(h.js, subject, payload, {
       ...(msgId ? { msgId } : {}),
     });
@@ -83,46 +83,27 @@ describe('messages, queue and steer', () => {
     // The losing send shows nothing; its message stays hidden (see the twin send below for why).
     expect(await h.db.collection('messages').countDocuments({ thread_id: thread.id, visible: true })).toBe(1);
 
-    const { seq } = await h.runs.transition(thread.run_id, 'completed');
+    const { seq } = await h.runs.end(thread.run_id, 'completed');
     await h.handledUpTo(seq);
     const accepted = MessageAccepted.parse(
       await h.call(rpc.threads.message, { ...target, body: { prompt: 'Next', collaboration_mode: 'plan' } }),
     );
     expect(accepted).toMatchObject({ status: 'accepted', run_status: 'queued' });
     expect(accepted.run_id).not.toBe(thread.run_id);
-    expect(h.runs.run(accepted.run_id)).toMatchObject({ message_id: accepted.message_id, collaboration_mode: 'plan' });
+    expect(await h.runs.run(accepted.run_id)).toMatchObject({
+      message_id: accepted.message_id,
+      collaboration_mode: 'plan',
+    });
     expect(texts(await messages(target))).toEqual(['user:Start', 'user:Next']);
     const shown = await h.call(rpc.threads.get, { ...target, view: 'thread' });
     expect(shown).toMatchObject({ status: 'active', collaboration_mode: 'plan' });
-  });
-
-  it('keeps the message of a send whose twin lost the thread while it was being admitted', async () => {
-    // Two attempts of one send (a client's retry after a timeout: the same client_request_id, so
-    // the same ids). The first reaches runs while the thread is busy, the second once it is free;
-    // the first's thread_busy arrives while the second is being admitted, and must not take the
-    // message the second then shows.
-    const { thread, target } = await newThread();
-    const body = { prompt: 'Retried', client_request_id: 'retry-1' };
-    const first = h.runs.holdNextAdmit();
-    const losing = h.callError(rpc.threads.message, { ...target, body });
-    await first.received;
-    h.runs.setStatus(thread.run_id, 'completed');
-    const second = h.runs.holdNextAdmit();
-    const winning = h.call(rpc.threads.message, { ...target, body });
-    await second.received;
-    first.release();
-    expect((await losing).code).toBe('thread_busy');
-    second.release();
-    const accepted = MessageAccepted.parse(await winning);
-    expect(h.runs.run(accepted.run_id).message_id).toBe(accepted.message_id);
-    expect(texts(await messages(target))).toEqual(['user:Start', 'user:Retried']);
   });
 
   it('shows a message id that lost the thread once with the text of the send that got it', async () => {
     const { thread, target } = await newThread();
     const busy = await h.callError(rpc.threads.message, { ...target, body: { prompt: 'Draft', message_id: 'm-1' } });
     expect(busy.code).toBe('thread_busy');
-    h.runs.setStatus(thread.run_id, 'completed');
+    await h.runs.end(thread.run_id, 'completed');
     const accepted = MessageAccepted.parse(
       await h.call(rpc.threads.message, { ...target, body: { prompt: 'Final', message_id: 'm-1' } }),
     );
@@ -130,7 +111,7 @@ describe('messages, queue and steer', () => {
     const shown = await messages(target);
     expect(texts(shown)).toEqual(['user:Start', 'user:Final']);
     // Its time is when it was admitted, after everything before it.
-    expect(shown[1]!.created_at >= h.runs.run(thread.run_id).completed_at!).toBe(true);
+    expect(shown[1]!.created_at >= (await h.runs.run(thread.run_id)).completed_at!).toBe(true);
     // A status event of the run (the crash-recovery path) finds it by its run.
     const stored = await h.db.collection('messages').findOne({ thread_id: thread.id, message_id: 'm-1' });
     expect(stored).toMatchObject({ run_id: accepted.run_id, visible: true });
@@ -138,19 +119,19 @@ describe('messages, queue and steer', () => {
 
   it('replays a message with the same client_request_id and refuses another body under it', async () => {
     const { thread, target } = await newThread();
-    h.runs.setStatus(thread.run_id, 'completed');
+    await h.runs.end(thread.run_id, 'completed');
     const body = { prompt: 'Once', client_request_id: 'send-1' };
     const first = await h.call(rpc.threads.message, { ...target, body });
     // Active now, but the same request is the same answer, not thread_busy.
     expect(await h.call(rpc.threads.message, { ...target, body })).toEqual(first);
     const err = await h.callError(rpc.threads.message, { ...target, body: { ...body, prompt: 'Other' } });
     expect(err.code).toBe('idempotency_conflict');
-    expect(h.runs.created(thread.id)).toHaveLength(2);
+    expect(await h.runs.created(thread.id)).toHaveLength(2);
   });
 
   it('applies a queue item at once while the thread is idle', async () => {
     const { thread, target } = await newThread();
-    h.runs.setStatus(thread.run_id, 'completed');
+    await h.runs.end(thread.run_id, 'completed');
     const submitted = ControlSubmission.parse(
       await h.call(rpc.threads.queue, { ...target, body: { prompt: 'Queued', message_id: 'q-msg' } }),
     );
@@ -177,7 +158,7 @@ describe('messages, queue and steer', () => {
     expect(first.run).toBeNull();
 
     // The same terminal event, delivered twice (as a redelivery or a second publisher would).
-    const event = h.runs.setStatus(thread.run_id, 'completed');
+    const { event } = await h.runs.end(thread.run_id, 'completed');
     await publishRunStatus(h.js, event, 'dup-a');
     const seq = await publishRunStatus(h.js, event, 'dup-b');
     await h.handledUpTo(seq);
@@ -187,7 +168,7 @@ describe('messages, queue and steer', () => {
       [first.control.id, 'applied'],
       [second.control.id, 'pending'],
     ]);
-    const runs = h.runs.created(thread.id);
+    const runs = await h.runs.created(thread.id);
     expect(runs).toHaveLength(2);
     expect(controls.controls[0]?.created_run_id).toBe(runs[1]?.id);
     expect(texts(await messages(target))).toEqual(['user:Start', 'user:One']);
@@ -196,53 +177,16 @@ describe('messages, queue and steer', () => {
     // That run ends too: the next item goes.
     const secondRun = runs[1];
     if (!secondRun) throw new Error('no second run');
-    const next = await h.runs.transition(secondRun.id, 'failed');
+    const next = await h.runs.end(secondRun.id, 'failed');
     await h.handledUpTo(next.seq);
-    expect(h.runs.created(thread.id)).toHaveLength(3);
+    expect(await h.runs.created(thread.id)).toHaveLength(3);
     const pending = await h.call(rpc.threads.controls, { ...target, view: 'thread', status: 'pending' });
     expect(pending.controls).toEqual([]);
   });
 
-  it('applies a queue item whose admission answer was lost when the run-ended event is retried', async () => {
-    // runs admits the queue item's run, but its answer never arrives (runs.admit timing out on a
-    // busy machine): the retried event finds the thread busy with that very run.
-    const { thread, target } = await newThread();
-    const queued = ControlSubmission.parse(await h.call(rpc.threads.queue, { ...target, body: { prompt: 'After' } }));
-    expect(queued.control.status).toBe('pending');
-    h.runs.loseNextAdmitAnswer();
-    const { seq } = await h.runs.transition(thread.run_id, 'completed');
-    await h.handledUpTo(seq);
-
-    const runs = h.runs.created(thread.id);
-    expect(runs).toHaveLength(2);
-    const [control] = (await h.call(rpc.threads.controls, { ...target, view: 'thread' })).controls;
-    expect(control).toMatchObject({ id: queued.control.id, status: 'applied', created_run_id: runs[1]?.id });
-    expect(texts(await messages(target))).toEqual(['user:Start', 'user:After']);
-    expect(await h.call(rpc.threads.resumable, target)).toEqual({ run: { run_id: runs[1]?.id } });
-  });
-
-  it('answers a retried queue request whose admission answer was lost with the run it admitted', async () => {
-    // The first attempt's run is admitted but its answer lost (a 503 to the client); the client's
-    // retry (the same client_request_id) finds the thread busy with that very run.
-    const { thread, target } = await newThread();
-    h.runs.setStatus(thread.run_id, 'completed');
-    const body = { prompt: 'Lost', client_request_id: 'queue-lost-1' };
-    h.runs.loseNextAdmitAnswer();
-    const err = await h.callError(rpc.threads.queue, { ...target, body });
-    expect(err.code).toBe('unavailable');
-    const [, run] = h.runs.created(thread.id);
-    if (!run) throw new Error('the double created no run');
-
-    const retried = ControlSubmission.parse(await h.call(rpc.threads.queue, { ...target, body }));
-    expect(retried.control).toMatchObject({ status: 'applied', created_run_id: run.id });
-    expect(retried.run).toMatchObject({ run_id: run.id, run_status: 'queued' });
-    expect(texts(await messages(target))).toEqual(['user:Start', 'user:Lost']);
-    expect(h.runs.created(thread.id)).toHaveLength(2);
-  });
-
   it('answers no_active_run to a steer of an idle thread', async () => {
     const { thread, target } = await newThread();
-    h.runs.setStatus(thread.run_id, 'cancelled');
+    await h.runs.cancel(thread.run_id);
     const err = await h.callError(rpc.threads.steer, { ...target, body: { prompt: 'Left' } });
     expect(err.code).toBe('no_active_run');
     expect((await h.call(rpc.threads.controls, { ...target, view: 'thread' })).controls).toEqual([]);
@@ -282,17 +226,16 @@ describe('messages, queue and steer', () => {
     expect(list.controls[0]?.applied_at).not.toBeNull();
 
     // The run ends: an applied steer admits nothing.
-    const ended = await h.runs.transition(thread.run_id, 'completed');
+    const ended = await h.runs.end(thread.run_id, 'completed');
     await h.handledUpTo(ended.seq);
-    expect(h.runs.created(thread.id)).toHaveLength(1);
+    expect(await h.runs.created(thread.id)).toHaveLength(1);
   });
 
   it('gives a steer’s text only to the runner holding its run, while it is pending', async () => {
     const { thread, target } = await newThread();
     const other = await newThread();
-    const claimId = newClaimId();
-    h.runs.hold(thread.run_id, claimId);
-    h.runs.hold(other.thread.run_id, newClaimId());
+    const { claimId } = await h.runs.claim(thread.run_id);
+    const { claimId: otherClaim } = await h.runs.claim(other.thread.run_id);
     const submitted = await h.call(rpc.threads.steer, { ...target, body: { prompt: 'Use tabs' } });
     const read = (run_id: string, claim_id: string, control_id = submitted.control.id) =>
       h.call(rpc.threads.steerRead, { run_id, claim_id, control_id });
@@ -303,8 +246,6 @@ describe('messages, queue and steer', () => {
     // Not the holder: refused before anything about the control is looked at.
     expect((await refused(thread.run_id, newClaimId())).code).toBe('already_settled');
     // The holder of another run, naming this run's steer: no steer of its run.
-    const otherClaim = newClaimId();
-    h.runs.hold(other.thread.run_id, otherClaim);
     expect((await refused(other.thread.run_id, otherClaim)).code).toBe('not_found');
     // An unknown control, and a control that is not a steer.
     expect((await refused(thread.run_id, claimId, 'ctl_unknown')).code).toBe('not_found');
@@ -335,35 +276,16 @@ describe('messages, queue and steer', () => {
         at: new Date().toISOString(),
       }),
     );
-    const { seq } = await h.runs.transition(thread.run_id, 'completed');
+    const { seq } = await h.runs.end(thread.run_id, 'completed');
     await h.handledUpTo(seq);
 
     const [control] = (await h.call(rpc.threads.controls, { ...target, view: 'thread' })).controls;
-    const runs = h.runs.created(thread.id);
+    const runs = await h.runs.created(thread.id);
     expect(runs).toHaveLength(2);
     expect(control).toMatchObject({ id: submitted.control.id, kind: 'steer', status: 'applied' });
     expect(control?.created_run_id).toBe(runs[1]?.id);
     expect(runs[1]?.message_id).toBe((await messages(target)).find((m) => m.parts[0]?.text === 'Also update docs')?.id);
     expect(texts(await messages(target))).toEqual(['user:Start', 'assistant:Done.', 'user:Also update docs']);
-  });
-
-  it('admits a steer at once when its run ended between the check and the write', async () => {
-    const { thread, target } = await newThread();
-    // runs answers "live", then the run ends before threads stores the steer; threads has not
-    // handled the terminal event yet, so nobody else would admit the steer.
-    let ended: RunStatusEvent | undefined;
-    h.runs.afterNextLive(() => {
-      ended = h.runs.setStatus(thread.run_id, 'completed');
-    });
-    const submitted = ControlSubmission.parse(await h.call(rpc.threads.steer, { ...target, body: { prompt: 'Late' } }));
-    const runs = h.runs.created(thread.id);
-    expect(runs).toHaveLength(2);
-    expect(submitted.control).toMatchObject({ status: 'applied', target_run_id: thread.run_id });
-    expect(submitted.run?.run_id).toBe(runs[1]?.id);
-    // The terminal event arriving afterwards admits nothing more.
-    if (!ended) throw new Error('the run did not end');
-    await h.handledUpTo(await publishRunStatus(h.js, ended));
-    expect(h.runs.created(thread.id)).toHaveLength(2);
   });
 
   it('stores an assistant reply once however often its event arrives', async () => {
@@ -383,29 +305,38 @@ describe('messages, queue and steer', () => {
   });
 
   it('shows the lines the latest candidates changed in the work list, summed over repositories', async () => {
-    const { owner, thread } = await newThread();
+    const { owner, thread, target } = await newThread('Start', { repository_ids: [h.repos.lib] });
+    // Candidates name the run's own project repositories, as its runner's do.
+    const [app, lib] = (await h.call(rpc.threads.project, target)).repositories;
+    if (!app || !lib) throw new Error('the thread has not both repositories');
     const workThread = async () =>
       WorkList.parse(await h.call(rpc.threads.work, { owner_id: owner }))
         .projects.flatMap((p) => p.threads)
         .find((t) => t.id === thread.id);
     expect(await workThread()).not.toHaveProperty('additions');
 
-    const candidate = (projectRepositoryId: string, additions: number, deletions: number, at: number) =>
+    const candidate = (
+      repository: { id: string; repository_id: number },
+      additions: number,
+      deletions: number,
+      at: number,
+    ) =>
       publishDomain(
         domainEvents.candidateProduced,
         candidateOf(owner, thread, {
-          project_repository_id: projectRepositoryId,
+          project_repository_id: repository.id,
+          repository_id: repository.repository_id,
           stats: { additions, deletions },
           at: new Date(at).toISOString(),
         }),
       );
     const now = Date.now();
-    await h.handledUpTo(await candidate('prp_a', 10, 2, now));
-    await h.handledUpTo(await candidate('prp_b', 5, 1, now));
+    await h.handledUpTo(await candidate(app, 10, 2, now));
+    await h.handledUpTo(await candidate(lib, 5, 1, now));
     expect(await workThread()).toMatchObject({ additions: 15, deletions: 3 });
     // A later run replaces its repository's figures; an older event delivered late does not.
-    await h.handledUpTo(await candidate('prp_a', 1, 0, now + 10));
-    await h.handledUpTo(await candidate('prp_a', 99, 99, now + 5));
+    await h.handledUpTo(await candidate(app, 1, 0, now + 10));
+    await h.handledUpTo(await candidate(app, 99, 99, now + 5));
     expect(await workThread()).toMatchObject({ additions: 6, deletions: 1 });
   });
 
@@ -447,9 +378,10 @@ describe('messages, queue and steer', () => {
       at,
     });
     await h.handledUpTo(await publishDomain(domainEvents.candidateProduced, candidate, undefined, forged));
-    // Attested, but by the holder of a run of another owner's thread, about this one.
+    // Attested, but by the holder of a run of another owner's thread (naming its own repository), about this one.
     const other = await newThread();
-    const borrowed = { ...candidate, run_id: other.thread.run_id };
+    const [otherRepository] = (await h.call(rpc.threads.project, other.target)).repositories;
+    const borrowed = { ...candidate, run_id: other.thread.run_id, project_repository_id: otherRepository!.id };
     await h.handledUpTo(await publishDomain(domainEvents.candidateProduced, borrowed));
 
     expect(texts(await messages(target))).toEqual(['user:Start']);
@@ -466,56 +398,11 @@ describe('messages, queue and steer', () => {
     expect(texts(await messages(target))).toEqual(['user:Start', 'assistant:Real']);
   });
 
-  it('derives statuses from the latest run and the sandbox events', async () => {
-    const { thread, target } = await newThread();
-    const task = async () => Task.parse(await h.call(rpc.threads.get, { ...target, view: 'task' }));
-    const sandbox = (status: string, at: Date) =>
-      publishDomain(domainEvents.sandboxStatus, {
-        thread_id: thread.id,
-        run_id: thread.run_id,
-        status,
-        sandbox_id: 'sbx_1',
-        reason: null,
-        at: at.toISOString(),
-      });
-    expect((await task()).status).toBe('setup');
-
-    const now = Date.now();
-    await h.handledUpTo(await sandbox('initializing', new Date(now)));
-    h.runs.setStatus(thread.run_id, 'starting');
-    expect(await task()).toMatchObject({ status: 'setup', sandbox_status: 'initializing' });
-
-    await h.handledUpTo(await sandbox('ready', new Date(now + 10)));
-    // A stale event delivered late does not win.
-    await h.handledUpTo(await sandbox('initializing', new Date(now + 5)));
-    h.runs.setStatus(thread.run_id, 'running');
-    expect(await task()).toMatchObject({ status: 'running', sandbox_status: 'ready' });
-
-    h.runs.setStatus(thread.run_id, 'waiting_for_input');
-    expect((await task()).status).toBe('waiting');
-    expect((await h.call(rpc.threads.get, { ...target, view: 'thread' })).status).toBe('active');
-
-    const { seq } = await h.runs.transition(thread.run_id, 'completed');
-    await h.handledUpTo(seq);
-    expect((await task()).status).toBe('ready');
-    expect((await h.call(rpc.threads.get, { ...target, view: 'thread' })).status).toBe('idle');
-    expect(await h.call(rpc.threads.resumable, target)).toEqual({ run: null });
-
-    // A follow-up into a reclaimed sandbox is running, not setup again.
-    await h.handledUpTo(await sandbox('initializing', new Date(now + 20)));
-    const follow = await h.call(rpc.threads.message, { ...target, body: { prompt: 'More' } });
-    expect((await task()).status).toBe('running');
-    h.runs.setStatus(follow.run_id, 'failed');
-    expect((await task()).status).toBe('failed');
-    const list = await h.call(rpc.threads.list, { owner_id: target.owner_id });
-    expect(list.tasks.map((t) => [t.id, t.status])).toEqual([[thread.id, 'failed']]);
-  });
-
   it('pages messages oldest first with an opaque cursor', async () => {
     const { thread, target } = await newThread('m0');
     let runId = thread.run_id;
     for (let i = 1; i <= 4; i += 1) {
-      h.runs.setStatus(runId, 'completed');
+      await h.runs.end(runId, 'completed');
       runId = (await h.call(rpc.threads.message, { ...target, body: { prompt: `m${i}` } })).run_id;
     }
     const seen: string[] = [];
@@ -555,9 +442,9 @@ describe('messages, queue and steer', () => {
     expect((await h.call(rpc.threads.controls, { ...target, view: 'thread' })).controls).toHaveLength(2);
 
     // Oldest first: the queue item goes before the steer once the run ends.
-    const { seq } = await h.runs.transition(thread.run_id, 'completed');
+    const { seq } = await h.runs.end(thread.run_id, 'completed');
     await h.handledUpTo(seq);
-    const runs = h.runs.created(thread.id);
+    const runs = await h.runs.created(thread.id);
     expect(runs).toHaveLength(2);
     const after = await h.call(rpc.threads.queue, { ...target, body: queue });
     expect(after).toMatchObject({ control: { id: q1.control.id, status: 'applied' }, run: { run_id: runs[1]?.id } });

@@ -8,13 +8,20 @@ import {
   rpc,
 } from '@threadwork/contracts';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { eventually, startHarness, type Harness } from './support/harness.js';
+import {
+  eventually,
+  startHarness,
+  startHarnessWithDoubles,
+  type BaseHarness,
+  type DoublesHarness,
+  type Harness,
+} from './support/harness.js';
 
 // The per-user limits of the threads service (MAX_LIVE_RUNS_PER_USER, THREADS_PER_MINUTE_PER_USER)
-// and the bounded task and work lists, against the real service with the runs and repohost doubles.
+// and the bounded task and work lists, against the real runs and repohost services.
 
 /** Everything threads stored for one owner, by collection: a refused request must change none of it. */
-async function footprint(h: Harness, owner: string) {
+async function footprint(h: Pick<Harness, 'db'>, owner: string) {
   const threads = await h.db.collection('threads').find({ owner_id: owner }).toArray();
   const threadIds = threads.map((t) => t._id as unknown as string);
   const count = (collection: string, filter: Record<string, unknown>) =>
@@ -29,29 +36,37 @@ async function footprint(h: Harness, owner: string) {
   };
 }
 
+/** A user's thread creation (on the primary repository unless `body` says otherwise). */
+const createFor = (h: BaseHarness, owner: string, body: Record<string, unknown> = {}) =>
+  h.call(rpc.threads.create, {
+    owner_id: owner,
+    view: 'thread',
+    body: { repository_id: h.repos.app, prompt: 'Go', ...body },
+  });
+
+/** A fresh user with two live runs (each a thread of its own), the first created with a client_request_id. */
+async function atLimitOn(h: BaseHarness) {
+  const owner = h.newOwner();
+  const first = ThreadWithRun.parse(await createFor(h, owner, { client_request_id: 'first' }));
+  const second = ThreadWithRun.parse(await createFor(h, owner));
+  return { owner, first, second };
+}
+
 describe('live runs per user (MAX_LIVE_RUNS_PER_USER=2)', () => {
   let h: Harness;
   beforeAll(async () => {
     // Two replicas: a user's requests are spread over both, as in a deployment.
-    h = await startHarness({ replicas: 2, env: { MAX_LIVE_RUNS_PER_USER: '2', THREADS_PER_MINUTE_PER_USER: '0' } });
+    h = await startHarness({
+      replicas: 2,
+      env: { MAX_LIVE_RUNS_PER_USER: '2', THREADS_PER_MINUTE_PER_USER: '0' },
+    });
   });
   afterAll(async () => {
     await h?.stop();
   });
 
-  const create = (owner: string, body: Record<string, unknown> = {}) =>
-    h.call(rpc.threads.create, {
-      owner_id: owner,
-      view: 'thread',
-      body: { repository_id: 101, prompt: 'Go', ...body },
-    });
-
-  async function atLimit() {
-    const owner = h.newOwner();
-    const first = ThreadWithRun.parse(await create(owner, { client_request_id: 'first' }));
-    const second = ThreadWithRun.parse(await create(owner));
-    return { owner, first, second };
-  }
+  const create = (owner: string, body: Record<string, unknown> = {}) => createFor(h, owner, body);
+  const atLimit = () => atLimitOn(h);
 
   it('refuses a third create with too_many_runs and writes nothing; a replay still answers; room frees when a run ends', async () => {
     const { owner, first, second } = await atLimit();
@@ -62,7 +77,7 @@ describe('live runs per user (MAX_LIVE_RUNS_PER_USER=2)', () => {
       const refused = await h.callError(rpc.threads.create, {
         owner_id: owner,
         view: 'task',
-        body: { repository_id: 101, prompt: 'One too many', ...body },
+        body: { repository_id: h.repos.app, prompt: 'One too many', ...body },
       });
       expect(refused.code).toBe('too_many_runs');
     }
@@ -76,7 +91,7 @@ describe('live runs per user (MAX_LIVE_RUNS_PER_USER=2)', () => {
     // Another user is not affected.
     expect(ThreadWithRun.parse(await create(h.newOwner())).run_status).toBe('queued');
 
-    h.runs.setStatus(second.run_id, 'completed');
+    await h.runs.end(second.run_id, 'completed');
     const third = ThreadWithRun.parse(await create(owner, { client_request_id: 'third' }));
     expect(third.run_status).toBe('queued');
     expect(
@@ -84,7 +99,7 @@ describe('live runs per user (MAX_LIVE_RUNS_PER_USER=2)', () => {
         await h.callError(rpc.threads.create, {
           owner_id: owner,
           view: 'thread',
-          body: { repository_id: 101, prompt: 'x' },
+          body: { repository_id: h.repos.app, prompt: 'x' },
         })
       ).code,
     ).toBe('too_many_runs');
@@ -92,7 +107,7 @@ describe('live runs per user (MAX_LIVE_RUNS_PER_USER=2)', () => {
 
   it('refuses a send to an idle thread, or a queue on one, with nothing written; a busy thread says thread_busy', async () => {
     const { owner, first, second } = await atLimit();
-    h.runs.setStatus(first.run_id, 'completed');
+    await h.runs.end(first.run_id, 'completed');
     const third = ThreadWithRun.parse(await create(owner));
     const idle = { owner_id: owner, thread_id: first.id };
     const before = await footprint(h, owner);
@@ -116,12 +131,30 @@ describe('live runs per user (MAX_LIVE_RUNS_PER_USER=2)', () => {
     expect(await footprint(h, owner)).toEqual(before);
 
     // Below the limit the same send goes through.
-    h.runs.setStatus(third.run_id, 'cancelled');
+    await h.runs.cancel(third.run_id);
     const accepted = MessageAccepted.parse(
       await h.call(rpc.threads.message, { ...idle, body: { prompt: 'More', client_request_id: 's-1' } }),
     );
     expect(accepted.run_status).toBe('queued');
   });
+});
+
+// The runs service sends a run's end as it stores it; only the doubles let a test act in between.
+describe('live runs per user, a run ended before its event is handled (MAX_LIVE_RUNS_PER_USER=2)', () => {
+  let h: DoublesHarness;
+  beforeAll(async () => {
+    // Two replicas: a user's requests are spread over both, as in a deployment.
+    h = await startHarnessWithDoubles({
+      replicas: 2,
+      env: { MAX_LIVE_RUNS_PER_USER: '2', THREADS_PER_MINUTE_PER_USER: '0' },
+    });
+  });
+  afterAll(async () => {
+    await h?.stop();
+  });
+
+  const create = (owner: string, body: Record<string, unknown> = {}) => createFor(h, owner, body);
+  const atLimit = () => atLimitOn(h);
 
   it('keeps a queued follow-up pending while the user is at the limit, and admits it when one of their runs ends', async () => {
     const { owner, first, second } = await atLimit();
@@ -180,7 +213,7 @@ describe('threads per minute per user (THREADS_PER_MINUTE_PER_USER=3)', () => {
           await h.call(rpc.threads.create, {
             owner_id: owner,
             view: 'thread',
-            body: { repository_id: 101, prompt: `Thread ${i}`, client_request_id: `c-${i}` },
+            body: { repository_id: h.repos.app, prompt: `Thread ${i}`, client_request_id: `c-${i}` },
           }),
         ),
       );
@@ -189,7 +222,7 @@ describe('threads per minute per user (THREADS_PER_MINUTE_PER_USER=3)', () => {
     const refused = await h.callError(rpc.threads.create, {
       owner_id: owner,
       view: 'task',
-      body: { repository_id: 101, prompt: 'Thread 3' },
+      body: { repository_id: h.repos.app, prompt: 'Thread 3' },
     });
     expect(refused.code).toBe('rate_limited');
     const retryAfter = refused.details?.['retry_after_seconds'];
@@ -201,10 +234,10 @@ describe('threads per minute per user (THREADS_PER_MINUTE_PER_USER=3)', () => {
     const replay = await h.call(rpc.threads.create, {
       owner_id: owner,
       view: 'thread',
-      body: { repository_id: 101, prompt: 'Thread 0', client_request_id: 'c-0' },
+      body: { repository_id: h.repos.app, prompt: 'Thread 0', client_request_id: 'c-0' },
     });
     expect(replay.id).toBe(created[0]!.id);
-    h.runs.setStatus(created[0]!.run_id, 'completed');
+    await h.runs.end(created[0]!.run_id, 'completed');
     const sent = await h.call(rpc.threads.message, {
       owner_id: owner,
       thread_id: created[0]!.id,
@@ -216,7 +249,7 @@ describe('threads per minute per user (THREADS_PER_MINUTE_PER_USER=3)', () => {
         await h.call(rpc.threads.create, {
           owner_id: h.newOwner(),
           view: 'thread',
-          body: { repository_id: 101, prompt: 'x' },
+          body: { repository_id: h.repos.app, prompt: 'x' },
         })
       ).run_status,
     ).toBe('queued');
@@ -242,11 +275,11 @@ describe('task and work pages', () => {
           owner_id: owner,
           view: 'thread',
           // Two projects, alternating.
-          body: { repository_id: 101, prompt, ...(i % 2 ? { repository_ids: [202] } : {}) },
+          body: { repository_id: h.repos.app, prompt, ...(i % 2 ? { repository_ids: [h.repos.lib] } : {}) },
         }),
       );
       // Ended at once, so the live-run limit leaves room for the next.
-      h.runs.setStatus(created.run_id, 'completed');
+      await h.runs.end(created.run_id, 'completed');
       ids.unshift(created.id);
     }
   });

@@ -12,7 +12,7 @@ import type {
   View,
   WorkThread,
 } from '@threadwork/contracts';
-import type { ControlRecord, MessageRecord, ProjectRecord, RecordedThread, ThreadRecord } from './records.js';
+import type { ControlRecord, MessageRecord, ProjectRecord, RecordedThread, ThreadRecord } from '../store/records.js';
 import { taskStatus, threadStatus } from './status.js';
 
 export function runRef(run: { id: string; status: RunStatus; message_id: string }): RunRef {

@@ -1,10 +1,18 @@
 import { rpc } from '@threadwork/contracts';
 import { route, type RpcRoute } from '@threadwork/platform';
-import type { Deps } from './admission.js';
-import { createThread } from './create.js';
-import { queueMessage, sendMessage, steerRun } from './followups.js';
-import { getThread, listControls, listMessages, listTasks, resumableRun, threadProject, workList } from './reads.js';
-import { readSteer } from './steer-read.js';
+import { createThread } from '../flows/create.js';
+import type { Deps } from '../flows/deps.js';
+import { queueMessage, sendMessage, steerRun } from '../flows/followups.js';
+import {
+  getThread,
+  listControls,
+  listMessages,
+  listTasks,
+  resumableRun,
+  threadProject,
+  workList,
+} from '../flows/reads.js';
+import { readSteer } from '../flows/steer-read.js';
 
 /** Every `rpc.threads.*` endpoint; the request is parsed against its schema before it gets here. */
 export function threadsRoutes(deps: Deps): RpcRoute[] {

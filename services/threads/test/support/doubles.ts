@@ -1,10 +1,7 @@
 import { randomBytes } from 'node:crypto';
 import {
-  DOMAIN_STREAM,
-  domainEvents,
   isTerminalRunStatus,
   rpc,
-  subjects,
   type AdmitRequest,
   type HostedRepository,
   type Run,
@@ -14,7 +11,6 @@ import {
 import {
   conflict,
   notFound,
-  publishJson,
   route,
   serveRpc,
   unavailable,
@@ -23,10 +19,15 @@ import {
   type NatsConnection,
   type RpcServer,
 } from '@threadwork/platform';
+import { publishRunStatus } from './domain.js';
 
 // Test doubles of the runs and repohost endpoints threads calls, served over the real NATS so the
 // threads service runs unchanged. They keep just enough state in memory: one live run per thread,
-// admission by key, owners' repositories.
+// admission by key, owners' repositories. Only the tests that need what the real services do not
+// let a test arrange use them: an admission whose answer is lost or held back, runs failing one
+// admission, a run that ends while its `live` answer travels, runs moved before their DOMAIN event
+// is out, an owner who sees no repository. doubles.contract.test.ts runs them and the real
+// services through the same cases.
 
 export const HARNESS_DEFAULTS = {
   harness: 'codex',
@@ -38,6 +39,7 @@ export const HARNESS_DEFAULTS = {
 interface StoredRun {
   owner_id: string;
   admission_key: string;
+  repositories: AdmitRequest['repositories'];
   run: Run;
 }
 
@@ -67,17 +69,6 @@ export interface RunsDouble {
   /** Moves a run and publishes its DOMAIN status event, as the runs service does. */
   transition(runId: string, status: RunStatus): Promise<{ event: RunStatusEvent; seq: number }>;
   stop(): Promise<void>;
-}
-
-export async function publishRunStatus(
-  js: JetStreamClient,
-  event: RunStatusEvent,
-  msgId = `${event.run_id}:${event.status}:${randomBytes(4).toString('hex')}`,
-): Promise<number> {
-  const { service, entity, verb } = domainEvents.runStatus;
-  const ack = await publishJson(js, subjects.domain(service, entity, verb), event, { msgId });
-  if (ack.stream !== DOMAIN_STREAM.name) throw new Error(`published to ${ack.stream}`);
-  return ack.seq;
 }
 
 export async function serveRunsDouble(nc: NatsConnection, js: JetStreamClient, logger: Logger): Promise<RunsDouble> {
@@ -149,7 +140,7 @@ export async function serveRunsDouble(nc: NatsConnection, js: JetStreamClient, l
       completed_at: null,
       terminal: false,
     };
-    runs.set(id, { owner_id: req.owner_id, admission_key: req.admission_key, run });
+    runs.set(id, { owner_id: req.owner_id, admission_key: req.admission_key, repositories: req.repositories, run });
     byKey.set(req.admission_key, id);
     liveByThread.set(req.thread_id, id);
     if (loseAnswer) {
@@ -182,13 +173,21 @@ export async function serveRunsDouble(nc: NatsConnection, js: JetStreamClient, l
         if (!entry || entry.owner_id !== owner_id) throw notFound('run');
         return entry.run;
       }),
-      // As the runs service answers, for the facts this double keeps: the run's thread and owner.
-      route(rpc.runs.attestation, async ({ run_id, thread_id, owner_id, subject, digest }) => {
+      // As the runs service answers, for the facts this double keeps: the run's thread, owner and repositories.
+      route(rpc.runs.attestation, async ({ run_id, thread_id, owner_id, subject, digest, repository }) => {
         const entry = runs.get(run_id);
         if (!entry) return { confirmed: false, reason: 'no such run' };
         if (attested.get(digest) !== subject) return { confirmed: false, reason: 'not attested' };
         if (entry.run.thread_id !== thread_id) return { confirmed: false, reason: 'another thread' };
         if (owner_id !== undefined && entry.owner_id !== owner_id) return { confirmed: false, reason: 'another owner' };
+        const named =
+          !repository ||
+          entry.repositories.some(
+            (r) =>
+              r.project_repository_id === repository.project_repository_id &&
+              r.repository_id === repository.repository_id,
+          );
+        if (!named) return { confirmed: false, reason: 'not a repository of the run' };
         return { confirmed: true, reason: null };
       }),
       route(rpc.runs.holder, async ({ run_id, claim_id }) => {
@@ -197,7 +196,7 @@ export async function serveRunsDouble(nc: NatsConnection, js: JetStreamClient, l
         if (entry.run.terminal || claims.get(run_id) !== claim_id) {
           throw conflict('already_settled', `run ${run_id} is not held by this claim`);
         }
-        return { owner_id: entry.owner_id, repository_ids: [] };
+        return { owner_id: entry.owner_id, repository_ids: entry.repositories.map((r) => r.repository_id) };
       }),
       route(rpc.runs.getMany, async ({ owner_id, run_ids }) => ({
         runs: run_ids.flatMap((id) => {

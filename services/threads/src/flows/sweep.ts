@@ -1,5 +1,6 @@
 import { isAppError } from '@threadwork/platform';
-import { drainWaiting, type Deps } from './admission.js';
+import type { Deps } from './deps.js';
+import { drainWaiting } from './queue.js';
 
 /** Hidden messages looked at per sweep, at most (the rest wait for the next one). */
 const HIDDEN_BATCH = 200;

@@ -9,7 +9,8 @@ import type {
   View,
 } from '@threadwork/contracts';
 import { invalidRequest } from '@threadwork/platform';
-import { messageAdmissionKey, newId, requestHash, requestKey } from '../domain/ids.js';
+import { messageAdmissionKey, requestHash, requestKey } from '../domain/idempotency.js';
+import { newId } from '../domain/ids.js';
 import {
   baseBranches,
   inRequestedOrder,
@@ -19,9 +20,10 @@ import {
   projectRepositories,
   runRepositories,
 } from '../domain/project.js';
-import { isRecorded, type RecordedThread } from '../domain/records.js';
+import { isRecorded, type RecordedThread } from '../store/records.js';
 import { runRef, taskView, threadView } from '../domain/views.js';
-import { admitWithMessage, recordRun, type Deps } from './admission.js';
+import { admitWithMessage, recordRun } from './admission.js';
+import type { Deps } from './deps.js';
 import { checkLiveRuns, checkThreadRate, withinLimits } from './limits.js';
 
 interface CreateIds extends Record<string, string> {

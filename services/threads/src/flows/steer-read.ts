@@ -1,7 +1,7 @@
 import type { SteerRead, SteerReadRequest } from '@threadwork/contracts';
 import { AppError, isAppError, notFound } from '@threadwork/platform';
 import type { z } from 'zod';
-import type { Deps } from './admission.js';
+import type { Deps } from './deps.js';
 
 // What the runner asks of threads: the steer it was signalled, before its harness gets it. The
 // signal on `run.signal.<run>` only names the control; its text comes from here, for the runner

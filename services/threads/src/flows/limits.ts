@@ -1,19 +1,7 @@
 import { conflict, rateLimited, type AppError } from '@threadwork/platform';
 import { THREAD_RATE_WINDOW_MS, threadRateRetryAfter } from '../domain/limits.js';
-import type { ThreadRecord } from '../domain/records.js';
-import type { Deps } from './admission.js';
-
-// The per-user limits (config.ts): each is checked before the request writes anything, so a
-// refused request leaves nothing behind. The checks that end in an admission run under
-// `deps.serial` for the user (see SerialByKey), so two of one user's requests cannot both see the
-// last free place on this replica.
-
-export interface Limits {
-  /** MAX_LIVE_RUNS_PER_USER; 0: none. */
-  liveRunsPerUser: number;
-  /** THREADS_PER_MINUTE_PER_USER; 0: none. */
-  threadsPerMinute: number;
-}
+import type { ThreadRecord } from '../store/records.js';
+import type { Deps } from './deps.js';
 
 /**
  * Runs `admit` for a request after `check`, one fresh request of the owner at a time (see

@@ -7,10 +7,14 @@ import type {
   SteerBody,
 } from '@threadwork/contracts';
 import { conflict } from '@threadwork/platform';
-import { messageAdmissionKey, newId, requestHash, requestKey } from '../domain/ids.js';
-import type { ControlRecord, RecordedThread } from '../domain/records.js';
+import { messageAdmissionKey, requestHash, requestKey } from '../domain/idempotency.js';
+import { newId } from '../domain/ids.js';
+import type { ControlRecord, RecordedThread } from '../store/records.js';
 import { controlView, runRef } from '../domain/views.js';
-import { admitWithMessage, drainQueue, isThreadBusy, ownedThread, type Deps } from './admission.js';
+import { admitWithMessage, isThreadBusy } from './admission.js';
+import type { Deps } from './deps.js';
+import { ownedThread } from './owned.js';
+import { drainQueue } from './queue.js';
 import { checkLiveRuns, withinLimits } from './limits.js';
 
 interface Target {
@@ -51,7 +55,7 @@ async function requestIds<Ids extends Record<string, string>>(
  * `thread_busy` (queue or steer instead), and an owner at the live-run limit `too_many_runs`,
  * before anything is written. The runs service decides who holds the thread, so a send that races
  * another admission loses there; its message stays hidden until the sweep removes it
- * (handlers/sweep.ts).
+ * (flows/sweep.ts).
  */
 export async function sendMessage(deps: Deps, target: Target & { body: SendMessageBody }): Promise<MessageAccepted> {
   const thread = await ownedThread(deps, target.owner_id, target.thread_id, 'thread');

@@ -16,9 +16,10 @@ import {
 import { notFound } from '@threadwork/platform';
 import { decodeCursor, encodeCursor } from '../domain/cursor.js';
 import { fitPage } from '../domain/limits.js';
-import { isRecorded, type ProjectRecord, type RecordedThread } from '../domain/records.js';
+import { isRecorded, type ProjectRecord, type RecordedThread } from '../store/records.js';
 import { controlView, messageView, projectView, taskView, threadView, workThreadView } from '../domain/views.js';
-import { latestRun, ownedThread, type Deps } from './admission.js';
+import type { Deps } from './deps.js';
+import { latestRun, ownedThread } from './owned.js';
 
 async function page(
   { store }: Deps,
