@@ -11,9 +11,9 @@ import {
 import { githubAppConfig, localRepositoriesDir, type RepohostConfig } from './config.js';
 import { createEventHandler } from './handlers/events.js';
 import { repohostRoutes, type RoutesDeps } from './handlers/rpc.js';
-import { createGitHubClient } from './github/client.js';
+import { createGitHubClient } from './providers/github/client.js';
 import { combineProviders } from './providers/combined.js';
-import { createGitHubProvider } from './providers/github.js';
+import { createGitHubProvider } from './providers/github/provider.js';
 import { createLocalProvider, ensureLocalDir } from './providers/local.js';
 import { createGitHubStore } from './store/github.js';
 import { createPublicationStore } from './store/publications.js';

@@ -7,9 +7,9 @@ import {
 } from '@threadwork/contracts';
 import { describeZodError, invalidRequest, repositoryEventAttestation } from '@threadwork/platform';
 import type { z } from 'zod';
-import { gitHubAppError } from '../providers/github.js';
-import { publishCandidate } from './publication.js';
-import { processWebhook, type WebhookDeps } from './webhooks.js';
+import { gitHubAppError } from '../providers/github/provider.js';
+import { publishCandidate } from '../flows/publication.js';
+import { processWebhook, type WebhookDeps } from '../flows/webhooks.js';
 
 /** The DOMAIN subjects repohost reacts to: the filter of its durable consumer (consumers.ts). */
 const SUBJECTS = DOMAIN_INTERESTS.repohost;

@@ -10,13 +10,19 @@ import {
 import type { z } from 'zod';
 import type { GitHubAppConfig } from '../config.js';
 import { filterRepositories, pickRepositories, publicRepository } from '../domain/repositories.js';
-import type { GitHubClient } from '../github/client.js';
+import type { GitHubClient } from '../providers/github/client.js';
 import type { CombinedProvider } from '../providers/combined.js';
-import { gitHubAppError } from '../providers/github.js';
+import { gitHubAppError } from '../providers/github/provider.js';
 import type { GitHubStore } from '../store/github.js';
-import { completeSetup, createInstallSession, linkInstallation, notConfigured, type InstallDeps } from './install.js';
-import { readPublication, type PublicationDeps } from './publication.js';
-import { receiveWebhook } from './webhooks.js';
+import {
+  completeSetup,
+  createInstallSession,
+  linkInstallation,
+  notConfigured,
+  type InstallDeps,
+} from '../flows/install.js';
+import { readPublication, type PublicationDeps } from '../flows/publication.js';
+import { receiveWebhook } from '../flows/webhooks.js';
 
 /** A token handed to the runner lives at least this long: long enough to clone and push. */
 const TOKEN_MIN_LIFETIME_MS = 15 * 60_000;

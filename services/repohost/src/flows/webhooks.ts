@@ -19,8 +19,8 @@ import {
   PullRequestEventPayload,
   RepositoryEventPayload,
   StatusEventPayload,
-} from '../github/shapes.js';
-import type { GitHubProvider } from '../providers/github.js';
+} from '../providers/github/shapes.js';
+import type { GitHubProvider } from '../providers/github/provider.js';
 import type { GitHubStore } from '../store/github.js';
 import type { PublicationDoc } from '../store/publications.js';
 import { syncPublication, type PublicationDeps } from './publication.js';

@@ -14,9 +14,9 @@ import {
   pullRequestBody,
   pullRequestTitle,
 } from '../domain/publication.js';
-import { GitHubError, type GitHubClient, type PullRef } from '../github/client.js';
-import type { GhPull } from '../github/shapes.js';
-import { gitHubAppError } from '../providers/github.js';
+import { GitHubError, type GitHubClient, type PullRef } from '../providers/github/client.js';
+import type { GhPull } from '../providers/github/shapes.js';
+import { gitHubAppError } from '../providers/github/provider.js';
 import type { GitHubStore } from '../store/github.js';
 import type { PublicationDoc, PublicationStore, PullFacts } from '../store/publications.js';
 
