@@ -35,6 +35,8 @@ export interface AttestationDoc {
 }
 
 export interface AttemptStore {
+  // The collections are open to tests, which set up states no flow makes; flows read and write
+  // through the functions below, which turn a database outage into `unavailable`.
   attempts: Collection<AttemptDoc>;
   attestations: Collection<AttestationDoc>;
   /** The highest attempt claimed so far of a run. */

@@ -39,6 +39,8 @@ export interface SettlementDoc {
 }
 
 export interface InteractionStore {
+  // The collections are open to tests, which set up states no flow makes; flows read and write
+  // through the functions below, which turn a database outage into `unavailable`.
   interactions: Collection<InteractionDoc>;
   settlements: Collection<SettlementDoc>;
   interaction(interactionId: string): Promise<InteractionDoc | null>;

@@ -97,6 +97,8 @@ export interface AdmissionDoc {
 }
 
 export interface RunStore extends AttemptStore {
+  // The collections are open to tests, which set up states no flow makes; flows read and write
+  // through the functions below, which turn a database outage into `unavailable`.
   runs: Collection<RunDoc>;
   slots: Collection<SlotDoc>;
   terminals: Collection<TerminalDoc>;
