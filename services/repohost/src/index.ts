@@ -1,19 +1,20 @@
-import { CONSUMERS, SERVICES, rpc } from '@threadwork/contracts';
+import { CONSUMERS, SERVICES } from '@threadwork/contracts';
 import {
   bootService,
   consumeDomain,
-  request,
   serveRoutes,
   startRuntime,
   type Logger,
   type StartedService,
 } from '@threadwork/platform';
+import { createRunsClient } from './clients/runs.js';
+import { threadName } from './clients/threads.js';
 import { githubAppConfig, localRepositoriesDir, type RepohostConfig } from './config.js';
 import { createEventHandler } from './handlers/events.js';
 import { repohostRoutes, type RoutesDeps } from './handlers/rpc.js';
-import { createGitHubClient } from './github/client.js';
+import { createGitHubClient } from './providers/github/client.js';
 import { combineProviders } from './providers/combined.js';
-import { createGitHubProvider } from './providers/github.js';
+import { createGitHubProvider } from './providers/github/provider.js';
 import { createLocalProvider, ensureLocalDir } from './providers/local.js';
 import { createGitHubStore } from './store/github.js';
 import { createPublicationStore } from './store/publications.js';
@@ -29,6 +30,7 @@ export const REPOHOST_CONSUMER = CONSUMERS.repohost;
 export async function startRepohost(config: RepohostConfig, opts: { logger?: Logger } = {}): Promise<StartedService> {
   const runtime = await startRuntime({ name: 'repohost', config, mongo: true, ...opts });
   return bootService(runtime, async ({ db, nc, js, logger }) => {
+    const runs = createRunsClient(nc);
     const store = createRepositoryStore(db);
     await store.ensureIndexes();
     const dir = localRepositoriesDir(config);
@@ -52,22 +54,14 @@ export async function startRepohost(config: RepohostConfig, opts: { logger?: Log
         github: provider,
         publications,
         logger,
-        async threadName(ownerId, threadId) {
-          const thread = await request(
-            nc,
-            rpc.threads.get,
-            { owner_id: ownerId, thread_id: threadId, view: 'thread' },
-            { timeoutMs: 2_000 },
-          ).catch(() => null);
-          return thread && 'name' in thread ? (thread.name ?? null) : null;
-        },
+        threadName: (ownerId, threadId) => threadName(nc, ownerId, threadId),
       };
 
       handleEvent = createEventHandler({
         ...github,
         store: githubStore,
         github: provider,
-        attestation: (req) => request(nc, rpc.runs.attestation, req, { timeoutMs: 5_000 }),
+        runs,
       });
       logger.info(
         {
@@ -98,12 +92,10 @@ export async function startRepohost(config: RepohostConfig, opts: { logger?: Log
 
     const provider = combineProviders({ local, github: github?.github ?? null, logger });
     logger.info({ provider: provider.name, dir }, 'serving repositories');
-    const holder: RoutesDeps['holder'] = (runId, claimId) =>
-      request(nc, rpc.runs.holder, { run_id: runId, claim_id: claimId }, { timeoutMs: 5_000 });
     await serveRoutes(
       runtime,
       SERVICES.repohost,
-      repohostRoutes({ provider, js, github, holder, logger }),
+      repohostRoutes({ provider, js, github, runs, logger }),
       config.SHUTDOWN_TIMEOUT_MS,
     );
   });

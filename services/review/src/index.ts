@@ -1,7 +1,10 @@
 import { CONSUMERS, SERVICES } from '@threadwork/contracts';
 import { bootService, consumeDomain, serveRoutes, startRuntime, type StartedService } from '@threadwork/platform';
 import type { ReviewConfig } from './config.js';
-import { createEventHandler, reviewRoutes } from './handlers/review.js';
+import { createRepohostClient } from './clients/repohost.js';
+import { createRunsClient } from './clients/runs.js';
+import { createThreadsClient } from './clients/threads.js';
+import { createEventHandler, reviewRoutes, type ReviewDeps } from './handlers/review.js';
 import { createSnapshotStore } from './store/snapshots.js';
 
 export { ReviewConfig } from './config.js';
@@ -14,7 +17,14 @@ export async function startReview(config: ReviewConfig): Promise<StartedService>
   return bootService(runtime, async ({ db, nc, logger }) => {
     const store = createSnapshotStore(db);
     await store.ensureIndexes();
-    const deps = { nc, store, peerTimeoutMs: config.PEER_TIMEOUT_MS, logger };
+    const timeoutMs = config.PEER_TIMEOUT_MS;
+    const deps: ReviewDeps = {
+      store,
+      runs: createRunsClient(nc, timeoutMs),
+      threads: createThreadsClient(nc, timeoutMs),
+      repohost: createRepohostClient(nc, timeoutMs),
+      logger,
+    };
 
     // Candidates and candidate failures only. Storing is idempotent (newer wins), so redeliveries are harmless.
     await consumeDomain(runtime, {

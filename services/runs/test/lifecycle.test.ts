@@ -7,7 +7,7 @@ import { RunsConfig } from '../src/index.js';
 import type { RunsContext } from '../src/flows/context.js';
 import { createInteraction } from '../src/flows/interactions.js';
 import { moveRun } from '../src/flows/lifecycle.js';
-import { appendEvents } from '../src/flows/runner.js';
+import { appendEvents } from '../src/flows/runner-moves.js';
 import { createEventLog } from '../src/store/event-log.js';
 import {
   admission,

@@ -1,7 +1,7 @@
 import { createHash, timingSafeEqual } from 'node:crypto';
 import type { HostedRepository, Installation } from '@threadwork/contracts';
 import { invalidRequest } from '@threadwork/platform';
-import type { GhRepository } from '../github/shapes.js';
+import type { GhRepository } from '../providers/github/shapes.js';
 
 // The GitHub App's rules that need no I/O: where install sessions may return to, what a setup
 // callback redirects to, who may redeem its code, how a webhook proves itself, and how GitHub's

@@ -2,7 +2,7 @@ import type { HostedRepository } from '@threadwork/contracts';
 import type { Logger } from '@threadwork/platform';
 import { LOCAL_FOLDER_NOTE, localConnection } from '../domain/local.js';
 import { sortRepositories } from '../domain/repositories.js';
-import type { GitHubProvider } from './github.js';
+import type { GitHubProvider } from './github/provider.js';
 import type { RepositoryProvider } from './provider.js';
 
 /** Where a visible repository comes from: it decides credentials and publication. */

@@ -7,10 +7,11 @@ import {
   publishJson,
   unavailable,
 } from '@threadwork/platform';
-import { newId } from '../ids.js';
-import { latestSlot, type RunDoc } from '../store/runs.js';
+import { newId } from '../domain/ids.js';
+import type { RunDoc } from '../store/runs.js';
 import { subjectOrInvalid, type RunsContext } from './context.js';
-import { announceMove, settleIfTerminal } from './lifecycle.js';
+import { announceMove } from './announce.js';
+import { settleIfTerminal } from './finish.js';
 
 // Admission: at most one live run per thread, decided by inserting the thread's next slot
 // (`thread_slots`, `_id: <thread>:<generation>`, see SlotDoc). The writes go in an order a crash and a retry with the same
@@ -33,7 +34,7 @@ export async function admitRun(ctx: RunsContext, req: AdmitRequest): Promise<{ r
   subjectOrInvalid(() => subjects.runJobs(harness));
   if (req.run_id !== undefined) subjectOrInvalid(() => subjects.runEvents(req.run_id as string));
 
-  const existing = await ctx.store.runs.findOne({ admission_key: req.admission_key });
+  const existing = await ctx.store.runOfAdmission(req.admission_key);
   if (existing) return { run: await completeAdmission(ctx, existing), created: false };
 
   const runId = await takeSlot(ctx, req.thread_id, req.run_id ?? newId('run'), req.admission_key);
@@ -70,7 +71,7 @@ export async function admitRun(ctx: RunsContext, req: AdmitRequest): Promise<{ r
     trace_id: activeTraceId(),
   };
   try {
-    await ctx.store.runs.insertOne(doc);
+    await ctx.store.insertRun(doc);
   } catch (err) {
     if (!isDuplicateKeyError(err)) throw err;
     const run = await adoptExisting(ctx, req, runId);
@@ -85,10 +86,7 @@ export async function admitRun(ctx: RunsContext, req: AdmitRequest): Promise<{ r
  * which is fine, or with a run of another admission that happens to have the pre-chosen id.
  */
 async function adoptExisting(ctx: RunsContext, req: AdmitRequest, runId: string): Promise<RunDoc> {
-  const [byKey, byId] = await Promise.all([
-    ctx.store.runs.findOne({ admission_key: req.admission_key }),
-    ctx.store.runs.findOne({ _id: runId }),
-  ]);
+  const [byKey, byId] = await Promise.all([ctx.store.runOfAdmission(req.admission_key), ctx.store.run(runId)]);
   if (byKey) return byKey;
   // The slot just taken names a run that will never be written: it is freed as an orphan.
   if (byId) throw new AppError('idempotency_conflict', `run ${runId} already exists for another admission`);
@@ -103,10 +101,10 @@ async function adoptExisting(ctx: RunsContext, req: AdmitRequest, runId: string)
  */
 async function takeSlot(ctx: RunsContext, threadId: string, runId: string, admissionKey: string): Promise<string> {
   for (let i = 0; i < SLOT_TRIES; i++) {
-    const latest = await latestSlot(ctx.store.slots, threadId);
+    const latest = await ctx.store.latestSlot(threadId);
     if (latest) {
       if (latest.admission_key === admissionKey) return latest.run_id;
-      const holder = await ctx.store.runs.findOne({ _id: latest.run_id });
+      const holder = await ctx.store.run(latest.run_id);
       const free = holder
         ? holder.terminal || (await settleIfTerminal(ctx, holder))
         : Date.now() - latest.created_at.getTime() > ctx.config.ORPHAN_SLOT_AFTER_MS;
@@ -123,7 +121,7 @@ async function takeSlot(ctx: RunsContext, threadId: string, runId: string, admis
     }
     const generation = (latest?.generation ?? 0) + 1;
     try {
-      await ctx.store.slots.insertOne({
+      await ctx.store.insertSlot({
         _id: `${threadId}:${generation}`,
         thread_id: threadId,
         generation,
@@ -142,7 +140,7 @@ async function takeSlot(ctx: RunsContext, threadId: string, runId: string, admis
 /** Step 3 and 4 above, for a run still waiting in the queue; returns the run as it stands. */
 async function completeAdmission(ctx: RunsContext, run: RunDoc): Promise<RunDoc> {
   if (run.status !== 'queued' || run.terminal) return run;
-  if (await ctx.store.admissions.findOne({ _id: run._id })) return run;
+  if (await ctx.store.admitted(run._id)) return run;
   await announceMove(ctx, run);
   try {
     await publishJson(
@@ -156,10 +154,6 @@ async function completeAdmission(ctx: RunsContext, run: RunDoc): Promise<RunDoc>
   } catch (err) {
     throw unavailable('RUN_JOBS stream unavailable', err);
   }
-  try {
-    await ctx.store.admissions.insertOne({ _id: run._id, at: new Date() });
-  } catch (err) {
-    if (!isDuplicateKeyError(err)) throw err;
-  }
+  await ctx.store.markAdmitted(run._id, new Date());
   return run;
 }

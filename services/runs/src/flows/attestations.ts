@@ -1,8 +1,8 @@
 import type { AttestationRequest, AttestationResponse, AttestRequest } from '@threadwork/contracts';
-import { AppError, isDuplicateKeyError } from '@threadwork/platform';
+import { AppError } from '@threadwork/platform';
 import type { z } from 'zod';
 import type { RunsContext } from './context.js';
-import { fencedRun } from './runner.js';
+import { fencedRun } from './runner-holder.js';
 
 // The runner's DOMAIN events (candidate, reply, applied steer, sandbox status) are published on
 // `evt.runner.>`, which NATS lets anyone with the runner's key use. Before publishing one, the
@@ -13,18 +13,13 @@ import { fencedRun } from './runner.js';
 export async function attestEvent(ctx: RunsContext, req: z.output<typeof AttestRequest>): Promise<void> {
   const run = await fencedRun(ctx, req.run_id, req.attempt, req.claim_id);
   if (run.terminal) throw new AppError('already_settled', `run ${run._id} has ended`);
-  try {
-    await ctx.store.attestations.insertOne({
-      _id: `${run._id}:${req.digest}`,
-      run_id: run._id,
-      attempt: req.attempt,
-      subject: req.subject,
-      at: new Date(),
-    });
-  } catch (err) {
-    // The same event attested again (a retried call, or a retried publish): nothing to add.
-    if (!isDuplicateKeyError(err)) throw err;
-  }
+  await ctx.store.attest({
+    _id: `${run._id}:${req.digest}`,
+    run_id: run._id,
+    attempt: req.attempt,
+    subject: req.subject,
+    at: new Date(),
+  });
 }
 
 /** Whether the event was attested by the run's holder and says what the run is; if not, why not. */
@@ -33,10 +28,7 @@ export async function checkAttestation(
   req: z.output<typeof AttestationRequest>,
 ): Promise<z.input<typeof AttestationResponse>> {
   const no = (reason: string) => ({ confirmed: false, reason });
-  const [run, attested] = await Promise.all([
-    ctx.store.runs.findOne({ _id: req.run_id }),
-    ctx.store.attestations.findOne({ _id: `${req.run_id}:${req.digest}` }),
-  ]);
+  const [run, attested] = await Promise.all([ctx.store.run(req.run_id), ctx.store.attestation(req.run_id, req.digest)]);
   if (!run) return no(`no run ${req.run_id}`);
   if (!attested || attested.subject !== req.subject) return no(`the holder of run ${run._id} published no such event`);
   if (run.thread_id !== req.thread_id) return no(`run ${run._id} is not a run of thread ${req.thread_id}`);

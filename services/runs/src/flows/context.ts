@@ -24,7 +24,7 @@ export interface RunsContext {
 }
 
 export async function loadRun(ctx: RunsContext, runId: string): Promise<RunDoc> {
-  const run = await ctx.store.runs.findOne({ _id: runId });
+  const run = await ctx.store.run(runId);
   if (!run) throw notFound('run');
   return run;
 }

@@ -8,11 +8,13 @@ import {
 import { conflict, invalidRequest, isDuplicateKeyError, notFound, publishSignal } from '@threadwork/platform';
 import type { z } from 'zod';
 import { checkAnswers, redactAnswers } from '../domain/interactions.js';
-import { newId } from '../ids.js';
+import { newId } from '../domain/ids.js';
 import { settledDoc, type InteractionDoc, type SettlementDoc } from '../store/interactions.js';
 import type { RunsContext } from './context.js';
-import { appendWhileLive, applySettlement, moveRun } from './lifecycle.js';
-import { fencedRun } from './runner.js';
+import { appendWhileLive } from './announce.js';
+import { applySettlement } from './finish.js';
+import { moveRun } from './lifecycle.js';
+import { fencedRun } from './runner-holder.js';
 
 // Interactions: the runner raises one (the run waits for input), the user settles it exactly once
 // (an insert into interaction_settlements decides), the runner reads the answers back.
@@ -49,10 +51,10 @@ export async function createInteraction(
     resolved_at: null,
   };
   try {
-    await ctx.interactions.interactions.insertOne(doc);
+    await ctx.interactions.insertInteraction(doc);
   } catch (err) {
     if (!isDuplicateKeyError(err)) throw err;
-    const existing = await ctx.interactions.interactions.findOne({ run_id: run._id, key: req.key });
+    const existing = await ctx.interactions.interactionOfKey(run._id, req.key);
     if (!existing) throw err;
     doc = (await ctx.interactions.withSettlements([existing]))[0] ?? existing;
   }
@@ -76,7 +78,7 @@ export async function getInteraction(
   interactionId: string,
   ownerId: string,
 ): Promise<InteractionDoc> {
-  const doc = await ctx.interactions.interactions.findOne({ _id: interactionId });
+  const doc = await ctx.interactions.interaction(interactionId);
   if (!doc || doc.owner_id !== ownerId) throw notFound('interaction');
   const [current] = await ctx.interactions.withSettlements([doc]);
   return current ?? doc;
@@ -89,10 +91,7 @@ export async function listInteractions(
   threadId: string,
   status: InteractionStatus | undefined,
 ): Promise<InteractionDoc[]> {
-  const docs = await ctx.interactions.interactions
-    .find({ owner_id: ownerId, thread_id: threadId })
-    .sort({ created_at: 1, _id: 1 })
-    .toArray();
+  const docs = await ctx.interactions.threadInteractions(ownerId, threadId);
   const current = await ctx.interactions.withSettlements(docs);
   return status ? current.filter((d) => d.status === status) : current;
 }
@@ -123,7 +122,7 @@ export async function answerInteraction(
   }
 
   try {
-    await ctx.interactions.settlements.insertOne(settlement);
+    await ctx.interactions.insertSettlement(settlement);
   } catch (err) {
     if (isDuplicateKeyError(err)) throw conflict('already_settled', `interaction ${doc._id} is already settled`);
     throw err;
@@ -148,10 +147,10 @@ export async function readSettlement(
   interactionId: string,
   runId: string,
 ): Promise<{ doc: InteractionDoc; answers: SettlementDoc['answers'] }> {
-  const doc = await ctx.interactions.interactions.findOne({ _id: interactionId });
+  const doc = await ctx.interactions.interaction(interactionId);
   // Another run's question is none of this caller's business: as if it did not exist.
   if (!doc || doc.run_id !== runId) throw notFound('interaction');
-  const settlement = await ctx.interactions.settlements.findOne({ _id: interactionId });
+  const settlement = await ctx.interactions.settlement(interactionId);
   if (!settlement) return { doc, answers: {} };
   if (doc.status === 'pending') await completeSettlement(ctx, doc, settlement);
   return { doc: settledDoc(doc, settlement), answers: settlement.answers };
@@ -159,11 +158,9 @@ export async function readSettlement(
 
 async function completeSettlement(ctx: RunsContext, doc: InteractionDoc, settlement: SettlementDoc): Promise<void> {
   await applySettlement(ctx, doc, settlement);
-  const run = await ctx.store.runs.findOne({ _id: doc.run_id });
+  const run = await ctx.store.run(doc.run_id);
   if (run && run.status === 'waiting_for_input' && !run.terminal) {
-    const others = await ctx.interactions.withSettlements(
-      await ctx.interactions.interactions.find({ run_id: run._id, status: 'pending' }).toArray(),
-    );
+    const others = await ctx.interactions.withSettlements(await ctx.interactions.pendingOfRun(run._id));
     if (!others.some((o) => o.status === 'pending')) {
       await moveRun(ctx, run, 'running', { cause: `settled:${doc._id}` });
     }

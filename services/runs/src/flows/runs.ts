@@ -1,9 +1,10 @@
 import type { RunEventPage } from '@threadwork/contracts';
-import { isDuplicateKeyError, unavailable } from '@threadwork/platform';
+import { unavailable } from '@threadwork/platform';
 import { assemblePage } from '../domain/event-page.js';
-import { latestSlot, type RunDoc } from '../store/runs.js';
+import type { RunDoc } from '../store/runs.js';
 import { loadOwnedRun, type RunsContext } from './context.js';
-import { enterCancelling, finishRun, settleIfTerminal, signalCancel } from './lifecycle.js';
+import { finishRun, settleIfTerminal } from './finish.js';
+import { enterCancelling, signalCancel } from './lifecycle.js';
 
 // What callers acting for a user ask about runs: read them, page their events, cancel them.
 
@@ -28,11 +29,7 @@ export async function cancelRun(
     // next move and stops.
     if (run.status === 'queued') return { run: await finishRun(ctx, run, 'cancelled'), requested: true };
 
-    try {
-      await ctx.store.cancels.insertOne({ _id: run._id, at: new Date() });
-    } catch (err) {
-      if (!isDuplicateKeyError(err)) throw err;
-    }
+    await ctx.store.requestCancel(run._id, new Date());
     if (run.status === 'cancelling') {
       signalCancel(ctx, run._id);
       return { run, requested: true };
@@ -55,7 +52,7 @@ export async function eventsPage(
 
 /** The runs asked for that the owner has, in the order asked; others are left out. */
 export async function getRuns(ctx: RunsContext, ownerId: string, runIds: readonly string[]): Promise<RunDoc[]> {
-  const found = await ctx.store.runs.find({ _id: { $in: [...new Set(runIds)] }, owner_id: ownerId }).toArray();
+  const found = await ctx.store.ownedRuns(ownerId, runIds);
   const byId = new Map(found.map((r) => [r._id, r]));
   return runIds.flatMap((id) => byId.get(id) ?? []);
 }
@@ -69,14 +66,9 @@ export async function getRuns(ctx: RunsContext, ownerId: string, runIds: readonl
 export async function liveCount(ctx: RunsContext, ownerId: string, atMost: number): Promise<number> {
   // Runs decided but not yet written terminal are few (each is being finished right now): twice
   // the cap leaves room for them without reading an unbounded list.
-  const candidates = await ctx.store.runs
-    .find({ owner_id: ownerId, terminal: false }, { projection: { _id: 1 } })
-    .limit(atMost * 2)
-    .toArray();
+  const candidates = await ctx.store.liveRunIds(ownerId, atMost * 2);
   if (candidates.length === 0) return 0;
-  const decided = await ctx.store.terminals
-    .find({ _id: { $in: candidates.map((run) => run._id) } }, { projection: { _id: 1 } })
-    .toArray();
+  const decided = await ctx.store.decidedAmong(candidates);
   return Math.min(atMost, candidates.length - decided.length);
 }
 
@@ -88,9 +80,9 @@ export async function liveCount(ctx: RunsContext, ownerId: string, atMost: numbe
  * its queue on the first one, must hear "free" here, or the queued follow-up waits forever.
  */
 export async function liveRun(ctx: RunsContext, ownerId: string, threadId: string): Promise<RunDoc | null> {
-  const slot = await latestSlot(ctx.store.slots, threadId);
+  const slot = await ctx.store.latestSlot(threadId);
   if (!slot) return null;
-  const run = await ctx.store.runs.findOne({ _id: slot.run_id });
+  const run = await ctx.store.run(slot.run_id);
   if (!run || run.owner_id !== ownerId || run.terminal) return null;
   if (await settleIfTerminal(ctx, run)) return null;
   return run;

@@ -1,7 +1,7 @@
 import type { RunError } from '@threadwork/contracts';
 import { isDuplicateKeyError } from '@threadwork/platform';
 import type { RunsContext } from './context.js';
-import { finishRun } from './lifecycle.js';
+import { finishRun } from './finish.js';
 
 // A run no runner claims — none serves its harness, or all were busy for that long — would keep its
 // thread busy for good, its job waiting in RUN_JOBS. Past RUN_QUEUE_MAX_AGE_MS it fails `no_runner`.
@@ -19,17 +19,13 @@ export const noRunnerError = (run: { harness: string }, maxAgeMs: number): RunEr
 export async function failUnclaimedRuns(ctx: RunsContext, now: Date): Promise<number> {
   const maxAgeMs = ctx.config.RUN_QUEUE_MAX_AGE_MS;
   const cutoff = new Date(now.getTime() - maxAgeMs);
-  const stale = await ctx.store.runs
-    .find({ status: 'queued', created_at: { $lt: cutoff } })
-    .sort({ created_at: 1 })
-    .limit(BATCH)
-    .toArray();
+  const stale = await ctx.store.queuedBefore(cutoff, BATCH);
   let failed = 0;
   for (const run of stale) {
     // Attempt 0 is taken the way a runner's claim takes it (one insert wins): a runner that claimed
     // the run first keeps it, and one that comes after finds the run over.
     try {
-      await ctx.store.attempts.insertOne({
+      await ctx.store.insertAttempt({
         _id: `${run._id}:0`,
         run_id: run._id,
         attempt: 0,

@@ -6,7 +6,7 @@ import type {
   InteractionStatus,
   Question,
 } from '@threadwork/contracts';
-import { ensureIndexes, type Collection, type Db } from '@threadwork/platform';
+import { ensureIndexes, mongoCall, type Collection, type Db } from '@threadwork/platform';
 import { redactAnswers } from '../domain/interactions.js';
 
 /** A question or plan approval of a run. `answers` are stored in clear: the runner needs them. */
@@ -39,8 +39,24 @@ export interface SettlementDoc {
 }
 
 export interface InteractionStore {
+  // The collections are open to tests, which set up states no flow makes; flows read and write
+  // through the functions below, which turn a database outage into `unavailable`.
   interactions: Collection<InteractionDoc>;
   settlements: Collection<SettlementDoc>;
+  interaction(interactionId: string): Promise<InteractionDoc | null>;
+  /** The interaction a harness request made; `key` is the harness's id of the request. */
+  interactionOfKey(runId: string, key: string): Promise<InteractionDoc | null>;
+  /** Writes a new interaction; a duplicate-key error says its request made one before. */
+  insertInteraction(doc: InteractionDoc): Promise<void>;
+  /** A thread's interactions, oldest first. */
+  threadInteractions(ownerId: string, threadId: string): Promise<InteractionDoc[]>;
+  /** A run's interactions whose document still says pending. */
+  pendingOfRun(runId: string): Promise<InteractionDoc[]>;
+  settlement(interactionId: string): Promise<SettlementDoc | null>;
+  /** Settles an interaction; a duplicate-key error says it was settled before. */
+  insertSettlement(settlement: SettlementDoc): Promise<void>;
+  /** Copies a settlement into its interaction. */
+  applySettlement(settlement: SettlementDoc): Promise<void>;
   ensureIndexes(): Promise<void>;
   /** The interaction as settled: its document, overlaid with a settlement not yet copied into it. */
   withSettlements(docs: InteractionDoc[]): Promise<InteractionDoc[]>;
@@ -53,6 +69,28 @@ export function createInteractionStore(db: Db): InteractionStore {
   return {
     interactions,
     settlements,
+    interaction: (interactionId) => mongoCall(() => interactions.findOne({ _id: interactionId })),
+    interactionOfKey: (runId, key) => mongoCall(() => interactions.findOne({ run_id: runId, key })),
+    async insertInteraction(doc) {
+      await mongoCall(() => interactions.insertOne(doc));
+    },
+    threadInteractions: (ownerId, threadId) =>
+      mongoCall(() =>
+        interactions.find({ owner_id: ownerId, thread_id: threadId }).sort({ created_at: 1, _id: 1 }).toArray(),
+      ),
+    pendingOfRun: (runId) => mongoCall(() => interactions.find({ run_id: runId, status: 'pending' }).toArray()),
+    settlement: (interactionId) => mongoCall(() => settlements.findOne({ _id: interactionId })),
+    async insertSettlement(settlement) {
+      await mongoCall(() => settlements.insertOne(settlement));
+    },
+    async applySettlement(s) {
+      await mongoCall(() =>
+        interactions.updateOne(
+          { _id: s._id },
+          { $set: { status: s.status, answers: s.answers, cancelled_by: s.cancelled_by, resolved_at: s.resolved_at } },
+        ),
+      );
+    },
     async ensureIndexes() {
       await ensureIndexes(interactions, [
         {
@@ -76,7 +114,7 @@ export function createInteractionStore(db: Db): InteractionStore {
     async withSettlements(docs) {
       const pending = docs.filter((d) => d.status === 'pending').map((d) => d._id);
       if (pending.length === 0) return docs;
-      const found = await settlements.find({ _id: { $in: pending } }).toArray();
+      const found = await mongoCall(() => settlements.find({ _id: { $in: pending } }).toArray());
       const byId = new Map(found.map((s) => [s._id, s]));
       return docs.map((d) => {
         const s = byId.get(d._id);

@@ -8,7 +8,8 @@ import type {
   RunUsage,
   TerminalRunStatus,
 } from '@threadwork/contracts';
-import { ensureIndexes, type Collection, type Db } from '@threadwork/platform';
+import { ensureIndexes, isDuplicateKeyError, mongoCall, type Collection, type Db } from '@threadwork/platform';
+import { createAttemptStore, type AttemptStore } from './attempts.js';
 
 /**
  * A run, with what its job needs so a claim can rebuild the job. `transitions` counts the moves
@@ -80,25 +81,6 @@ export interface TerminalDoc {
   event_sequence: number | null;
 }
 
-/** A runner's claim on one attempt of a run: `_id` is `${run_id}:${attempt}`, first insert wins. */
-export interface AttemptDoc {
-  _id: string;
-  run_id: string;
-  attempt: number;
-  runner_id: string;
-  /** SHA-256 (hex) of the runner's claim id: its retries find the attempt, its holder proves itself. */
-  claim_sha256?: string;
-  at: Date;
-  /**
-   * When the holder was last heard from (its claim, moves, appends, polls), written at most every
-   * quarter lease; absent: `at`. A claim of a run whose holder's lease has not run out is refused.
-   * The only field of an attempt that changes: a lost write of it only shortens the lease.
-   */
-  heard_at?: Date;
-  /** Set when the holder handed the run back: its lease is over, whatever `heard_at` says. */
-  released_at?: Date;
-}
-
 /**
  * A cancellation request, kept apart from the run: FerretDB writes whole documents, so a flag on
  * the run could be lost to a concurrent move; an insert cannot.
@@ -108,94 +90,145 @@ export interface CancelDoc {
   at: Date;
 }
 
-/**
- * A DOMAIN event the holder of a run said it publishes about the run (runs.attest): `_id` is
- * `${run_id}:${digest}`, written once. Services ask for it before acting on a runner's event.
- */
-export interface AttestationDoc {
-  _id: string;
-  run_id: string;
-  attempt: number;
-  subject: string;
-  at: Date;
-}
-
 /** Written last by an admission: its queued event, job and DOMAIN event are all published. */
 export interface AdmissionDoc {
   _id: string;
   at: Date;
 }
 
-export interface RunStore {
+export interface RunStore extends AttemptStore {
+  // The collections are open to tests, which set up states no flow makes; flows read and write
+  // through the functions below, which turn a database outage into `unavailable`.
   runs: Collection<RunDoc>;
   slots: Collection<SlotDoc>;
   terminals: Collection<TerminalDoc>;
-  attempts: Collection<AttemptDoc>;
   cancels: Collection<CancelDoc>;
   admissions: Collection<AdmissionDoc>;
-  attestations: Collection<AttestationDoc>;
-  /**
-   * The SHA-256 of the claim id that made attempt `attempt` of a run; null when no runner's claim
-   * made it (none yet, or the unclaimed-run sweep took it). Asked on every move and append.
-   */
-  claimOf(runId: string, attempt: number): Promise<string | null>;
-  /**
-   * Notes that the holder of attempt `attempt` of a run was heard from `at`, renewing its lease. The
-   * write is spared when this replica wrote it less than `everyMs` before: a busy run's appends and
-   * polls cost no write each.
-   */
-  hear(runId: string, attempt: number, at: Date, everyMs: number): Promise<void>;
+  run(runId: string): Promise<RunDoc | null>;
+  runOfAdmission(admissionKey: string): Promise<RunDoc | null>;
+  /** Writes a new run; a duplicate-key error says its id or admission key is taken. */
+  insertRun(doc: RunDoc): Promise<void>;
+  /** The owner's runs among `runIds`, in no particular order. */
+  ownedRuns(ownerId: string, runIds: readonly string[]): Promise<RunDoc[]>;
+  /** Up to `limit` ids of the owner's runs whose document is not terminal. */
+  liveRunIds(ownerId: string, limit: number): Promise<string[]>;
+  /** The oldest runs still queued that were admitted before `cutoff`. */
+  queuedBefore(cutoff: Date, limit: number): Promise<RunDoc[]>;
+  /** Sets `fields` if the run is still live at its attempt and status; the run after, or null. */
+  updateIfUnmoved(run: RunDoc, fields: Partial<RunDoc>): Promise<RunDoc | null>;
+  /** Moves a live run below `attempt` to it; the run after, or null when it was not below. */
+  takeOver(runId: string, attempt: number, runnerId: string, at: Date): Promise<RunDoc | null>;
+  setRun(runId: string, fields: Partial<RunDoc>): Promise<void>;
+  /** The latest slot of a thread: who holds it, or held it last. */
+  latestSlot(threadId: string): Promise<SlotDoc | null>;
+  /** Takes a slot; a duplicate-key error says another admission took it first. */
+  insertSlot(doc: SlotDoc): Promise<void>;
+  terminal(runId: string): Promise<TerminalDoc | null>;
+  /** The ids among `runIds` whose terminal outcome is decided. */
+  decidedAmong(runIds: readonly string[]): Promise<string[]>;
+  /** Decides a run's terminal outcome; a duplicate-key error says it was decided before. */
+  decideTerminal(doc: TerminalDoc): Promise<void>;
+  noteTerminalEvent(runId: string, sequence: number | null): Promise<void>;
+  /** Records a cancel request; asking again adds nothing. */
+  requestCancel(runId: string, at: Date): Promise<void>;
+  cancelRequested(runId: string): Promise<boolean>;
+  admitted(runId: string): Promise<boolean>;
+  /** Records that an admission published all it had to; recording it again adds nothing. */
+  markAdmitted(runId: string, at: Date): Promise<void>;
   ensureIndexes(): Promise<void>;
 }
 
-/**
- * How many attempts' claim hashes a replica remembers. An attempt is inserted once and never
- * changed, so what is remembered cannot go stale; this only spares the fence of a busy run's
- * appends a look-up each (the live runs of a replica fit many times over).
- */
-const CLAIMS_REMEMBERED = 10_000;
+/** An insert that may already have been made: the first one is the one that counts. */
+async function insertOnce(insert: () => Promise<unknown>): Promise<void> {
+  try {
+    await mongoCall(insert);
+  } catch (err) {
+    if (!isDuplicateKeyError(err)) throw err;
+  }
+}
 
 export function createRunStore(db: Db): RunStore {
   const runs = db.collection<RunDoc>('runs');
   const slots = db.collection<SlotDoc>('thread_slots');
   const terminals = db.collection<TerminalDoc>('run_terminals');
-  const attempts = db.collection<AttemptDoc>('run_attempts');
   const cancels = db.collection<CancelDoc>('run_cancels');
   const admissions = db.collection<AdmissionDoc>('run_admissions');
-  // Read and written by `_id` (run id and digest) only: the default index is all it needs.
-  const attestations = db.collection<AttestationDoc>('run_attestations');
+  const attempts = createAttemptStore(db);
 
-  const claims = new Map<string, string>();
-  const heard = new Map<string, number>();
   return {
+    ...attempts,
     runs,
     slots,
     terminals,
-    attempts,
     cancels,
     admissions,
-    attestations,
-    async claimOf(runId, attempt) {
-      const id = `${runId}:${attempt}`;
-      const known = claims.get(id);
-      if (known !== undefined) return known;
-      const doc = await attempts.findOne({ _id: id });
-      if (!doc?.claim_sha256) return null;
-      if (claims.size >= CLAIMS_REMEMBERED) claims.delete(claims.keys().next().value as string);
-      claims.set(id, doc.claim_sha256);
-      return doc.claim_sha256;
+    run: (runId) => mongoCall(() => runs.findOne({ _id: runId })),
+    runOfAdmission: (admissionKey) => mongoCall(() => runs.findOne({ admission_key: admissionKey })),
+    async insertRun(doc) {
+      await mongoCall(() => runs.insertOne(doc));
     },
-    async hear(runId, attempt, at, everyMs) {
-      const id = `${runId}:${attempt}`;
-      const last = heard.get(id);
-      if (last !== undefined && at.getTime() - last < everyMs) return;
-      // Not a decision, only a time: two replicas writing it at once both write a fresh one.
-      await attempts.updateOne({ _id: id }, { $set: { heard_at: at } });
-      heard.delete(id);
-      if (heard.size >= CLAIMS_REMEMBERED) heard.delete(heard.keys().next().value as string);
-      heard.set(id, at.getTime());
+    ownedRuns: (ownerId, runIds) =>
+      mongoCall(() => runs.find({ _id: { $in: [...new Set(runIds)] }, owner_id: ownerId }).toArray()),
+    async liveRunIds(ownerId, limit) {
+      const found = await mongoCall(() =>
+        runs
+          .find({ owner_id: ownerId, terminal: false }, { projection: { _id: 1 } })
+          .limit(limit)
+          .toArray(),
+      );
+      return found.map((run) => run._id);
     },
+    queuedBefore: (cutoff, limit) =>
+      mongoCall(() =>
+        runs
+          .find({ status: 'queued', created_at: { $lt: cutoff } })
+          .sort({ created_at: 1 })
+          .limit(limit)
+          .toArray(),
+      ),
+    updateIfUnmoved: (run, fields) =>
+      mongoCall(() =>
+        runs.findOneAndUpdate(
+          { _id: run._id, attempt: run.attempt, status: run.status, terminal: false },
+          { $set: fields },
+          { returnDocument: 'after' },
+        ),
+      ),
+    takeOver: (runId, attempt, runnerId, at) =>
+      mongoCall(() =>
+        runs.findOneAndUpdate(
+          { _id: runId, attempt: { $lt: attempt }, terminal: false },
+          { $set: { attempt, runner_id: runnerId, updated_at: at } },
+          { returnDocument: 'after' },
+        ),
+      ),
+    async setRun(runId, fields) {
+      await mongoCall(() => runs.updateOne({ _id: runId }, { $set: fields }));
+    },
+    latestSlot: (threadId) =>
+      mongoCall(() => slots.find({ thread_id: threadId }).sort({ generation: -1 }).limit(1).next()),
+    async insertSlot(doc) {
+      await mongoCall(() => slots.insertOne(doc));
+    },
+    terminal: (runId) => mongoCall(() => terminals.findOne({ _id: runId })),
+    async decidedAmong(runIds) {
+      const found = await mongoCall(() =>
+        terminals.find({ _id: { $in: [...runIds] } }, { projection: { _id: 1 } }).toArray(),
+      );
+      return found.map((doc) => doc._id);
+    },
+    async decideTerminal(doc) {
+      await mongoCall(() => terminals.insertOne(doc));
+    },
+    async noteTerminalEvent(runId, sequence) {
+      await mongoCall(() => terminals.updateOne({ _id: runId }, { $set: { event_sequence: sequence } }));
+    },
+    requestCancel: (runId, at) => insertOnce(() => cancels.insertOne({ _id: runId, at })),
+    cancelRequested: async (runId) => (await mongoCall(() => cancels.findOne({ _id: runId }))) !== null,
+    admitted: async (runId) => (await mongoCall(() => admissions.findOne({ _id: runId }))) !== null,
+    markAdmitted: (runId, at) => insertOnce(() => admissions.insertOne({ _id: runId, at })),
     async ensureIndexes() {
+      await attempts.ensureIndexes();
       // run_terminals, run_cancels and run_admissions are read and decided by `_id` only (run id):
       // the default unique `_id` index is all they need; thread_slots are decided by `_id` too.
       await ensureIndexes(slots, [
@@ -222,23 +255,11 @@ export function createRunStore(db: Db): RunStore {
           serves: "live count: an owner's runs not yet terminal (the per-user cap on live runs)",
         },
       ]);
-      await ensureIndexes(attempts, [
-        {
-          key: { run_id: 1, attempt: -1 },
-          options: { name: 'run_attempt' },
-          serves: 'claim: the highest attempt claimed so far of a run',
-        },
-      ]);
     },
   };
 }
 
 const iso = (d: Date) => d.toISOString();
-
-/** The latest slot of a thread: who holds it, or held it last. */
-export function latestSlot(slots: Collection<SlotDoc>, threadId: string): Promise<SlotDoc | null> {
-  return slots.find({ thread_id: threadId }).sort({ generation: -1 }).limit(1).next();
-}
 
 export function toRun(doc: RunDoc): Run {
   return {

@@ -4,7 +4,8 @@ import type {
   PublicationCheck,
   PublicationCommitStatus,
 } from '@threadwork/contracts';
-import { unavailable, type Logger } from '@threadwork/platform';
+import { repositoryEventAttestation, unavailable, type Logger } from '@threadwork/platform';
+import type { RunsClient } from '../clients/runs.js';
 import type { GitHubAppConfig } from '../config.js';
 import { isStale } from '../domain/github.js';
 import {
@@ -14,9 +15,9 @@ import {
   pullRequestBody,
   pullRequestTitle,
 } from '../domain/publication.js';
-import { GitHubError, type GitHubClient, type PullRef } from '../github/client.js';
-import type { GhPull } from '../github/shapes.js';
-import { gitHubAppError } from '../providers/github.js';
+import { GitHubError, type GitHubClient, type PullRef } from '../providers/github/client.js';
+import type { GhPull } from '../providers/github/shapes.js';
+import { gitHubAppError } from '../providers/github/provider.js';
 import type { GitHubStore } from '../store/github.js';
 import type { PublicationDoc, PublicationStore, PullFacts } from '../store/publications.js';
 
@@ -28,6 +29,10 @@ export interface PublicationDeps {
   /** The thread's name for the pull request title; null when it has none or cannot be read. */
   threadName(ownerId: string, threadId: string): Promise<string | null>;
   logger: Logger;
+}
+
+export interface CandidateDeps extends PublicationDeps {
+  runs: Pick<RunsClient, 'attestation'>;
 }
 
 /** How long a read waits for an on-demand sync before answering the stored state. */
@@ -186,6 +191,29 @@ async function openPull(
     // Most likely the branch is not pushed yet: try again later (bounded by the consumer's max_deliver).
     throw unavailable(`GitHub refused the pull request for ${ref.owner}/${ref.repo}:${event.branch}`, err);
   }
+}
+
+/**
+ * A candidate is published (a pull request opened or updated, as its owner's installation) only
+ * when the runs service confirms it: the holder of its run attested these very bytes, and the run
+ * is of that thread and owner, with that repository. Anyone with the runner's NATS key can publish
+ * on `evt.runner.>`; what they publish alone opens no pull request. Ignored ones are logged.
+ */
+export async function publishAttestedCandidate(
+  deps: CandidateDeps,
+  subject: string,
+  data: Uint8Array,
+  event: CandidateProducedEvent,
+): Promise<void> {
+  const answer = await deps.runs.attestation(repositoryEventAttestation(subject, data, event));
+  if (!answer.confirmed) {
+    deps.logger.warn(
+      { run_id: event.run_id, thread_id: event.thread_id, repository_id: event.repository_id, reason: answer.reason },
+      'candidate not published: its run’s holder did not produce it',
+    );
+    return;
+  }
+  await publishCandidate(deps, event);
 }
 
 /** Reads the pull request again and stores what GitHub says now. */

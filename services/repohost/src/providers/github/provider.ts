@@ -1,12 +1,13 @@
 import type { HostedRepository, Installation, ProviderConnection } from '@threadwork/contracts';
 import { AppError, unavailable, type Logger } from '@threadwork/platform';
-import type { GitHubAppConfig } from '../config.js';
-import { githubRepository, installationView, installUrl, isStale } from '../domain/github.js';
-import { sortRepositories } from '../domain/repositories.js';
-import { GitHubError, type GitHubClient } from '../github/client.js';
-import type { GhInstallation } from '../github/shapes.js';
-import type { GitHubStore, InstallationDoc } from '../store/github.js';
-import type { RepositoryProvider } from './provider.js';
+import type { GitHubAppConfig } from '../../config.js';
+import { githubRepository, installationView, installUrl, isStale } from '../../domain/github.js';
+import { sortRepositories } from '../../domain/repositories.js';
+import { GitHubError, type GitHubClient } from './client.js';
+import type { GhInstallation } from './shapes.js';
+import type { GitHubStore } from '../../store/github.js';
+import type { InstallationDoc } from '../../store/installations.js';
+import type { RepositoryProvider } from '../provider.js';
 
 export interface GitHubProvider extends RepositoryProvider {
   /** Reads an installation from GitHub and stores it; null (and forgotten) when it no longer exists. */

@@ -14,9 +14,11 @@ import {
   verifierMatches,
   type SetupOutcome,
 } from '../domain/github.js';
-import { GitHubError, type GitHubClient } from '../github/client.js';
-import { installationDocView, type GitHubProvider } from '../providers/github.js';
-import type { GitHubStore, InstallSessionDoc, VerifiedGitHubUser } from '../store/github.js';
+import { GitHubError, type GitHubClient } from '../providers/github/client.js';
+import { installationDocView, type GitHubProvider } from '../providers/github/provider.js';
+import type { GitHubStore } from '../store/github.js';
+import type { VerifiedGitHubUser } from '../store/identities.js';
+import type { InstallSessionDoc } from '../store/install-sessions.js';
 
 export interface InstallDeps {
   config: GitHubAppConfig;

@@ -1,0 +1,115 @@
+import {
+  domainEvents,
+  subjects,
+  type RunError,
+  type RunStatus,
+  type RunStatusChunk,
+  type RunStatusEvent,
+} from '@threadwork/contracts';
+import { AppError, unavailable } from '@threadwork/platform';
+import { publishDomain, type LogEntry } from '../store/event-log.js';
+import type { RunDoc } from '../store/runs.js';
+import { recordTransition } from '../metrics.js';
+import type { RunsContext } from './context.js';
+
+// What the runs service tells of a run: the status events in its log and the DOMAIN events of its
+// moves. Nothing goes into a run's log behind its terminal event.
+
+const domainSubject = () =>
+  subjects.domain(domainEvents.runStatus.service, domainEvents.runStatus.entity, domainEvents.runStatus.verb);
+
+export function statusChunk(
+  status: RunStatus,
+  previous: RunStatus | null,
+  attempt: number,
+  error: RunError | null,
+): RunStatusChunk & { attempt: number } {
+  return {
+    type: 'run.status',
+    status,
+    ...(previous ? { previous } : {}),
+    ...(error ? { error } : {}),
+    attempt,
+  };
+}
+export async function publishRunStatus(ctx: RunsContext, run: RunDoc, previous: RunStatus | null, msgId: string) {
+  const event: RunStatusEvent = {
+    run_id: run._id,
+    thread_id: run.thread_id,
+    owner_id: run.owner_id,
+    status: run.status,
+    previous,
+    terminal: run.terminal,
+    attempt: run.attempt,
+    error: run.error,
+    at: run.updated_at.toISOString(),
+  };
+  await publishDomain(ctx.js, domainSubject(), event, msgId);
+  recordTransition(run.status, run.terminal, run.created_at, run.updated_at);
+}
+
+const ANNOUNCE_TRIES = 10;
+
+/**
+ * Appends the `run.status` event of the run's last move and publishes its DOMAIN event, both
+ * keyed by the move: running it again (a retry that finds the move made) stores nothing twice.
+ *
+ * Never behind a terminal event: a terminal decision can be made between a move's own look for
+ * one and its append (a runner's completion racing a user's cancel), and its event must stay the
+ * log's last. So the append is conditional on the log still ending where it did when no decision
+ * was found; if anything came first, look again. A move that lost to a terminal decision announces
+ * nothing: the run has ended, and its terminal event says how.
+ */
+export async function announceMove(ctx: RunsContext, run: RunDoc): Promise<void> {
+  const entry = { key: run.status_key, chunk: statusChunk(run.status, run.previous_status, run.attempt, run.error) };
+  for (let i = 0; ; i++) {
+    const last = await ctx.log.lastSequence(run._id);
+    if (await ctx.store.terminal(run._id)) return;
+    if ((await ctx.log.appendAfter(run._id, last, entry)) !== null) break;
+    // Another event came first (most often the runner's own output): look again.
+    if (i + 1 >= ANNOUNCE_TRIES) throw unavailable(`the log of run ${run._id} kept moving; try again`);
+  }
+  await publishRunStatus(ctx, run, run.previous_status, `${run._id}:${run.status_key}`);
+}
+
+const APPEND_TRIES = 10;
+
+/**
+ * Appends events to a live run's log in order, none of them behind the run's terminal event.
+ *
+ * Each event is conditional on the log still ending where it was last seen (JetStream's expected
+ * last subject sequence): first the log's end is read, then the run is checked for a terminal
+ * decision, then the event goes in only if nothing came after that end. A terminal event that
+ * lands meanwhile makes the next append fail its condition; the run is then checked again and
+ * the rest is refused (`already_settled`), while what went in before stays. Anything else that
+ * came first (a status move, another batch) just means reading the end again. One round trip per
+ * event: pipelining would let a terminal event land in the middle of a batch.
+ */
+export async function appendWhileLive(
+  ctx: RunsContext,
+  runId: string,
+  entries: readonly LogEntry[],
+): Promise<number[]> {
+  const sequences: number[] = [];
+  let last: number | null = null;
+  for (const entry of entries) {
+    for (let attempt = 0; ; attempt++) {
+      if (last === null) {
+        last = await ctx.log.lastSequence(runId);
+        if (await ctx.store.terminal(runId)) {
+          throw new AppError('already_settled', `run ${runId} has ended`);
+        }
+      }
+      const sequence = await ctx.log.appendAfter(runId, last, entry);
+      if (sequence !== null) {
+        sequences.push(sequence);
+        // A repeat of an event already stored answers with its old sequence: read the end again.
+        last = sequence > last ? sequence : null;
+        break;
+      }
+      last = null;
+      if (attempt + 1 >= APPEND_TRIES) throw unavailable(`the log of run ${runId} kept moving; try again`);
+    }
+  }
+  return sequences;
+}

@@ -1,0 +1,122 @@
+import type { RunError, RunUsage, TerminalRunStatus } from '@threadwork/contracts';
+import { isDuplicateKeyError } from '@threadwork/platform';
+import type { InteractionDoc, SettlementDoc } from '../store/interactions.js';
+import type { RunDoc, TerminalDoc } from '../store/runs.js';
+import { publishRunStatus, statusChunk } from './announce.js';
+import type { RunsContext } from './context.js';
+
+// How a run ends: decided once by the first insert into run_terminals, then finished in a fixed
+// order by whoever finds the decision (its maker, a racing move, a later claim).
+
+export interface FinishOptions {
+  error?: RunError | undefined;
+  usage?: RunUsage | undefined;
+}
+
+/**
+ * Ends a run exactly once: the first insert into run_terminals decides the outcome. The winner
+ * finishes the follow-up writes; a loser gets the run as it stands (finishing the winner's
+ * follow-ups first if the winner has not got that far, which writes nothing twice).
+ */
+export async function finishRun(
+  ctx: RunsContext,
+  run: RunDoc,
+  to: TerminalRunStatus,
+  opts: FinishOptions = {},
+): Promise<RunDoc> {
+  const decided: TerminalDoc = {
+    _id: run._id,
+    status: to,
+    previous: run.status,
+    error: opts.error ?? null,
+    usage: opts.usage ?? run.usage,
+    attempt: run.attempt,
+    at: new Date(),
+    event_sequence: null,
+  };
+  try {
+    await ctx.store.decideTerminal(decided);
+    return await completeTerminal(ctx, run, decided);
+  } catch (err) {
+    if (!isDuplicateKeyError(err)) throw err;
+    const [winner, current] = await Promise.all([ctx.store.terminal(run._id), ctx.store.run(run._id)]);
+    if (!winner || !current) throw err;
+    return current.terminal ? current : completeTerminal(ctx, current, winner);
+  }
+}
+
+/** Finishes a terminal decision found after the fact (a crash, or a write that raced it). */
+export async function settleIfTerminal(ctx: RunsContext, run: RunDoc): Promise<RunDoc | null> {
+  const decided = await ctx.store.terminal(run._id);
+  if (!decided) return null;
+  if (run.terminal && run.status === decided.status) return run;
+  return completeTerminal(ctx, run, decided);
+}
+
+/**
+ * The follow-up writes of a terminal decision, in an order that makes each reader safe: pending
+ * interactions are settled first (so the terminal event is the log's last status event); the
+ * terminal event is appended before the run document says terminal (an event page that reads the
+ * run first and sees it terminal is sure to find the terminal event in the log), which also frees
+ * the thread's slot (the next admission takes the next generation); then the DOMAIN event tells
+ * the thread it may start its next run. Every step is idempotent, so finishing twice (or concurrently) changes nothing.
+ */
+async function completeTerminal(ctx: RunsContext, run: RunDoc, decided: TerminalDoc): Promise<RunDoc> {
+  await cancelPendingInteractions(ctx, run._id);
+  if (decided.event_sequence === null) {
+    const [sequence] = await ctx.log.append(run._id, [
+      { key: 'terminal', chunk: statusChunk(decided.status, decided.previous, decided.attempt, decided.error) },
+    ]);
+    await ctx.store.noteTerminalEvent(run._id, sequence ?? null);
+  }
+  const final = {
+    status: decided.status,
+    previous_status: decided.previous,
+    status_key: 'terminal',
+    terminal: true,
+    completed_at: decided.at,
+    error: decided.error,
+    usage: decided.usage,
+    updated_at: decided.at,
+  };
+  await ctx.store.setRun(run._id, final);
+  const done: RunDoc = { ...run, ...final };
+  await publishRunStatus(ctx, done, decided.previous, `${run._id}:${decided.status}:${decided.attempt}`);
+  return done;
+}
+
+/**
+ * A run that ended leaves no question open: each pending interaction is settled `cancelled` by
+ * the system — unless the user's answer wins the same settlement insert.
+ */
+async function cancelPendingInteractions(ctx: RunsContext, runId: string): Promise<void> {
+  const pending = await ctx.interactions.pendingOfRun(runId);
+  for (const doc of pending) {
+    const settlement: SettlementDoc = {
+      _id: doc._id,
+      status: 'cancelled',
+      answers: {},
+      cancelled_by: 'system',
+      resolved_at: new Date(),
+    };
+    try {
+      await ctx.interactions.insertSettlement(settlement);
+      await applySettlement(ctx, doc, settlement);
+    } catch (err) {
+      if (!isDuplicateKeyError(err)) throw err;
+      const winner = await ctx.interactions.settlement(doc._id);
+      if (winner) await applySettlement(ctx, doc, winner);
+    }
+  }
+}
+
+/** Copies a settlement into its interaction and logs it; the log never carries the answers. */
+export async function applySettlement(ctx: RunsContext, doc: InteractionDoc, s: SettlementDoc): Promise<void> {
+  await ctx.interactions.applySettlement(s);
+  await ctx.log.append(doc.run_id, [
+    {
+      key: `interaction:${doc._id}:settled`,
+      chunk: { type: 'interaction.settled', interaction_id: doc._id, status: s.status },
+    },
+  ]);
+}

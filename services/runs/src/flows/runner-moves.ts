@@ -1,0 +1,64 @@
+import type { z } from 'zod';
+import { invalidRequest, unavailable } from '@threadwork/platform';
+import type { AppendRequest, TransitionRequest } from '@threadwork/contracts';
+import { isHeldByRunner, isTerminal, transition } from '../domain/run-state.js';
+import type { RunDoc } from '../store/runs.js';
+import { announceMove, appendWhileLive } from './announce.js';
+import type { RunsContext } from './context.js';
+import { finishRun, settleIfTerminal } from './finish.js';
+import { moveRun } from './lifecycle.js';
+import { fencedRun, settled } from './runner-holder.js';
+
+// What the holder of a run reports as it works the job: the run's moves and its events.
+
+const MOVE_TRIES = 3;
+
+/**
+ * Moves a run for its runner. A stale attempt or a claim that did not make it is refused
+ * (`already_settled`); an illegal move is
+ * `invalid_request`; a run that already ended is returned as it stands (the runner lost a race,
+ * e.g. its completion against a cancel, and learns the outcome from the run). Repeating the move
+ * the run already made returns the run (and re-announces that move, deduplicated).
+ */
+export async function transitionRun(ctx: RunsContext, req: z.output<typeof TransitionRequest>): Promise<RunDoc> {
+  for (let i = 0; i < MOVE_TRIES; i++) {
+    let run = await fencedRun(ctx, req.run_id, req.attempt, req.claim_id);
+    if (!run.terminal) run = (await settleIfTerminal(ctx, run)) ?? run;
+    if (run.terminal) return run;
+    if (run.status === 'queued') throw invalidRequest(`run ${run._id} is not claimed yet`);
+
+    const decision = transition(run.status, req.to);
+    if (!decision.ok) {
+      if (decision.reason !== 'unchanged') throw invalidRequest(decision.message);
+      await announceMove(ctx, run);
+      return run;
+    }
+    if (isTerminal(req.to)) {
+      return finishRun(ctx, run, req.to, {
+        error: req.to === 'failed' ? (req.error ?? { code: 'failed', message: 'the run failed' }) : req.error,
+        usage: req.usage,
+      });
+    }
+    const after = await moveRun(ctx, run, req.to, { sandbox_id: req.sandbox_id, usage: req.usage });
+    if (after) return after;
+  }
+  throw unavailable(`run ${req.run_id} kept moving; try again`);
+}
+
+/**
+ * Appends a runner's events to the run's log. Only the claim holding the current attempt of a run
+ * may append; the run is read on every call (an index lookup) rather than cached, so a fenced
+ * runner is refused at once (the attempt's claim is remembered: it never changes). Runner keys
+ * live under `r:` so they can never collide with the keys of the events the runs service writes
+ * itself.
+ */
+export async function appendEvents(ctx: RunsContext, req: z.output<typeof AppendRequest>): Promise<number[]> {
+  const run = await fencedRun(ctx, req.run_id, req.attempt, req.claim_id);
+  if (run.terminal) throw settled(`run ${run._id} has ended`);
+  if (!isHeldByRunner(run.status)) throw invalidRequest(`run ${run._id} is not claimed yet`);
+  return appendWhileLive(
+    ctx,
+    run._id,
+    req.events.map((e) => ({ key: `r:${e.key}`, chunk: e.chunk })),
+  );
+}

@@ -1,0 +1,134 @@
+import { ensureIndexes, isDuplicateKeyError, mongoCall, type Collection, type Db } from '@threadwork/platform';
+
+// Who holds a run: the attempts runners claimed, when their holders were last heard from, and the
+// DOMAIN events the holders attested.
+
+/** A runner's claim on one attempt of a run: `_id` is `${run_id}:${attempt}`, first insert wins. */
+export interface AttemptDoc {
+  _id: string;
+  run_id: string;
+  attempt: number;
+  runner_id: string;
+  /** SHA-256 (hex) of the runner's claim id: its retries find the attempt, its holder proves itself. */
+  claim_sha256?: string;
+  at: Date;
+  /**
+   * When the holder was last heard from (its claim, moves, appends, polls), written at most every
+   * quarter lease; absent: `at`. A claim of a run whose holder's lease has not run out is refused.
+   * The only field of an attempt that changes: a lost write of it only shortens the lease.
+   */
+  heard_at?: Date;
+  /** Set when the holder handed the run back: its lease is over, whatever `heard_at` says. */
+  released_at?: Date;
+}
+
+/**
+ * A DOMAIN event the holder of a run said it publishes about the run (runs.attest): `_id` is
+ * `${run_id}:${digest}`, written once. Services ask for it before acting on a runner's event.
+ */
+export interface AttestationDoc {
+  _id: string;
+  run_id: string;
+  attempt: number;
+  subject: string;
+  at: Date;
+}
+
+export interface AttemptStore {
+  // The collections are open to tests, which set up states no flow makes; flows read and write
+  // through the functions below, which turn a database outage into `unavailable`.
+  attempts: Collection<AttemptDoc>;
+  attestations: Collection<AttestationDoc>;
+  /** The highest attempt claimed so far of a run. */
+  lastAttempt(runId: string): Promise<AttemptDoc | null>;
+  attempt(runId: string, attempt: number): Promise<AttemptDoc | null>;
+  /** The attempt of a run a claim made (its id hashed), if it made one. */
+  attemptOfClaim(runId: string, claimSha256: string): Promise<AttemptDoc | null>;
+  /** Takes an attempt; a duplicate-key error says it was taken before. */
+  insertAttempt(doc: AttemptDoc): Promise<void>;
+  /** The holder of an attempt handed its run back at `at`. */
+  releaseAttempt(runId: string, attempt: number, at: Date): Promise<void>;
+  /**
+   * The SHA-256 of the claim id that made attempt `attempt` of a run; null when no runner's claim
+   * made it (none yet, or the unclaimed-run sweep took it). Asked on every move and append.
+   */
+  claimOf(runId: string, attempt: number): Promise<string | null>;
+  /**
+   * Notes that the holder of attempt `attempt` of a run was heard from `at`, renewing its lease. The
+   * write is spared when this replica wrote it less than `everyMs` before: a busy run's appends and
+   * polls cost no write each.
+   */
+  hear(runId: string, attempt: number, at: Date, everyMs: number): Promise<void>;
+  /** Records an attested event; attesting the same event again adds nothing. */
+  attest(doc: AttestationDoc): Promise<void>;
+  attestation(runId: string, digest: string): Promise<AttestationDoc | null>;
+  ensureIndexes(): Promise<void>;
+}
+
+/**
+ * How many attempts' claim hashes a replica remembers. An attempt is inserted once and never
+ * changed, so what is remembered cannot go stale; this only spares the fence of a busy run's
+ * appends a look-up each (the live runs of a replica fit many times over).
+ */
+const CLAIMS_REMEMBERED = 10_000;
+
+export function createAttemptStore(db: Db): AttemptStore {
+  const attempts = db.collection<AttemptDoc>('run_attempts');
+  // Read and written by `_id` (run id and digest) only: the default index is all it needs.
+  const attestations = db.collection<AttestationDoc>('run_attestations');
+
+  const claims = new Map<string, string>();
+  const heard = new Map<string, number>();
+  return {
+    attempts,
+    attestations,
+    lastAttempt: (runId) => mongoCall(() => attempts.find({ run_id: runId }).sort({ attempt: -1 }).limit(1).next()),
+    attempt: (runId, attempt) => mongoCall(() => attempts.findOne({ _id: `${runId}:${attempt}` })),
+    attemptOfClaim: (runId, claimSha256) =>
+      mongoCall(() => attempts.findOne({ run_id: runId, claim_sha256: claimSha256 })),
+    async insertAttempt(doc) {
+      await mongoCall(() => attempts.insertOne(doc));
+    },
+    async releaseAttempt(runId, attempt, at) {
+      await mongoCall(() => attempts.updateOne({ _id: `${runId}:${attempt}` }, { $set: { released_at: at } }));
+    },
+    async claimOf(runId, attempt) {
+      const id = `${runId}:${attempt}`;
+      const known = claims.get(id);
+      if (known !== undefined) return known;
+      const doc = await mongoCall(() => attempts.findOne({ _id: id }));
+      if (!doc?.claim_sha256) return null;
+      if (claims.size >= CLAIMS_REMEMBERED) claims.delete(claims.keys().next().value as string);
+      claims.set(id, doc.claim_sha256);
+      return doc.claim_sha256;
+    },
+    async hear(runId, attempt, at, everyMs) {
+      const id = `${runId}:${attempt}`;
+      const last = heard.get(id);
+      if (last !== undefined && at.getTime() - last < everyMs) return;
+      // Not a decision, only a time: two replicas writing it at once both write a fresh one.
+      await mongoCall(() => attempts.updateOne({ _id: id }, { $set: { heard_at: at } }));
+      heard.delete(id);
+      if (heard.size >= CLAIMS_REMEMBERED) heard.delete(heard.keys().next().value as string);
+      heard.set(id, at.getTime());
+    },
+    async attest(doc) {
+      try {
+        await mongoCall(() => attestations.insertOne(doc));
+      } catch (err) {
+        // The same event attested again (a retried call, or a retried publish): nothing to add.
+        if (!isDuplicateKeyError(err)) throw err;
+      }
+    },
+    attestation: (runId, digest) => mongoCall(() => attestations.findOne({ _id: `${runId}:${digest}` })),
+    async ensureIndexes() {
+      await ensureIndexes(attempts, [
+        {
+          key: { run_id: 1, attempt: -1 },
+          options: { name: 'run_attempt' },
+          serves: 'claim: the highest attempt claimed so far of a run',
+        },
+      ]);
+    },
+  };
+}
