@@ -10,3 +10,4 @@ export * from './otlp-receiver.js';
 export * from './github-schemas.js';
 export * from './run-driver.js';
 export * from './wait.js';
+export * from './sse.js';
