@@ -4,7 +4,7 @@ export * from './nats.js';
 export * from './servers.js';
 export * from './git.js';
 export * from './fake-model.js';
-export * from './fake-github.js';
+export * from './fake-github/index.js';
 export * from './github-app.js';
 export * from './otlp-receiver.js';
 export * from './github-schemas.js';

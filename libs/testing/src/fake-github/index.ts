@@ -15,8 +15,8 @@ import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { promisify } from 'node:util';
-import { createBareRepo, type BareRepoOptions } from './git.js';
-import { githubSchemas } from './github-schemas.js';
+import { createBareRepo, type BareRepoOptions } from '../git.js';
+import { githubSchemas } from '../github-schemas.js';
 
 // A fake GitHub on 127.0.0.1 for tests of the GitHub App integration. It speaks the REST shapes
 // of the endpoints Threadwork calls (under `/api/v3`, as GitHub Enterprise does, so the base URL
