@@ -2,7 +2,7 @@ export * from './env.js';
 export * from './events.js';
 export * from './nats.js';
 export * from './servers.js';
-export * from './git.js';
+export { createBareRepo, type BareRepoOptions } from './git.js';
 export * from './fake-model.js';
 export * from './fake-github/index.js';
 export * from './github-app.js';

@@ -4,6 +4,7 @@ import type { IncomingMessage, ServerResponse } from 'node:http';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { promisify } from 'node:util';
+import { gitEnv } from '../git.js';
 import type { GitHubState } from './state.js';
 
 // Real git smart HTTP over the fake's bare repositories, through `git http-backend`: an installation
@@ -81,15 +82,8 @@ export function gitHttp(state: GitHubState, req: IncomingMessage, res: ServerRes
   });
 }
 
-const pushEnv = {
-  ...process.env,
-  GIT_AUTHOR_NAME: 'Threadwork Test',
-  GIT_AUTHOR_EMAIL: 'test@threadwork.invalid',
-  GIT_COMMITTER_NAME: 'Threadwork Test',
-  GIT_COMMITTER_EMAIL: 'test@threadwork.invalid',
-  GIT_CONFIG_NOSYSTEM: '1',
-  GIT_TERMINAL_PROMPT: '0',
-};
+// A refused token fails the push instead of waiting for a password on a terminal.
+const pushEnv = { ...gitEnv, GIT_TERMINAL_PROMPT: '0' };
 
 /**
  * What the runner does at the end of a run, with the real git over HTTP: clones `cloneUrl` with
