@@ -28,7 +28,7 @@ import {
 } from '@threadwork/platform';
 import { z } from 'zod';
 import { SESSION_COOKIE, signSession } from './domain/session.js';
-import { announceRevocation } from './revocations.js';
+import { announceRevocation } from './store/revocations.js';
 import { createIdentityStore } from './store/identity.js';
 
 const USAGE = `usage: npm run admin -- <command>

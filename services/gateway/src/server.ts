@@ -27,10 +27,10 @@ import { FailureLimiter, PerAddressLimiter } from './domain/per-address-limit.js
 import { TokenBuckets, type RateLimit } from './domain/rate-limit.js';
 import { readCookie, SESSION_COOKIE, verifySession } from './domain/session.js';
 import { Followers, type HandlerDeps, type RouteModule } from './handlers/common.js';
-import { OPERATION_IDS } from './handlers/operation-ids.js';
-import { componentsTransform } from './openapi-components.js';
+import { OPERATION_IDS } from './http/operation-ids.js';
+import { componentsTransform } from './http/openapi-components.js';
 import type { TrustProxy } from './config.js';
-import { discardBody } from './oversized-body.js';
+import { discardBody } from './http/oversized-body.js';
 import { conversationRoutes } from './handlers/conversation.js';
 import { eventRoutes, STREAM_DESCRIPTION } from './handlers/events.js';
 import { interactionRoutes } from './handlers/interactions.js';

@@ -24,7 +24,7 @@ import {
   streamStart,
 } from '../domain/events.js';
 import { call, ownerOf, pathId, readErrors, type HandlerDeps, type RouteModule } from './common.js';
-import { firstLiveMessage, followRunLog, type LogRead } from './live.js';
+import { firstLiveMessage, followRunLog, type LogRead } from '../clients/live.js';
 
 /** Tells EventSource how long to wait before reconnecting (it then sends Last-Event-ID). */
 const RECONNECT_MS = 3_000;
