@@ -26,7 +26,9 @@ import { isWellFormedKey } from './domain/keys.js';
 import { FailureLimiter, PerAddressLimiter } from './domain/per-address-limit.js';
 import { TokenBuckets, type RateLimit } from './domain/rate-limit.js';
 import { readCookie, SESSION_COOKIE, verifySession } from './domain/session.js';
-import { Followers, type HandlerDeps, type RouteModule } from './handlers/common.js';
+import { backingServices } from './clients/backing-services.js';
+import { Followers } from './domain/followers.js';
+import type { HandlerDeps, RoutePlugin } from './handlers/deps.js';
 import { OPERATION_IDS } from './http/operation-ids.js';
 import { componentsTransform } from './http/openapi-components.js';
 import type { TrustProxy } from './config.js';
@@ -35,7 +37,7 @@ import { conversationRoutes } from './handlers/conversation.js';
 import { eventRoutes, STREAM_DESCRIPTION } from './handlers/events.js';
 import { interactionRoutes } from './handlers/interactions.js';
 import { repohostRoutes } from './handlers/repohost.js';
-import { repohostAppRoutes } from './handlers/repohost-app.js';
+import { repohostAppRoutes, webhookRoutes } from './handlers/repohost-app.js';
 import { reviewRoutes } from './handlers/review.js';
 import { runRoutes } from './handlers/runs.js';
 import { threadRoutes } from './handlers/threads.js';
@@ -108,7 +110,7 @@ const PUBLIC_PATHS = new Set(['/v1/openapi.json', '/v1/repohost/setup', '/v1/rep
 const ADDRESS_LIMITED_PATHS = new Set(['/v1/repohost/setup', '/v1/repohost/webhooks']);
 const PUBLIC_RATE_LIMIT: RateLimit = { perSecond: 5, burst: 50 };
 
-const ROUTES: RouteModule[] = [
+const ROUTES: RoutePlugin[] = [
   threadRoutes,
   conversationRoutes,
   runRoutes,
@@ -117,6 +119,7 @@ const ROUTES: RouteModule[] = [
   repohostRoutes,
   repohostAppRoutes,
   reviewRoutes,
+  webhookRoutes,
 ];
 
 /** Longer path segments are not routed at all (414); anything up to it is validated by schema. */
@@ -531,14 +534,14 @@ export async function buildServer(deps: GatewayDeps) {
 
   const handlerDeps: HandlerDeps = {
     nc: deps.nc,
-    requestTimeoutMs: deps.requestTimeoutMs,
+    services: backingServices(deps.nc, deps.requestTimeoutMs),
     closing: closing.signal,
     heartbeatMs: deps.heartbeatMs ?? HEARTBEAT_MS,
     followers: new Followers(deps.maxFollowersPerUser ?? MAX_FOLLOWERS_PER_USER),
     webhookSecret: deps.webhookSecret ?? null,
     refundAddress: (request) => publicLimiter.refund(request.ip),
   };
-  for (const routes of ROUTES) routes(app, handlerDeps);
+  for (const routes of ROUTES) await app.register(routes, handlerDeps);
 
   return app;
 }
