@@ -1,4 +1,3 @@
-import { randomUUID } from 'node:crypto';
 import { createServer } from 'node:http';
 import { httpTelemetry, telemetryEnabled, type Logger, type NatsConnection } from '@threadwork/platform';
 import Fastify from 'fastify';
@@ -6,6 +5,7 @@ import { serializerCompiler, validatorCompiler, type ZodTypeProvider } from 'fas
 import { backingServices } from './clients/backing-services.js';
 import type { TrustProxy } from './config.js';
 import { Followers } from './domain/followers.js';
+import { newRequestId } from './domain/ids.js';
 import { PerAddressLimiter } from './domain/per-address-limit.js';
 import type { RateLimit } from './domain/rate-limit.js';
 import { conversationRoutes } from './handlers/conversation.js';
@@ -102,7 +102,7 @@ export async function buildServer(deps: GatewayDeps) {
     loggerInstance: deps.logger,
     // Each request's id: in the log of every service that serves it (request_id), and answered in
     // X-Request-Id for a client to quote. Made here, never taken from the client.
-    genReqId: () => randomUUID(),
+    genReqId: newRequestId,
     requestIdHeader: false,
     // Who the client is (request.ip: the per-address limits, the request log) behind proxies.
     trustProxy: fastifyTrustProxy(deps.trustProxy ?? false),
