@@ -61,7 +61,7 @@ export interface GatewayDeps {
 const HEARTBEAT_MS = 15_000;
 const MAX_FOLLOWERS_PER_USER = 32;
 
-/** In the order of the OpenAPI document's paths; the webhook route last, in a scope of its own. */
+/** Registered in this order, which is the order of the OpenAPI document's paths. */
 const ROUTES: RoutePlugin[] = [
   threadRoutes,
   conversationRoutes,
@@ -121,8 +121,10 @@ export async function buildServer(deps: GatewayDeps) {
   app.setValidatorCompiler(validatorCompiler);
   app.setSerializerCompiler(serializerCompiler);
   await app.register(jsonBody);
+  // Before any route: it names and documents every route registered after it.
   await app.register(openApi);
 
+  // Request hooks, in this order: id and context, refusal while closing, who the caller is, limits.
   const closing = new AbortController();
   const perAddress = new PerAddressLimiter(deps.publicRateLimit ?? PUBLIC_RATE_LIMIT);
   await app.register(requestContext);

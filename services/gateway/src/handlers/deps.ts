@@ -12,7 +12,7 @@ import type { ZodTypeProvider } from 'fastify-type-provider-zod';
 import type { BackingServices } from '../clients/backing-services.js';
 import type { Followers } from '../domain/followers.js';
 
-/** What route handlers need: the way to the services, and how long to wait for them. */
+/** What route handlers need: the backing services, run events, and this replica's shared state. */
 export interface HandlerDeps {
   /** Run events are heard on it (core subscriptions), and its server's max_payload bounds webhooks. */
   nc: NatsConnection;
