@@ -2,6 +2,8 @@ import { spawn } from 'node:child_process';
 import { constants } from 'node:fs';
 import { lstat, open, readdir, rm } from 'node:fs/promises';
 import { join } from 'node:path';
+import type { ServerNotification, ServerRequest } from '@threadwork/codex-protocol';
+import type { Turn, UserInput } from '@threadwork/codex-protocol/v2';
 import type { RunError } from '@threadwork/contracts';
 import type { Logger } from '@threadwork/platform';
 import {
@@ -30,10 +32,6 @@ import { BRIDGE_PORT, EGRESS_ENV, jailed, type JailOwner } from '../../sandbox/j
 import { limited } from '../../sandbox/limits.js';
 import { appServerArgs, codexCommand, guarded } from './launch.js';
 import { CodexTurnMapper, toQuestion } from './mapping.js';
-import type { ServerNotification } from './protocol/ServerNotification.js';
-import type { ServerRequest } from './protocol/ServerRequest.js';
-import type { Turn } from './protocol/v2/Turn.js';
-import type { UserInput } from './protocol/v2/UserInput.js';
 import { CodexExitedError, CodexRpc, CodexRpcError } from './rpc.js';
 
 // The Codex adapter: one `codex app-server` process per live sandbox, driven over JSON-RPC
