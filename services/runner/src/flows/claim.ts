@@ -23,7 +23,11 @@ export interface Claim {
 }
 
 /** The run of `job`, claimed for this runner; or what to do with the job when it cannot be. */
-export async function claimJob(deps: RunDeps, job: RunTicket, log: Logger): Promise<Claim | JobResult> {
+export async function claimJob(
+  deps: RunDeps,
+  job: RunTicket,
+  log: Logger,
+): Promise<{ ok: true; claim: Claim } | { ok: false; result: JobResult }> {
   try {
     const claimId = newClaimId();
     const claim = await callService(
@@ -32,11 +36,11 @@ export async function claimJob(deps: RunDeps, job: RunTicket, log: Logger): Prom
       { run_id: job.run_id, runner_id: deps.runnerId, claim_id: claimId },
       10_000,
     );
-    return { ...claim, claimId };
+    return { ok: true, claim: { ...claim, claimId } };
   } catch (err) {
     if (isAppError(err) && err.code === 'not_found') {
       log.info({ reason: err.message }, 'job dropped: the run does not exist');
-      return { kind: 'ack' };
+      return { ok: false, result: { kind: 'ack' } };
     }
     if (isAppError(err) && err.code === 'already_settled') {
       // Either the run is over, and so is its job; or another runner won this attempt and works the
@@ -45,10 +49,10 @@ export async function claimJob(deps: RunDeps, job: RunTicket, log: Logger): Prom
       // The refusal says which (`details.terminal`); when it does not, the run is taken as live (the safe answer).
       if (err.details?.terminal !== true) {
         log.info({ reason: err.message }, 'job left to the runner that holds the run');
-        return { kind: 'abandon' };
+        return { ok: false, result: { kind: 'abandon' } };
       }
       log.info({ reason: err.message }, 'job dropped: the run is over');
-      return { kind: 'ack' };
+      return { ok: false, result: { kind: 'ack' } };
     }
     const heldFor = retryAfterMs(err);
     if (heldFor !== null) {
@@ -56,9 +60,10 @@ export async function claimJob(deps: RunDeps, job: RunTicket, log: Logger): Prom
       // came to redeliver its job. Handed back, the job comes again once the lease may have run out,
       // and is claimed then if the holder stayed silent (or found done if it finished).
       log.info({ retry_after_ms: heldFor }, 'job handed back: the run is held by a live runner');
-      return { kind: 'nak', delayMs: Math.min(MAX_HELD_NAK_MS, Math.max(MIN_HELD_NAK_MS, heldFor + 250)) };
+      const delayMs = Math.min(MAX_HELD_NAK_MS, Math.max(MIN_HELD_NAK_MS, heldFor + 250));
+      return { ok: false, result: { kind: 'nak', delayMs } };
     }
-    if (isAppError(err) && err.retryable) return { kind: 'nak', delayMs: 5_000 };
+    if (isAppError(err) && err.retryable) return { ok: false, result: { kind: 'nak', delayMs: 5_000 } };
     throw err;
   }
 }

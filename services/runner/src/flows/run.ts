@@ -3,7 +3,7 @@ import { withSpan } from '@threadwork/platform';
 import { continuesLostTurn, decideOutcome, type StopReason } from '../domain/outcome.js';
 import { ResumeFailedError, type HarnessSession, type TurnOutcome } from '../harness/harness.js';
 import { runnerMetrics } from '../metrics.js';
-import { SandboxError, SandboxTakenError } from '../sandbox/provider.js';
+import { SandboxError, SandboxTakenError, type Sandbox } from '../sandbox/provider.js';
 import { claimJob, listenForSignals, pollRun, refresh, releaseRun, sandboxClaim } from './claim.js';
 import { checkDisk, diskMax, overrun } from './disk-watch.js';
 import { afterStop, failUnexpectedly, finish, move, sandboxTaken, settledResult } from './finish.js';
@@ -31,8 +31,9 @@ export async function executeJob(
   track: (live: LiveRun | null) => void,
 ): Promise<JobResult> {
   const log = deps.logger.child({ run_id: job.run_id, thread_id: job.thread_id });
-  const claim = await claimJob(deps, job, log);
-  if ('kind' in claim) return claim;
+  const claimed = await claimJob(deps, job, log);
+  if (!claimed.ok) return claimed.result;
+  const { claim } = claimed;
   const run = new RunState(deps, claim.job, claim.attempt, claim.claimId, claim.run.status, log);
   track(run);
   let result: JobResult;
@@ -82,7 +83,7 @@ async function work(run: RunState): Promise<JobResult> {
   if (takeover && !(await deps.sandboxes.exists(job.thread_id))) {
     return finish(run, { to: 'failed', error: runnerLost('its workspace is not on this runner') });
   }
-  let sandbox;
+  let sandbox: Sandbox;
   try {
     const started = performance.now();
     sandbox = await withSpan('prepare sandbox', { attributes: { 'threadwork.thread_id': job.thread_id } }, () =>
