@@ -1,10 +1,9 @@
-import { randomUUID } from 'node:crypto';
 import { mkdir } from 'node:fs/promises';
-import { DOMAIN_STREAM, domainEvents, type SandboxStatusEvent } from '@threadwork/contracts';
+import { DOMAIN_STREAM } from '@threadwork/contracts';
 import { bootService, awaitStream, startRuntime, type StartedService } from '@threadwork/platform';
 import type { RunnerConfig } from './config.js';
 import { startDemoModel } from './demo/server.js';
-import { publishAttested, publishDomain } from './clients/domain-events.js';
+import { sandboxStatusPublisher } from './clients/domain-events.js';
 import { repohostCredentials } from './clients/repohost.js';
 import { executeJob } from './flows/run.js';
 import type { LiveRun, RunDeps } from './flows/run-state.js';
@@ -77,21 +76,7 @@ export async function startRunner(config: RunnerConfig): Promise<RunnerService> 
         isolation.outside?.kind === 'per-sandbox'
           ? new SandboxUids(config.SANDBOX_ROOT, isolation.outside.range)
           : null,
-      publish: async (threadId, sandboxId, status, reason, claim) => {
-        const event: SandboxStatusEvent = {
-          thread_id: threadId,
-          run_id: claim?.run_id ?? null,
-          status,
-          sandbox_id: sandboxId,
-          reason,
-          at: new Date().toISOString(),
-        };
-        const msgId = `${threadId}:${randomUUID()}`;
-        // A status of a run is attested by its holder; a stop after idling is of no run.
-        if (claim)
-          await publishAttested(runtime.nc, runtime.js, logger, claim, domainEvents.sandboxStatus, event, msgId);
-        else await publishDomain(runtime.js, logger, domainEvents.sandboxStatus, event, msgId);
-      },
+      publish: sandboxStatusPublisher(runtime.nc, runtime.js, logger),
     });
     const harness = new CodexHarness({
       baseUrl: baseUrl ?? UNCONFIGURED_MODEL_URL,

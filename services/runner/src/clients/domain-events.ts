@@ -1,4 +1,4 @@
-import { rpc, subjects } from '@threadwork/contracts';
+import { domainEvents, rpc, subjects, type SandboxStatusEvent } from '@threadwork/contracts';
 import {
   domainEventDigest,
   encodeJson,
@@ -7,6 +7,8 @@ import {
   type Logger,
   type NatsConnection,
 } from '@threadwork/platform';
+import { sandboxStatusMsgId } from '../domain/ids.js';
+import type { SandboxStatusPublisher } from '../sandbox/provider.js';
 import { callService, sleep } from './call.js';
 import type { AttemptRef } from './runs.js';
 
@@ -74,4 +76,26 @@ export async function publishAttested(
     return false;
   }
   return publishDomain(js, logger, def, event, msgId);
+}
+
+/** How the sandboxes say what becomes of them: a `sandbox.status` DOMAIN event. */
+export function sandboxStatusPublisher(
+  nc: NatsConnection,
+  js: JetStreamClient,
+  logger: Logger,
+): SandboxStatusPublisher {
+  return async (threadId, sandboxId, status, reason, claim) => {
+    const event: SandboxStatusEvent = {
+      thread_id: threadId,
+      run_id: claim?.run_id ?? null,
+      status,
+      sandbox_id: sandboxId,
+      reason,
+      at: new Date().toISOString(),
+    };
+    const msgId = sandboxStatusMsgId(threadId);
+    // A status of a run is attested by its holder; a stop after idling is of no run.
+    if (claim) await publishAttested(nc, js, logger, claim, domainEvents.sandboxStatus, event, msgId);
+    else await publishDomain(js, logger, domainEvents.sandboxStatus, event, msgId);
+  };
 }
