@@ -1,5 +1,6 @@
 export * from './config.js';
 export * from './errors.js';
+export * from './git-env.js';
 export * from './ids.js';
 export * from './lifecycle.js';
 export * from './logger.js';
