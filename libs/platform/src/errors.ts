@@ -64,6 +64,12 @@ export function retryAfterSeconds(err: AppError): number {
   return typeof value === 'number' && Number.isFinite(value) ? Math.max(1, Math.ceil(value)) : 1;
 }
 
+/** How long an error says to wait before trying again (`details.retry_after_ms`); null when it does not. */
+export function retryAfterMs(err: unknown): number | null {
+  const ms = isAppError(err) ? err.details?.['retry_after_ms'] : undefined;
+  return typeof ms === 'number' && Number.isFinite(ms) && ms >= 0 ? ms : null;
+}
+
 export function isAppError(err: unknown): err is AppError {
   return err instanceof AppError;
 }

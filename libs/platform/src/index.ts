@@ -1,10 +1,13 @@
 export * from './config.js';
 export * from './errors.js';
+export * from './git-env.js';
+export * from './ids.js';
 export * from './lifecycle.js';
 export * from './logger.js';
 export * from './mongo.js';
 export * from './nats.js';
 export * from './jetstream.js';
+export * from './retry.js';
 export * from './rpc.js';
 export * from './nats-auth.js';
 export { newReplyKey, parseReplyKey, REPLY_KEY_HEADER, seal, type ReplyKey } from './sealed-reply.js';

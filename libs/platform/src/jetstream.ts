@@ -19,6 +19,7 @@ import type { ConsumerDefinition, StreamDefinition } from '@threadwork/contracts
 import { toAppError } from './errors.js';
 import type { Logger } from './logger.js';
 import { decodeJson, encodeJson } from './nats.js';
+import { backoffMs, retry } from './retry.js';
 import { extractTraceContext, injectTraceContext, SpanKind, withSpan } from './telemetry.js';
 import { waitAll } from './wait-all.js';
 
@@ -108,19 +109,18 @@ const isNotFound = (err: unknown, code: number) => err instanceof JetStreamApiEr
 async function awaitCreated<T>(what: string, notFoundCode: number, logger: Logger, look: () => Promise<T>): Promise<T> {
   const started = Date.now();
   let said = 0;
-  for (;;) {
-    try {
-      return await look();
-    } catch (err) {
-      if (!isNotFound(err, notFoundCode)) throw err;
-    }
-    const waited = Date.now() - started;
-    if (waited - said >= 10_000) {
-      said = waited;
-      logger.warn({ waited_ms: waited }, `waiting for the runs service to create ${what}`);
-    }
-    await new Promise((resolve) => setTimeout(resolve, 500));
-  }
+  return retry(look, {
+    minDelayMs: 500,
+    maxDelayMs: 500,
+    shouldRetry: (err) => isNotFound(err, notFoundCode),
+    onRetry: () => {
+      const waited = Date.now() - started;
+      if (waited - said >= 10_000) {
+        said = waited;
+        logger.warn({ waited_ms: waited }, `waiting for the runs service to create ${what}`);
+      }
+    },
+  });
 }
 
 /** Waits for a stream the runs service creates. */
@@ -209,6 +209,9 @@ export interface Consumer {
   stop(timeoutMs: number): Promise<void>;
 }
 
+/** A retryable failure's redelivery waits longer each time it fails again: 0.5 s doubling up to 30 s. */
+const REDELIVERY_BACKOFF = { minDelayMs: 500, maxDelayMs: 30_000 };
+
 /**
  * Consumes a durable pull consumer one message at a time per call of `handler`. A handler that
  * returns acks; one that throws a retryable AppError naks with a delay; anything else is
@@ -235,7 +238,7 @@ export async function consumeJson(
           const appErr = toAppError(err);
           if (appErr.retryable) {
             opts.logger.warn({ err, subject: msg.subject, redelivery: msg.info.deliveryCount }, 'retrying message');
-            msg.nak(Math.min(30_000, 500 * 2 ** Math.min(msg.info.deliveryCount, 6)));
+            msg.nak(backoffMs(msg.info.deliveryCount, REDELIVERY_BACKOFF));
           } else {
             opts.logger.error({ err, subject: msg.subject }, 'message failed for good');
             msg.term(appErr.message);

@@ -1,4 +1,5 @@
 import { randomBytes } from 'node:crypto';
+import { newId } from '@threadwork/platform';
 import { inject } from 'vitest';
 
 /** The servers the global setup started (or was given) for this test run. */
@@ -19,7 +20,7 @@ export function uniqueId(prefix = 't'): string {
 
 /** A claim id as a runner makes one for each take of a job: random, and its proof of holding the run. */
 export function newClaimId(): string {
-  return `clm_${randomBytes(16).toString('hex')}`;
+  return newId('clm');
 }
 
 /** A MONGO_DB_PREFIX of its own for one test file or service instance. */

@@ -2,6 +2,7 @@ import { execFileSync } from 'node:child_process';
 import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
+import { gitEnvironment } from '@threadwork/platform';
 
 export interface BareRepoOptions {
   /** Default branch (the bare repository's HEAD). */
@@ -10,15 +11,8 @@ export interface BareRepoOptions {
   files?: Record<string, string>;
 }
 
-/** Who commits in tests, with no system git config to change how git behaves on this machine. */
-export const gitEnv = {
-  ...process.env,
-  GIT_AUTHOR_NAME: 'Threadwork Test',
-  GIT_AUTHOR_EMAIL: 'test@threadwork.invalid',
-  GIT_COMMITTER_NAME: 'Threadwork Test',
-  GIT_COMMITTER_EMAIL: 'test@threadwork.invalid',
-  GIT_CONFIG_NOSYSTEM: '1',
-};
+/** Who commits in tests, with no git config of this machine to change how git behaves. */
+export const gitEnv = gitEnvironment({ name: 'Threadwork Test', email: 'test@threadwork.invalid' }, process.env);
 
 function git(cwd: string, ...args: string[]): string {
   return execFileSync('git', args, { cwd, env: gitEnv, encoding: 'utf8', stdio: ['ignore', 'pipe', 'pipe'] });

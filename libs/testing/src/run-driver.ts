@@ -2,9 +2,9 @@ import { rpc, subjects, type Question, type RunStatus } from '@threadwork/contra
 import {
   domainEventDigest,
   encodeJson,
-  isAppError,
   publishJson,
   request,
+  retry,
   type JetStreamClient,
   type NatsConnection,
 } from '@threadwork/platform';
@@ -52,14 +52,16 @@ export class RunDriver {
   async append(...chunks: Record<string, unknown>[]): Promise<number[]> {
     const events = chunks.map((chunk) => ({ key: `e${this.attempt}-${++this.keys}`, chunk }));
     // As the runner does: an append that got no answer (a busy machine) is sent again with the
-    // same keys, which the log stores once.
-    const { sequences } = await retryingUnavailable(() =>
-      request(this.nc, rpc.runs.append, {
-        run_id: this.runId,
-        attempt: this.attempt,
-        claim_id: this.claimId,
-        events,
-      }),
+    // same keys, which the log stores once; a generous bound only as a hang guard.
+    const { sequences } = await retry(
+      () =>
+        request(this.nc, rpc.runs.append, {
+          run_id: this.runId,
+          attempt: this.attempt,
+          claim_id: this.claimId,
+          events,
+        }),
+      { untilMs: 120_000, minDelayMs: 200, maxDelayMs: 2_000 },
     );
     return sequences;
   }
@@ -128,16 +130,3 @@ export const question = (id: string, options: string[], isSecret = false): Quest
   isSecret,
   options: options.map((label) => ({ label, description: label })),
 });
-
-/** Calls `call` again while it fails retryably (`unavailable`), up to a generous hang guard. */
-async function retryingUnavailable<T>(call: () => Promise<T>, deadlineMs = 120_000): Promise<T> {
-  const deadline = Date.now() + deadlineMs;
-  for (let delay = 200; ; delay = Math.min(delay * 2, 2_000)) {
-    try {
-      return await call();
-    } catch (err) {
-      if (!isAppError(err) || !err.retryable || Date.now() > deadline) throw err;
-      await new Promise((resolve) => setTimeout(resolve, delay));
-    }
-  }
-}

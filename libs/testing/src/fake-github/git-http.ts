@@ -82,9 +82,6 @@ export function gitHttp(state: GitHubState, req: IncomingMessage, res: ServerRes
   });
 }
 
-// A refused token fails the push instead of waiting for a password on a terminal.
-const pushEnv = { ...gitEnv, GIT_TERMINAL_PROMPT: '0' };
-
 /**
  * What the runner does at the end of a run, with the real git over HTTP: clones `cloneUrl` with
  * the token as password, commits `files` on a new `branch` from `base`, pushes it, and returns
@@ -103,7 +100,7 @@ export async function pushBranch(input: {
   url.username = 'x-access-token';
   url.password = input.token;
   const git = async (...args: string[]) =>
-    (await execFileAsync('git', args, { cwd: work, env: pushEnv, encoding: 'utf8' })).stdout.trim();
+    (await execFileAsync('git', args, { cwd: work, env: gitEnv, encoding: 'utf8' })).stdout.trim();
   try {
     await git('clone', '--quiet', '--branch', input.base, url.href, '.');
     const baseRevision = await git('rev-parse', 'HEAD');

@@ -1,5 +1,5 @@
 import { rpc, type RunEventChunk } from '@threadwork/contracts';
-import { isAppError, request, type Logger, type NatsConnection } from '@threadwork/platform';
+import { isAppError, request, retry, type Logger, type NatsConnection } from '@threadwork/platform';
 import { boundEvent } from '../domain/event-bound.js';
 
 // A run's events on their way to the runs service: batched (a flush every FLUSH_MS or BATCH_MAX
@@ -70,29 +70,25 @@ export class EventSink {
   }
 
   private async send(batch: Entry[]): Promise<void> {
-    const deadline = Date.now() + RETRY_FOR_MS;
-    for (let attempt = 0; !this.closed; attempt++) {
-      try {
-        await request(this.nc, rpc.runs.append, {
-          run_id: this.runId,
-          attempt: this.attempt,
-          claim_id: this.claimId,
-          events: batch.map(({ key, chunk }) => ({ key, chunk: chunk as never })),
-        });
+    if (this.closed) return;
+    try {
+      await retry(
+        () =>
+          request(this.nc, rpc.runs.append, {
+            run_id: this.runId,
+            attempt: this.attempt,
+            claim_id: this.claimId,
+            events: batch.map(({ key, chunk }) => ({ key, chunk: chunk as never })),
+          }),
+        { untilMs: RETRY_FOR_MS, minDelayMs: 100, maxDelayMs: 2_000 },
+      );
+    } catch (err) {
+      if (isAppError(err) && err.code === 'already_settled') {
+        this.close(err.message);
         return;
-      } catch (err) {
-        if (isAppError(err) && err.code === 'already_settled') {
-          this.close(err.message);
-          return;
-        }
-        const retryable = isAppError(err) && err.retryable;
-        if (!retryable || Date.now() > deadline) {
-          // Dropping a batch beats wedging the run; the run's own outcome still arrives by transition.
-          this.logger.error({ err, run_id: this.runId, events: batch.length }, 'run events could not be appended');
-          return;
-        }
-        await new Promise((resolve) => setTimeout(resolve, Math.min(2_000, 100 * 2 ** attempt)));
       }
+      // Dropping a batch beats wedging the run; the run's own outcome still arrives by transition.
+      this.logger.error({ err, run_id: this.runId, events: batch.length }, 'run events could not be appended');
     }
   }
 

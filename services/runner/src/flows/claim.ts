@@ -1,6 +1,13 @@
 import { rpc, RunSignal, subjects, type Run, type RunJob, type RunTicket } from '@threadwork/contracts';
-import { decodeJson, isAppError, isPlainPublish, type Logger, type NatsConnection } from '@threadwork/platform';
-import { callService, retryAfterMs } from '../clients/call.js';
+import {
+  decodeJson,
+  isAppError,
+  isPlainPublish,
+  retryAfterMs,
+  type Logger,
+  type NatsConnection,
+} from '@threadwork/platform';
+import { callService } from '../clients/call.js';
 import { attemptHolds, readAttempt, type AttemptRef } from '../clients/runs.js';
 import { newClaimId } from '../domain/ids.js';
 import type { SandboxClaim } from '../sandbox/provider.js';

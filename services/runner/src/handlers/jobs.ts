@@ -1,9 +1,10 @@
-import { setTimeout as sleep } from 'node:timers/promises';
 import { CONSUMERS, RunTicket, STREAM_NAMES } from '@threadwork/contracts';
 import {
   awaitConsumer,
+  backoffMs,
   describeZodError,
   extractTraceContext,
+  retry,
   SpanKind,
   withSpan,
   type JetStreamClient,
@@ -34,6 +35,8 @@ export interface JobConsumer {
 export const consumerName = CONSUMERS.runner;
 
 const PULL_EXPIRES_MS = 1_000;
+/** A job that failed unexpectedly comes back later each time: 1 s doubling up to 30 s. */
+const REDELIVERY_BACKOFF = { minDelayMs: 1_000, maxDelayMs: 30_000 };
 
 export async function startJobConsumer(
   js: JetStreamClient,
@@ -48,10 +51,8 @@ export async function startJobConsumer(
   const inflight = new Set<Promise<void>>();
   let stopping = false;
   // Stopping does not wait for a pull or a pause in progress: with NATS gone, a pull never ends.
-  let signalStop!: () => void;
-  const stopped = new Promise<null>((resolve) => {
-    signalStop = () => resolve(null);
-  });
+  const stop = new AbortController();
+  const stopped = new Promise<null>((resolve) => stop.signal.addEventListener('abort', () => resolve(null)));
 
   const work = (msg: JsMsg) =>
     withSpan(`consume ${msg.subject}`, { kind: SpanKind.CONSUMER, parent: extractTraceContext(msg.headers) }, () =>
@@ -64,19 +65,29 @@ export async function startJobConsumer(
         await Promise.race([...inflight, stopped]);
         continue;
       }
+      let pull: Promise<JsMsg | null> | undefined;
       let msg: JsMsg | null;
-      const pull = consumer.next({ expires: PULL_EXPIRES_MS });
       try {
-        msg = await Promise.race([pull, stopped]);
-      } catch (err) {
-        if (stopping) break;
-        opts.logger.warn({ err }, 'pulling a job failed; trying again');
-        await Promise.race([sleep(1_000), stopped]);
-        continue;
+        msg = await retry(
+          () => {
+            pull = consumer.next({ expires: PULL_EXPIRES_MS });
+            return Promise.race([pull, stopped]);
+          },
+          {
+            minDelayMs: 1_000,
+            maxDelayMs: 1_000,
+            shouldRetry: () => !stopping,
+            signal: stop.signal,
+            onRetry: (err) => opts.logger.warn({ err }, 'pulling a job failed; trying again'),
+          },
+        );
+      } catch {
+        // A failed pull ends the retries only once stopping.
+        break;
       }
       if (stopping) {
         // Pulled while stopping, now or later: straight back to the stream for another runner.
-        void pull.then(
+        void pull?.then(
           (late) => late?.nak(),
           () => {},
         );
@@ -92,7 +103,7 @@ export async function startJobConsumer(
   return {
     async stop(timeoutMs) {
       stopping = true;
-      signalStop();
+      stop.abort();
       let timer: NodeJS.Timeout | undefined;
       await Promise.race([
         Promise.allSettled([loop, ...inflight]),
@@ -131,7 +142,7 @@ async function processJob(
     result = await handle(parsed.data, msg);
   } catch (err) {
     opts.logger.error({ err, run_id: parsed.data.run_id }, 'job failed; handing it back');
-    result = { kind: 'nak', delayMs: Math.min(30_000, 1_000 * 2 ** Math.min(msg.info.deliveryCount, 5)) };
+    result = { kind: 'nak', delayMs: backoffMs(msg.info.deliveryCount, REDELIVERY_BACKOFF) };
   } finally {
     clearInterval(heartbeat);
   }

@@ -3,6 +3,7 @@ import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
+import { gitEnvironment } from '@threadwork/platform';
 
 // The runner's own git. The agent controls everything in the workspace, `.git` included — its
 // config (filters, `url.*.insteadOf`, `core.sshCommand`, credential helpers), its hooks, its
@@ -71,20 +72,13 @@ export function allowedProtocol(url: string): string {
   return scheme;
 }
 
-function environment(repo: GitRepo | undefined, allow: string | undefined): Record<string, string> {
+function environment(repo: GitRepo | undefined, allow: string | undefined): NodeJS.ProcessEnv {
+  // Nothing of the runner's own environment: only what git needs to run.
+  const base = { PATH: process.env.PATH ?? '/usr/local/bin:/usr/bin:/bin', HOME: tmpdir(), LANG: 'C.UTF-8' };
   return {
-    PATH: process.env.PATH ?? '/usr/local/bin:/usr/bin:/bin',
-    HOME: tmpdir(),
-    LANG: 'C.UTF-8',
-    GIT_TERMINAL_PROMPT: '0',
-    GIT_CONFIG_NOSYSTEM: '1',
-    GIT_CONFIG_GLOBAL: '/dev/null',
+    ...gitEnvironment(THREADWORK_AUTHOR, base),
     // Git's own list of transports; nothing (not even a submodule's URL) gets past it.
     GIT_ALLOW_PROTOCOL: allow ?? 'none',
-    GIT_AUTHOR_NAME: THREADWORK_AUTHOR.name,
-    GIT_AUTHOR_EMAIL: THREADWORK_AUTHOR.email,
-    GIT_COMMITTER_NAME: THREADWORK_AUTHOR.name,
-    GIT_COMMITTER_EMAIL: THREADWORK_AUTHOR.email,
     ...(repo ? { GIT_DIR: repo.gitDir } : {}),
     ...(repo?.workTree ? { GIT_WORK_TREE: repo.workTree } : {}),
   };

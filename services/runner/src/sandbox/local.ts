@@ -1,9 +1,9 @@
-import { randomBytes } from 'node:crypto';
 import { existsSync } from 'node:fs';
 import { chmod, chown, mkdir, rm } from 'node:fs/promises';
 import { join } from 'node:path';
 import type { RunJob, RunRepository, SandboxStatus } from '@threadwork/contracts';
 import type { Logger } from '@threadwork/platform';
+import { newSandboxId } from '../domain/ids.js';
 import { killTree, startTime } from '../harness/processes.js';
 import { DiskMeasureError, measureDisk, type DiskUsage } from './disk.js';
 import {
@@ -61,7 +61,7 @@ export class LocalSandboxProvider implements SandboxProvider {
     const existing = await readState(dir);
     if (existing?.outgrown) await this.rebuild(dir, existing, take);
     const state: SandboxState = existing ?? {
-      sandbox_id: `sbx_${randomBytes(16).toString('hex')}`,
+      sandbox_id: newSandboxId(),
       thread_id: job.thread_id,
       session_id: null,
       repos: {},

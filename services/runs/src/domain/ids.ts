@@ -1,6 +1,6 @@
-import { randomBytes } from 'node:crypto';
+import { newId as makeId } from '@threadwork/platform';
 
-/** A new id: its type as a prefix and 128 random bits in hex, e.g. `run_3f9c…`. */
+/** A new id of one of this service's types, `<prefix>_<32 hex>` as every service makes them, e.g. `run_3f9c…`. */
 export function newId(prefix: 'run' | 'int'): string {
-  return `${prefix}_${randomBytes(16).toString('hex')}`;
+  return makeId(prefix);
 }

@@ -1,8 +1,8 @@
-import { randomBytes } from 'node:crypto';
+import { newId as makeId } from '@threadwork/platform';
 
 export type IdPrefix = 'thr' | 'msg' | 'run' | 'prj' | 'prr' | 'ctl';
 
-/** `<prefix>_<32 hex>`: the type shows in logs, the random part makes ids unguessable and collision-free. */
+/** A new id of one of this service's types, `<prefix>_<32 hex>` as every service makes them. */
 export function newId(prefix: IdPrefix): string {
-  return `${prefix}_${randomBytes(16).toString('hex')}`;
+  return makeId(prefix);
 }
