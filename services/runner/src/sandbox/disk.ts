@@ -41,8 +41,12 @@ const execFileAsync = promisify(execFile);
 
 /** A walk that takes longer is a failed measurement (the tree is too large to bound in time). */
 const DU_TIMEOUT_MS = 60_000;
-/** How long a frozen process may take to stop before the measurement goes ahead. */
-const STOP_WAIT_MS = 2_000;
+/**
+ * How long a frozen process may take to stop before the measurement fails. A stop lands when the
+ * process is next scheduled, which on a loaded machine can take seconds; the wait costs the agent
+ * nothing but time, since its processes stand still meanwhile.
+ */
+const STOP_WAIT_MS = 10_000;
 
 export interface DiskUsage {
   bytes: number;
