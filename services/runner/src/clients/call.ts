@@ -6,8 +6,6 @@ import type { z } from 'zod';
 // restarting, NATS reconnecting): a run's outcome must not be lost to a blip, and every request
 // the runner makes is idempotent on the other side.
 
-export const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms));
-
 /** What `endpoint` answers, a retryable failure asked again until `retryForMs` has passed. */
 export async function callService<E extends RpcEndpoint>(
   nc: NatsConnection,

@@ -3,13 +3,14 @@ import {
   domainEventDigest,
   encodeJson,
   publishJson,
+  retry,
   type JetStreamClient,
   type Logger,
   type NatsConnection,
 } from '@threadwork/platform';
 import { sandboxStatusMsgId } from '../domain/ids.js';
 import type { SandboxStatusPublisher } from '../sandbox/provider.js';
-import { callService, sleep } from './call.js';
+import { callService } from './call.js';
 import type { AttemptRef } from './runs.js';
 
 // DOMAIN events the runner publishes, retried while publishing can still succeed: a run's
@@ -21,35 +22,47 @@ export interface DomainEventDef {
   verb: string;
 }
 
-/** Publishes a DOMAIN event with its Nats-Msg-Id; a failure after the retries is logged, not thrown. */
+/** A DOMAIN event that could not be published, retries included: the flow that needed it decides what follows. */
+export class DomainPublishError extends Error {
+  constructor(
+    readonly subject: string,
+    cause: unknown,
+  ) {
+    super(`the DOMAIN event ${subject} could not be published`, { cause });
+    this.name = 'DomainPublishError';
+  }
+}
+
+/**
+ * Publishes a DOMAIN event with its Nats-Msg-Id, retried for about six seconds (a stream leader
+ * moving takes about two); throws DomainPublishError, logged, when it still could not be.
+ */
 export async function publishDomain(
   js: JetStreamClient,
   logger: Logger,
   def: DomainEventDef,
   event: unknown,
   msgId: string,
-): Promise<boolean> {
+): Promise<void> {
   const subject = subjects.domain(def.service, def.entity, def.verb);
-  for (let attempt = 0; attempt < 6; attempt++) {
-    try {
-      await publishJson(js, subject, event, { msgId });
-      return true;
-    } catch (err) {
-      if (attempt === 5) {
-        logger.error({ err, subject, msg_id: msgId }, 'DOMAIN event could not be published');
-        return false;
-      }
-      await sleep(200 * 2 ** attempt);
-    }
+  try {
+    await retry(() => publishJson(js, subject, event, { msgId }), {
+      retries: 5,
+      minDelayMs: 200,
+      maxDelayMs: 3_200,
+      shouldRetry: () => true,
+    });
+  } catch (err) {
+    logger.error({ err, subject, msg_id: msgId }, 'DOMAIN event could not be published');
+    throw new DomainPublishError(subject, err);
   }
-  return false;
 }
 
 /**
  * Publishes a DOMAIN event about the run `ref` holds, attested first under its claim (runs.attest):
  * the services acting on a runner's event act only on one the runs service confirms its run's
- * holder published. False when it was not published: the attempt no longer holds the run (nothing
- * it reports counts then), or the publish failed; either is logged.
+ * holder published. False when the runs service refused to attest it: the attempt no longer holds
+ * the run, and nothing it reports counts then. Throws DomainPublishError when the publish failed.
  */
 export async function publishAttested(
   nc: NatsConnection,
@@ -75,7 +88,8 @@ export async function publishAttested(
     logger.warn({ err, subject, msg_id: msgId }, 'DOMAIN event not published: the runs service did not attest it');
     return false;
   }
-  return publishDomain(js, logger, def, event, msgId);
+  await publishDomain(js, logger, def, event, msgId);
+  return true;
 }
 
 /** How the sandboxes say what becomes of them: a `sandbox.status` DOMAIN event. */
@@ -94,8 +108,14 @@ export function sandboxStatusPublisher(
       at: new Date().toISOString(),
     };
     const msgId = sandboxStatusMsgId(threadId);
-    // A status of a run is attested by its holder; a stop after idling is of no run.
-    if (claim) await publishAttested(nc, js, logger, claim, domainEvents.sandboxStatus, event, msgId);
-    else await publishDomain(js, logger, domainEvents.sandboxStatus, event, msgId);
+    // A status of a run is attested by its holder; a stop after idling is of no run. One that is
+    // lost (logged) is corrected by the sandbox's next: the status is what the thread shows, not
+    // what anything acts on.
+    const publish = claim
+      ? publishAttested(nc, js, logger, claim, domainEvents.sandboxStatus, event, msgId)
+      : publishDomain(js, logger, domainEvents.sandboxStatus, event, msgId);
+    await publish.catch((err: unknown) => {
+      if (!(err instanceof DomainPublishError)) throw err;
+    });
   };
 }

@@ -13,6 +13,12 @@ export interface Decision {
   error?: RunError;
 }
 
+/** The run's work is committed (and pushed), but what it produced could not be announced. */
+export const REPORT_NOT_PUBLISHED = (subject: string): RunError => ({
+  code: 'report_not_published',
+  message: `the run's work is committed and its branch pushed, but ${subject} could not be published: review and the thread do not show this run's outcome`,
+});
+
 export const TIMEOUT_ERROR = (ms: number): RunError => ({
   code: 'harness_timeout',
   message: `the run did not finish within ${ms} ms`,

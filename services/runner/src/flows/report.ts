@@ -8,6 +8,7 @@ import {
 } from '@threadwork/contracts';
 import type { TurnOutcome } from '../harness/harness.js';
 import { commitAndDiff, runnerRepo } from '../sandbox/candidate.js';
+import { DomainPublishError } from '../clients/domain-events.js';
 import { git, remoteRevisions } from '../sandbox/git.js';
 import { SandboxTakenError, type SandboxRepo } from '../sandbox/provider.js';
 import { refresh } from './claim.js';
@@ -16,7 +17,10 @@ import { errorMessage, type RunState } from './run-state.js';
 // What a run leaves behind: its workspace committed, the thread branch pushed, the candidate of
 // every repository and the agent's reply published as DOMAIN events.
 
-/** Commits the workspace and reports the candidate (every repository) and the agent's reply. */
+/**
+ * Commits the workspace and reports the candidate (every repository) and the agent's reply.
+ * Throws DomainPublishError when one of them could not be published.
+ */
 export async function report(run: RunState, to: TerminalRunStatus, outcome: TurnOutcome): Promise<void> {
   const { deps, job, sandbox } = run;
   await run.sink.flush();
@@ -51,6 +55,8 @@ export async function report(run: RunState, to: TerminalRunStatus, outcome: Turn
       } catch (err) {
         // Taken over since the last look: the workspace and what becomes of it are the newer attempt's.
         if (err instanceof SandboxTakenError) throw err;
+        // Committed and pushed, but not announced: the run cannot say it completed (run.ts).
+        if (err instanceof DomainPublishError) throw err;
         run.log.error({ err, repo: repo.full_name }, 'the workspace could not be committed');
         run.sink.push({ type: 'error', code: 'commit_failed', message: `${repo.full_name}: ${errorMessage(err)}` });
         // Review shows `diff.status: error` for this repository rather than an older candidate as if current.

@@ -1,6 +1,7 @@
 import type { RunError, RunTicket, RunUsage } from '@threadwork/contracts';
 import { withSpan } from '@threadwork/platform';
-import { continuesLostTurn, decideOutcome, type StopReason } from '../domain/outcome.js';
+import { DomainPublishError } from '../clients/domain-events.js';
+import { continuesLostTurn, decideOutcome, REPORT_NOT_PUBLISHED, type StopReason } from '../domain/outcome.js';
 import { ResumeFailedError, type HarnessSession, type TurnOutcome } from '../harness/harness.js';
 import { runnerMetrics } from '../metrics.js';
 import { SandboxError, SandboxTakenError, type Sandbox } from '../sandbox/provider.js';
@@ -163,7 +164,7 @@ async function work(run: RunState): Promise<JobResult> {
     return { kind: 'nak', delayMs: 0 };
   }
 
-  const decision = decideOutcome(outcome, outcome.stoppedDuringTurn, {
+  let decision = decideOutcome(outcome, outcome.stoppedDuringTurn, {
     timeoutMs: deps.config.RUN_TIMEOUT_MS,
     disk: overrun(run),
   });
@@ -172,7 +173,9 @@ async function work(run: RunState): Promise<JobResult> {
     if (outcome.stoppedDuringTurn !== 'disk_full') await report(run, decision.to, outcome);
   } catch (err) {
     if (err instanceof SandboxTakenError) return sandboxTaken(run, err);
-    throw err;
+    if (!(err instanceof DomainPublishError)) throw err;
+    // Review and the thread would go on showing what came before as if it were this run's.
+    decision = { to: 'failed', error: REPORT_NOT_PUBLISHED(err.subject) };
   }
   return finish(run, decision, usageOrUndefined(outcome.usage));
 }

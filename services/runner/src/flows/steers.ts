@@ -1,6 +1,7 @@
 import { domainEvents, rpc, type ControlAppliedEvent } from '@threadwork/contracts';
 import { isAppError } from '@threadwork/platform';
 import { callService } from '../clients/call.js';
+import { DomainPublishError } from '../clients/domain-events.js';
 import type { RunState } from './run-state.js';
 
 // Steers: text its owner sends a run while its turn goes on, given to the harness in the order
@@ -32,7 +33,17 @@ export async function applySteers(run: RunState): Promise<void> {
         thread_id: run.job.thread_id,
         at: new Date().toISOString(),
       };
-      await run.publish(domainEvents.controlApplied, event, `${controlId}:applied`);
+      try {
+        await run.publish(domainEvents.controlApplied, event, `${controlId}:applied`);
+      } catch (err) {
+        if (!(err instanceof DomainPublishError)) throw err;
+        // The agent has the steer, but the thread goes on showing it pending: the run's log says so.
+        run.sink.push({
+          type: 'error',
+          code: 'control_not_recorded',
+          message: `steer ${controlId} was applied, but the thread could not be told: it may still show it pending`,
+        });
+      }
     }
   } finally {
     run.steering = false;
