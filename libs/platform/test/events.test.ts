@@ -113,7 +113,9 @@ describe('DOMAIN events by their definition', () => {
     beforeAll(async () => {
       await ensureConsumer(jsm, STREAM, { durable_name: durable });
       const sub = nc.subscribe(`$JS.EVENT.ADVISORY.CONSUMER.MSG_TERMINATED.${STREAM}.${durable}`, {
-        callback: (_err, msg) => terminated.push((decodeJson(msg.data) as { stream_seq: number }).stream_seq),
+        callback: (_err, msg) => {
+          terminated.push((decodeJson(msg.data) as { stream_seq: number }).stream_seq);
+        },
       });
       await nc.flush();
       const dispatch = eventDispatcher(

@@ -10,7 +10,6 @@ import {
   Publication,
   domainEvents,
   rpc,
-  subjects,
   type CandidateProducedEvent,
 } from '@threadwork/contracts';
 import {
@@ -184,8 +183,7 @@ describe('repohost GitHub App provider', () => {
     event: CandidateProducedEvent,
     msgId: string,
   ) {
-    const { service: s, entity, verb } = domainEvents.candidateProduced;
-    const subject = subjects.domain(s, entity, verb);
+    const subject = domainEvents.candidateProduced.subject;
     if (held) {
       const digest = domainEventDigest(encodeJson(event));
       await request(nc, rpc.runs.attest, { run_id: held.run_id, attempt: 0, claim_id: held.claim_id, subject, digest });
@@ -587,7 +585,7 @@ describe('repohost GitHub App provider', () => {
 
     it('takes a signed delivery once and refuses bad or missing signatures', async () => {
       const queued: string[] = [];
-      const sub = nc.subscribe(subjects.domain('repohost', 'webhook', 'received'));
+      const sub = nc.subscribe(domainEvents.webhookReceived.subject);
       void (async () => {
         for await (const msg of sub) queued.push(msg.string());
       })();
