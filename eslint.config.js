@@ -8,7 +8,7 @@ export default tseslint.config(
       '**/node_modules/**',
       '.data/**',
       'deploy/local/ferretdb-launcher/**',
-      'services/runner/src/harness/codex/protocol/**',
+      'libs/codex-protocol/src/**',
     ],
   },
   js.configs.recommended,

@@ -15,7 +15,7 @@ import {
 } from '@threadwork/contracts';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startStack, type Stack, type TestUser } from './support/stack.js';
-import { RunDriver, question } from '@threadwork/testing';
+import { RunDriver, question, waitFor } from '@threadwork/testing';
 
 let stack: Stack;
 let alice: TestUser;
@@ -48,16 +48,6 @@ async function createThread(user: TestUser, body: Record<string, unknown> = {}) 
     202,
     ThreadWithRun,
   );
-}
-
-async function waitFor<T>(what: string, fn: () => Promise<T | undefined>, timeoutMs = 10_000): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    const value = await fn();
-    if (value !== undefined) return value;
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 50));
-  }
 }
 
 async function runOf(user: TestUser, runId: string) {

@@ -1,8 +1,7 @@
 import { RunEventPage, ThreadWithRun, type RunEvent } from '@threadwork/contracts';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { sseFrames } from './support/sse.js';
 import { startStack, type Stack, type TestUser } from './support/stack.js';
-import { RunDriver } from '@threadwork/testing';
+import { RunDriver, sseFrames } from '@threadwork/testing';
 
 // A reader that follows next_sequence across a long run receives each event exactly once, in
 // order — by long-poll while the run is being written, and by SSE reconnecting mid-stream.
@@ -90,10 +89,10 @@ async function readSse(
   expect(res.headers.get('content-type')).toContain('text/event-stream');
   const events: SseEvent[] = [];
   try {
-    for await (const fields of sseFrames(res)) {
-      if (fields.event === 'end') return { events, ended: true };
-      if (fields.id === undefined) continue;
-      events.push({ id: Number(fields.id), event: fields.event ?? 'message', data: fields.data ?? '' });
+    for await (const frame of sseFrames(res)) {
+      if (frame.event === 'end') return { events, ended: true };
+      if (frame.id === undefined) continue;
+      events.push({ id: Number(frame.id), event: frame.event ?? 'message', data: frame.data });
       if (events.length >= stopAfter) return { events, ended: false };
     }
     return { events, ended: false };

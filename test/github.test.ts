@@ -13,6 +13,7 @@ import {
   pkcePair,
   pushAsRunner,
   RunDriver,
+  waitFor,
   type FakeGitHub,
   type FakeRepository,
 } from '@threadwork/testing';
@@ -68,16 +69,6 @@ async function json<T>(res: Response, status: number, schema?: { parse(v: unknow
 
 const post = (path: string, user: TestUser, body: unknown) =>
   stack.fetch(path, { method: 'POST', user, body: JSON.stringify(body) });
-
-async function waitFor<T>(what: string, fn: () => Promise<T | undefined>, timeoutMs = 10_000): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    const value = await fn();
-    if (value !== undefined) return value;
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 50));
-  }
-}
 
 describe('install flow', () => {
   it('refuses a return_to other than the app, and a session without a code challenge', async () => {

@@ -1,5 +1,6 @@
 import { ThreadWithRun } from '@threadwork/contracts';
 import { connectMongo, serviceDbName, type Db, type MongoClient } from '@threadwork/platform';
+import { waitFor } from '@threadwork/testing';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startStack, type Stack, type TestUser } from './support/stack.js';
 
@@ -9,7 +10,6 @@ import { startStack, type Stack, type TestUser } from './support/stack.js';
 // tests wait for its effects as conditions, never for a time.
 
 const TTL_MS = 10_000;
-const GUARD_MS = 60_000;
 
 let stack: Stack;
 let alice: TestUser;
@@ -28,16 +28,6 @@ afterAll(async () => {
   await mongo?.close();
   await stack?.stop();
 });
-
-async function until<T>(what: string, check: () => Promise<T | undefined>): Promise<T> {
-  const deadline = Date.now() + GUARD_MS;
-  for (;;) {
-    const value = await check();
-    if (value !== undefined) return value;
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((resolve) => setTimeout(resolve, 100));
-  }
-}
 
 async function create(clientRequestId: string): Promise<ThreadWithRun> {
   const res = await stack.fetch('/v1/threads', {
@@ -58,7 +48,7 @@ describe('idempotency records', () => {
     expect(await threadsDb.collection('requests').countDocuments({ _id: key as never })).toBe(1);
 
     // Past the window the record is swept, and the same id starts a request of its own.
-    await until('the record to be swept', async () =>
+    await waitFor('the record to be swept', async () =>
       (await threadsDb.collection('requests').countDocuments({ _id: key as never })) === 0 ? true : undefined,
     );
     const later = await create('tidy-1');
@@ -81,7 +71,7 @@ describe('a refused send', () => {
     const hidden = { thread_id: thread.id, message_id: 'refused-1', visible: false };
     expect(await messages.countDocuments(hidden)).toBe(1);
 
-    await until('the hidden message to be removed', async () =>
+    await waitFor('the hidden message to be removed', async () =>
       (await messages.countDocuments(hidden)) === 0 ? true : undefined,
     );
     // The thread's own first message is untouched, and shown.
@@ -110,7 +100,7 @@ describe('the window without a sweep', () => {
       const first = await createAs();
       expect(await createAs()).toBe(first);
       // Nothing sweeps here: the claim itself sees the record has expired and binds the id afresh.
-      const later = await until('the id to be free again', async () => {
+      const later = await waitFor('the id to be free again', async () => {
         const id = await createAs();
         return id === first ? undefined : id;
       });

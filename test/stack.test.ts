@@ -2,6 +2,7 @@ import { existsSync, readFileSync, statSync } from 'node:fs';
 import { join } from 'node:path';
 import { Svcm } from '@nats-io/services';
 import { connect, nkeyAuthenticator } from '@nats-io/transport-node';
+import { waitFor } from '@threadwork/testing';
 import { describe, expect, it } from 'vitest';
 import { alive, root, startProcessStack } from './support/process-stack.js';
 
@@ -89,12 +90,10 @@ describe('local stack', () => {
       expect(revoke.status, revoke.stderr).toBe(0);
       expect(revoke.stderr).toBe('');
       // The stack's gateway remembers keys for 5 minutes here: only the announcement refuses it in time.
-      const deadline = Date.now() + 60_000;
-      let refused = (await fetch(`${base}/v1/work`, withDoomed)).status;
-      while (refused !== 401 && Date.now() < deadline) {
-        await new Promise((resolve) => setTimeout(resolve, 50));
-        refused = (await fetch(`${base}/v1/work`, withDoomed)).status;
-      }
+      const refused = await waitFor('the revoked key to be refused', async () => {
+        const status = (await fetch(`${base}/v1/work`, withDoomed)).status;
+        return status === 401 ? status : undefined;
+      });
       expect(refused).toBe(401);
 
       // A session cookie issued by the CLI is signed with the stack's own secret.

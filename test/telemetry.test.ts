@@ -1,6 +1,6 @@
 import { randomBytes } from 'node:crypto';
 import { RunEventPage, ThreadWithRun } from '@threadwork/contracts';
-import { createBareRepo, startOtlpReceiver, type OtlpReceiver, type ReceivedSpan } from '@threadwork/testing';
+import { createBareRepo, startOtlpReceiver, waitFor, type OtlpReceiver, type ReceivedSpan } from '@threadwork/testing';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { join } from 'node:path';
 import { startProcessStack, type ProcessStack } from './support/process-stack.js';
@@ -27,20 +27,6 @@ afterAll(async () => {
   await receiver?.stop();
 });
 
-async function until<T>(
-  what: string,
-  fn: () => Promise<T | undefined> | T | undefined,
-  timeoutMs = 30_000,
-): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    const value = await fn();
-    if (value !== undefined) return value;
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 200));
-  }
-}
-
 describe('OpenTelemetry end to end', () => {
   it(
     'traces one request from the gateway through the services, the database, JetStream and the runner',
@@ -64,7 +50,7 @@ describe('OpenTelemetry end to end', () => {
       expect(res.status).toBe(202);
       const created = ThreadWithRun.parse(await res.json());
 
-      await until(
+      await waitFor(
         'the run to complete',
         async () => {
           const page = RunEventPage.parse(
@@ -95,7 +81,7 @@ describe('OpenTelemetry end to end', () => {
         expected.filter(
           ([service, name]) => !inTrace().some((s) => s.service === `threadwork-${service}` && s.name === name),
         );
-      const trace = await until(
+      const trace = await waitFor(
         'the whole trace',
         () => (missing().length === 0 ? inTrace() : undefined),
         60_000,
@@ -114,7 +100,7 @@ describe('OpenTelemetry end to end', () => {
           .filter((s: ReceivedSpan) => s.parentSpanId && !ids.has(s.parentSpanId))
           .map((s) => `${s.service} ${s.name}`);
       };
-      await until('a connected trace', () => (orphans().length === 1 ? true : undefined), 30_000).catch(
+      await waitFor('a connected trace', () => (orphans().length === 1 ? true : undefined), 30_000).catch(
         () => undefined,
       );
       expect(orphans()).toEqual(['threadwork-gateway POST /v1/threads']);
@@ -141,7 +127,7 @@ describe('OpenTelemetry end to end', () => {
       ['runs', 'threadwork.run_jobs.depth'],
       ['runner', 'threadwork.sandbox.start.duration'],
     ];
-    await until('every metric', () => {
+    await waitFor('every metric', () => {
       const metrics = receiver.metrics();
       return wanted.every(([service, name]) => metrics.get(`threadwork-${service}`)?.has(name)) ? true : undefined;
     });

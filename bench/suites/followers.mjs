@@ -10,7 +10,7 @@ import { cpuMeter } from '../lib/proc.mjs';
 import { createHeldRun, outputChunk } from '../lib/runs.mjs';
 import { follow, nowMs } from '../lib/sse.mjs';
 
-/** The runner's flush interval (services/runner/src/flows/event-sink.ts). */
+/** The runner's flush interval (services/runner/src/clients/run-events.ts). */
 const BATCH_EVERY_MS = 50;
 /** Followers connecting at once: each connection costs the gateway an authentication and a page read. */
 const CONNECT_WAVE = 50;

@@ -3,6 +3,7 @@ import { mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
+import { waitFor } from '@threadwork/testing';
 import { afterEach, describe, expect, it } from 'vitest';
 import { freePort } from '../../deploy/local/launcher.mjs';
 import { alive, root, type StackFile } from '../support/process-stack.js';
@@ -123,18 +124,6 @@ async function api(stack: Started, key: string, path: string, body?: unknown): P
   return JSON.parse(text) as Record<string, unknown>;
 }
 
-async function waitUntil(
-  what: string,
-  check: () => Promise<boolean> | boolean,
-  guardMs = EXIT_GUARD_MS,
-): Promise<void> {
-  const deadline = Date.now() + guardMs;
-  while (!(await check())) {
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await sleep(100);
-  }
-}
-
 /** A thread on a new, empty repository; resolves with its run id once the run reached `until`. */
 /** An API key for `login`, from the admin CLI as a user of the stack would get one. */
 function apiKey(stack: Started, login: string): string {
@@ -159,8 +148,10 @@ async function runThread(stack: Started, until: (status: string) => boolean, mod
     ...(mode ? { collaboration_mode: mode } : {}),
   });
   const runId = String(thread.run_id);
-  await waitUntil(`run ${runId} to settle`, async () =>
-    until(String((await api(stack, key, `/v1/runs/${runId}`)).status)),
+  await waitFor(
+    `run ${runId} to settle`,
+    async () => until(String((await api(stack, key, `/v1/runs/${runId}`)).status)),
+    EXIT_GUARD_MS,
   );
   return runId;
 }

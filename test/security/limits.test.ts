@@ -1,5 +1,6 @@
 import { ControlList, ErrorBody, MessagePage, Run, TaskList, ThreadWithRun, WorkList } from '@threadwork/contracts';
 import { connectMongo, serviceDbName, type MongoClient } from '@threadwork/platform';
+import { waitFor } from '@threadwork/testing';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startStack, type Stack, type TestUser } from '../support/stack.js';
 
@@ -132,13 +133,10 @@ describe('live runs per user', () => {
     const sent = await json(await post(`/v1/threads/${t1!.id}/messages`, mallory, { prompt: 'one more' }), 202);
     expect(sent).toMatchObject({ status: 'accepted', run_status: 'queued' });
     await cancel(mallory, t2!.run_id);
-    const deadline = Date.now() + 10_000;
-    let controls: ControlList;
-    for (;;) {
-      controls = await json(await stack.fetch(`/v1/threads/${t2!.id}/controls`, { user: mallory }), 200, ControlList);
-      if (controls.controls[0]?.status === 'applied' || Date.now() > deadline) break;
-      await new Promise((resolve) => setTimeout(resolve, 50));
-    }
+    const controls = await waitFor('the queued follow-up to be applied', async () => {
+      const list = await json(await stack.fetch(`/v1/threads/${t2!.id}/controls`, { user: mallory }), 200, ControlList);
+      return list.controls[0]?.status === 'applied' ? list : undefined;
+    });
     expect(controls.controls[0]).toMatchObject({ status: 'applied', created_run_id: expect.any(String) });
     expect(t4.run_status).toBe('queued');
   });

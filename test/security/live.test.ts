@@ -1,9 +1,8 @@
 import { headers } from '@nats-io/transport-node';
 import { RunEventPage, subjects, ThreadWithRun } from '@threadwork/contracts';
 import { encodeJson } from '@threadwork/platform';
-import { RunDriver, waitFor } from '@threadwork/testing';
+import { RunDriver, sseFrames, waitFor } from '@threadwork/testing';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
-import { sseFrames } from '../support/sse.js';
 import { startStack, type Stack, type TestUser } from '../support/stack.js';
 
 // A run's live subject only wakes its followers: what they are sent is read from the log, checked
@@ -26,10 +25,10 @@ interface SseEvent {
 async function followSse(into: SseEvent[]): Promise<boolean> {
   const res = await stack.fetch(`/v1/runs/${runId}/events/stream?from=0`, { user: alice });
   expect(res.status).toBe(200);
-  for await (const fields of sseFrames(res)) {
-    if (fields.event === 'end') return true;
-    if (fields.event === 'error') throw new Error(`stream failed: ${fields.data}`);
-    if (fields.id !== undefined) into.push({ id: Number(fields.id), data: fields.data ?? '' });
+  for await (const frame of sseFrames(res)) {
+    if (frame.event === 'end') return true;
+    if (frame.event === 'error') throw new Error(`stream failed: ${frame.data}`);
+    if (frame.id !== undefined) into.push({ id: Number(frame.id), data: frame.data });
   }
   return false;
 }

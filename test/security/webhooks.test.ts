@@ -1,6 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import { RepositoryList, SERVICES, domainEvents } from '@threadwork/contracts';
-import { signWebhook, type FakeGitHub, type FakeRepository } from '@threadwork/testing';
+import { signWebhook, waitFor, type FakeGitHub, type FakeRepository } from '@threadwork/testing';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { linkInstallation, startGitHubStack, type GitHubStack } from '../support/github.js';
 import type { Stack, TestUser } from '../support/stack.js';
@@ -84,14 +84,6 @@ async function deliver(d: Delivery): Promise<{ status: number; json: unknown; he
   const res = await fetch(`${stack.baseUrl}/v1/repohost/webhooks`, { method: 'POST', headers, body: d.body });
   const text = await res.text();
   return { status: res.status, json: text ? JSON.parse(text) : null, headers: res.headers, delivery };
-}
-
-async function waitFor(what: string, check: () => boolean | Promise<boolean>, timeoutMs = 10_000): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  while (!(await check())) {
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((resolve) => setTimeout(resolve, 25));
-  }
 }
 
 /**

@@ -1,5 +1,6 @@
 export * from './common.js';
 export * from './values.js';
+export * from './run-transitions.js';
 export * from './errors.js';
 export * from './api/work.js';
 export * from './api/threads.js';

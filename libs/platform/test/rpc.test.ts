@@ -178,7 +178,7 @@ describe('typed request/reply over NATS services', () => {
     /** The endpoint's figures from the service's STATS answer (one replica here). */
     const statsOf = async (subject: string): Promise<EndpointStats> => {
       for await (const answer of await new Svcm(nc).client().stats(`test-${suffix}`)) {
-        return answer.endpoints.find((e) => e.subject === subject)?.data as EndpointStats;
+        return (answer.endpoints ?? []).find((e) => e.subject === subject)?.data as EndpointStats;
       }
       throw new Error('no STATS answer');
     };

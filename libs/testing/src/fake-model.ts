@@ -1,5 +1,6 @@
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
+import { endResponseStream, startResponseStream, writeFunctionCall, writeResponseEvent } from '@threadwork/platform';
 
 // A fake OpenAI Responses API (`POST /v1/responses`, streamed as SSE) for driving the real Codex
 // CLI offline. It is stateless on purpose: every reply is picked by a script from the request body
@@ -176,10 +177,6 @@ function outputText(output: unknown): string {
   return JSON.stringify(output ?? '');
 }
 
-function sse(res: ServerResponse, event: string, data: unknown): void {
-  res.write(`event: ${event}\ndata: ${JSON.stringify({ type: event, ...(data as object) })}\n\n`);
-}
-
 async function streamResponse(
   res: ServerResponse,
   id: string,
@@ -187,8 +184,7 @@ async function streamResponse(
   callBase: number,
   delayMs: number,
 ): Promise<void> {
-  res.writeHead(200, { 'content-type': 'text/event-stream', 'cache-control': 'no-cache', connection: 'keep-alive' });
-  sse(res, 'response.created', { response: { id } });
+  startResponseStream(res, id, { connection: 'keep-alive' });
   let outputTokens = 0;
   items.forEach((item, index) => {
     const itemId = `${id}_item_${index}`;
@@ -200,29 +196,22 @@ async function streamResponse(
         status: 'completed',
         content: [{ type: 'output_text', text: item.text, annotations: [] }],
       };
-      sse(res, 'response.output_item.added', {
+      writeResponseEvent(res, 'response.output_item.added', {
         output_index: index,
         item: { ...done, status: 'in_progress', content: [] },
       });
       // Two deltas per message, so clients see the text arrive in pieces as with a real model.
       const half = Math.ceil(item.text.length / 2);
       for (const delta of [item.text.slice(0, half), item.text.slice(half)]) {
-        if (delta) sse(res, 'response.output_text.delta', { item_id: itemId, output_index: index, delta });
+        if (delta)
+          writeResponseEvent(res, 'response.output_text.delta', { item_id: itemId, output_index: index, delta });
       }
-      sse(res, 'response.output_item.done', { output_index: index, item: done });
+      writeResponseEvent(res, 'response.output_item.done', { output_index: index, item: done });
       outputTokens += Math.ceil(item.text.length / 4);
     } else {
       // Call ids follow from the request (tool outputs so far), so a re-sent request gets the same ids.
-      const done = {
-        type: 'function_call',
-        id: itemId,
-        call_id: `call_${callBase + index}`,
-        name: item.name,
-        arguments: JSON.stringify(item.arguments),
-        status: 'completed',
-      };
-      sse(res, 'response.output_item.added', { output_index: index, item: done });
-      sse(res, 'response.output_item.done', { output_index: index, item: done });
+      const callId = `call_${callBase + index}`;
+      writeFunctionCall(res, index, { id: itemId, callId, name: item.name, arguments: item.arguments });
       outputTokens += 10;
     }
   });
@@ -231,20 +220,7 @@ async function streamResponse(
     await Promise.race([closed, new Promise<void>((resolve) => setTimeout(resolve, delayMs))]);
     if (res.destroyed || res.writableEnded) return;
   }
-  const inputTokens = 100;
-  sse(res, 'response.completed', {
-    response: {
-      id,
-      usage: {
-        input_tokens: inputTokens,
-        input_tokens_details: { cached_tokens: 0 },
-        output_tokens: outputTokens,
-        output_tokens_details: { reasoning_tokens: 0 },
-        total_tokens: inputTokens + outputTokens,
-      },
-    },
-  });
-  res.end();
+  endResponseStream(res, id, { inputTokens: 100, outputTokens });
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -10,7 +10,8 @@ export interface BareRepoOptions {
   files?: Record<string, string>;
 }
 
-const gitEnv = {
+/** Who commits in tests, with no system git config to change how git behaves on this machine. */
+export const gitEnv = {
   ...process.env,
   GIT_AUTHOR_NAME: 'Threadwork Test',
   GIT_AUTHOR_EMAIL: 'test@threadwork.invalid',

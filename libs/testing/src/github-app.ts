@@ -6,7 +6,7 @@ import {
   startFakeGitHub,
   type FakeGitHub,
   type FakeRepository,
-} from './fake-github.js';
+} from './fake-github/index.js';
 
 export interface GitHubAppOptions {
   appId: number;

@@ -1,7 +1,7 @@
 import { mongoCall, natsAnswers, startRuntime, type Logger, type StartedService } from '@threadwork/platform';
 import type { GatewayConfig } from './config.js';
-import { AUTH_CACHE_DEFAULTS, cacheAuthentication } from './domain/auth-cache.js';
-import { forgetOnRevocation } from './revocations.js';
+import { AUTH_CACHE_DEFAULTS, cacheAuthentication } from './store/auth-cache.js';
+import { forgetOnRevocation } from './store/revocations.js';
 import { generateSessionSecret } from './domain/session.js';
 import { buildServer } from './server.js';
 import { createIdentityStore } from './store/identity.js';

@@ -5,7 +5,7 @@ import { RunEventPage, STREAM_NAMES, subjects, type RunEvent } from '@threadwork
 import { encodeJson, jetStreamOf, natsHeaders, type JetStreamManager } from '@threadwork/platform';
 import type { RunDriver } from '@threadwork/testing';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { firstLiveMessage } from '../src/handlers/live.js';
+import { firstLiveMessage } from '../src/clients/live.js';
 import { startHarness, type App, type Caller, type DrivableStatus, type Harness } from './harness.js';
 
 /** Shorter than the longest wait (30 s): a long-poll that sat out its wait times the test out. */

@@ -1,6 +1,6 @@
 import { uniqueId } from '@threadwork/testing';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { cacheAuthentication } from '../src/domain/auth-cache.js';
+import { cacheAuthentication } from '../src/store/auth-cache.js';
 import type { IdentityStore } from '../src/store/identity.js';
 import { startHarness, type Harness } from './harness.js';
 

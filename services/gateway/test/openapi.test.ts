@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { OPERATION_IDS } from '../src/handlers/operation-ids.js';
+import { OPERATION_IDS } from '../src/http/operation-ids.js';
 import { startHarness, type Harness } from './harness.js';
 
 // Every operation of the public contract (spec section 4) and of DESIGN.md section 4 that a caller

@@ -1,7 +1,7 @@
 import { connectNats, natsAuthWithSeed } from '@threadwork/platform';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { AUTH_CACHE_DEFAULTS, cacheAuthentication } from '../src/domain/auth-cache.js';
-import { announceRevocation, forgetOnRevocation } from '../src/revocations.js';
+import { AUTH_CACHE_DEFAULTS, cacheAuthentication } from '../src/store/auth-cache.js';
+import { announceRevocation, forgetOnRevocation } from '../src/store/revocations.js';
 import { logger, startHarness, type Harness } from './harness.js';
 
 // A key revoked by the admin CLI (another process, writing the database) must stop working at once

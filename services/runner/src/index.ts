@@ -1,23 +1,23 @@
-import { randomUUID } from 'node:crypto';
 import { mkdir } from 'node:fs/promises';
-import { DOMAIN_STREAM, domainEvents, rpc, type SandboxStatusEvent } from '@threadwork/contracts';
-import { bootService, awaitStream, request, startRuntime, type StartedService } from '@threadwork/platform';
+import { DOMAIN_STREAM } from '@threadwork/contracts';
+import { bootService, awaitStream, startRuntime, type StartedService } from '@threadwork/platform';
 import type { RunnerConfig } from './config.js';
 import { startDemoModel } from './demo/server.js';
-import { publishAttested, publishDomain } from './flows/calls.js';
-import { executeJob, type LiveRun, type RunDeps } from './flows/run.js';
+import { sandboxStatusPublisher } from './clients/domain-events.js';
+import { repohostCredentials } from './clients/repohost.js';
+import { executeJob } from './flows/run.js';
+import type { LiveRun, RunDeps } from './flows/run-state.js';
 import { SessionPool } from './flows/sessions.js';
 import { startJobConsumer } from './handlers/jobs.js';
 import { CodexHarness } from './harness/codex/codex.js';
 import { LocalSandboxProvider } from './sandbox/local.js';
 import { decideIsolation } from './sandbox/isolation.js';
 import { SandboxUids } from './sandbox/uids.js';
-import type { RepositoryCredentials } from './sandbox/provider.js';
 
 export { RunnerConfig } from './config.js';
 export { consumerName } from './handlers/jobs.js';
 // The runner's way of appending events, for the append benchmark.
-export { EventSink } from './flows/event-sink.js';
+export { EventSink } from './clients/run-events.js';
 
 export interface RunnerService extends StartedService {
   /** Process ids of the live harness processes, by thread id. */
@@ -53,17 +53,7 @@ export async function startRunner(config: RunnerConfig): Promise<RunnerService> 
       logger.warn('no MODEL_BASE_URL: every run fails with model_not_configured (set it, or THREADWORK_DEMO=1)');
     }
 
-    // Repohost hands out short-lived tokens for repositories that need one (GitHub), none for local ones.
-    const credentials: RepositoryCredentials = async (hold, repositoryId, url) =>
-      /^https?:\/\//.test(url)
-        ? (
-            await request(runtime.nc, rpc.repohost.token, {
-              run_id: hold.runId,
-              claim_id: hold.claimId,
-              repository_ids: [repositoryId],
-            })
-          ).token
-        : null;
+    const credentials = repohostCredentials(runtime.nc);
     const isolation = await decideIsolation(
       {
         jail: config.SANDBOX_JAIL ?? (process.env.NODE_ENV === 'production' ? 'required' : 'auto'),
@@ -86,21 +76,7 @@ export async function startRunner(config: RunnerConfig): Promise<RunnerService> 
         isolation.outside?.kind === 'per-sandbox'
           ? new SandboxUids(config.SANDBOX_ROOT, isolation.outside.range)
           : null,
-      publish: async (threadId, sandboxId, status, reason, claim) => {
-        const event: SandboxStatusEvent = {
-          thread_id: threadId,
-          run_id: claim?.run_id ?? null,
-          status,
-          sandbox_id: sandboxId,
-          reason,
-          at: new Date().toISOString(),
-        };
-        const msgId = `${threadId}:${randomUUID()}`;
-        // A status of a run is attested by its holder; a stop after idling is of no run.
-        if (claim)
-          await publishAttested(runtime.nc, runtime.js, logger, claim, domainEvents.sandboxStatus, event, msgId);
-        else await publishDomain(runtime.js, logger, domainEvents.sandboxStatus, event, msgId);
-      },
+      publish: sandboxStatusPublisher(runtime.nc, runtime.js, logger),
     });
     const harness = new CodexHarness({
       baseUrl: baseUrl ?? UNCONFIGURED_MODEL_URL,

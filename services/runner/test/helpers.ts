@@ -138,7 +138,7 @@ export async function startStack(scripts: Map<string, FakeScript>, options: Stac
     threads,
     async recordSteer(admitted, prompt, opts = {}) {
       const controlId = uniqueId('ctl_');
-      // The threads service's control record (services/threads/src/domain/records.ts).
+      // The threads service's control record (services/threads/src/store/records.ts).
       await controls.insertOne({
         _id: controlId,
         owner_id: admitted.owner,

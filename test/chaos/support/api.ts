@@ -1,4 +1,5 @@
 import { Run, RunEventPage, ThreadWithRun, type RunEvent } from '@threadwork/contracts';
+import { waitFor as poll } from '@threadwork/testing';
 import type { ChaosUser, Cluster } from './cluster.js';
 
 // What the fault tests ask of the public API, and the invariants they hold its answers to.
@@ -30,28 +31,13 @@ export async function getRun(cluster: Cluster, user: ChaosUser, runId: string): 
   return Run.parse(await res.json());
 }
 
-/** Polls (bounded) until `check` returns a value; transient API errors count as "not yet". */
-export async function waitFor<T>(
+/** Polls until `check` returns a value; API errors while the chaos lasts count as "not yet". */
+export const waitFor = <T>(
   what: string,
   check: () => Promise<T | undefined | null | false> | T | undefined | null | false,
   timeoutMs = 30_000,
   intervalMs = 100,
-): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  let last: unknown;
-  for (;;) {
-    try {
-      const value = await check();
-      if (value) return value;
-    } catch (err) {
-      last = err;
-    }
-    if (Date.now() > deadline) {
-      throw new Error(`timed out waiting for ${what}${last ? ` (last error: ${(last as Error).message})` : ''}`);
-    }
-    await new Promise((resolve) => setTimeout(resolve, intervalMs));
-  }
-}
+): Promise<T> => poll(what, check, timeoutMs, { tolerateErrors: true, intervalMs });
 
 export function waitForTerminal(cluster: Cluster, user: ChaosUser, runId: string, timeoutMs = 60_000): Promise<Run> {
   return waitFor(

@@ -1,4 +1,5 @@
 import { RunEvent, RunEventPage } from '@threadwork/contracts';
+import { SseDecoder } from '@threadwork/testing';
 import type { ChaosUser, Cluster } from './cluster.js';
 
 // Clients that follow a run's log the way a real one would through faults: by long-poll pages
@@ -110,39 +111,6 @@ export async function followByLongPoll(
   return result;
 }
 
-interface Frame {
-  id?: string;
-  event?: string;
-  data?: string;
-}
-
-/** Splits a chunk of an event stream into complete frames, keeping the incomplete rest in `buffer`. */
-class FrameReader {
-  private buffer = '';
-  private readonly decoder = new TextDecoder();
-
-  push(bytes: Uint8Array): Frame[] {
-    this.buffer += this.decoder.decode(bytes, { stream: true });
-    const frames: Frame[] = [];
-    let cut: number;
-    while ((cut = this.buffer.indexOf('\n\n')) >= 0) {
-      const block = this.buffer.slice(0, cut);
-      this.buffer = this.buffer.slice(cut + 2);
-      const frame: Frame = {};
-      for (const line of block.split('\n')) {
-        if (line.startsWith(':')) continue;
-        const colon = line.indexOf(':');
-        const field = colon < 0 ? line : line.slice(0, colon);
-        const value = colon < 0 ? '' : line.slice(colon + 1).replace(/^ /, '');
-        if (field === 'id' || field === 'event') frame[field] = value;
-        else if (field === 'data') frame.data = frame.data === undefined ? value : `${frame.data}\n${value}`;
-      }
-      if (frame.id !== undefined || frame.event !== undefined || frame.data !== undefined) frames.push(frame);
-    }
-    return frames;
-  }
-}
-
 /**
  * Follows `GET /v1/runs/{id}/events/stream` until `event: end`, reconnecting whenever a connection
  * ends without it, with `Last-Event-ID` set to the last id received (none before the first).
@@ -193,7 +161,7 @@ export async function followBySse(
     }
 
     const reader = res.body!.getReader();
-    const frames = new FrameReader();
+    const frames = new SseDecoder();
     let ending: SseEnding | undefined;
     try {
       while (ending === undefined) {
@@ -210,10 +178,10 @@ export async function followBySse(
           if (frame.event === 'end') {
             ending = { kind: 'end' };
           } else if (frame.event === 'error') {
-            const body = JSON.parse(frame.data ?? '{}') as { error?: { code?: string; message?: string } };
+            const body = JSON.parse(frame.data || '{}') as { error?: { code?: string; message?: string } };
             ending = { kind: 'error-frame', code: body.error?.code ?? '?', message: body.error?.message ?? '' };
           } else if (frame.id !== undefined) {
-            const event = RunEvent.parse(JSON.parse(frame.data ?? 'null'));
+            const event = RunEvent.parse(JSON.parse(frame.data || 'null'));
             if (String(event.sequence) !== frame.id) {
               result.problems.push(`SSE id ${frame.id} carries the event of sequence ${event.sequence}`);
             }

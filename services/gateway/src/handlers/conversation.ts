@@ -13,20 +13,12 @@ import {
   View,
   rpc,
 } from '@threadwork/contracts';
-import {
-  asShape,
-  call,
-  conflictingWriteErrors,
-  ownerOf,
-  pathId,
-  readErrors,
-  type App,
-  type HandlerDeps,
-  type RouteModule,
-} from './common.js';
+import type { App, HandlerDeps, RoutePlugin } from './deps.js';
+import { conflictingWriteErrors, readErrors } from './error-responses.js';
+import { asShape, ownerOf, pathId } from './parse.js';
 
 /** Follow-ups to a thread: send, queue and steer, and reading its messages and controls back. */
-export const conversationRoutes: RouteModule = (app, deps) => {
+export const conversationRoutes: RoutePlugin = async (app, deps) => {
   app.post(
     '/v1/threads/:id/messages',
     {
@@ -40,7 +32,7 @@ export const conversationRoutes: RouteModule = (app, deps) => {
       },
     },
     async (request, reply) => {
-      const accepted = await call(deps, rpc.threads.message, {
+      const accepted = await deps.services.request(rpc.threads.message, {
         owner_id: ownerOf(request),
         thread_id: pathId(request.params.id),
         body: request.body,
@@ -63,7 +55,7 @@ export const conversationRoutes: RouteModule = (app, deps) => {
       },
     },
     async (request, reply) => {
-      const submission = await call(deps, rpc.threads.queue, {
+      const submission = await deps.services.request(rpc.threads.queue, {
         owner_id: ownerOf(request),
         thread_id: pathId(request.params.id),
         body: request.body,
@@ -85,7 +77,7 @@ export const conversationRoutes: RouteModule = (app, deps) => {
       },
     },
     async (request, reply) => {
-      const submission = await call(deps, rpc.threads.steer, {
+      const submission = await deps.services.request(rpc.threads.steer, {
         owner_id: ownerOf(request),
         thread_id: pathId(request.params.id),
         body: request.body,
@@ -114,7 +106,7 @@ function messageAndControlReads(app: App, deps: HandlerDeps, view: View): void {
       },
     },
     async (request) =>
-      call(deps, rpc.threads.messages, {
+      deps.services.request(rpc.threads.messages, {
         owner_id: ownerOf(request),
         thread_id: pathId(request.params.id),
         limit: request.query.limit,
@@ -143,8 +135,7 @@ function messageAndControlReads(app: App, deps: HandlerDeps, view: View): void {
       async (request) =>
         asShape(
           ControlList,
-          await call(
-            deps,
+          await deps.services.request(
             rpc.threads.controls,
             controlsRequest(ownerOf(request), request.params.id, request.query.status),
           ),
@@ -157,8 +148,7 @@ function messageAndControlReads(app: App, deps: HandlerDeps, view: View): void {
       async (request) =>
         asShape(
           TaskControlList,
-          await call(
-            deps,
+          await deps.services.request(
             rpc.threads.controls,
             controlsRequest(ownerOf(request), request.params.id, request.query.status),
           ),

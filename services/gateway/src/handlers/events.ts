@@ -23,8 +23,10 @@ import {
   streamFinished,
   streamStart,
 } from '../domain/events.js';
-import { call, ownerOf, pathId, readErrors, type HandlerDeps, type RouteModule } from './common.js';
-import { firstLiveMessage, followRunLog, type LogRead } from './live.js';
+import type { HandlerDeps, RoutePlugin } from './deps.js';
+import { readErrors } from './error-responses.js';
+import { ownerOf, pathId } from './parse.js';
+import { firstLiveMessage, followRunLog, type LogRead } from '../clients/live.js';
 
 /** Tells EventSource how long to wait before reconnecting (it then sends Last-Event-ID). */
 const RECONNECT_MS = 3_000;
@@ -45,7 +47,7 @@ export const STREAM_DESCRIPTION = [
 ].join(' ');
 
 /** The run event log: pages (with long-polling) and a Server-Sent Events stream. */
-export const eventRoutes: RouteModule = (app, deps) => {
+export const eventRoutes: RoutePlugin = async (app, deps) => {
   app.get(
     '/v1/runs/:id/events',
     {
@@ -64,7 +66,7 @@ export const eventRoutes: RouteModule = (app, deps) => {
       const run_id = pathId(request.params.id);
       const { limit, wait } = request.query;
       const from = firstSequenceFrom(request.query.from);
-      const page = () => call(deps, rpc.runs.eventsPage, { owner_id, run_id, from, limit });
+      const page = () => deps.services.request(rpc.runs.eventsPage, { owner_id, run_id, from, limit });
       if (wait <= 0) return page();
 
       const leave = deps.followers.enter(owner_id);
@@ -135,7 +137,7 @@ async function streamRunEvents(
   { runId, ownerId, start }: { runId: string; ownerId: string; start: number },
 ): Promise<void> {
   const page = (from: number) =>
-    call(deps, rpc.runs.eventsPage, { owner_id: ownerId, run_id: runId, from, limit: RUN_EVENTS_LIMIT_MAX });
+    deps.services.request(rpc.runs.eventsPage, { owner_id: ownerId, run_id: runId, from, limit: RUN_EVENTS_LIMIT_MAX });
 
   let lastSent = start - 1;
   let sawTerminalChunk = false;

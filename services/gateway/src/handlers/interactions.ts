@@ -7,10 +7,12 @@ import {
   InteractionListQuery,
   rpc,
 } from '@threadwork/contracts';
-import { call, conflictingWriteErrors, ownerOf, pathId, readErrors, type RouteModule } from './common.js';
+import type { RoutePlugin } from './deps.js';
+import { conflictingWriteErrors, readErrors } from './error-responses.js';
+import { ownerOf, pathId } from './parse.js';
 
 /** Questions and plan approvals an agent raised, and their one-shot settlement. */
-export const interactionRoutes: RouteModule = (app, deps) => {
+export const interactionRoutes: RoutePlugin = async (app, deps) => {
   app.get(
     '/v1/interactions/:id',
     {
@@ -22,7 +24,7 @@ export const interactionRoutes: RouteModule = (app, deps) => {
       },
     },
     async (request) =>
-      call(deps, rpc.runs.interactionGet, {
+      deps.services.request(rpc.runs.interactionGet, {
         owner_id: ownerOf(request),
         interaction_id: pathId(request.params.id),
       }),
@@ -44,8 +46,8 @@ export const interactionRoutes: RouteModule = (app, deps) => {
       const thread_id = pathId(request.params.id);
       // Interactions are the runs service's; whether the thread is the caller's is the threads
       // service's: a thread of someone else is 404, not an empty list.
-      await call(deps, rpc.threads.get, { owner_id, thread_id, view: 'thread' });
-      return call(deps, rpc.runs.interactionList, {
+      await deps.services.request(rpc.threads.get, { owner_id, thread_id, view: 'thread' });
+      return deps.services.request(rpc.runs.interactionList, {
         owner_id,
         thread_id,
         ...(request.query.status === undefined ? {} : { status: request.query.status }),
@@ -66,7 +68,7 @@ export const interactionRoutes: RouteModule = (app, deps) => {
       },
     },
     async (request) =>
-      call(deps, rpc.runs.interactionAnswer, {
+      deps.services.request(rpc.runs.interactionAnswer, {
         owner_id: ownerOf(request),
         interaction_id: pathId(request.params.id),
         request: request.body,

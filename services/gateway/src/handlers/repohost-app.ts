@@ -9,10 +9,10 @@ import {
   rpc,
 } from '@threadwork/contracts';
 import { AppError, verifyWebhookSignature } from '@threadwork/platform';
-import type { FastifyInstance } from 'fastify';
-import type { ZodTypeProvider } from 'fastify-type-provider-zod';
 import { z } from 'zod';
-import { call, ownerOf, readErrors, writeErrors, type HandlerDeps, type RouteModule } from './common.js';
+import type { RoutePlugin } from './deps.js';
+import { readErrors, writeErrors } from './error-responses.js';
+import { ownerOf } from './parse.js';
 
 /** GitHub's largest webhook payload. */
 export const WEBHOOK_BODY_LIMIT = 25 * 1024 * 1024;
@@ -40,7 +40,7 @@ const tooManyFromAddress = ErrorBody.describe(
  * one-time code back to the app), the code's redemption by the session's owner with its PKCE
  * verifier, and webhook deliveries (unauthenticated: the signature is the proof).
  */
-export const repohostAppRoutes: RouteModule = (app, deps) => {
+export const repohostAppRoutes: RoutePlugin = async (app, deps) => {
   app.post(
     '/v1/repohost/install-session',
     {
@@ -57,7 +57,7 @@ export const repohostAppRoutes: RouteModule = (app, deps) => {
       },
     },
     async (request, reply) => {
-      const session = await call(deps, rpc.repohost.installSession, {
+      const session = await deps.services.request(rpc.repohost.installSession, {
         owner_id: ownerOf(request),
         return_to: request.body.return_to,
         code_challenge: request.body.code_challenge,
@@ -82,7 +82,7 @@ export const repohostAppRoutes: RouteModule = (app, deps) => {
       },
     },
     async (request, reply) => {
-      const linked = await call(deps, rpc.repohost.link, { owner_id: ownerOf(request), ...request.body });
+      const linked = await deps.services.request(rpc.repohost.link, { owner_id: ownerOf(request), ...request.body });
       return reply.code(201).send(linked);
     },
   );
@@ -108,7 +108,7 @@ export const repohostAppRoutes: RouteModule = (app, deps) => {
     },
     async (request, reply) => {
       const { installation_id, setup_action, state, code } = request.query;
-      const { redirect_to } = await call(deps, rpc.repohost.setup, {
+      const { redirect_to } = await deps.services.request(rpc.repohost.setup, {
         state,
         ...(installation_id === undefined ? {} : { installation_id }),
         ...(setup_action === undefined ? {} : { setup_action }),
@@ -117,25 +117,23 @@ export const repohostAppRoutes: RouteModule = (app, deps) => {
       return reply.redirect(redirect_to, 302);
     },
   );
-
-  void app.register(async (scope) => webhookRoute(scope, deps));
 };
 
 /** The largest body one NATS message of `maxPayload` bytes carries base64-encoded to repohost. */
 export const forwardableBytes = (maxPayload: number) => Math.floor(((maxPayload - ENVELOPE_BYTES) * 3) / 4);
 
 /**
- * In a scope of its own so that only this route takes any content type as raw bytes (the
+ * A plugin of its own (its own scope) so that only this route takes any content type as raw bytes (the
  * signature covers them exactly), and no more of them than one NATS message can forward (GitHub
  * sends up to 25 MiB): a larger body is refused while it arrives, never held whole. The per-address
- * limit has been taken before the body is read (server.ts); the signature is checked before
+ * limit has been taken before the body is read (http/rate-limit.ts); the signature is checked before
  * anything is sent on NATS.
  */
-function webhookRoute(scope: FastifyInstance, deps: HandlerDeps): void {
+export const webhookRoutes: RoutePlugin = async (scope, deps) => {
   const bodyLimit = Math.min(WEBHOOK_BODY_LIMIT, forwardableBytes(deps.nc.info?.max_payload ?? 1024 * 1024));
   scope.removeAllContentTypeParsers();
   scope.addContentTypeParser('*', { parseAs: 'buffer', bodyLimit }, (_request, body, done) => done(null, body));
-  scope.withTypeProvider<ZodTypeProvider>().post(
+  scope.post(
     '/v1/repohost/webhooks',
     {
       bodyLimit,
@@ -175,7 +173,7 @@ function webhookRoute(scope: FastifyInstance, deps: HandlerDeps): void {
       if (encoded.length + ENVELOPE_BYTES > maxPayload) {
         throw new AppError('payload_too_large', `request body is larger than ${forwardableBytes(maxPayload)} bytes`);
       }
-      const result = await call(deps, rpc.repohost.webhook, {
+      const result = await deps.services.request(rpc.repohost.webhook, {
         event: headers['x-github-event'],
         delivery: headers['x-github-delivery'],
         ...(headers['x-hub-signature-256'] === undefined ? {} : { signature: headers['x-hub-signature-256'] }),
@@ -187,4 +185,4 @@ function webhookRoute(scope: FastifyInstance, deps: HandlerDeps): void {
       return reply.code(202).send(result);
     },
   );
-}
+};

@@ -1,8 +1,10 @@
 import { ProviderConnection, RepositoriesQuery, RepositoryList, rpc } from '@threadwork/contracts';
-import { call, ownerOf, readErrors, type RouteModule } from './common.js';
+import type { RoutePlugin } from './deps.js';
+import { readErrors } from './error-responses.js';
+import { ownerOf } from './parse.js';
 
 /** The caller's provider connection and the repositories it can see. */
-export const repohostRoutes: RouteModule = (app, deps) => {
+export const repohostRoutes: RoutePlugin = async (app, deps) => {
   app.get(
     '/v1/repohost/connection',
     {
@@ -12,7 +14,7 @@ export const repohostRoutes: RouteModule = (app, deps) => {
         response: { 200: ProviderConnection, ...readErrors },
       },
     },
-    async (request) => call(deps, rpc.repohost.connection, { owner_id: ownerOf(request) }),
+    async (request) => deps.services.request(rpc.repohost.connection, { owner_id: ownerOf(request) }),
   );
 
   app.get(
@@ -27,7 +29,7 @@ export const repohostRoutes: RouteModule = (app, deps) => {
       },
     },
     async (request) =>
-      call(deps, rpc.repohost.repositories, {
+      deps.services.request(rpc.repohost.repositories, {
         owner_id: ownerOf(request),
         ...(request.query.q === undefined ? {} : { q: request.query.q }),
       }),

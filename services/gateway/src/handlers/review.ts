@@ -1,8 +1,10 @@
 import { IdParam, ReviewEvidence, ReviewQuery, rpc } from '@threadwork/contracts';
-import { call, ownerOf, pathId, readErrors, type RouteModule } from './common.js';
+import type { RoutePlugin } from './deps.js';
+import { readErrors } from './error-responses.js';
+import { ownerOf, pathId } from './parse.js';
 
 /** Review evidence of one repository of a thread: bounded diff, stats, candidate revision, pull request. */
-export const reviewRoutes: RouteModule = (app, deps) => {
+export const reviewRoutes: RoutePlugin = async (app, deps) => {
   app.get(
     '/v1/threads/:id/review',
     {
@@ -22,7 +24,7 @@ export const reviewRoutes: RouteModule = (app, deps) => {
       },
     },
     async (request) =>
-      call(deps, rpc.review.get, {
+      deps.services.request(rpc.review.get, {
         owner_id: ownerOf(request),
         thread_id: pathId(request.params.id),
         project_repository_id: request.query.project_repository_id,

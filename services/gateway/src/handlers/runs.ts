@@ -1,8 +1,10 @@
 import { IdParam, Run, rpc } from '@threadwork/contracts';
-import { call, ownerOf, pathId, readErrors, writeErrors, type RouteModule } from './common.js';
+import type { RoutePlugin } from './deps.js';
+import { readErrors, writeErrors } from './error-responses.js';
+import { ownerOf, pathId } from './parse.js';
 
 /** A run's durable state and its cancellation. Events are in events.ts. */
-export const runRoutes: RouteModule = (app, deps) => {
+export const runRoutes: RoutePlugin = async (app, deps) => {
   app.get(
     '/v1/runs/:id',
     {
@@ -13,7 +15,8 @@ export const runRoutes: RouteModule = (app, deps) => {
         response: { 200: Run, ...readErrors },
       },
     },
-    async (request) => call(deps, rpc.runs.get, { owner_id: ownerOf(request), run_id: pathId(request.params.id) }),
+    async (request) =>
+      deps.services.request(rpc.runs.get, { owner_id: ownerOf(request), run_id: pathId(request.params.id) }),
   );
 
   app.post(
@@ -33,7 +36,7 @@ export const runRoutes: RouteModule = (app, deps) => {
       },
     },
     async (request, reply) => {
-      const { run, requested } = await call(deps, rpc.runs.cancel, {
+      const { run, requested } = await deps.services.request(rpc.runs.cancel, {
         owner_id: ownerOf(request),
         run_id: pathId(request.params.id),
       });

@@ -16,7 +16,9 @@ import {
   rpc,
 } from '@threadwork/contracts';
 import { z } from 'zod';
-import { asShape, call, conflictingWriteErrors, ownerOf, pathId, readErrors, type RouteModule } from './common.js';
+import type { RoutePlugin } from './deps.js';
+import { conflictingWriteErrors, readErrors } from './error-responses.js';
+import { asShape, ownerOf, pathId } from './parse.js';
 
 const PAGING = [
   `Paged: \`limit\` threads a page (default ${THREAD_PAGE_LIMIT_DEFAULT}, at most ${THREAD_PAGE_LIMIT_MAX}), newest first;`,
@@ -42,7 +44,7 @@ const createDescription = [
 ].join(' ');
 
 /** Threads and tasks themselves: the work list, creation, reads and the resumable run. */
-export const threadRoutes: RouteModule = (app, deps) => {
+export const threadRoutes: RoutePlugin = async (app, deps) => {
   app.get(
     '/v1/work',
     {
@@ -58,7 +60,7 @@ export const threadRoutes: RouteModule = (app, deps) => {
         response: { 200: WorkList, ...readErrors },
       },
     },
-    async (request) => call(deps, rpc.threads.work, pageOf(request, ownerOf(request))),
+    async (request) => deps.services.request(rpc.threads.work, pageOf(request, ownerOf(request))),
   );
 
   app.post(
@@ -73,7 +75,7 @@ export const threadRoutes: RouteModule = (app, deps) => {
       },
     },
     async (request, reply) => {
-      const created = await call(deps, rpc.threads.create, {
+      const created = await deps.services.request(rpc.threads.create, {
         owner_id: ownerOf(request),
         view: 'task',
         body: request.body,
@@ -93,7 +95,7 @@ export const threadRoutes: RouteModule = (app, deps) => {
         response: { 200: TaskList, ...readErrors },
       },
     },
-    async (request) => call(deps, rpc.threads.list, pageOf(request, ownerOf(request))),
+    async (request) => deps.services.request(rpc.threads.list, pageOf(request, ownerOf(request))),
   );
 
   app.get(
@@ -107,7 +109,7 @@ export const threadRoutes: RouteModule = (app, deps) => {
       },
     },
     async (request) => {
-      const task = await call(deps, rpc.threads.get, {
+      const task = await deps.services.request(rpc.threads.get, {
         owner_id: ownerOf(request),
         thread_id: pathId(request.params.id),
         view: 'task',
@@ -131,7 +133,7 @@ export const threadRoutes: RouteModule = (app, deps) => {
       },
     },
     async (request, reply) => {
-      const { run } = await call(deps, rpc.threads.resumable, {
+      const { run } = await deps.services.request(rpc.threads.resumable, {
         owner_id: ownerOf(request),
         thread_id: pathId(request.params.id),
       });
@@ -152,7 +154,7 @@ export const threadRoutes: RouteModule = (app, deps) => {
       },
     },
     async (request, reply) => {
-      const created = await call(deps, rpc.threads.create, {
+      const created = await deps.services.request(rpc.threads.create, {
         owner_id: ownerOf(request),
         view: 'thread',
         body: request.body,
@@ -172,7 +174,7 @@ export const threadRoutes: RouteModule = (app, deps) => {
       },
     },
     async (request) => {
-      const thread = await call(deps, rpc.threads.get, {
+      const thread = await deps.services.request(rpc.threads.get, {
         owner_id: ownerOf(request),
         thread_id: pathId(request.params.id),
         view: 'thread',

@@ -1,5 +1,5 @@
-import { randomUUID } from 'node:crypto';
 import { ensureIndexes, isDuplicateKeyError, type Collection, type Db } from '@threadwork/platform';
+import { newId } from '../domain/ids.js';
 import { generateKey, isWellFormedKey, keyMatches, keyPrefix } from '../domain/keys.js';
 
 export interface UserDoc {
@@ -63,7 +63,7 @@ export function createIdentityStore(db: Db): IdentityStore {
     async ensureUser(login) {
       const existing = await users.findOne({ login });
       if (existing) return existing;
-      const user: UserDoc = { _id: `usr_${randomUUID().replace(/-/g, '')}`, login, created_at: new Date() };
+      const user: UserDoc = { _id: newId('usr'), login, created_at: new Date() };
       try {
         await users.insertOne(user);
         return user;
@@ -81,7 +81,7 @@ export function createIdentityStore(db: Db): IdentityStore {
 
     async createKey(userId) {
       const { key, prefix, hash } = generateKey();
-      const id = `key_${randomUUID().replace(/-/g, '')}`;
+      const id = newId('key');
       await keys.insertOne({ _id: id, user_id: userId, prefix, hash, created_at: new Date(), revoked_at: null });
       return { id, key, prefix };
     },

@@ -1,5 +1,6 @@
 import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
+import { endResponseStream, startResponseStream, writeFunctionCall, writeResponseEvent } from '@threadwork/platform';
 import { demoReply, type DemoItem } from './script.js';
 
 // The demo model: an OpenAI Responses endpoint (`POST /v1/responses`, streamed as server-sent
@@ -46,13 +47,8 @@ async function answer(req: IncomingMessage, res: ServerResponse, nextId: () => s
   writeStream(res, nextId(), demoReply(body));
 }
 
-function event(res: ServerResponse, type: string, data: object): void {
-  res.write(`event: ${type}\ndata: ${JSON.stringify({ type, ...data })}\n\n`);
-}
-
 function writeStream(res: ServerResponse, id: string, items: DemoItem[]): void {
-  res.writeHead(200, { 'content-type': 'text/event-stream', 'cache-control': 'no-cache' });
-  event(res, 'response.created', { response: { id } });
+  startResponseStream(res, id);
   let outputTokens = 0;
   items.forEach((item, index) => {
     const itemId = `${id}_${index}`;
@@ -64,38 +60,17 @@ function writeStream(res: ServerResponse, id: string, items: DemoItem[]): void {
         status: 'completed',
         content: [{ type: 'output_text', text: item.text, annotations: [] }],
       };
-      event(res, 'response.output_item.added', { output_index: index, item: { ...done, content: [] } });
+      writeResponseEvent(res, 'response.output_item.added', { output_index: index, item: { ...done, content: [] } });
       // Word by word, so a client sees the reply stream in as it would from a real model.
       for (const delta of item.text.match(/\S+\s*/g) ?? []) {
-        event(res, 'response.output_text.delta', { item_id: itemId, output_index: index, delta });
+        writeResponseEvent(res, 'response.output_text.delta', { item_id: itemId, output_index: index, delta });
       }
-      event(res, 'response.output_item.done', { output_index: index, item: done });
+      writeResponseEvent(res, 'response.output_item.done', { output_index: index, item: done });
       outputTokens += Math.ceil(item.text.length / 4);
     } else {
-      const done = {
-        type: 'function_call',
-        id: itemId,
-        call_id: item.call_id,
-        name: item.name,
-        arguments: JSON.stringify(item.arguments),
-        status: 'completed',
-      };
-      event(res, 'response.output_item.added', { output_index: index, item: done });
-      event(res, 'response.output_item.done', { output_index: index, item: done });
+      writeFunctionCall(res, index, { id: itemId, callId: item.call_id, name: item.name, arguments: item.arguments });
       outputTokens += 20;
     }
   });
-  event(res, 'response.completed', {
-    response: {
-      id,
-      usage: {
-        input_tokens: 0,
-        input_tokens_details: { cached_tokens: 0 },
-        output_tokens: outputTokens,
-        output_tokens_details: { reasoning_tokens: 0 },
-        total_tokens: outputTokens,
-      },
-    },
-  });
-  res.end();
+  endResponseStream(res, id, { inputTokens: 0, outputTokens });
 }

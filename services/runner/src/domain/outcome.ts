@@ -1,4 +1,4 @@
-import { AnswerEntry, type RunError, type RunStatus, type TerminalRunStatus } from '@threadwork/contracts';
+import { AnswerEntry, runMovesTo, type RunError, type RunStatus, type TerminalRunStatus } from '@threadwork/contracts';
 
 // Pure decisions at the end of a run: what a turn's outcome means for the run, how to get there
 // through the run state machine, and how a settled interaction turns into the harness's answers.
@@ -78,27 +78,15 @@ export function decideOutcome(
 }
 
 /**
- * The moves from `current` to the terminal `target` that the run state machine allows: a run
- * still waiting for input goes back to running before it completes, and a cancellation passes
- * through `cancelling`. Null when the target cannot be reached (the run has ended).
+ * The moves from `current` to the terminal `target` that the run state machine allows (the
+ * fewest, as the table in contracts prefers them): a run still waiting for input goes back to
+ * running before it completes, and a cancellation passes through `cancelling`. Null when the
+ * runner has no way there: the run has ended, or no runner has started it (`queued`; its claim
+ * moves it on first).
  */
 export function stepsTo(current: RunStatus, target: TerminalRunStatus): RunStatus[] | null {
-  switch (current) {
-    case 'completed':
-    case 'failed':
-    case 'cancelled':
-    case 'queued':
-      return null;
-    case 'cancelling':
-      return [target];
-    case 'starting':
-    case 'waiting_for_input':
-      if (target === 'completed') return ['running', 'completed'];
-      if (target === 'cancelled') return ['cancelling', 'cancelled'];
-      return [target];
-    case 'running':
-      return target === 'cancelled' ? ['cancelling', 'cancelled'] : [target];
-  }
+  if (current === 'queued') return null;
+  return runMovesTo(current, target);
 }
 
 /**

@@ -1,3 +1,4 @@
+import { setTimeout as sleep } from 'node:timers/promises';
 import { CONSUMERS, RunTicket, STREAM_NAMES } from '@threadwork/contracts';
 import {
   awaitConsumer,
@@ -10,8 +11,7 @@ import {
   type JsMsg,
   type Logger,
 } from '@threadwork/platform';
-import { sleep } from '../flows/calls.js';
-import type { JobResult } from '../flows/run.js';
+import type { JobResult } from '../flows/run-state.js';
 
 // RUN_JOBS → runs. A durable pull consumer per harness (`runner-<harness>`), shared by every
 // runner of that harness: work-queue retention hands each job to one runner; the ack wait with

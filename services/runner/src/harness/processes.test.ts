@@ -1,6 +1,7 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { afterEach, describe, expect, it } from 'vitest';
 import { readdirSync, readFileSync } from 'node:fs';
+import { waitFor } from '@threadwork/testing';
 import {
   commandLine,
   descendants,
@@ -88,11 +89,11 @@ describe.runIf(onLinux)('processes', () => {
       stdio: 'ignore',
     });
     started.push(root);
-    await waitUntil(() => matching(`62${marker}`).length > 20);
+    await waitFor('the loop to have started twenty', () => matching(`62${marker}`).length > 20);
     const sweep = await stopAllBut(root.pid as number, []);
     expect(sweep.processes.length).toBeGreaterThan(20);
     expect(sweep.settled).toBe(true);
-    await waitUntil(() => matching(`62${marker}`).length === 0);
+    await waitFor('every sleep of the loop to be gone', () => matching(`62${marker}`).length === 0);
     await exited(root);
   });
 
@@ -105,15 +106,15 @@ describe.runIf(onLinux)('processes', () => {
     });
     started.push(root);
     const rootPid = root.pid as number;
-    await waitUntil(() => descendants(rootPid).length === 1);
+    await waitFor('the harness child', () => descendants(rootPid).length === 1);
     const kept = processesOf(rootPid);
     root.stdin!.end('go\n');
     const sleeps = () => matching(`64${marker}`).filter((pid) => pid !== rootPid);
-    await waitUntil(() => sleeps().length === 2);
+    await waitFor("the agent's sleep", () => sleeps().length === 2);
     const [first, second] = sleeps().map((pid) => commandLine(pid));
     expect(first).toBe(second);
     expect(await stopAllBut(rootPid, kept)).toEqual({ processes: [`sleep 64${marker}`], settled: true });
-    await waitUntil(() => sleeps().length === 1);
+    await waitFor("the agent's sleep to be gone", () => sleeps().length === 1);
     expect(processesOf(rootPid)).toEqual(kept);
   });
 });
@@ -131,12 +132,4 @@ function matching(text: string): number[] {
       }
     })
     .map(Number);
-}
-
-async function waitUntil(condition: () => boolean): Promise<void> {
-  const deadline = Date.now() + 60_000;
-  while (!condition()) {
-    if (Date.now() > deadline) throw new Error('condition not met within the hang guard');
-    await new Promise((resolve) => setTimeout(resolve, 20));
-  }
 }

@@ -4,7 +4,8 @@ import { join } from 'node:path';
 import type { Logger } from '@threadwork/platform';
 import { startEgressProxy, type EgressPolicy, type EgressProxy, type EgressRefusal } from './egress.js';
 import { EGRESS_SOCKET, MODEL_SOCKET } from './jail.js';
-import { startModelProxy, type ModelPin, type ModelProxy } from './model-proxy.js';
+import { startModelProxy, type ModelProxy } from './model-proxy.js';
+import type { ModelPin } from './model-request.js';
 
 // A jail's only ways out, served by the runner for one jailed harness process: the model proxy
 // (the key added outside) and the egress proxy (the policy enforced outside), their sockets in a
@@ -13,7 +14,7 @@ import { startModelProxy, type ModelPin, type ModelProxy } from './model-proxy.j
 // runner's, of that group, and no one else's.
 
 export interface GateOptions {
-  /** The real endpoint and its key, and what the requests are billed as to begin with (model-proxy.ts). */
+  /** The real endpoint and its key, and what the requests are billed as to begin with (model-request.ts). */
   model: { baseUrl: string; apiKey: string | null; pin: ModelPin };
   egress: EgressPolicy;
   logger: Logger;

@@ -1,25 +1,8 @@
-import { isTerminalRunStatus, type RunStatus, type TerminalRunStatus } from '@threadwork/contracts';
+import { isTerminalRunStatus, runMayMove, type RunStatus, type TerminalRunStatus } from '@threadwork/contracts';
 
-// The run lifecycle of DESIGN.md section 5 as pure decisions: which moves are allowed, and what a
-// runner's claim on a run means. Storage and publishing live elsewhere; nothing here does I/O.
-
-/**
- * Every allowed move. `cancelling → completed` is allowed on purpose: the harness can finish its
- * turn before it sees the cancel, and then the work is done and pushed — reporting it as
- * cancelled would hide a result the user has. A redelivered job re-claiming a run is not a move
- * (see `decideClaim`); `starting → queued` is deliberately absent, since a run never goes back
- * to the queue: a redelivered job claims it again where it stands.
- */
-const ALLOWED: { readonly [S in RunStatus]: readonly RunStatus[] } = {
-  queued: ['starting', 'cancelled', 'failed'],
-  starting: ['running', 'failed', 'cancelling'],
-  running: ['waiting_for_input', 'completed', 'failed', 'cancelling'],
-  waiting_for_input: ['running', 'cancelling', 'failed'],
-  cancelling: ['cancelled', 'failed', 'completed'],
-  completed: [],
-  failed: [],
-  cancelled: [],
-};
+// The run lifecycle of DESIGN.md section 5 as pure decisions: which moves are allowed (the table
+// of RUN_TRANSITIONS in contracts, which runners walk too), and what a runner's claim on a run
+// means. Storage and publishing live elsewhere; nothing here does I/O.
 
 export type TransitionResult =
   | { ok: true; from: RunStatus; to: RunStatus; terminal: boolean }
@@ -31,7 +14,7 @@ export function transition(current: RunStatus, to: RunStatus): TransitionResult 
     return { ok: false, reason: 'terminal', message: `run is ${current} and never moves again` };
   }
   if (current === to) return { ok: false, reason: 'unchanged', message: `run is already ${current}` };
-  if (!ALLOWED[current].includes(to)) {
+  if (!runMayMove(current, to)) {
     return { ok: false, reason: 'not_allowed', message: `a run cannot move from ${current} to ${to}` };
   }
   return { ok: true, from: current, to, terminal: isTerminal(to) };

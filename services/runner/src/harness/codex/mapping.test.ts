@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
+import type { ServerNotification } from '@threadwork/codex-protocol';
 import { CodexTurnMapper, toQuestion } from './mapping.js';
-import type { ServerNotification } from './protocol/ServerNotification.js';
 
 // Notifications as codex app-server 0.169 sent them in a recorded turn (trimmed to what is read).
 const n = (method: string, params: Record<string, unknown>) =>

@@ -1,11 +1,13 @@
 import { isAbsolute, relative } from 'node:path';
+import type { ServerNotification } from '@threadwork/codex-protocol';
+import type {
+  PatchChangeKind,
+  ThreadItem,
+  ToolRequestUserInputQuestion,
+  TurnPlanStepStatus,
+} from '@threadwork/codex-protocol/v2';
 import type { FileChangeKind, PlanStepStatus, Question, RunEventChunk, RunUsage } from '@threadwork/contracts';
 import { OutputBudget, splitUtf8 } from '../../domain/text.js';
-import type { ServerNotification } from './protocol/ServerNotification.js';
-import type { PatchChangeKind } from './protocol/v2/PatchChangeKind.js';
-import type { ThreadItem } from './protocol/v2/ThreadItem.js';
-import type { ToolRequestUserInputQuestion } from './protocol/v2/ToolRequestUserInputQuestion.js';
-import type { TurnPlanStepStatus } from './protocol/v2/TurnPlanStepStatus.js';
 
 // Codex app-server notifications → the neutral chunks of DESIGN.md section 6. Pure apart from the
 // per-turn state it keeps (output forwarded per command, the last reply, the usage so far), so it

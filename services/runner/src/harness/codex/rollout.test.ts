@@ -3,7 +3,7 @@ import { mkdirSync, mkdtempSync, rmSync, symlinkSync, writeFileSync } from 'node
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
-import { hasRollout } from './codex.js';
+import { hasRollout } from './rollout.js';
 
 // Whether Codex recorded a session is read from the harness's home, which the agent can write:
 // what it plants there must not block the runner, nor make it read a file of its own.

@@ -1,17 +1,21 @@
 import type { ChildProcessWithoutNullStreams } from 'node:child_process';
 import { createInterface } from 'node:readline';
+import type {
+  ClientNotification,
+  ClientRequest,
+  InitializeResponse,
+  RequestId,
+  ServerNotification,
+  ServerRequest,
+} from '@threadwork/codex-protocol';
+import type {
+  ThreadResumeResponse,
+  ThreadStartResponse,
+  TurnInterruptResponse,
+  TurnStartResponse,
+  TurnSteerResponse,
+} from '@threadwork/codex-protocol/v2';
 import type { Logger } from '@threadwork/platform';
-import type { ClientNotification } from './protocol/ClientNotification.js';
-import type { ClientRequest } from './protocol/ClientRequest.js';
-import type { InitializeResponse } from './protocol/InitializeResponse.js';
-import type { RequestId } from './protocol/RequestId.js';
-import type { ServerNotification } from './protocol/ServerNotification.js';
-import type { ServerRequest } from './protocol/ServerRequest.js';
-import type { ThreadResumeResponse } from './protocol/v2/ThreadResumeResponse.js';
-import type { ThreadStartResponse } from './protocol/v2/ThreadStartResponse.js';
-import type { TurnInterruptResponse } from './protocol/v2/TurnInterruptResponse.js';
-import type { TurnStartResponse } from './protocol/v2/TurnStartResponse.js';
-import type { TurnSteerResponse } from './protocol/v2/TurnSteerResponse.js';
 
 // A typed JSON-RPC client for `codex app-server`: newline-delimited JSON over the child's stdio,
 // no "jsonrpc" field. Three kinds of traffic: our requests (answered by id), the server's

@@ -1,6 +1,6 @@
 import { subjects } from '@threadwork/contracts';
 import { encodeJson, type Logger, type NatsConnection } from '@threadwork/platform';
-import type { CachingIdentityStore } from './domain/auth-cache.js';
+import type { CachingIdentityStore } from './auth-cache.js';
 
 // A key revoked by the admin CLI is refused by every gateway replica at once: the CLI announces the
 // revocation on core NATS, and each replica forgets the keys it remembers (auth-cache.ts). Which

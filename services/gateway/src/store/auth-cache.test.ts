@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import type { IdentityStore, UserDoc } from '../store/identity.js';
+import type { IdentityStore, UserDoc } from './identity.js';
 import { cacheAuthentication } from './auth-cache.js';
 
 const alice: UserDoc = { _id: 'usr_alice', login: 'alice', created_at: new Date(0) };

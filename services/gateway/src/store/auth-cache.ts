@@ -1,5 +1,5 @@
-import type { IdentityStore, UserDoc } from '../store/identity.js';
-import { hashKey } from './keys.js';
+import type { IdentityStore, UserDoc } from './identity.js';
+import { hashKey } from '../domain/keys.js';
 
 export interface AuthCacheOptions {
   /** How long a key's user is remembered; a key revoked elsewhere keeps working that long here. */

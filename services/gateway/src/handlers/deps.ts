@@ -1,0 +1,42 @@
+import type { NatsConnection } from '@threadwork/platform';
+import type {
+  FastifyBaseLogger,
+  FastifyInstance,
+  FastifyPluginAsync,
+  FastifyRequest,
+  RawReplyDefaultExpression,
+  RawRequestDefaultExpression,
+  RawServerDefault,
+} from 'fastify';
+import type { ZodTypeProvider } from 'fastify-type-provider-zod';
+import type { BackingServices } from '../clients/backing-services.js';
+import type { Followers } from '../domain/followers.js';
+
+/** What route handlers need: the backing services, run events, and this replica's shared state. */
+export interface HandlerDeps {
+  /** Run events are heard on it (core subscriptions), and its server's max_payload bounds webhooks. */
+  nc: NatsConnection;
+  services: BackingServices;
+  /** Aborted when the server starts closing: long-polls answer and event streams end at once. */
+  closing: AbortSignal;
+  /** How often an idle event stream gets a `: ping` comment. */
+  heartbeatMs: number;
+  /** Event streams and long-polls open at once, per user (on this replica). */
+  followers: Followers;
+  /** The GitHub App's webhook secret, checked before a delivery is sent on NATS; null refuses all. */
+  webhookSecret: string | null;
+  /** Gives back the per-address token a public request took, when it proved itself. */
+  refundAddress: (request: FastifyRequest) => void;
+}
+
+/** The fastify instance routes are added to: zod schemas type requests and replies. */
+export type App = FastifyInstance<
+  RawServerDefault,
+  RawRequestDefaultExpression,
+  RawReplyDefaultExpression,
+  FastifyBaseLogger,
+  ZodTypeProvider
+>;
+
+/** The routes of one area: a fastify plugin whose zod schemas type requests and replies. */
+export type RoutePlugin = FastifyPluginAsync<HandlerDeps, RawServerDefault, ZodTypeProvider>;

@@ -1,0 +1,125 @@
+import { randomBytes } from 'node:crypto';
+import { existsSync } from 'node:fs';
+import { mkdir, rename, rm } from 'node:fs/promises';
+import { join } from 'node:path';
+import type { RunRepository } from '@threadwork/contracts';
+import type { Logger } from '@threadwork/platform';
+import { makeAgentRepo } from './agent-repo.js';
+import { git, remoteRevisions, type RemoteAccess } from './git.js';
+import { EMPTY_TREE, gitDirOf, threadBranch, type RepoState } from './local-state.js';
+import { SandboxError } from './provider.js';
+import type { SandboxTake } from './take.js';
+import { ensureOwned, handOver, secureGitDir } from './uids.js';
+
+// The `local` provider's workspaces: each repository of a sandbox cloned, refreshed and handed to
+// the agent for a run (local.ts keeps the sandbox around them).
+
+/**
+ * One repository of the sandbox, ready for a run: cloned on first use (the thread branch from the
+ * remote's thread branch when a sandbox elsewhere pushed one, else from the requested base),
+ * refreshed later (the base fetched, the thread branch kept); then the agent's `.git` made anew.
+ * Answers the state to keep and the remote's thread-branch revision now (null: none), which the
+ * run's push leases against.
+ */
+export async function prepareRepo({
+  root,
+  folder,
+  repo,
+  threadId,
+  known,
+  remote,
+  take,
+  owner,
+  logger,
+}: {
+  root: string;
+  folder: string;
+  repo: RunRepository;
+  threadId: string;
+  known: RepoState | undefined;
+  remote: RemoteAccess;
+  take: SandboxTake;
+  owner: number | null;
+  logger: Logger;
+}): Promise<{ state: RepoState; start: string | null }> {
+  const workTree = join(root, folder);
+  const gitDir = gitDirOf(root, folder);
+  const branch = threadBranch(threadId);
+  const baseRef = `refs/heads/${repo.branch}`;
+  const threadRef = `refs/heads/${branch}`;
+  const { empty, revisions } = await remoteRevisions(root, remote, [baseRef, threadRef]);
+  const start = revisions.get(threadRef) ?? null;
+
+  if (known && existsSync(workTree) && existsSync(gitDir)) {
+    // Later runs continue on the thread branch; the fetch only refreshes what the diff is taken against.
+    if (revisions.has(baseRef)) {
+      take.check();
+      try {
+        await git(
+          root,
+          ['fetch', '--quiet', '--no-tags', '--', remote.url, `+${baseRef}:refs/remotes/origin/${repo.branch}`],
+          {
+            repo: { gitDir, workTree },
+            remote,
+          },
+        );
+      } catch (err) {
+        logger.warn({ err, repo: repo.full_name }, 'fetch failed; continuing with the clone as it is');
+      }
+    }
+    if (owner !== null) {
+      await secureGitDir(gitDir, owner);
+      await ensureOwned(workTree, owner);
+    }
+    await makeAgentRepo({ gitDir, workTree }, { url: repo.clone_url, baseBranch: repo.branch, branch }, take, owner);
+    return { state: known, start };
+  }
+  if (!empty && !revisions.has(baseRef))
+    throw new SandboxError(`the branch ${repo.branch} does not exist in ${repo.full_name}`);
+
+  // Made aside and moved in place, so a clone that dies halfway leaves nothing a later run would trust.
+  const suffix = randomBytes(4).toString('hex');
+  const partial = { gitDir: `${gitDir}.partial-${suffix}`, workTree: join(root, `.${folder}.partial-${suffix}`) };
+  try {
+    take.check();
+    await rm(workTree, { recursive: true, force: true });
+    await rm(gitDir, { recursive: true, force: true });
+    await git(root, ['init', '--quiet', '--bare', '--', partial.gitDir]);
+    await mkdir(partial.workTree);
+    const into = { repo: partial, remote };
+    await git(root, ['config', 'core.bare', 'false'], into);
+    await git(root, ['config', 'remote.origin.url', remote.url], into);
+    if (!empty) {
+      const refspecs = [`+${baseRef}:refs/remotes/origin/${repo.branch}`];
+      if (start) refspecs.push(`+${threadRef}:refs/remotes/origin/${branch}`);
+      await git(root, ['fetch', '--quiet', '--no-tags', '--', remote.url, ...refspecs], into);
+      // A thread whose branch was pushed from a sandbox that is gone carries on from it.
+      const from = start ? `refs/remotes/origin/${branch}` : `refs/remotes/origin/${repo.branch}`;
+      await git(partial.workTree, ['checkout', '--quiet', '-B', branch, from, '--'], into);
+    } else {
+      // A repository with no commits yet (just created) has no branch to start from: the thread
+      // branch starts from an empty tree, and its first commit is the repository's first.
+      await git(root, ['symbolic-ref', 'HEAD', threadRef], into);
+    }
+    // The checkout is the sandbox's uid's before it is in place, and the runner's git directory its own.
+    if (owner !== null) {
+      await handOver([partial.workTree], owner);
+      await secureGitDir(partial.gitDir, owner);
+    }
+    take.check();
+    await rename(partial.gitDir, gitDir);
+    take.check();
+    await rename(partial.workTree, workTree);
+  } finally {
+    await rm(partial.workTree, { recursive: true, force: true });
+    await rm(partial.gitDir, { recursive: true, force: true });
+  }
+  const theirs = { gitDir, workTree };
+  const base = empty
+    ? EMPTY_TREE
+    : (
+        await git(root, ['rev-parse', '--verify', `refs/remotes/origin/${repo.branch}^{commit}`], { repo: theirs })
+      ).trim();
+  await makeAgentRepo(theirs, { url: repo.clone_url, baseBranch: repo.branch, branch }, take, owner);
+  return { state: { dir: folder, base_branch: repo.branch, base_revision: base }, start };
+}
