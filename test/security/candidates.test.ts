@@ -1,4 +1,4 @@
-import { CONSUMERS, DOMAIN_STREAM, ThreadWithRun, WorkList, domainEvents, subjects } from '@threadwork/contracts';
+import { CONSUMERS, DOMAIN_STREAM, ThreadWithRun, WorkList, domainEvents } from '@threadwork/contracts';
 import {
   connectNats,
   createLogger,
@@ -79,11 +79,7 @@ async function repohostHandled(seq: number): Promise<void> {
   });
 }
 
-const CANDIDATE = subjects.domain(
-  domainEvents.candidateProduced.service,
-  domainEvents.candidateProduced.entity,
-  domainEvents.candidateProduced.verb,
-);
+const CANDIDATE = domainEvents.candidateProduced.subject;
 
 describe.skipIf(!hasBinary)('candidates repohost publishes', () => {
   beforeAll(async () => {

@@ -16,6 +16,7 @@ import {
   ThreadWithRun,
   WorkList,
   SealedReply,
+  type EventDef,
   type NatsIdentity,
 } from '@threadwork/contracts';
 import {
@@ -417,7 +418,7 @@ describe.skipIf(!hasBinary)('what one service’s NATS key can still do', () => 
       const project = work.projects.find((p) => p.threads.some((t) => t.id === thread.id))!;
       const at = new Date().toISOString();
       const about = { run_id: thread.run_id, thread_id: thread.id };
-      const forged: [{ service: string; entity: string; verb: string }, Record<string, unknown>][] = [
+      const forged: [EventDef, Record<string, unknown>][] = [
         [domainEvents.messageCompleted, { ...about, message_key: `${thread.run_id}:reply`, text: 'FORGED', at }],
         [domainEvents.controlApplied, { ...about, control_id: pending.control.id, at }],
         [
@@ -445,7 +446,7 @@ describe.skipIf(!hasBinary)('what one service’s NATS key can still do', () => 
       ];
       let last = 0;
       for (const [def, event] of forged) {
-        const ack = await publishJson(js, subjects.domain(def.service, def.entity, def.verb), event, {
+        const ack = await publishJson(js, def.subject, event, {
           msgId: uniqueId('forged-'),
         });
         last = ack.seq;

@@ -1,5 +1,5 @@
 import { randomUUID } from 'node:crypto';
-import { RepositoryList, SERVICES, domainEvents, subjects } from '@threadwork/contracts';
+import { RepositoryList, SERVICES, domainEvents } from '@threadwork/contracts';
 import { signWebhook, waitFor, type FakeGitHub, type FakeRepository } from '@threadwork/testing';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { linkInstallation, startGitHubStack, type GitHubStack } from '../support/github.js';
@@ -47,8 +47,7 @@ beforeAll(async () => {
     })();
   };
   listen(SERVICES.repohost.subjects.webhook, forwarded);
-  const { service, entity, verb } = domainEvents.webhookReceived;
-  listen(subjects.domain(service, entity, verb), queued);
+  listen(domainEvents.webhookReceived.subject, queued);
   await stack.nc.flush();
 
   // The owner links the installation (no OAuth here: the install page, setup callback and code).

@@ -1,4 +1,5 @@
-import { domainEvents } from './internal.js';
+import { domainEvents } from './internal/domain-events.js';
+import type { EventDef } from './rpc.js';
 import { STREAM_NAMES } from './streams.js';
 import { subjects } from './subjects.js';
 
@@ -17,27 +18,18 @@ export const CONSUMERS = {
   runner: (harness: string) => `runner-${harness}`,
 } as const;
 
-const domainSubject = ({ service, entity, verb }: { service: string; entity: string; verb: string }) =>
-  subjects.domain(service, entity, verb);
-
-/** The DOMAIN subjects each reacting service sees: its consumer's filter. */
+/** The DOMAIN events each reacting service takes: its consumer's filter. */
 export const DOMAIN_INTERESTS = {
-  threads: {
-    runStatus: domainSubject(domainEvents.runStatus),
-    sandboxStatus: domainSubject(domainEvents.sandboxStatus),
-    controlApplied: domainSubject(domainEvents.controlApplied),
-    messageCompleted: domainSubject(domainEvents.messageCompleted),
-    candidateProduced: domainSubject(domainEvents.candidateProduced),
-  },
-  repohost: {
-    candidateProduced: domainSubject(domainEvents.candidateProduced),
-    webhookReceived: domainSubject(domainEvents.webhookReceived),
-  },
-  review: {
-    candidateProduced: domainSubject(domainEvents.candidateProduced),
-    candidateFailed: domainSubject(domainEvents.candidateFailed),
-  },
-} as const;
+  threads: [
+    domainEvents.runStatus,
+    domainEvents.sandboxStatus,
+    domainEvents.controlApplied,
+    domainEvents.messageCompleted,
+    domainEvents.candidateProduced,
+  ],
+  repohost: [domainEvents.candidateProduced, domainEvents.webhookReceived],
+  review: [domainEvents.candidateProduced, domainEvents.candidateFailed],
+} as const satisfies Record<string, readonly EventDef[]>;
 
 type StreamName = (typeof STREAM_NAMES)[keyof typeof STREAM_NAMES];
 
@@ -64,10 +56,10 @@ const DOMAIN_ACK_WAIT_MS = 30_000;
 
 /** Every consumer the streams' owner creates and keeps up to date. */
 export function consumerDefinitions(jobs: JobQueueSettings): readonly ConsumerDefinition[] {
-  const domain = (durable: string, interests: Record<string, string>, extra: Partial<ConsumerDefinition> = {}) => ({
+  const domain = (durable: string, interests: readonly EventDef[], extra: Partial<ConsumerDefinition> = {}) => ({
     stream: STREAM_NAMES.domain,
     durable,
-    filterSubjects: Object.values(interests),
+    filterSubjects: interests.map((event) => event.subject),
     deliver: 'all' as const,
     maxDeliver: -1,
     ackWaitMs: DOMAIN_ACK_WAIT_MS,

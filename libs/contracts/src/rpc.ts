@@ -66,3 +66,22 @@ export const SealedReply = z.object({
 });
 export type SealedReply = z.infer<typeof SealedReply>;
 export type SealedBox = SealedReply['sealed'];
+
+/**
+ * A DOMAIN event: its subject and the schema of its payload. Defined once here and imported by
+ * its publisher (which checks what it sends against the schema) and by every consumer (which
+ * names the events it takes and gets each payload parsed by its schema), so neither side retypes
+ * a subject or parses a payload by hand.
+ */
+export interface EventDef<S extends z.ZodType = z.ZodType> {
+  subject: string;
+  schema: S;
+}
+
+export function defineEvent<S extends z.ZodType>(subject: string, schema: S): EventDef<S> {
+  return { subject, schema };
+}
+
+/** What a publisher hands over (defaults not yet applied) and what a consumer receives. */
+export type EventInput<E extends EventDef> = z.input<E['schema']>;
+export type EventPayload<E extends EventDef> = z.output<E['schema']>;

@@ -8,6 +8,7 @@ export * from './mongo.js';
 export * from './nats.js';
 export * from './jetstream.js';
 export * from './retry.js';
+export * from './events.js';
 export * from './rpc.js';
 export * from './nats-auth.js';
 export { newReplyKey, parseReplyKey, REPLY_KEY_HEADER, seal, type ReplyKey } from './sealed-reply.js';

@@ -11,6 +11,7 @@ import { Lifecycle, startHealthServer } from './lifecycle.js';
 import { createLogger, type Logger } from './logger.js';
 import { connectMongo, foreignDatabaseProblem, mongoCall, serviceDbName } from './mongo.js';
 import { DOMAIN_STREAM, type NatsIdentity } from '@threadwork/contracts';
+import { eventDispatcher, type EventRoute } from './events.js';
 import { awaitConsumer, consumeJson, jetStreamOf } from './jetstream.js';
 import { connectNats, natsAnswers } from './nats.js';
 import { serveRpc, type RpcRoute } from './rpc.js';
@@ -162,10 +163,10 @@ export interface DomainConsumerOptions {
   /** Durable consumer name (consumers.ts): one per service, shared by its replicas (each event handled once). */
   durable: string;
   /**
-   * Must be idempotent: a redelivered event changes nothing the first delivery did not. `data` is
-   * the event's bytes as published (what `domainEventDigest` is taken over).
+   * The events this consumer takes, each with its handler (`onEvent`). A handler must be
+   * idempotent: a redelivered event changes nothing the first delivery did not.
    */
-  handle: (subject: string, payload: unknown, data: Uint8Array) => Promise<void>;
+  events: readonly EventRoute[];
   /** How long stopping waits for events in hand. */
   drainMs: number;
   progressEveryMs?: number;
@@ -173,10 +174,11 @@ export interface DomainConsumerOptions {
 
 /**
  * Reacts to DOMAIN events through the service's durable consumer: waits for the runs service to
- * have created it (with the filter and settings contracts give it), consumes, and stops with the
- * lifecycle.
+ * have created it (with the filter and settings contracts give it), consumes, hands each event to
+ * its route (`eventDispatcher`), and stops with the lifecycle.
  */
 export async function consumeDomain(runtime: Runtime, opts: DomainConsumerOptions): Promise<void> {
+  const dispatch = eventDispatcher(opts.events, runtime.logger);
   await awaitConsumer(runtime.jsm, DOMAIN_STREAM.name, opts.durable, runtime.logger);
   const consumer = await consumeJson(
     runtime.js,
@@ -186,7 +188,7 @@ export async function consumeDomain(runtime: Runtime, opts: DomainConsumerOption
       logger: runtime.logger,
       ...(opts.progressEveryMs ? { progressEveryMs: opts.progressEveryMs } : {}),
     },
-    (payload, msg) => opts.handle(msg.subject, payload, msg.data),
+    (payload, msg) => dispatch(msg.subject, payload, msg.data),
   );
   runtime.lifecycle.add(`domain-consumer:${opts.durable}`, () => consumer.stop(opts.drainMs));
 }

@@ -1,8 +1,8 @@
-import { rpc, subjects, type Question, type RunStatus } from '@threadwork/contracts';
+import { rpc, type EventDef, type EventInput, type Question, type RunStatus } from '@threadwork/contracts';
 import {
   domainEventDigest,
   encodeJson,
-  publishJson,
+  publishEvent,
   request,
   retry,
   type JetStreamClient,
@@ -93,25 +93,20 @@ export class RunDriver {
   }
 
   /** Attests a DOMAIN event about the run under its claim, as the runner does before publishing it. */
-  async attest(def: { service: string; entity: string; verb: string }, event: unknown): Promise<void> {
+  async attest<E extends EventDef>(def: E, event: EventInput<E>): Promise<void> {
     await request(this.nc, rpc.runs.attest, {
       run_id: this.runId,
       attempt: this.attempt,
       claim_id: this.claimId,
-      subject: subjects.domain(def.service, def.entity, def.verb),
+      subject: def.subject,
       digest: domainEventDigest(encodeJson(event)),
     });
   }
 
   /** Publishes a DOMAIN event about the run as the runner does: attested under its claim first. */
-  async publish(
-    js: JetStreamClient,
-    def: { service: string; entity: string; verb: string },
-    event: unknown,
-    msgId: string,
-  ): Promise<void> {
+  async publish<E extends EventDef>(js: JetStreamClient, def: E, event: EventInput<E>, msgId: string): Promise<void> {
     await this.attest(def, event);
-    await publishJson(js, subjects.domain(def.service, def.entity, def.verb), event, { msgId });
+    await publishEvent(js, def, event, { msgId });
   }
 
   /** claim → starting → running, as a runner does when it picks the job up. */

@@ -4,13 +4,14 @@ import {
   consumeDomain,
   serveRoutes,
   startRuntime,
+  type EventRoute,
   type Logger,
   type StartedService,
 } from '@threadwork/platform';
 import { createRunsClient } from './clients/runs.js';
 import { threadName } from './clients/threads.js';
 import { githubAppConfig, localRepositoriesDir, type RepohostConfig } from './config.js';
-import { createEventHandler } from './handlers/events.js';
+import { eventRoutes } from './handlers/events.js';
 import { repohostRoutes, type RoutesDeps } from './handlers/rpc.js';
 import { createGitHubClient } from './providers/github/client.js';
 import { combineProviders } from './providers/combined.js';
@@ -38,7 +39,7 @@ export async function startRepohost(config: RepohostConfig, opts: { logger?: Log
     const local = createLocalProvider({ dir, store, logger });
 
     let github: RoutesDeps['github'] = null;
-    let handleEvent: ((subject: string, payload: unknown, data: Uint8Array) => Promise<void>) | null = null;
+    let events: EventRoute[] = [];
     const appConfig = githubAppConfig(config);
     if (appConfig) {
       const githubStore = createGitHubStore(db);
@@ -57,7 +58,7 @@ export async function startRepohost(config: RepohostConfig, opts: { logger?: Log
         threadName: (ownerId, threadId) => threadName(nc, ownerId, threadId),
       };
 
-      handleEvent = createEventHandler({
+      events = eventRoutes({
         ...github,
         store: githubStore,
         github: provider,
@@ -85,7 +86,7 @@ export async function startRepohost(config: RepohostConfig, opts: { logger?: Log
     // older than the App's configuration are not published once it is configured.
     await consumeDomain(runtime, {
       durable: REPOHOST_CONSUMER,
-      handle: handleEvent ?? (async (subject) => logger.debug({ subject }, 'no GitHub App: nothing to do')),
+      events,
       drainMs: config.SHUTDOWN_TIMEOUT_MS,
       progressEveryMs: 10_000,
     });

@@ -4,13 +4,13 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
+import { DiscardPolicy } from '@nats-io/jetstream';
 import {
   DOMAIN_STREAM,
   ProviderConnection,
   Publication,
   domainEvents,
   rpc,
-  subjects,
   type CandidateProducedEvent,
 } from '@threadwork/contracts';
 import {
@@ -184,8 +184,7 @@ describe('repohost GitHub App provider', () => {
     event: CandidateProducedEvent,
     msgId: string,
   ) {
-    const { service: s, entity, verb } = domainEvents.candidateProduced;
-    const subject = subjects.domain(s, entity, verb);
+    const subject = domainEvents.candidateProduced.subject;
     if (held) {
       const digest = domainEventDigest(encodeJson(event));
       await request(nc, rpc.runs.attest, { run_id: held.run_id, attempt: 0, claim_id: held.claim_id, subject, digest });
@@ -587,7 +586,7 @@ describe('repohost GitHub App provider', () => {
 
     it('takes a signed delivery once and refuses bad or missing signatures', async () => {
       const queued: string[] = [];
-      const sub = nc.subscribe(subjects.domain('repohost', 'webhook', 'received'));
+      const sub = nc.subscribe(domainEvents.webhookReceived.subject);
       void (async () => {
         for await (const msg of sub) queued.push(msg.string());
       })();
@@ -618,6 +617,26 @@ describe('repohost GitHub App provider', () => {
       await nc.flush();
       await eventually(async () => expect(queued).toHaveLength(3));
       sub.unsubscribe();
+    });
+
+    it('answers unavailable for a delivery it could not queue, and takes it when it comes again', async () => {
+      const payload = { ...fake.payloads.repository('edited', widgets.id), hook_id: Date.now() };
+      const delivery = uniqueId('d-');
+      const { config, state } = await jetstream.jsm.streams.info(DOMAIN_STREAM.name);
+      // DOMAIN takes nothing more (max_msgs reached, discard new): the delivery cannot be queued.
+      await jetstream.jsm.streams.update(DOMAIN_STREAM.name, {
+        ...config,
+        max_msgs: state.messages,
+        discard: DiscardPolicy.New,
+      });
+      try {
+        expect(await refusal(send('repository', payload, { delivery }))).toMatch(/^unavailable: /);
+      } finally {
+        await jetstream.jsm.streams.update(DOMAIN_STREAM.name, config);
+      }
+      // Not remembered: GitHub's redelivery of the same signed body under the same id is taken.
+      expect(await send('repository', payload, { delivery })).toEqual({ status: 'accepted' });
+      await processed();
     });
 
     it('follows renames, removals and additions of repositories', async () => {

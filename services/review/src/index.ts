@@ -4,7 +4,7 @@ import type { ReviewConfig } from './config.js';
 import { createRepohostClient } from './clients/repohost.js';
 import { createRunsClient } from './clients/runs.js';
 import { createThreadsClient } from './clients/threads.js';
-import { createEventHandler, reviewRoutes, type ReviewDeps } from './handlers/review.js';
+import { candidateRoutes, reviewRoutes, type ReviewDeps } from './handlers/review.js';
 import { createSnapshotStore } from './store/snapshots.js';
 
 export { ReviewConfig } from './config.js';
@@ -29,7 +29,7 @@ export async function startReview(config: ReviewConfig): Promise<StartedService>
     // Candidates and candidate failures only. Storing is idempotent (newer wins), so redeliveries are harmless.
     await consumeDomain(runtime, {
       durable: REVIEW_CONSUMER,
-      handle: createEventHandler(deps),
+      events: candidateRoutes(deps),
       drainMs: config.SHUTDOWN_TIMEOUT_MS,
     });
 

@@ -7,9 +7,9 @@ import {
   ThreadWithRun,
   domainEvents,
   rpc,
-  subjects,
   type CandidateFailedEvent,
   type CandidateProducedEvent,
+  type EventDef,
   type NatsIdentity,
 } from '@threadwork/contracts';
 import {
@@ -162,8 +162,8 @@ describe('review', () => {
     });
   }
 
-  async function publish(def: { service: string; entity: string; verb: string }, event: object, msgId: string) {
-    await publishJson(jetstream.js, subjects.domain(def.service, def.entity, def.verb), event, { msgId });
+  async function publish(def: EventDef, event: object, msgId: string) {
+    await publishJson(jetstream.js, def.subject, event, { msgId });
   }
 
   it('is no_sandbox before any candidate, then pending while the run is live, ready after', async () => {

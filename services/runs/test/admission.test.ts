@@ -50,11 +50,7 @@ describe('runs admission', () => {
     expect(log[0]?.chunk).toMatchObject({ type: 'run.status', status: 'queued' });
 
     const domain = await h.jsm.streams.getMessage(STREAM_NAMES.domain, {
-      last_by_subj: subjects.domain(
-        domainEvents.runStatus.service,
-        domainEvents.runStatus.entity,
-        domainEvents.runStatus.verb,
-      ),
+      last_by_subj: domainEvents.runStatus.subject,
     });
     expect(RunStatusEvent.parse(decodeJson(domain!.data))).toMatchObject({
       run_id: run.id,

@@ -1,5 +1,6 @@
-import { rpc } from '@threadwork/contracts';
-import { request } from '@threadwork/platform';
+import { DiscardPolicy } from '@nats-io/jetstream';
+import { DOMAIN_STREAM, domainEvents, rpc, RunStatusEvent } from '@threadwork/contracts';
+import { decodeJson, request } from '@threadwork/platform';
 import { uniqueId } from '@threadwork/testing';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { admission, failure, getRun, type Harness, readLog, runningRun, startHarness, statusLog } from './helpers.js';
@@ -151,5 +152,52 @@ describe('recovery from interrupted writes', () => {
       (e) => (e.chunk as { type: string }).type === 'interaction.settled',
     );
     expect(settled).toHaveLength(1);
+  });
+
+  /** The last run status event on DOMAIN. */
+  const lastRunStatus = async () => {
+    const msg = await h.jsm.streams.getMessage(DOMAIN_STREAM.name, { last_by_subj: domainEvents.runStatus.subject });
+    return RunStatusEvent.parse(decodeJson(msg!.data));
+  };
+
+  /** Runs `work` while DOMAIN takes no more messages (max_msgs reached, discard new). */
+  async function whileDomainRefuses<T>(work: () => Promise<T>): Promise<T> {
+    const { config, state } = await h.jsm.streams.info(DOMAIN_STREAM.name);
+    await h.jsm.streams.update(DOMAIN_STREAM.name, { ...config, max_msgs: state.messages, discard: DiscardPolicy.New });
+    try {
+      return await work();
+    } finally {
+      await h.jsm.streams.update(DOMAIN_STREAM.name, config);
+    }
+  }
+
+  it('publishes a terminal DOMAIN event the stream refused once the runner retries its move', async () => {
+    const { run, attempt, claim_id } = await runningRun(h.nc);
+    const complete = () => request(h.nc, rpc.runs.transition, { run_id: run.id, attempt, claim_id, to: 'completed' });
+
+    // The run's terminal event is refused after the run says terminal.
+    const refused = await whileDomainRefuses(() => failure(complete()));
+    expect(refused.code).toBe('unavailable');
+    expect(refused.retryable).toBe(true);
+    expect((await getRun(h, run.id)).status).toBe('completed');
+    expect(await lastRunStatus()).toMatchObject({ run_id: run.id, status: 'running' });
+
+    expect((await complete()).status).toBe('completed');
+    expect(await lastRunStatus()).toMatchObject({ run_id: run.id, status: 'completed', terminal: true });
+    expect(await h.store.terminals.findOne({ _id: run.id })).toMatchObject({ announced: true });
+  });
+
+  it('publishes the terminal DOMAIN event of a cancel the stream refused once the user retries it', async () => {
+    const req = admission();
+    const { run } = await request(h.nc, rpc.runs.admit, req);
+    const cancel = () => request(h.nc, rpc.runs.cancel, { owner_id: req.owner_id, run_id: run.id });
+
+    const refused = await whileDomainRefuses(() => failure(cancel()));
+    expect(refused.code).toBe('unavailable');
+    expect((await getRun(h, run.id)).status).toBe('cancelled');
+    expect(await lastRunStatus()).toMatchObject({ run_id: run.id, status: 'queued' });
+
+    expect(await cancel()).toMatchObject({ run: { status: 'cancelled' }, requested: false });
+    expect(await lastRunStatus()).toMatchObject({ run_id: run.id, status: 'cancelled', terminal: true });
   });
 });

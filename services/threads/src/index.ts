@@ -4,7 +4,7 @@ import type { ThreadsConfig } from './config.js';
 import { SerialByKey } from './domain/limits.js';
 import { createPeers } from './clients/peers.js';
 import { sweep } from './flows/sweep.js';
-import { createDomainHandler } from './handlers/events.js';
+import { domainRoutes } from './handlers/events.js';
 import { threadsRoutes } from './handlers/routes.js';
 import { createThreadsStore } from './store/store.js';
 
@@ -50,10 +50,9 @@ export async function startThreads(config: ThreadsConfig): Promise<StartedServic
     }
 
     // Only the subjects threads reacts to; each event acked once handled (handling is idempotent).
-    const handle = createDomainHandler(deps);
     await consumeDomain(runtime, {
       durable: THREADS_CONSUMER,
-      handle,
+      events: domainRoutes(deps),
       drainMs: config.SHUTDOWN_TIMEOUT_MS,
     });
 

@@ -2,7 +2,7 @@ import { randomBytes } from 'node:crypto';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { domainEvents, rpc, subjects, type AdmitRequest, type RpcEndpoint } from '@threadwork/contracts';
+import { domainEvents, rpc, type AdmitRequest, type RpcEndpoint } from '@threadwork/contracts';
 import {
   AppError,
   connectNats,
@@ -313,8 +313,7 @@ describe.each([
     const req = admission();
     const { run } = await admit(req);
     await side.runs.claim(run.id);
-    const { service, entity, verb } = domainEvents.messageCompleted;
-    const subject = subjects.domain(service, entity, verb);
+    const subject = domainEvents.messageCompleted.subject;
     const event = {
       thread_id: req.thread_id,
       run_id: run.id,
@@ -352,7 +351,7 @@ describe.each([
     expect(await ask({ repository: named })).toEqual({ confirmed: true, reason: null });
     expect((await ask({ repository: { ...named, project_repository_id: uniqueId('prr_') } })).confirmed).toBe(false);
     expect((await ask({ repository: { ...named, repository_id: 202 } })).confirmed).toBe(false);
-    expect((await ask({ subject: subjects.domain('runner', 'control', 'applied') })).confirmed).toBe(false);
+    expect((await ask({ subject: domainEvents.controlApplied.subject })).confirmed).toBe(false);
     expect(
       (
         await request(side.runs.nc, rpc.runs.attestation, {

@@ -4,9 +4,9 @@ import {
   Task,
   domainEvents,
   rpc,
-  subjects,
   type Message,
   type RunStatusEvent,
+  type EventDef,
 } from '@threadwork/contracts';
 import { domainEventDigest, encodeJson, publishJson } from '@threadwork/platform';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -43,13 +43,13 @@ describe('messages, queue and steer against the doubles', () => {
 
   /** Publishes a DOMAIN event; a runner's is attested first, as its run's holder does (unless `forged`). */
   async function publishDomain(
-    event: { service: string; entity: string; verb: string },
+    event: EventDef,
     payload: unknown,
     msgId?: string,
     { forged = false } = {},
   ): Promise<number> {
-    const subject = subjects.domain(event.service, event.entity, event.verb);
-    if (event.service === 'runner' && !forged) h.runs.attest(subject, domainEventDigest(encodeJson(payload)));
+    const subject = event.subject;
+    if (subject.startsWith('evt.runner.') && !forged) h.runs.attest(subject, domainEventDigest(encodeJson(payload)));
     const ack = await publishJson(h.js, subject, payload, {
       ...(msgId ? { msgId } : {}),
     });

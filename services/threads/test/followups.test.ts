@@ -7,6 +7,7 @@ import {
   rpc,
   subjects,
   type CandidateProducedEvent,
+  type EventDef,
   type Message,
   WorkList,
 } from '@threadwork/contracts';
@@ -61,13 +62,13 @@ describe('messages, queue and steer', () => {
 
   /** Publishes a DOMAIN event; a runner's is attested first, as its run's holder does (unless `forged`). */
   async function publishDomain(
-    event: { service: string; entity: string; verb: string },
+    event: EventDef,
     payload: unknown,
     msgId?: string,
     { forged = false } = {},
   ): Promise<number> {
-    const subject = subjects.domain(event.service, event.entity, event.verb);
-    if (event.service === 'runner' && !forged)
+    const subject = event.subject;
+    if (subject.startsWith('evt.runner.') && !forged)
       await h.runs.attest((payload as { run_id: string }).run_id, subject, payload);
     const ack = await publishJson(h.js, subject, payload, {
       ...(msgId ? { msgId } : {}),

@@ -1,8 +1,8 @@
-import { domainEvents, subjects, type WebhookReceivedEvent } from '@threadwork/contracts';
+import { domainEvents, type WebhookReceivedEvent } from '@threadwork/contracts';
 import {
   AppError,
   invalidRequest,
-  publishJson,
+  publishEvent,
   unavailable,
   verifyWebhookSignature,
   type JetStreamClient,
@@ -11,12 +11,6 @@ import {
 import type { GitHubAppConfig } from '../config.js';
 import { eventMismatch, parseWebhookPayload, webhookBodyHash } from '../domain/github.js';
 import type { GitHubStore } from '../store/github.js';
-
-const WEBHOOK_SUBJECT = subjects.domain(
-  domainEvents.webhookReceived.service,
-  domainEvents.webhookReceived.entity,
-  domainEvents.webhookReceived.verb,
-);
 
 /**
  * POST /v1/repohost/webhooks, as the gateway forwards it (the gateway checked the signature
@@ -65,7 +59,7 @@ export async function receiveWebhook(
     received_at: now.toISOString(),
   };
   try {
-    await publishJson(js, WEBHOOK_SUBJECT, event, { msgId: `webhook:${input.delivery}` });
+    await publishEvent(js, domainEvents.webhookReceived, event, { msgId: `webhook:${input.delivery}` });
   } catch (err) {
     // Not queued: forget the delivery so GitHub's retry (or a redelivery) is taken, not dropped.
     await store.forgetDelivery(input.delivery);

@@ -1,22 +1,18 @@
 import {
   domainEvents,
-  subjects,
   type RunError,
   type RunStatus,
   type RunStatusChunk,
   type RunStatusEvent,
 } from '@threadwork/contracts';
-import { AppError, unavailable } from '@threadwork/platform';
-import { publishDomain, type LogEntry } from '../store/event-log.js';
+import { AppError, publishEvent, unavailable } from '@threadwork/platform';
+import type { LogEntry } from '../store/event-log.js';
 import type { RunDoc } from '../store/runs.js';
 import { recordTransition } from '../metrics.js';
 import type { RunsContext } from './context.js';
 
 // What the runs service tells of a run: the status events in its log and the DOMAIN events of its
 // moves. Nothing goes into a run's log behind its terminal event.
-
-const domainSubject = () =>
-  subjects.domain(domainEvents.runStatus.service, domainEvents.runStatus.entity, domainEvents.runStatus.verb);
 
 export function statusChunk(
   status: RunStatus,
@@ -44,7 +40,8 @@ export async function publishRunStatus(ctx: RunsContext, run: RunDoc, previous: 
     error: run.error,
     at: run.updated_at.toISOString(),
   };
-  await publishDomain(ctx.js, domainSubject(), event, msgId);
+  // Not published is `unavailable`: the caller's retry publishes it again (deduplicated).
+  await publishEvent(ctx.js, domainEvents.runStatus, event, { msgId });
   recordTransition(run.status, run.terminal, run.created_at, run.updated_at);
 }
 

@@ -33,6 +33,7 @@ export async function finishRun(
     attempt: run.attempt,
     at: new Date(),
     event_sequence: null,
+    announced: false,
   };
   try {
     await ctx.store.decideTerminal(decided);
@@ -45,12 +46,17 @@ export async function finishRun(
   }
 }
 
-/** Finishes a terminal decision found after the fact (a crash, or a write that raced it). */
+/**
+ * Finishes a terminal decision found after the fact (a crash, or a write that raced it), down to
+ * its DOMAIN event: one whose publish failed after the run said terminal goes out on the retry
+ * that brings the caller here (the runner's move, a redelivered job's claim, the user's cancel).
+ */
 export async function settleIfTerminal(ctx: RunsContext, run: RunDoc): Promise<RunDoc | null> {
   const decided = await ctx.store.terminal(run._id);
   if (!decided) return null;
-  if (run.terminal && run.status === decided.status) return run;
-  return completeTerminal(ctx, run, decided);
+  if (!run.terminal || run.status !== decided.status) return completeTerminal(ctx, run, decided);
+  if (decided.announced === false) await announceTerminal(ctx, run, decided);
+  return run;
 }
 
 /**
@@ -81,8 +87,14 @@ async function completeTerminal(ctx: RunsContext, run: RunDoc, decided: Terminal
   };
   await ctx.store.setRun(run._id, final);
   const done: RunDoc = { ...run, ...final };
-  await publishRunStatus(ctx, done, decided.previous, `${run._id}:${decided.status}:${decided.attempt}`);
+  await announceTerminal(ctx, done, decided);
   return done;
+}
+
+/** Publishes the run's terminal DOMAIN event (deduplicated by the decision), then notes it went out. */
+async function announceTerminal(ctx: RunsContext, done: RunDoc, decided: TerminalDoc): Promise<void> {
+  await publishRunStatus(ctx, done, decided.previous, `${done._id}:${decided.status}:${decided.attempt}`);
+  await ctx.store.noteTerminalAnnounced(done._id);
 }
 
 /**

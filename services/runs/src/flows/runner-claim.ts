@@ -43,7 +43,7 @@ async function claimAttempt(
   req: z.output<typeof ClaimRequest>,
 ): Promise<{ run: RunDoc; attempt: number; job: RunJob }> {
   let run = await loadRun(ctx, req.run_id);
-  if (!run.terminal) run = (await settleIfTerminal(ctx, run)) ?? run;
+  run = (await settleIfTerminal(ctx, run)) ?? run;
   const last = await ctx.store.lastAttempt(run._id);
   // A retry of a claim already made (its answer lost, or the first try still under way): the
   // attempt it made is the caller's — finish adopting it rather than claim the next one — unless

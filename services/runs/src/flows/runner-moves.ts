@@ -23,7 +23,7 @@ const MOVE_TRIES = 3;
 export async function transitionRun(ctx: RunsContext, req: z.output<typeof TransitionRequest>): Promise<RunDoc> {
   for (let i = 0; i < MOVE_TRIES; i++) {
     let run = await fencedRun(ctx, req.run_id, req.attempt, req.claim_id);
-    if (!run.terminal) run = (await settleIfTerminal(ctx, run)) ?? run;
+    run = (await settleIfTerminal(ctx, run)) ?? run;
     if (run.terminal) return run;
     if (run.status === 'queued') throw invalidRequest(`run ${run._id} is not claimed yet`);
 

@@ -23,7 +23,7 @@ export async function cancelRun(
 ): Promise<{ run: RunDoc; requested: boolean }> {
   for (let i = 0; i < CANCEL_TRIES; i++) {
     let run = await loadOwnedRun(ctx, runId, ownerId);
-    if (!run.terminal) run = (await settleIfTerminal(ctx, run)) ?? run;
+    run = (await settleIfTerminal(ctx, run)) ?? run;
     if (run.terminal) return { run, requested: false };
     // Decided on a queued view: a runner that claimed the run meanwhile finds it cancelled on its
     // next move and stops.

@@ -161,17 +161,3 @@ function maxPayload(nc: NatsConnection): number {
 function isNotFoundStatus(err: unknown): boolean {
   return err instanceof JetStreamError && 'code' in err && err.code === 404;
 }
-
-/** Publishes a DOMAIN event; a failure is `unavailable`, so the caller's retry publishes it again (deduplicated). */
-export async function publishDomain(
-  js: JetStreamClient,
-  subject: string,
-  event: unknown,
-  msgId: string,
-): Promise<void> {
-  try {
-    await publishJson(js, subject, event, { msgId });
-  } catch (err) {
-    throw unavailable('DOMAIN stream unavailable', err);
-  }
-}

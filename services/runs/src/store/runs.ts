@@ -79,6 +79,11 @@ export interface TerminalDoc {
   at: Date;
   /** Set once the terminal event is in the log, so a late completer does not append it again. */
   event_sequence: number | null;
+  /**
+   * False until the run's terminal DOMAIN event is published, so a retry that finds the run ended
+   * publishes it still (absent on runs that ended before this was kept: those were announced).
+   */
+  announced?: boolean;
 }
 
 /**
@@ -129,6 +134,7 @@ export interface RunStore extends AttemptStore {
   /** Decides a run's terminal outcome; a duplicate-key error says it was decided before. */
   decideTerminal(doc: TerminalDoc): Promise<void>;
   noteTerminalEvent(runId: string, sequence: number | null): Promise<void>;
+  noteTerminalAnnounced(runId: string): Promise<void>;
   /** Records a cancel request; asking again adds nothing. */
   requestCancel(runId: string, at: Date): Promise<void>;
   cancelRequested(runId: string): Promise<boolean>;
@@ -222,6 +228,9 @@ export function createRunStore(db: Db): RunStore {
     },
     async noteTerminalEvent(runId, sequence) {
       await mongoCall(() => terminals.updateOne({ _id: runId }, { $set: { event_sequence: sequence } }));
+    },
+    async noteTerminalAnnounced(runId) {
+      await mongoCall(() => terminals.updateOne({ _id: runId }, { $set: { announced: true } }));
     },
     requestCancel: (runId, at) => insertOnce(() => cancels.insertOne({ _id: runId, at })),
     cancelRequested: async (runId) => (await mongoCall(() => cancels.findOne({ _id: runId }))) !== null,

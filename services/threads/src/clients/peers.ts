@@ -16,7 +16,7 @@ import type { z } from 'zod';
 /** getMany takes at most this many ids per request (RunGetManyRequest). */
 const GET_MANY_MAX = 1000;
 
-/** The other services threads talks to, through the contracts of libs/contracts/src/internal.ts only. */
+/** The other services threads talks to, through the contracts of libs/contracts/src/internal/ only. */
 export interface Peers {
   /** The repositories in the order asked; `not_found` when the owner cannot see one of them. */
   access(ownerId: string, repositoryIds: number[]): Promise<HostedRepository[]>;

@@ -7,7 +7,6 @@ import {
   DOMAIN_STREAM,
   domainEvents,
   rpc,
-  subjects,
   type Run,
   type RunStatusEvent,
   type RpcEndpoint,
@@ -219,11 +218,7 @@ export async function startHarness(options: HarnessOptions = {}): Promise<Harnes
     return driver;
   };
   const { jsm } = await jetStreamOf(base.nc);
-  const runStatusSubject = subjects.domain(
-    domainEvents.runStatus.service,
-    domainEvents.runStatus.entity,
-    domainEvents.runStatus.verb,
-  );
+  const runStatusSubject = domainEvents.runStatus.subject;
   /** Does `move`, then waits for the run's terminal status event as runs publishes it. */
   const terminalEvent = async (runId: string, move: () => Promise<unknown>) => {
     const events = base.nc.subscribe(runStatusSubject);
