@@ -2,7 +2,7 @@ import { z } from 'zod';
 import { DiffFile, ReviewStats } from '../api/review.js';
 import { RunError } from '../api/runs.js';
 import { Id, JsonValue, Timestamp } from '../common.js';
-import { defineEvent, type EventDef } from '../rpc.js';
+import { defineEvent } from '../rpc.js';
 import { subjects } from '../subjects.js';
 import { RunStatus, SandboxStatus } from '../values.js';
 
@@ -96,32 +96,20 @@ export const WebhookReceivedEvent = z.object({
 });
 export type WebhookReceivedEvent = z.infer<typeof WebhookReceivedEvent>;
 
-function domainEvent<S extends z.ZodType>(
-  service: string,
-  entity: string,
-  verb: string,
-  schema: S,
-): EventDef<S> & { service: string; entity: string; verb: string } {
-  return { ...defineEvent(subjects.domain(service, entity, verb), schema), service, entity, verb };
-}
-
-/**
- * Every DOMAIN event, by name. `service`, `entity` and `verb` are the parts of its subject, for a
- * publisher that still builds the subject from them; everything else takes `subject`.
- */
+/** Every DOMAIN event, by name: its subject and the schema its publisher and its consumers share. */
 export const domainEvents = {
   /** Every run transition; `terminal` ones free the thread for its next run. */
-  runStatus: domainEvent('runs', 'run', 'status', RunStatusEvent),
+  runStatus: defineEvent(subjects.domain('runs', 'run', 'status'), RunStatusEvent),
   /** The runner's view of a thread's workspace. */
-  sandboxStatus: domainEvent('runner', 'sandbox', 'status', SandboxStatusEvent),
+  sandboxStatus: defineEvent(subjects.domain('runner', 'sandbox', 'status'), SandboxStatusEvent),
   /** A steer the harness accepted. */
-  controlApplied: domainEvent('runner', 'control', 'applied', ControlAppliedEvent),
+  controlApplied: defineEvent(subjects.domain('runner', 'control', 'applied'), ControlAppliedEvent),
   /** The agent's reply at the end of a turn, stored as an assistant message. */
-  messageCompleted: domainEvent('runner', 'message', 'completed', MessageCompletedEvent),
+  messageCompleted: defineEvent(subjects.domain('runner', 'message', 'completed'), MessageCompletedEvent),
   /** A run's work committed on the thread branch: the candidate revision with its bounded diff. */
-  candidateProduced: domainEvent('runner', 'candidate', 'produced', CandidateProducedEvent),
+  candidateProduced: defineEvent(subjects.domain('runner', 'candidate', 'produced'), CandidateProducedEvent),
   /** A run's candidate could not be committed or diffed; review shows `diff.status: error`. */
-  candidateFailed: domainEvent('runner', 'candidate', 'failed', CandidateFailedEvent),
+  candidateFailed: defineEvent(subjects.domain('runner', 'candidate', 'failed'), CandidateFailedEvent),
   /** A provider webhook whose signature checked out, queued for repohost's own consumer. */
-  webhookReceived: domainEvent('repohost', 'webhook', 'received', WebhookReceivedEvent),
+  webhookReceived: defineEvent(subjects.domain('repohost', 'webhook', 'received'), WebhookReceivedEvent),
 } as const;

@@ -1,8 +1,8 @@
-import { domainEvents, rpc, subjects, type SandboxStatusEvent } from '@threadwork/contracts';
+import { domainEvents, rpc, type EventDef, type EventInput, type SandboxStatusEvent } from '@threadwork/contracts';
 import {
   domainEventDigest,
   encodeJson,
-  publishJson,
+  publishEvent,
   retry,
   type JetStreamClient,
   type Logger,
@@ -15,12 +15,6 @@ import type { AttemptRef } from './runs.js';
 
 // DOMAIN events the runner publishes, retried while publishing can still succeed: a run's
 // outcome must not be lost to a blip, and each carries a Nats-Msg-Id so a retry is stored once.
-
-export interface DomainEventDef {
-  service: string;
-  entity: string;
-  verb: string;
-}
 
 /** A DOMAIN event that could not be published, retries included: the flow that needed it decides what follows. */
 export class DomainPublishError extends Error {
@@ -37,21 +31,17 @@ export class DomainPublishError extends Error {
  * Publishes a DOMAIN event with its Nats-Msg-Id, retried for about six seconds (a stream leader
  * moving takes about two); throws DomainPublishError, logged, when it still could not be.
  */
-export async function publishDomain(
+export async function publishDomain<E extends EventDef>(
   js: JetStreamClient,
   logger: Logger,
-  def: DomainEventDef,
-  event: unknown,
+  def: E,
+  event: EventInput<E>,
   msgId: string,
 ): Promise<void> {
-  const subject = subjects.domain(def.service, def.entity, def.verb);
+  const subject = def.subject;
   try {
-    await retry(() => publishJson(js, subject, event, { msgId }), {
-      retries: 5,
-      minDelayMs: 200,
-      maxDelayMs: 3_200,
-      shouldRetry: () => true,
-    });
+    // Only what retrying can help: an event its schema refuses is a defect, not a blip.
+    await retry(() => publishEvent(js, def, event, { msgId }), { retries: 5, minDelayMs: 200, maxDelayMs: 3_200 });
   } catch (err) {
     logger.error({ err, subject, msg_id: msgId }, 'DOMAIN event could not be published');
     throw new DomainPublishError(subject, err);
@@ -64,16 +54,16 @@ export async function publishDomain(
  * holder published. False when the runs service refused to attest it: the attempt no longer holds
  * the run, and nothing it reports counts then. Throws DomainPublishError when the publish failed.
  */
-export async function publishAttested(
+export async function publishAttested<E extends EventDef>(
   nc: NatsConnection,
   js: JetStreamClient,
   logger: Logger,
   ref: AttemptRef,
-  def: DomainEventDef,
-  event: unknown,
+  def: E,
+  event: EventInput<E>,
   msgId: string,
 ): Promise<boolean> {
-  const subject = subjects.domain(def.service, def.entity, def.verb);
+  const subject = def.subject;
   // The bytes publishJson sends are these: JSON of the same object.
   const digest = domainEventDigest(encodeJson(event));
   try {

@@ -1,6 +1,6 @@
-import type { RunJob, RunStatus } from '@threadwork/contracts';
+import type { EventDef, EventInput, RunJob, RunStatus } from '@threadwork/contracts';
 import type { JetStreamClient, Logger, NatsConnection } from '@threadwork/platform';
-import { publishAttested, type DomainEventDef } from '../clients/domain-events.js';
+import { publishAttested } from '../clients/domain-events.js';
 import { EventSink } from '../clients/run-events.js';
 import type { AttemptRef } from '../clients/runs.js';
 import type { RunnerConfig } from '../config.js';
@@ -131,7 +131,7 @@ export class RunState implements LiveRun {
   }
 
   /** A DOMAIN event about this run, attested under this attempt's claim before it goes out. */
-  publish(def: DomainEventDef, event: unknown, msgId: string): Promise<boolean> {
+  publish<E extends EventDef>(def: E, event: EventInput<E>, msgId: string): Promise<boolean> {
     return publishAttested(this.deps.nc, this.deps.js, this.log, this.attemptRef(), def, event, msgId);
   }
 }
