@@ -1,8 +1,9 @@
 // A minimal Server-Sent Events client over node:http, enough to follow run event streams: one
-// connection per follower (no agent pooling), every `data:` line handed over with the time its
-// bytes arrived, before any parsing.
+// connection per follower (no agent pooling), every event handed over with the time its bytes
+// arrived, taken before any parsing. Frames are parsed by the tests' decoder (eventsource-parser).
 import { request } from 'node:http';
 import { performance } from 'node:perf_hooks';
+import { SseDecoder } from '@threadwork/testing';
 
 /** Wall-clock milliseconds with sub-millisecond precision, comparable across this process. */
 export const nowMs = () => performance.timeOrigin + performance.now();
@@ -30,22 +31,10 @@ export function follow(url, headers, onFrame) {
       return;
     }
     resolveOpened();
-    res.setEncoding('utf8');
-    let buffered = '';
+    const decoder = new SseDecoder();
     res.on('data', (chunk) => {
       const receivedAt = nowMs();
-      buffered += chunk;
-      const frames = buffered.split('\n\n');
-      buffered = frames.pop() ?? '';
-      for (const frame of frames) {
-        let event = 'message';
-        let data;
-        for (const line of frame.split('\n')) {
-          if (line.startsWith('event: ')) event = line.slice(7);
-          else if (line.startsWith('data: ')) data = line.slice(6);
-        }
-        if (data !== undefined) onFrame({ event, data }, receivedAt);
-      }
+      for (const { event, data } of decoder.push(chunk)) onFrame({ event: event ?? 'message', data }, receivedAt);
     });
     res.once('close', () => resolveEnded());
   });

@@ -7,7 +7,7 @@ import { join, resolve } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { parse } from 'yaml';
 import { ensureTool } from '../../deploy/local/tools.mjs';
-import { knownEnv, readRepoFile, repoRoot, SECRET_ENV, serviceNames } from './support.js';
+import { knownEnv, readRepoFile, repoRoot, SECRET_ENV, serviceNames } from './support/repo.js';
 
 interface ComposeService {
   image?: string;

@@ -4,7 +4,7 @@
 import { existsSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { readRepoFile, repoRoot, serviceNames } from './support.js';
+import { readRepoFile, repoRoot, serviceNames } from './support/repo.js';
 
 interface Instruction {
   keyword: string;

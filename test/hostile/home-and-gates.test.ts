@@ -4,7 +4,7 @@ import { say, shell, uniqueId, type FakeScript } from '@threadwork/testing';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createThread, readLog, waitFor, waitForTerminal } from '../chaos/support/api.js';
 import { Cluster, type ChaosUser } from '../chaos/support/cluster.js';
-import { processesMatching } from './support.js';
+import { processesMatching } from './support/processes.js';
 
 // The agent as an attacker who plans ahead: what it leaves in its sandbox during one run must not
 // get it out of the harness's own sandbox (Codex's, the second layer) when the harness starts again

@@ -1,4 +1,5 @@
 import { connectNats, natsAuthWithSeed } from '@threadwork/platform';
+import { waitFor } from '@threadwork/testing';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { AUTH_CACHE_DEFAULTS, cacheAuthentication } from '../src/store/auth-cache.js';
 import { announceRevocation, forgetOnRevocation } from '../src/store/revocations.js';
@@ -40,12 +41,15 @@ describe('a revoked key', () => {
     });
     await announceRevocation(admin);
     await admin.close();
-    const deadline = Date.now() + 30_000;
-    let status = (await work()).statusCode;
-    while (status !== 401 && Date.now() < deadline) {
-      await new Promise((resolve) => setTimeout(resolve, 20));
-      status = (await work()).statusCode;
-    }
+    const status = await waitFor(
+      'the revoked key to be refused',
+      async () => {
+        const { statusCode } = await work();
+        return statusCode === 401 ? statusCode : undefined;
+      },
+      30_000,
+      { intervalMs: 20 },
+    );
     expect(status).toBe(401);
   });
 });

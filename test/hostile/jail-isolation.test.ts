@@ -1,111 +1,28 @@
-import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, statSync } from 'node:fs';
-import { createServer, type Server } from 'node:http';
+import { existsSync, readdirSync, readFileSync, statSync } from 'node:fs';
 import { join } from 'node:path';
-import { say, shell, uniqueId, type FakeScript } from '@threadwork/testing';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { uniqueId } from '@threadwork/testing';
+import { describe, expect, it } from 'vitest';
 import { createThread, readLog, waitFor, waitForTerminal } from '../chaos/support/api.js';
-import { Cluster, type ChaosUser } from '../chaos/support/cluster.js';
-import { root } from '../support/process-stack.js';
-import { processesMatching } from './support.js';
+import { processesMatching } from './support/processes.js';
+import {
+  attack,
+  attacks,
+  BRIDGE,
+  cluster,
+  MODEL_KEY,
+  OUTSIDE_LAYER,
+  realUid,
+  ROOT,
+  SESSION_SECRET,
+  useJailCluster,
+  user,
+  YAMA,
+} from './support/jail.js';
 
-/** The jail's model bridge, by the path its command line shows. */
-const BRIDGE = join(root, 'services', 'runner', 'jail', 'bridge.mjs');
+// The agent as an attacker inside its sandbox, against the jail (src/sandbox/jail.ts in the runner):
+// what it can see, who it is, and the limits it runs under.
 
-// The agent as an attacker inside its sandbox, against the jail (src/sandbox/jail.ts in the
-// runner): the real codex binary, driven by the fake model, runs each attack as a shell command in
-// a whole deployment, and writes what it found into its workspace for the test to read.
-
-const MODEL_KEY = `sk-jail-${uniqueId()}`;
-const SESSION_SECRET = `session-${uniqueId()}`.padEnd(48, 's');
-
-/** One attack per prompt: the command runs, then the agent says it is done. */
-const attacks = new Map<string, string>();
-const scripts = new Map<string, FakeScript>([
-  [
-    'ATTACK',
-    (req) => {
-      if (req.toolOutputsSinceLastUser.length > 0) return [say('Done.')];
-      const name = req.lastUserText.split(' ')[1] ?? '';
-      return [shell(attacks.get(name) ?? 'echo unknown attack')];
-    },
-  ],
-]);
-
-/** Where the runner runs as root (as in CI), each sandbox's jail runs as a uid of its own outside. */
-const ROOT = process.getuid?.() === 0;
-const OUTSIDE_LAYER = ROOT ? 'outside-uid-per-sandbox' : `outside-uid-runner-${process.getuid?.()}`;
-
-/** The host's Yama ptrace restriction; absent where the kernel has no Yama. */
-const YAMA = '/proc/sys/kernel/yama/ptrace_scope';
-
-/** A process's real uid, from /proc. */
-function realUid(pid: number): number {
-  return Number(/^Uid:\s+(\d+)/m.exec(readFileSync(`/proc/${pid}/status`, 'utf8'))?.[1]);
-}
-
-let cluster: Cluster;
-let user: ChaosUser;
-/** A server on this machine that the egress policy lets the agent reach (a package mirror, say). */
-let mirror: Server;
-let mirrorPort: number;
-
-beforeAll(async () => {
-  mirror = createServer((req, res) => res.end(`mirror answered ${req.url}`));
-  await new Promise<void>((resolve) => mirror.listen(0, '127.0.0.1', resolve));
-  mirrorPort = (mirror.address() as { port: number }).port;
-  // Sandboxes outside the temporary directory, as in a deployment: Codex's own sandbox (the second
-  // layer) leaves the temporary directory writable, so it is only used where sandboxes live elsewhere.
-  mkdirSync('/var/tmp', { recursive: true });
-  const sandboxRoot = mkdtempSync('/var/tmp/threadwork-hostile-');
-  cluster = await Cluster.start({
-    runners: 1,
-    scripts,
-    sandboxRoot,
-    env: { SESSION_SECRET },
-    runnerEnv: {
-      MODEL_API_KEY: MODEL_KEY,
-      SANDBOX_JAIL: 'required',
-      CODEX_SANDBOX_MODE: 'workspace-write',
-      SANDBOX_PIDS_MAX: '256',
-      SANDBOX_MEMORY_MAX_BYTES: String(768 * 2 ** 20),
-      SANDBOX_TMP_MAX_BYTES: String(64 * 2 ** 20),
-      SANDBOX_DISK_MAX_BYTES: String(128 * 2 ** 20),
-      SANDBOX_DISK_CHECK_MS: '500',
-      SANDBOX_EGRESS: 'allowlist',
-      SANDBOX_EGRESS_ALLOW: `localhost:${mirrorPort}`,
-    },
-  });
-  user = cluster.createUser();
-});
-afterAll(async () => {
-  await cluster?.stop();
-  await new Promise((resolve) => mirror?.close(resolve));
-});
-
-/** Runs one attack in a thread of its own; answers what it wrote to `found.txt` in its workspace. */
-async function attack(
-  name: string,
-  command: string,
-): Promise<{ found: string; threadId: string; runId: string; repo: string }> {
-  attacks.set(name, `{ ${command}\n} > found.txt 2>&1; true`);
-  const repo = uniqueId('jail');
-  const repositoryId = await cluster.addRepo(user, repo);
-  const thread = await createThread(cluster, user, { repository_id: repositoryId, prompt: `ATTACK ${name}` });
-  const run = await waitForTerminal(cluster, user, thread.run_id, 120_000);
-  expect(run.status, JSON.stringify(run.error)).toBe('completed');
-  const file = join(cluster.sandboxRoot, thread.id, repo, 'found.txt');
-  if (!existsSync(file)) {
-    const log = await readLog(cluster, user, thread.run_id);
-    const outputs = cluster
-      .fake!.requests.filter((r) => r.lastUserText === `ATTACK ${name}`)
-      .map((r) => r.toolOutputsSinceLastUser);
-    throw new Error(
-      `${name}: no found.txt; ${JSON.stringify(log.map((e) => e.chunk)).slice(0, 4000)} ${JSON.stringify(outputs).slice(0, 2000)}`,
-    );
-  }
-  const found = readFileSync(file, 'utf8');
-  return { found, threadId: thread.id, runId: thread.run_id, repo };
-}
+useJailCluster();
 
 describe('an agent in its jail', () => {
   it('finds no secret in any process environment it can see, and none of the host’s processes', async () => {
@@ -270,78 +187,6 @@ describe('an agent in its jail', () => {
     expect(found).toMatch(/== other\n.*No such file or directory/);
   });
 
-  it('reaches neither NATS, nor the database, nor any address outside', async () => {
-    const [natsHost, natsPort] = new URL(cluster.env.NATS_URL!).host.split(':');
-    const [mongoHost, mongoPort] = new URL(cluster.env.MONGO_URL!).host.split(':');
-    const probe = (label: string, host: string, port: string) =>
-      `if timeout 5 bash -c 'exec 3<>/dev/tcp/${host}/${port}' 2>/dev/null; then echo "${label}: connected"; else echo "${label}: refused"; fi`;
-    const { found } = await attack(
-      'network',
-      [
-        probe('nats', natsHost!, natsPort!),
-        probe('mongo', mongoHost!, mongoPort!),
-        probe('outside', '1.1.1.1', '80'),
-        probe('model', new URL(cluster.fake!.baseUrl).hostname, new URL(cluster.fake!.baseUrl).port),
-        // Through the jail's bridge, the rest of the provider's API (which the key would open).
-        ...['/v1/files', '/v1/organization/users', '/v1/%2e%2e/admin', '/v1/responses/../files', '/admin'].map(
-          (path) => `echo "proxy ${path}: $(curl -s -o /dev/null -w '%{http_code}' http://127.0.0.1:18080${path})"`,
-        ),
-        // A turn's request whose body has the provider reach out for the agent: an MCP server of its own.
-        `echo "proxy mcp: $(curl -s -o /dev/null -w '%{http_code}' -H 'content-type: application/json' -d '{"model":"m","input":"x","tools":[{"type":"mcp","server_url":"https://evil.example/mcp"}]}' http://127.0.0.1:18080/v1/responses)"`,
-      ].join('\n'),
-    );
-    expect(found).toContain('nats: refused');
-    expect(found).toContain('mongo: refused');
-    expect(found).toContain('outside: refused');
-    // Not even the model endpoint directly: only through the runner's proxy.
-    expect(found).toContain('model: refused');
-    expect(found).not.toContain('connected');
-    for (const path of [
-      '/v1/files',
-      '/v1/organization/users',
-      '/v1/%2e%2e/admin',
-      '/v1/responses/../files',
-      '/admin',
-    ]) {
-      expect(found).toContain(`proxy ${path}: 403`);
-    }
-    expect(found).toContain('proxy mcp: 403');
-  });
-
-  it('goes out only through the egress proxy, to the hosts allowed; each refusal is in the run’s events and the runner’s log', async () => {
-    const [natsHost, natsPort] = new URL(cluster.env.NATS_URL!).host.split(':');
-    const via = `curl -sS -m 10 -x "$HTTPS_PROXY" --noproxy ''`;
-    const { found, runId } = await attack(
-      'egress',
-      [
-        'echo "proxy: $HTTPS_PROXY"',
-        `echo "mirror: $(${via} http://localhost:${mirrorPort}/pkg)"`,
-        `echo "unlisted: $(curl -sS -m 10 -o /dev/null -w '%{http_connect}' https://example.com/ 2>/dev/null)"`,
-        `echo "metadata: $(curl -sS -m 10 -o /dev/null -w '%{http_code}' http://169.254.169.254/latest/meta-data/)"`,
-        `echo "nats: $(${via} -o /dev/null -w '%{http_code}' http://${natsHost}:${natsPort}/)"`,
-      ].join('\n'),
-    );
-    expect(found).toContain('proxy: http://127.0.0.1:18081');
-    expect(found).toContain('mirror: mirror answered /pkg');
-    expect(found).toContain('unlisted: 403');
-    expect(found).toContain('metadata: 403');
-    expect(found).toContain('nats: 403');
-    const refused = (await readLog(cluster, user, runId))
-      .map((e) => e.chunk as { type: string; host?: string; port?: number; reason?: string })
-      .filter((c) => c.type === 'network.refused');
-    expect(refused).toEqual([
-      { type: 'network.refused', host: 'example.com', port: 443, reason: 'not in SANDBOX_EGRESS_ALLOW' },
-      { type: 'network.refused', host: '169.254.169.254', port: 80, reason: 'not in SANDBOX_EGRESS_ALLOW' },
-      { type: 'network.refused', host: natsHost, port: Number(natsPort), reason: 'not in SANDBOX_EGRESS_ALLOW' },
-    ]);
-    const logged = cluster
-      .runners()[0]!
-      .output()
-      .split('\n')
-      .filter((line) => line.includes('refused a connection out of the sandbox') && line.includes(runId));
-    expect(logged).toHaveLength(3);
-  });
-
   it('cannot write where the runner keeps the sandbox’s state: its state file and git directories stay as they were', async () => {
     const { found, threadId, repo } = await attack(
       'state',
@@ -457,52 +302,5 @@ print("never", "stopped", flush=True)'; echo "allocation exited $?"`,
     await waitFor('what the agent left running to be stopped', () => (lingering().length === 0 ? true : undefined));
     const runner = cluster.runners()[0]!;
     expect(cluster.harnessPids(runner.pid, threadId).length).toBeGreaterThan(0);
-  });
-});
-
-describe('an agent whose runner lets it reach any public host (SANDBOX_EGRESS=open)', () => {
-  beforeAll(async () => {
-    // The same deployment, its runner replaced by one in open mode.
-    for (const runner of cluster.runners()) await runner.stop();
-    await cluster.startRunner({ SANDBOX_EGRESS: 'open', SANDBOX_EGRESS_ALLOW: '' });
-  });
-
-  it('still reaches no internal address: loopback, private, link-local (cloud metadata), NAT64; each refusal is an event', async () => {
-    // Addresses only: the proxy refuses each before any connection is tried.
-    const targets: [url: string, host: string, port: number][] = [
-      ['http://169.254.169.254/latest/meta-data/', '169.254.169.254', 80],
-      ['https://169.254.169.254/', '169.254.169.254', 443],
-      ['http://127.0.0.1/', '127.0.0.1', 80],
-      ['http://localhost/', 'localhost', 80],
-      ['https://10.0.0.1/', '10.0.0.1', 443],
-      ['http://172.16.0.1/', '172.16.0.1', 80],
-      ['http://192.168.1.1/', '192.168.1.1', 80],
-      ['http://[fe80::1]/', '[fe80::1]', 80],
-      ['http://[64:ff9b::a9fe:a9fe]/', '[64:ff9b::a9fe:a9fe]', 80],
-      ['https://[::ffff:169.254.169.254]/', '[::ffff:169.254.169.254]', 443],
-    ];
-    const via = `curl -sS -m 10 -x "$HTTPS_PROXY" --noproxy ''`;
-    const { found, runId } = await attack(
-      'open-internal',
-      targets
-        .map(([url], i) => `echo "${i}: $(${via} -o /dev/null -w '%{http_code} %{http_connect}' '${url}' 2>/dev/null)"`)
-        .join('\n'),
-    );
-    targets.forEach(([url], i) => {
-      // A plain request is answered 403; a tunnel (https) is refused with 403 before it is made.
-      expect(found, url).toMatch(new RegExp(`^${i}: (403 000|000 403)$`, 'm'));
-    });
-    const events = (await readLog(cluster, user, runId)).map(
-      (e) => e.chunk as { type: string; egress?: string; host?: string; port?: number; reason?: string },
-    );
-    expect(events.find((c) => c.type === 'sandbox.ready')).toMatchObject({ egress: 'open' });
-    expect(events.filter((c) => c.type === 'network.refused')).toEqual(
-      targets.map(([, host, port]) => ({
-        type: 'network.refused',
-        host,
-        port,
-        reason: 'it resolves to an internal address',
-      })),
-    );
   });
 });

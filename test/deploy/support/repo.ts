@@ -4,7 +4,7 @@ import { existsSync, readdirSync, readFileSync } from 'node:fs';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 
-export const repoRoot = resolve(dirname(fileURLToPath(import.meta.url)), '..', '..');
+export const repoRoot = resolve(dirname(fileURLToPath(import.meta.url)), '..', '..', '..');
 
 export function readRepoFile(path: string): string {
   return readFileSync(join(repoRoot, path), 'utf8');

@@ -1,0 +1,316 @@
+// The benchmark run's report: Markdown tables of each benchmark next to its baseline, with where
+// the CPU went and what each process held in memory.
+import { mib } from './proc.mjs';
+import { int, ms, summaryRow, SUMMARY_HEADER, table } from './report.mjs';
+
+const out = (line = '') => process.stdout.write(`${line}\n`);
+
+/** `ferretdb 1.20, gateway 0.45, …`: where the CPU went, largest first, negligible ones left out. */
+function cpuBreakdown(perUnit) {
+  return [...perUnit]
+    .filter(([, value]) => value !== null && value >= 0.005)
+    .sort((a, b) => b[1] - a[1])
+    .map(([name, value]) => `${name} ${value.toFixed(2)}`)
+    .join(', ');
+}
+
+/** Prints the report of `results`, run with `opts` (and `profile`d into `profileDir`). */
+export function report(results, { opts, profile, profileDir }) {
+  const rows = [];
+  const details = [];
+  const reqs = (r) => `${int(r.rps)} req/s`;
+  const latencyRow = (name, side, r) => [
+    name,
+    side,
+    int(r.rps),
+    ms(r.meanMs),
+    int(r.p50),
+    int(r.p99),
+    cpuBreakdown(r.cpuMsPerRequest),
+  ];
+
+  const read = results['run-read'];
+  if (read) {
+    const value = read.ours.rps / read.baseline.rps;
+    rows.push(
+      summaryRow(
+        1,
+        'GET /v1/runs/{id} (gateway → NATS → runs → FerretDB) vs bare fastify findOne',
+        reqs(read.ours),
+        reqs(read.baseline),
+        value,
+        {
+          text: '≥ 0.30×',
+          met: value >= 0.3,
+        },
+      ),
+    );
+    details.push(
+      latencyRow('GET /v1/runs/{id}', 'ours', read.ours),
+      latencyRow('GET /v1/runs/{id}', 'baseline', read.baseline),
+    );
+  }
+  const health = results.healthz;
+  if (health) {
+    const value = health.ours.rps / health.baseline.rps;
+    rows.push(
+      summaryRow(2, 'GET /healthz: gateway vs bare fastify', reqs(health.ours), reqs(health.baseline), value, {
+        text: '≥ 0.80×',
+        met: value >= 0.8,
+      }),
+    );
+    details.push(
+      latencyRow('GET /healthz', 'ours', health.ours),
+      latencyRow('GET /healthz', 'baseline', health.baseline),
+    );
+  }
+  const pages = results['event-pages'];
+  if (pages) {
+    const value = pages.tail.meanMs / pages.head.meanMs;
+    rows.push(
+      summaryRow(
+        3,
+        `events page (limit 100) at the tail of a ${int(results.seed.events)}-event run vs the first page, mean latency`,
+        `${ms(pages.tail.meanMs)} ms`,
+        `${ms(pages.head.meanMs)} ms`,
+        value,
+        { text: '≤ 1.50×', met: value <= 1.5 },
+      ),
+    );
+    details.push(
+      latencyRow('events page', `tail (from ${pages.tailFrom})`, pages.tail),
+      latencyRow('events page', 'head (from 1)', pages.head),
+    );
+  }
+  const append = results.append;
+  if (append) {
+    const value = append.ours.perSecond / append.baseline.perSecond;
+    rows.push(
+      summaryRow(
+        4,
+        `append ${int(append.events)} events: runner's EventSink → runs.append vs js.publish awaited one by one`,
+        `${int(append.ours.perSecond)} events/s`,
+        `${int(append.baseline.perSecond)} events/s`,
+        value,
+        { text: '≥ 0.50×', met: value >= 0.5 },
+      ),
+    );
+  }
+  const followers = results.followers;
+  if (followers) {
+    const { ours, baseline } = followers;
+    const name = `${ours.followers} SSE followers of one run, ${int(ours.offeredPerSecond)} events/s appended`;
+    rows.push(
+      summaryRow(5, `${name}: p99 delivery latency`, `${ms(ours.p99)} ms`, `${ms(baseline.p99)} ms`, null, {
+        text: 'p99 < 100 ms, none lost',
+        met: ours.p99 !== null && ours.p99 < 100 && ours.lost === 0,
+      }),
+      summaryRow(
+        5,
+        `${name}: deliveries/s`,
+        int(ours.deliveredPerSecond),
+        int(baseline.deliveredPerSecond),
+        null,
+        null,
+      ),
+    );
+  }
+  const jailed = results.jail;
+  if (jailed) {
+    for (const [kind, label] of [
+      ['cold', 'new thread'],
+      ['warm', 'follow-up in a warm sandbox'],
+    ]) {
+      const value = jailed.jailed[kind].completedMs / jailed.bare[kind].completedMs;
+      rows.push(
+        summaryRow(
+          8,
+          `trivial turn, ${label} → completed: jailed vs no jail, medians of ${jailed.jailed[kind].samples}`,
+          `${int(jailed.jailed[kind].completedMs)} ms`,
+          `${int(jailed.bare[kind].completedMs)} ms`,
+          value,
+          { text: '≤ 1.25×', met: value <= 1.25 },
+        ),
+      );
+    }
+  }
+  const turns = results.turns;
+  if (turns) {
+    for (const [kind, label] of [
+      ['cold', 'new thread (POST /v1/threads)'],
+      ['warm', 'follow-up in a warm sandbox (POST /v1/threads/{id}/messages)'],
+    ]) {
+      const t = turns[kind];
+      rows.push(
+        summaryRow(
+          6,
+          `trivial turn, ${label} → first harness event, median of ${t.samples}`,
+          `${int(t.firstEventMs)} ms`,
+          '—',
+          null,
+          null,
+        ),
+        summaryRow(
+          6,
+          `trivial turn, ${label} → completed, median of ${t.samples}`,
+          `${int(t.completedMs)} ms`,
+          '—',
+          null,
+          null,
+        ),
+      );
+    }
+  }
+  const sandboxes = results.sandboxes;
+  if (sandboxes) {
+    const { runnerGrowth, harness } = sandboxes.perSandbox;
+    rows.push(
+      summaryRow(
+        7,
+        `memory per live sandbox (runner growth + agent processes), ${sandboxes.sandboxes} turns in flight`,
+        `${mib(runnerGrowth.rss + harness.rss)} MiB RSS, ${mib(runnerGrowth.anon + harness.anon)} MiB anon`,
+        '—',
+        null,
+        null,
+      ),
+    );
+  }
+
+  out(table(SUMMARY_HEADER, rows, 2));
+  if (details.length) {
+    out();
+    out(
+      `HTTP load: autocannon, ${opts.connections} connections, ${opts.seconds} s per side in ${opts.rounds} alternating rounds after a 2 s warm-up; ` +
+        'mean = connections / throughput; p50 and p99 are medians over the rounds; CPU from /proc/<pid>/stat.',
+    );
+    out();
+    out(table(['path', 'side', 'req/s', 'mean ms', 'p50 ms', 'p99 ms', 'CPU ms per request, by process'], details, 2));
+  }
+  if (followers) {
+    out();
+    out(
+      `SSE: ${followers.ours.followers} followers per side stay connected; appends (a batch every 50 ms, as the runner sends them) ` +
+        `alternate between the sides in ${opts.rounds} rounds after an uncounted 2 s warm-up round each; latency = arrival at ` +
+        'the follower − sending of the append; CPU from /proc/<pid>/stat.',
+    );
+    out();
+    const side = (label, r) => [
+      label,
+      int(r.events),
+      int(r.delivered),
+      int(r.lost),
+      int(r.deliveredPerSecond),
+      ms(r.p50),
+      ms(r.p99),
+      ms(r.max),
+      cpuBreakdown(r.cpuMsPerThousandDeliveries),
+    ];
+    out(
+      table(
+        [
+          'SSE followers',
+          'events',
+          'deliveries',
+          'lost',
+          'deliveries/s',
+          'p50 ms',
+          'p99 ms',
+          'max ms',
+          'CPU ms per 1,000 deliveries, by process',
+        ],
+        [
+          side('ours: gateway stream', followers.ours),
+          side('baseline: bare fastify forwarding run.live', followers.baseline),
+        ],
+      ),
+    );
+  }
+  const jail = results.jail;
+  if (jail) {
+    out();
+    const ratio = (a, b) => (b > 0 ? `${(a / b).toFixed(2)}×` : '—');
+    const row = (label, kind) => [
+      label,
+      jail.jailed[kind].samples,
+      int(jail.jailed[kind].completedMs),
+      int(jail.bare[kind].completedMs),
+      ratio(jail.jailed[kind].completedMs, jail.bare[kind].completedMs),
+      int(jail.jailed[kind].firstEventMs),
+      int(jail.bare[kind].firstEventMs),
+    ];
+    out(
+      table(
+        [
+          'trivial turn (median)',
+          'samples',
+          'jailed → completed ms',
+          'no jail → completed ms',
+          'jailed / no jail',
+          'jailed → first event ms',
+          'no jail → first event ms',
+        ],
+        [row('cold: new thread', 'cold'), row('warm: follow-up message', 'warm')],
+      ),
+    );
+  }
+  if (turns) {
+    out();
+    out(
+      table(
+        ['trivial turn (median)', 'samples', '→ first harness event ms', '→ completed ms'],
+        [
+          ['cold: new thread', turns.cold.samples, int(turns.cold.firstEventMs), int(turns.cold.completedMs)],
+          ['warm: follow-up message', turns.warm.samples, int(turns.warm.firstEventMs), int(turns.warm.completedMs)],
+        ],
+      ),
+    );
+    if (turns.createRetriedAfter500 > 0) {
+      out(
+        `\nPOST /v1/threads answered 500 ${turns.createRetriedAfter500} time(s) and was replayed (same client_request_id).`,
+      );
+    }
+  }
+
+  out();
+  const underLoad = read?.memoryUnderLoad;
+  out(
+    table(
+      [
+        'process',
+        'idle RSS MiB',
+        'idle RssAnon MiB',
+        'peak RSS under benchmark 1 MiB',
+        'peak RssAnon under benchmark 1 MiB',
+      ],
+      Object.entries(results.memoryIdle).map(([name, idle]) => [
+        name,
+        mib(idle?.rss),
+        mib(idle?.anon),
+        mib(underLoad?.get(name)?.rss),
+        mib(underLoad?.get(name)?.anon),
+      ]),
+    ),
+  );
+  if (sandboxes) {
+    const { runnerIdle, runnerLive, perSandbox } = sandboxes;
+    out();
+    out(
+      table(
+        [`runner with ${sandboxes.sandboxes} live sandboxes`, 'RSS MiB', 'RssAnon MiB'],
+        [
+          ['runner process, idle', mib(runnerIdle.rss), mib(runnerIdle.anon)],
+          ['runner process, sandboxes live', mib(runnerLive.rss), mib(runnerLive.anon)],
+          ['runner growth per sandbox', mib(perSandbox.runnerGrowth.rss), mib(perSandbox.runnerGrowth.anon)],
+          [
+            `agent processes per sandbox (${sandboxes.processes} processes)`,
+            mib(perSandbox.harness.rss),
+            mib(perSandbox.harness.anon),
+          ],
+        ],
+      ),
+    );
+  }
+  if (results.seed)
+    out(`\nSeeding: ${int(results.seed.events)} events appended at ${int(results.seed.perSecond)} events/s.`);
+  if (profile.length) out(`\nCPU profiles of ${profile.join(', ')} in ${profileDir}`);
+}

@@ -1,0 +1,187 @@
+// The Helm chart's other values, and values.schema.json refusing what the services would not take.
+import { GatewayConfig } from '@threadwork/gateway';
+import { describe, expect, it } from 'vitest';
+import { readRepoFile } from './support/repo.js';
+import {
+  byKind,
+  component,
+  expectValid,
+  productionValues,
+  render,
+  REQUIRED,
+  template,
+  useHelm,
+  valuesFile,
+  workloads,
+} from './support/chart.js';
+import type { Workload } from './support/chart.js';
+
+useHelm();
+
+describe('charts/threadwork', () => {
+  describe('harnesses', () => {
+    it('tells threads and runs which harnesses the runners serve', () => {
+      const objects = render([...REQUIRED, '--set', 'harnesses={codex,claude-code}']);
+      expectValid(objects);
+      for (const workload of workloads(objects)) {
+        const value = workload.spec.template.spec.containers[0]!.env?.find((e) => e.name === 'HARNESSES')?.value;
+        const name = component(workload)!;
+        expect(value, name).toBe(['threads', 'runs'].includes(name) ? 'codex,claude-code' : undefined);
+      }
+    });
+  });
+
+  describe('per-user limits', () => {
+    it('tells threads the limits, 0 included, and refuses a negative one', () => {
+      const limitsOf = (args: string[]) => {
+        const objects = render([...REQUIRED, ...args]);
+        expectValid(objects);
+        return workloads(objects).map((workload) => {
+          const env = workload.spec.template.spec.containers[0]!.env ?? [];
+          const value = (name: string) => env.find((e) => e.name === name)?.value;
+          return [component(workload), value('MAX_LIVE_RUNS_PER_USER'), value('THREADS_PER_MINUTE_PER_USER')];
+        });
+      };
+      for (const [name, live, perMinute] of limitsOf([])) {
+        expect([live, perMinute], String(name)).toEqual(name === 'threads' ? ['10', '30'] : [undefined, undefined]);
+      }
+      const off = limitsOf(['--set', 'limits.maxLiveRunsPerUser=0', '--set', 'limits.threadsPerMinutePerUser=5']);
+      expect(off.find(([name]) => name === 'threads')?.slice(1)).toEqual(['0', '5']);
+      const negative = template([...REQUIRED, '--set', 'limits.maxLiveRunsPerUser=-1']);
+      expect(negative.status).not.toBe(0);
+      expect(negative.stderr).toMatch(/maxLiveRunsPerUser/);
+    });
+  });
+
+  describe('the gateway behind a proxy', () => {
+    /** Every TRUST_PROXY the gateway container gets. */
+    const trustProxy = (args: string[]) =>
+      workloads(render([...REQUIRED, ...args]))
+        .find((w) => component(w) === 'gateway')!
+        .spec.template.spec.containers[0]!.env!.filter((e) => e.name === 'TRUST_PROXY')
+        .map((e) => e.value);
+
+    it('sets TRUST_PROXY from gateway.trustProxy, in every form the gateway takes', () => {
+      const forms: [string[], string][] = [
+        [['--set', 'gateway.trustProxy=1'], '1'],
+        [['--set', 'gateway.trustProxy=true'], 'true'],
+        [['--set-string', 'gateway.trustProxy=false'], 'false'],
+        [
+          ['-f', valuesFile('proxies', { gateway: { trustProxy: '10.0.0.0/8, loopback,fd00::/8' } })],
+          '10.0.0.0/8, loopback,fd00::/8',
+        ],
+        [['--set-string', 'gateway.trustProxy=192.168.1.7'], '192.168.1.7'],
+      ];
+      for (const [args, value] of forms) {
+        expect(trustProxy(args), args.join(' ')).toEqual([value]);
+        expect(GatewayConfig.shape.TRUST_PROXY.safeParse(value).success, value).toBe(true);
+      }
+      // Unset, none: the gateway's default believes no proxy.
+      expect(trustProxy([])).toEqual([]);
+      expect(trustProxy(['--set', 'gateway.trustProxy=false'])).toEqual([]);
+    });
+
+    it('has values-production.yaml believe the one proxy in front', () => {
+      expect(trustProxy(['-f', productionValues])).toEqual(['1']);
+    });
+  });
+
+  describe('other values', () => {
+    it('renders a Secret from values only when asked to', () => {
+      const objects = render([
+        ...REQUIRED,
+        '--set',
+        'secrets.create=true',
+        '--set',
+        'secrets.values.SESSION_SECRET=0123456789abcdef0123456789abcdef',
+      ]);
+      expectValid(objects);
+      const [secret] = byKind(objects, 'Secret');
+      expect(secret!.stringData?.SESSION_SECRET).toBe('0123456789abcdef0123456789abcdef');
+      const gateway = workloads(objects).find((w) => component(w) === 'gateway')!;
+      const session = gateway.spec.template.spec.containers[0]!.env!.find((e) => e.name === 'SESSION_SECRET');
+      expect(session?.valueFrom?.secretKeyRef?.name).toBe(secret!.metadata.name);
+    });
+
+    it('renders valid objects with network policies off and a model endpoint set', () => {
+      const objects = render([
+        ...REQUIRED,
+        '--set',
+        'networkPolicy.enabled=false',
+        '--set',
+        'runner.modelBaseUrl=https://api.openai.com/v1',
+        '--set',
+        'image.digest=sha256:' + 'a'.repeat(64),
+      ]);
+      expectValid(objects);
+      expect(byKind(objects, 'NetworkPolicy')).toEqual([]);
+      const [runner] = byKind<Workload>(objects, 'StatefulSet');
+      const [container] = runner!.spec.template.spec.containers;
+      expect(container!.env?.find((e) => e.name === 'MODEL_BASE_URL')?.value).toBe('https://api.openai.com/v1');
+      expect(container!.image).toBe(`threadwork@sha256:${'a'.repeat(64)}`);
+    });
+  });
+
+  describe('values.schema.json', () => {
+    const rejects = (args: string[], where: RegExp) => {
+      const result = template(args);
+      expect(result.status).not.toBe(0);
+      expect(result.stderr).toContain("values don't meet the specifications of the schema");
+      expect(result.stderr).toMatch(where);
+    };
+
+    it('is JSON Schema draft-07', () => {
+      const schema = JSON.parse(readRepoFile('charts/threadwork/values.schema.json')) as { $schema: string };
+      expect(schema.$schema).toBe('http://json-schema.org/draft-07/schema#');
+    });
+
+    it('rejects a replica count that is not a number', () => {
+      rejects([...REQUIRED, '--set-string', 'gateway.replicaCount=two'], /gateway\/replicaCount/);
+    });
+
+    it('rejects an egress mode or host it does not know', () => {
+      rejects([...REQUIRED, '--set', 'runner.egress.mode=everything'], /runner\/egress\/mode/);
+      rejects([...REQUIRED, '--set', 'runner.egress.allow={https://evil.example}'], /runner\/egress\/allow/);
+    });
+
+    it('requires nats.url', () => {
+      rejects(['--set', 'mongodb.url=mongodb://mongo:27017/'], /nats\/url/);
+    });
+
+    it('takes mongodb.url only with mongodb.insecure, and a Secret per service of the database only', () => {
+      const nats = ['--set', 'nats.url=nats://nats:4222', '--set', 'nats.auth.existingSecret=threadwork-nats'];
+      rejects([...nats, '--set', 'mongodb.insecure=true'], /mongodb/);
+      rejects([...REQUIRED, '--set', 'mongodb.existingSecrets.runner=mongo-runner'], /existingSecrets/);
+      rejects([...REQUIRED, '--set', 'mongodb.existingSecret=mongo-url'], /existingSecret/);
+      rejects([...REQUIRED, '--set', 'mongodb.existingSecrets.gateway=Not_A_Name'], /existingSecrets\/gateway/);
+    });
+
+    it('rejects a cluster CIDR that is not one', () => {
+      rejects([...REQUIRED, '--set', 'networkPolicy.clusterCIDRs={10.0.0.0/8,cluster.local}'], /clusterCIDRs/);
+      rejects([...REQUIRED, '--set', 'networkPolicy.clusterCIDRs={10.0.0.0/33}'], /clusterCIDRs/);
+    });
+
+    it('takes TRUST_PROXY only as gateway.trustProxy, and only in a form the gateway takes', () => {
+      rejects([...REQUIRED, '--set-string', 'gateway.env.TRUST_PROXY=1'], /gateway\/env/);
+      rejects([...REQUIRED, '--set-string', 'gateway.trustProxy=proxy.example'], /gateway\/trustProxy/);
+      rejects([...REQUIRED, '--set', 'gateway.trustProxy=-1'], /gateway\/trustProxy/);
+      rejects([...REQUIRED, '--set-string', 'gateway.trustProxy=10.0.0.0/8;rm'], /gateway\/trustProxy/);
+    });
+
+    it('rejects a public key that is not an NKEY user key', () => {
+      rejects([...REQUIRED, '--set', 'nats.auth.publicKeys.runner=SUAB'], /publicKeys\/runner/);
+      rejects([...REQUIRED, '--set', 'nats.auth.publicKeys.intruder=UAB'], /publicKeys/);
+    });
+
+    it('rejects a numeric image tag, a bad quantity, an unknown enum value and a misspelt key', () => {
+      rejects([...REQUIRED, '-f', valuesFile('float-tag', 'image:\n  tag: 1.2\n')], /image\/tag/);
+      rejects([...REQUIRED, '--set', 'runner.resources.limits.memory=lots'], /runner\/resources\/limits\/memory/);
+      rejects([...REQUIRED, '--set', 'logLevel=loud'], /logLevel/);
+      rejects([...REQUIRED, '--set', 'gateway.replicas=2'], /replicas/);
+      rejects(
+        [...REQUIRED, '-f', valuesFile('no-limits', { threads: { resources: { limits: null } } })],
+        /threads\/resources/,
+      );
+    });
+  });
+});
