@@ -211,7 +211,9 @@ async function answer(
   const body = encodeJson(
     replyKey ? ({ sealed: seal(replyKey, encodeJson(envelope), endpoint.subject) } satisfies SealedReply) : envelope,
   );
-  if (failure) respondFailure(msg, failure, body);
+  // A sealed reply says nothing in clear, not even that it is an error: onlookers on the caller's
+  // inboxes would learn which of its requests were refused.
+  if (failure && !replyKey) respondFailure(msg, failure, body);
   else msg.respond(body);
   return failure?.code;
 }

@@ -121,9 +121,14 @@ describe('typed request/reply over NATS services', () => {
   describe('a sealed endpoint', () => {
     it('answers sealed to the caller’s reply key: an onlooker on the inboxes sees none of the reply', async () => {
       const heard: string[] = [];
+      const errorHeaders: string[] = [];
       const watch = nc.subscribe('_INBOX.>', {
         callback: (_err, msg) => {
           heard.push(new TextDecoder().decode(msg.data));
+          for (const name of ['Nats-Service-Error', 'Nats-Service-Error-Code']) {
+            const value = msg.headers?.get(name);
+            if (value) errorHeaders.push(`${name}: ${value}`);
+          }
         },
       });
       await nc.flush();
@@ -134,6 +139,8 @@ describe('typed request/reply over NATS services', () => {
       await nc.flush();
       watch.unsubscribe();
       expect(heard.length).toBeGreaterThanOrEqual(2);
+      // Not even that one of them was refused.
+      expect(errorHeaders).toEqual([]);
       for (const body of heard) {
         expect(SealedReply.safeParse(JSON.parse(body)).success, body).toBe(true);
         expect(body).not.toContain(SECRET);
