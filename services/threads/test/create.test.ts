@@ -52,7 +52,7 @@ describe('threads.create', () => {
     expect(result.id).toMatch(/^thr_[0-9a-f]{32}$/);
     expect(result.message_id).toMatch(/^msg_[0-9a-f]{32}$/);
 
-    const admission = h.runs.admissions.find((a) => a.thread_id === result.id);
+    const admission = await h.runs.admissionOf(result.id);
     expect(admission).toMatchObject({
       owner_id: owner,
       project_id: result.project_id,
@@ -159,7 +159,7 @@ describe('threads.create', () => {
     expect(project?.threads[0]).not.toHaveProperty('sandbox_status');
 
     // The runner clones each repository with the project repository id review takes.
-    const admission = h.runs.admissions.find((a) => a.thread_id === first.id);
+    const admission = await h.runs.admissionOf(first.id);
     expect(admission?.repositories.map((r) => [r.project_repository_id, r.branch])).toEqual(
       project?.repositories.map((r) => [r.id, r.branch]),
     );

@@ -39,6 +39,7 @@ import {
   testInfra,
   uniqueDbPrefix,
   uniqueId,
+  waitFor,
   type IsolatedNats,
 } from '@threadwork/testing';
 import type { z } from 'zod';
@@ -67,6 +68,11 @@ export interface BaseHarness {
 export interface RealRuns {
   /** Every admit request threads sent, in order (repeats included), as heard on its subject. */
   readonly admissions: AdmitRequest[];
+  /**
+   * The admit request of `threadId`'s first run once it has been heard: a copy reaches this
+   * listener on its own, possibly after the runs service's answer has reached threads.
+   */
+  admissionOf(threadId: string): Promise<AdmitRequest>;
   /** Runs created, oldest first. */
   created(threadId?: string): Promise<Run[]>;
   run(runId: string): Promise<Run>;
@@ -250,6 +256,8 @@ export async function startHarness(options: HarnessOptions = {}): Promise<Harnes
     request(base.nc, rpc.runs.get, { owner_id: ownerId, run_id: runId });
   const runs: RealRuns = {
     admissions,
+    admissionOf: (threadId) =>
+      waitFor(`the admission of ${threadId} to be heard`, () => admissions.find((a) => a.thread_id === threadId)),
     async created(threadId) {
       const docs = await runsDb
         .collection<{ _id: string; owner_id: string; thread_id: string; created_at: Date }>('runs')
