@@ -89,7 +89,7 @@ describe('threads.create', () => {
     const { run_id: _r, run_status: _s, message_id: _m, run_url: _u, events_url: _e, ...shown } = result;
     // The run's status events, which the real runs service publishes, may touch the thread since.
     expect(thread).toEqual({ ...shown, updated_at: expect.any(String) });
-    expect(Date.parse(thread.updated_at)).toBeGreaterThanOrEqual(Date.parse(shown.updated_at));
+    expect(Date.parse(String(thread.updated_at))).toBeGreaterThanOrEqual(Date.parse(shown.updated_at));
   });
 
   it('creates a task with the caller message id and answers a Task with run', async () => {
