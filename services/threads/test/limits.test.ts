@@ -7,9 +7,9 @@ import {
   WorkList,
   rpc,
 } from '@threadwork/contracts';
+import { waitFor } from '@threadwork/testing';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import {
-  eventually,
   startHarness,
   startHarnessWithDoubles,
   type BaseHarness,
@@ -182,11 +182,16 @@ describe('live runs per user, a run ended before its event is handled (MAX_LIVE_
     // Another of the user's runs ends (on another thread): the waiting follow-up gets its place.
     const ended = await h.runs.transition(second.run_id, 'completed');
     await h.handledUpTo(ended.seq);
-    const [applied] = await eventually(async () => {
-      const list = await controls();
-      expect(list[0]?.status).toBe('applied');
-      return list;
-    });
+    const [applied] = await waitFor(
+      'the waiting follow-up to be applied',
+      async () => {
+        const list = await controls();
+        expect(list[0]?.status).toBe('applied');
+        return list;
+      },
+      60_000,
+      { tolerateErrors: true },
+    );
     expect(applied?.created_run_id).toBeTruthy();
     expect(h.runs.run(applied!.created_run_id!)).toMatchObject({ thread_id: first.id, status: 'queued' });
     expect((await footprint(h, owner)).waits).toBe(0);
