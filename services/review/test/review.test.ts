@@ -104,6 +104,19 @@ describe('review', () => {
   const review = (owner: string, threadId: string, prrId: string) =>
     request(nc, rpc.review.get, { owner_id: owner, thread_id: threadId, project_repository_id: prrId });
 
+  /** Waits until alice's review of `t` shows a diff like `expected`; answers the review. */
+  const reviewShows = (t: { threadId: string; prrId: string }, expected: Record<string, unknown>) =>
+    waitFor(
+      `a diff like ${JSON.stringify(expected)}`,
+      async () => {
+        const got = await review(alice, t.threadId, t.prrId);
+        expect(got.diff).toMatchObject(expected);
+        return got;
+      },
+      60_000,
+      { tolerateErrors: true },
+    );
+
   let counter = 0;
   function candidate(
     t: { threadId: string; runId: string; prrId: string },
@@ -176,16 +189,7 @@ describe('review', () => {
       `${event.run_id}:${event.project_repository_id}`,
     );
     // The first run is still live, so the diff shown is pending.
-    const pending = await waitFor(
-      'the diff to be pending',
-      async () => {
-        const got = await review(alice, t.threadId, t.prrId);
-        expect(got.diff.status).toBe('pending');
-        return got;
-      },
-      60_000,
-      { tolerateErrors: true },
-    );
+    const pending = await reviewShows(t, { status: 'pending' });
     expect(pending.diff.candidate_revision).toBe(event.candidate_revision);
 
     await request(nc, rpc.runs.cancel, { owner_id: alice, run_id: t.runId });
@@ -239,49 +243,16 @@ describe('review', () => {
     await publish(domainEvents.candidateProduced, newer, 'newer');
     await publish(domainEvents.candidateProduced, older, 'older');
     await publish(domainEvents.candidateProduced, newer, 'newer-again');
-    await waitFor(
-      'the newer candidate, truncated',
-      async () => {
-        const got = await review(alice, t.threadId, t.prrId);
-        expect(got.diff).toMatchObject({
-          status: 'ready',
-          truncated: true,
-          candidate_revision: newer.candidate_revision,
-        });
-        return true;
-      },
-      60_000,
-      { tolerateErrors: true },
-    );
+    await reviewShows(t, { status: 'ready', truncated: true, candidate_revision: newer.candidate_revision });
     // The older one arrived after the newer one but does not win.
     await processed();
     expect((await review(alice, t.threadId, t.prrId)).diff.candidate_revision).toBe(newer.candidate_revision);
 
     await publish(domainEvents.candidateFailed, failed, 'failed');
-    await waitFor(
-      'the failure beside the last good candidate',
-      async () => {
-        const got = await review(alice, t.threadId, t.prrId);
-        // The last good candidate stays visible beside the error.
-        expect(got.diff).toMatchObject({ status: 'error', candidate_revision: newer.candidate_revision });
-        return true;
-      },
-      60_000,
-      { tolerateErrors: true },
-    );
+    // The last good candidate stays visible beside the error.
+    await reviewShows(t, { status: 'error', candidate_revision: newer.candidate_revision });
     await publish(domainEvents.candidateProduced, recovered, 'recovered');
-    await waitFor(
-      'the recovered candidate',
-      async () => {
-        expect((await review(alice, t.threadId, t.prrId)).diff).toMatchObject({
-          status: 'ready',
-          candidate_revision: recovered.candidate_revision,
-        });
-        return true;
-      },
-      60_000,
-      { tolerateErrors: true },
-    );
+    await reviewShows(t, { status: 'ready', candidate_revision: recovered.candidate_revision });
   });
 
   it('stores no evidence its run’s holder did not publish: a key alone, or another run’s holder, shows nothing', async () => {
@@ -304,18 +275,7 @@ describe('review', () => {
     // The holder's own candidate is stored.
     const real = candidate(t);
     await runner.publish(jetstream.js, domainEvents.candidateProduced, real, 'real');
-    await waitFor(
-      'the candidate of the run’s holder',
-      async () => {
-        expect((await review(alice, t.threadId, t.prrId)).diff).toMatchObject({
-          status: 'pending',
-          candidate_revision: real.candidate_revision,
-        });
-        return true;
-      },
-      60_000,
-      { tolerateErrors: true },
-    );
+    await reviewShows(t, { status: 'pending', candidate_revision: real.candidate_revision });
     for (const driver of [runner, bobsRunner])
       await driver.to('failed', { error: { code: 'runner_lost', message: 'test' } });
   });
