@@ -61,7 +61,7 @@ export interface BaseHarness {
   callError<E extends RpcEndpoint>(endpoint: E, payload: z.input<E['request']>): Promise<AppError>;
   /** A fresh owner who can see the known repositories. */
   newOwner(): string;
-  /** A thread of a fresh owner on `repos.app` (unless `more` names others), with its first run. */
+  /** A thread of a fresh owner on `repos.app` (and any `more.repository_ids`), with its first run. */
   newThread(
     prompt?: string,
     more?: { repository_ids?: number[] },
@@ -72,10 +72,7 @@ export interface BaseHarness {
   }>;
   /** A thread's messages as its owner reads them. */
   messages(target: { owner_id: string; thread_id: string }): Promise<Message[]>;
-  /**
-   * Publishes a DOMAIN event; a runner's is attested first, as its run's holder does (unless
-   * `forged`). Answers its stream sequence.
-   */
+  /** Publishes a DOMAIN event, a runner's attested first as its run's holder does (unless `forged`); its sequence. */
   publishDomain(event: EventDef, payload: unknown, msgId?: string, options?: { forged?: boolean }): Promise<number>;
   /** Resolves once threads has handled (acked) every DOMAIN event up to stream sequence `seq`. */
   handledUpTo(seq: number): Promise<void>;
@@ -181,10 +178,7 @@ async function startThreadsOn(
       const subject = event.subject;
       if (subject.startsWith('evt.runner.') && !forged)
         await peers.attest((payload as { run_id: string }).run_id, subject, payload);
-      const ack = await publishJson(js, subject, payload, {
-        ...(msgId ? { msgId } : {}),
-      });
-      return ack.seq;
+      return (await publishJson(js, subject, payload, msgId ? { msgId } : {})).seq;
     },
     async handledUpTo(seq) {
       await waitFor(`threads to handle DOMAIN up to ${seq}`, async () => {
@@ -344,9 +338,7 @@ export async function startHarnessWithDoubles(options: HarnessOptions = {}): Pro
       repohost.grant(owner);
       return owner;
     },
-    async attest(_runId, subject, event) {
-      runs.attest(subject, domainEventDigest(encodeJson(event)));
-    },
+    attest: async (_runId, subject, event) => runs.attest(subject, domainEventDigest(encodeJson(event))),
   });
   return { ...base, runs };
 }
