@@ -43,6 +43,7 @@ import {
   startGitHubApp,
   uniqueDbPrefix,
   uniqueId,
+  waitFor,
   type FakeGitHub,
   type FakeRepository,
   type IsolatedNats,
@@ -61,18 +62,6 @@ const RETURN_TO = `${SCHEME}://repohost/setup`;
 const run = promisify(execFile);
 const gitClone = (url: string, dir: string) =>
   run('git', ['clone', '--quiet', url, dir], { env: { ...process.env, GIT_TERMINAL_PROMPT: '0' } });
-
-async function eventually<T>(check: () => Promise<T>, timeoutMs = 10_000): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    try {
-      return await check();
-    } catch (err) {
-      if (Date.now() > deadline) throw err;
-      await new Promise((resolve) => setTimeout(resolve, 50));
-    }
-  }
-}
 
 describe('repohost GitHub App provider', () => {
   let nats: IsolatedNats;
@@ -578,9 +567,9 @@ describe('repohost GitHub App provider', () => {
 
     /** Waits until repohost's consumer has handled everything published to it so far. */
     async function processed(): Promise<void> {
-      await eventually(async () => {
+      await waitFor('repohost to handle every DOMAIN event', async () => {
         const info = await jetstream.jsm.consumers.info(DOMAIN_STREAM.name, REPOHOST_CONSUMER);
-        if (info.num_pending > 0 || info.num_ack_pending > 0) throw new Error('not yet');
+        return info.num_pending === 0 && info.num_ack_pending === 0;
       });
     }
 
@@ -615,7 +604,8 @@ describe('repohost GitHub App provider', () => {
       );
       expect(await send('repository', status, { delivery: 'delivery-4' })).toEqual({ status: 'accepted' });
       await nc.flush();
-      await eventually(async () => expect(queued).toHaveLength(3));
+      await waitFor('the three deliveries on the queue', () => queued.length === 3);
+      expect(queued).toHaveLength(3);
       sub.unsubscribe();
     });
 

@@ -32,6 +32,7 @@ import {
   isolatedNats,
   RunDriver,
   uniqueDbPrefix,
+  waitFor,
   type IsolatedNats,
 } from '@threadwork/testing';
 import { ThreadsConfig, startThreads } from '@threadwork/threads';
@@ -40,18 +41,6 @@ import { REVIEW_CONSUMER, ReviewConfig, startReview } from '../src/index.js';
 
 // Review against the real threads, runs and repohost (local provider) services; the test stands in
 // for the runner by claiming runs and publishing the runner's DOMAIN events, attested under its claim.
-
-async function eventually<T>(check: () => Promise<T>, timeoutMs = 10_000): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    try {
-      return await check();
-    } catch (err) {
-      if (Date.now() > deadline) throw err;
-      await new Promise((resolve) => setTimeout(resolve, 50));
-    }
-  }
-}
 
 describe('review', () => {
   let nats: IsolatedNats;
@@ -115,6 +104,19 @@ describe('review', () => {
   const review = (owner: string, threadId: string, prrId: string) =>
     request(nc, rpc.review.get, { owner_id: owner, thread_id: threadId, project_repository_id: prrId });
 
+  /** Waits until alice's review of `t` shows a diff like `expected`; answers the review. */
+  const reviewShows = (t: { threadId: string; prrId: string }, expected: Record<string, unknown>) =>
+    waitFor(
+      `a diff like ${JSON.stringify(expected)}`,
+      async () => {
+        const got = await review(alice, t.threadId, t.prrId);
+        expect(got.diff).toMatchObject(expected);
+        return got;
+      },
+      60_000,
+      { tolerateErrors: true },
+    );
+
   let counter = 0;
   function candidate(
     t: { threadId: string; runId: string; prrId: string },
@@ -156,9 +158,9 @@ describe('review', () => {
 
   /** Waits until review's consumer has handled everything published to it so far. */
   async function processed(): Promise<void> {
-    await eventually(async () => {
+    await waitFor('review to handle every DOMAIN event', async () => {
       const info = await jetstream.jsm.consumers.info(DOMAIN_STREAM.name, REVIEW_CONSUMER);
-      if (info.num_pending > 0 || info.num_ack_pending > 0) throw new Error('not yet');
+      return info.num_pending === 0 && info.num_ack_pending === 0;
     });
   }
 
@@ -187,11 +189,7 @@ describe('review', () => {
       `${event.run_id}:${event.project_repository_id}`,
     );
     // The first run is still live, so the diff shown is pending.
-    const pending = await eventually(async () => {
-      const got = await review(alice, t.threadId, t.prrId);
-      expect(got.diff.status).toBe('pending');
-      return got;
-    });
+    const pending = await reviewShows(t, { status: 'pending' });
     expect(pending.diff.candidate_revision).toBe(event.candidate_revision);
 
     await request(nc, rpc.runs.cancel, { owner_id: alice, run_id: t.runId });
@@ -210,10 +208,16 @@ describe('review', () => {
     });
 
     // A follow-up message admits the next run: pending again, still showing the last candidate.
-    await eventually(async () => {
-      const thread = await request(nc, rpc.threads.get, { owner_id: alice, thread_id: t.threadId, view: 'thread' });
-      expect(thread.status).toBe('idle');
-    });
+    await waitFor(
+      'the thread to be idle',
+      async () => {
+        const thread = await request(nc, rpc.threads.get, { owner_id: alice, thread_id: t.threadId, view: 'thread' });
+        expect(thread.status).toBe('idle');
+        return true;
+      },
+      60_000,
+      { tolerateErrors: true },
+    );
     await request(nc, rpc.threads.message, { owner_id: alice, thread_id: t.threadId, body: { prompt: 'More' } });
     expect((await review(alice, t.threadId, t.prrId)).diff).toMatchObject({
       status: 'pending',
@@ -239,31 +243,16 @@ describe('review', () => {
     await publish(domainEvents.candidateProduced, newer, 'newer');
     await publish(domainEvents.candidateProduced, older, 'older');
     await publish(domainEvents.candidateProduced, newer, 'newer-again');
-    await eventually(async () => {
-      const got = await review(alice, t.threadId, t.prrId);
-      expect(got.diff).toMatchObject({
-        status: 'ready',
-        truncated: true,
-        candidate_revision: newer.candidate_revision,
-      });
-    });
+    await reviewShows(t, { status: 'ready', truncated: true, candidate_revision: newer.candidate_revision });
     // The older one arrived after the newer one but does not win.
     await processed();
     expect((await review(alice, t.threadId, t.prrId)).diff.candidate_revision).toBe(newer.candidate_revision);
 
     await publish(domainEvents.candidateFailed, failed, 'failed');
-    await eventually(async () => {
-      const got = await review(alice, t.threadId, t.prrId);
-      // The last good candidate stays visible beside the error.
-      expect(got.diff).toMatchObject({ status: 'error', candidate_revision: newer.candidate_revision });
-    });
+    // The last good candidate stays visible beside the error.
+    await reviewShows(t, { status: 'error', candidate_revision: newer.candidate_revision });
     await publish(domainEvents.candidateProduced, recovered, 'recovered');
-    await eventually(async () => {
-      expect((await review(alice, t.threadId, t.prrId)).diff).toMatchObject({
-        status: 'ready',
-        candidate_revision: recovered.candidate_revision,
-      });
-    });
+    await reviewShows(t, { status: 'ready', candidate_revision: recovered.candidate_revision });
   });
 
   it('stores no evidence its run’s holder did not publish: a key alone, or another run’s holder, shows nothing', async () => {
@@ -286,12 +275,7 @@ describe('review', () => {
     // The holder's own candidate is stored.
     const real = candidate(t);
     await runner.publish(jetstream.js, domainEvents.candidateProduced, real, 'real');
-    await eventually(async () => {
-      expect((await review(alice, t.threadId, t.prrId)).diff).toMatchObject({
-        status: 'pending',
-        candidate_revision: real.candidate_revision,
-      });
-    });
+    await reviewShows(t, { status: 'pending', candidate_revision: real.candidate_revision });
     for (const driver of [runner, bobsRunner])
       await driver.to('failed', { error: { code: 'runner_lost', message: 'test' } });
   });

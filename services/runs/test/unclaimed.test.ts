@@ -1,6 +1,6 @@
 import { rpc } from '@threadwork/contracts';
 import { request } from '@threadwork/platform';
-import { newClaimId, uniqueId } from '@threadwork/testing';
+import { newClaimId, uniqueId, waitFor } from '@threadwork/testing';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { admission, failure, getRun, type Harness, startHarness, statusLog } from './helpers.js';
 
@@ -27,12 +27,15 @@ describe('a run no runner claims', () => {
     const { run: claimed } = await request(h.nc, rpc.runs.admit, claimedReq);
     await request(h.nc, rpc.runs.claim, { run_id: claimed.id, runner_id: 'runner-a', claim_id: newClaimId() });
 
-    const deadline = Date.now() + 10 * MAX_AGE_MS + 60_000;
-    let failed = await getRun(h, unclaimed.id);
-    while (!failed.terminal && Date.now() < deadline) {
-      await new Promise((resolve) => setTimeout(resolve, 200));
-      failed = await getRun(h, unclaimed.id);
-    }
+    const failed = await waitFor(
+      'the unclaimed run to end',
+      async () => {
+        const run = await getRun(h, unclaimed.id);
+        return run.terminal && run;
+      },
+      10 * MAX_AGE_MS + 60_000,
+      { intervalMs: 200 },
+    );
     expect(failed).toMatchObject({ status: 'failed', error: { code: 'no_runner' } });
     expect(failed.error?.message).toContain(`harness "${harness}"`);
     expect(await statusLog(h, unclaimed.id)).toEqual(['queued', 'failed']);

@@ -4,14 +4,11 @@ import {
   Task,
   domainEvents,
   rpc,
-  type Message,
   type RunStatusEvent,
-  type EventDef,
 } from '@threadwork/contracts';
-import { domainEventDigest, encodeJson, publishJson } from '@threadwork/platform';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { publishRunStatus } from './support/domain.js';
-import { startHarnessWithDoubles, type DoublesHarness } from './support/harness.js';
+import { startHarnessWithDoubles, texts, type DoublesHarness } from './support/harness.js';
 
 // What the real services do not let a test arrange: an admission whose answer is held back or
 // lost, a run that ends while its `live` answer travels, runs moved without their DOMAIN events.
@@ -25,43 +22,12 @@ describe('messages, queue and steer against the doubles', () => {
     await h?.stop();
   });
 
-  async function newThread(prompt = 'Start', more: { repository_ids?: number[] } = {}) {
-    const owner = h.newOwner();
-    const thread = await h.call(rpc.threads.create, {
-      owner_id: owner,
-      view: 'thread',
-      body: { repository_id: 101, prompt, ...more },
-    });
-    return { owner, thread, target: { owner_id: owner, thread_id: thread.id } };
-  }
-
-  async function messages(target: { owner_id: string; thread_id: string }): Promise<Message[]> {
-    return (await h.call(rpc.threads.messages, { ...target, limit: 200 })).messages;
-  }
-
-  const texts = (list: Message[]) => list.map((m) => `${m.role}:${m.parts.map((p) => p.text).join('')}`);
-
-  /** Publishes a DOMAIN event; a runner's is attested first, as its run's holder does (unless `forged`). */
-  async function publishDomain(
-    event: EventDef,
-    payload: unknown,
-    msgId?: string,
-    { forged = false } = {},
-  ): Promise<number> {
-    const subject = event.subject;
-    if (subject.startsWith('evt.runner.') && !forged) h.runs.attest(subject, domainEventDigest(encodeJson(payload)));
-    const ack = await publishJson(h.js, subject, payload, {
-      ...(msgId ? { msgId } : {}),
-    });
-    return ack.seq;
-  }
-
   it('keeps the message of a send whose twin lost the thread while it was being admitted', async () => {
     // Two attempts of one send (a client's retry after a timeout: the same client_request_id, so
     // the same ids). The first reaches runs while the thread is busy, the second once it is free;
     // the first's thread_busy arrives while the second is being admitted, and must not take the
     // message the second then shows.
-    const { thread, target } = await newThread();
+    const { thread, target } = await h.newThread();
     const body = { prompt: 'Retried', client_request_id: 'retry-1' };
     const first = h.runs.holdNextAdmit();
     const losing = h.callError(rpc.threads.message, { ...target, body });
@@ -75,13 +41,13 @@ describe('messages, queue and steer against the doubles', () => {
     second.release();
     const accepted = MessageAccepted.parse(await winning);
     expect(h.runs.run(accepted.run_id).message_id).toBe(accepted.message_id);
-    expect(texts(await messages(target))).toEqual(['user:Start', 'user:Retried']);
+    expect(texts(await h.messages(target))).toEqual(['user:Start', 'user:Retried']);
   });
 
   it('applies a queue item whose admission answer was lost when the run-ended event is retried', async () => {
     // runs admits the queue item's run, but its answer never arrives (runs.admit timing out on a
     // busy machine): the retried event finds the thread busy with that very run.
-    const { thread, target } = await newThread();
+    const { thread, target } = await h.newThread();
     const queued = ControlSubmission.parse(await h.call(rpc.threads.queue, { ...target, body: { prompt: 'After' } }));
     expect(queued.control.status).toBe('pending');
     h.runs.loseNextAdmitAnswer();
@@ -92,14 +58,14 @@ describe('messages, queue and steer against the doubles', () => {
     expect(runs).toHaveLength(2);
     const [control] = (await h.call(rpc.threads.controls, { ...target, view: 'thread' })).controls;
     expect(control).toMatchObject({ id: queued.control.id, status: 'applied', created_run_id: runs[1]?.id });
-    expect(texts(await messages(target))).toEqual(['user:Start', 'user:After']);
+    expect(texts(await h.messages(target))).toEqual(['user:Start', 'user:After']);
     expect(await h.call(rpc.threads.resumable, target)).toEqual({ run: { run_id: runs[1]?.id } });
   });
 
   it('answers a retried queue request whose admission answer was lost with the run it admitted', async () => {
     // The first attempt's run is admitted but its answer lost (a 503 to the client); the client's
     // retry (the same client_request_id) finds the thread busy with that very run.
-    const { thread, target } = await newThread();
+    const { thread, target } = await h.newThread();
     h.runs.setStatus(thread.run_id, 'completed');
     const body = { prompt: 'Lost', client_request_id: 'queue-lost-1' };
     h.runs.loseNextAdmitAnswer();
@@ -111,12 +77,12 @@ describe('messages, queue and steer against the doubles', () => {
     const retried = ControlSubmission.parse(await h.call(rpc.threads.queue, { ...target, body }));
     expect(retried.control).toMatchObject({ status: 'applied', created_run_id: run.id });
     expect(retried.run).toMatchObject({ run_id: run.id, run_status: 'queued' });
-    expect(texts(await messages(target))).toEqual(['user:Start', 'user:Lost']);
+    expect(texts(await h.messages(target))).toEqual(['user:Start', 'user:Lost']);
     expect(h.runs.created(thread.id)).toHaveLength(2);
   });
 
   it('admits a steer at once when its run ended between the check and the write', async () => {
-    const { thread, target } = await newThread();
+    const { thread, target } = await h.newThread();
     // runs answers "live", then the run ends before threads stores the steer; threads has not
     // handled the terminal event yet, so nobody else would admit the steer.
     let ended: RunStatusEvent | undefined;
@@ -135,10 +101,10 @@ describe('messages, queue and steer against the doubles', () => {
   });
 
   it('derives statuses from the latest run and the sandbox events', async () => {
-    const { thread, target } = await newThread();
+    const { thread, target } = await h.newThread();
     const task = async () => Task.parse(await h.call(rpc.threads.get, { ...target, view: 'task' }));
     const sandbox = (status: string, at: Date) =>
-      publishDomain(domainEvents.sandboxStatus, {
+      h.publishDomain(domainEvents.sandboxStatus, {
         thread_id: thread.id,
         run_id: thread.run_id,
         status,

@@ -7,15 +7,13 @@ import {
   rpc,
   subjects,
   type CandidateProducedEvent,
-  type EventDef,
-  type Message,
   WorkList,
 } from '@threadwork/contracts';
-import { decodeJson, publishJson } from '@threadwork/platform';
-import { candidateProduced, newClaimId } from '@threadwork/testing';
+import { decodeJson } from '@threadwork/platform';
+import { candidateProduced, newClaimId, waitFor } from '@threadwork/testing';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { publishRunStatus } from './support/domain.js';
-import { eventually, startHarness, type Harness } from './support/harness.js';
+import { startHarness, texts, type Harness } from './support/harness.js';
 
 describe('messages, queue and steer', () => {
   let h: Harness;
@@ -26,22 +24,6 @@ describe('messages, queue and steer', () => {
   afterAll(async () => {
     await h?.stop();
   });
-
-  async function newThread(prompt = 'Start', more: { repository_ids?: number[] } = {}) {
-    const owner = h.newOwner();
-    const thread = await h.call(rpc.threads.create, {
-      owner_id: owner,
-      view: 'thread',
-      body: { repository_id: h.repos.app, prompt, ...more },
-    });
-    return { owner, thread, target: { owner_id: owner, thread_id: thread.id } };
-  }
-
-  async function messages(target: { owner_id: string; thread_id: string }): Promise<Message[]> {
-    return (await h.call(rpc.threads.messages, { ...target, limit: 200 })).messages;
-  }
-
-  const texts = (list: Message[]) => list.map((m) => `${m.role}:${m.parts.map((p) => p.text).join('')}`);
 
   /** A candidate of `thread`'s run on its primary repository (on `main`, no diff); `fields` change what a test looks at. */
   const candidateOf = (
@@ -60,27 +42,11 @@ describe('messages, queue and steer', () => {
       ...fields,
     });
 
-  /** Publishes a DOMAIN event; a runner's is attested first, as its run's holder does (unless `forged`). */
-  async function publishDomain(
-    event: EventDef,
-    payload: unknown,
-    msgId?: string,
-    { forged = false } = {},
-  ): Promise<number> {
-    const subject = event.subject;
-    if (subject.startsWith('evt.runner.') && !forged)
-      await h.runs.attest((payload as { run_id: string }).run_id, subject, payload);
-    const ack = await publishJson(h.js, subject, payload, {
-      ...(msgId ? { msgId } : {}),
-    });
-    return ack.seq;
-  }
-
   it('admits a run for a message to an idle thread and refuses one while it is active', async () => {
-    const { thread, target } = await newThread();
+    const { thread, target } = await h.newThread();
     const busy = await h.callError(rpc.threads.message, { ...target, body: { prompt: 'Too early' } });
     expect(busy.code).toBe('thread_busy');
-    expect(texts(await messages(target))).toEqual(['user:Start']);
+    expect(texts(await h.messages(target))).toEqual(['user:Start']);
     // The losing send shows nothing; its message stays hidden (see the twin send below for why).
     expect(await h.db.collection('messages').countDocuments({ thread_id: thread.id, visible: true })).toBe(1);
 
@@ -95,13 +61,13 @@ describe('messages, queue and steer', () => {
       message_id: accepted.message_id,
       collaboration_mode: 'plan',
     });
-    expect(texts(await messages(target))).toEqual(['user:Start', 'user:Next']);
+    expect(texts(await h.messages(target))).toEqual(['user:Start', 'user:Next']);
     const shown = await h.call(rpc.threads.get, { ...target, view: 'thread' });
     expect(shown).toMatchObject({ status: 'active', collaboration_mode: 'plan' });
   });
 
   it('shows a message id that lost the thread once with the text of the send that got it', async () => {
-    const { thread, target } = await newThread();
+    const { thread, target } = await h.newThread();
     const busy = await h.callError(rpc.threads.message, { ...target, body: { prompt: 'Draft', message_id: 'm-1' } });
     expect(busy.code).toBe('thread_busy');
     await h.runs.end(thread.run_id, 'completed');
@@ -109,7 +75,7 @@ describe('messages, queue and steer', () => {
       await h.call(rpc.threads.message, { ...target, body: { prompt: 'Final', message_id: 'm-1' } }),
     );
     expect(accepted.message_id).toBe('m-1');
-    const shown = await messages(target);
+    const shown = await h.messages(target);
     expect(texts(shown)).toEqual(['user:Start', 'user:Final']);
     // Its time is when it was admitted, after everything before it.
     expect(shown[1]!.created_at >= (await h.runs.run(thread.run_id)).completed_at!).toBe(true);
@@ -119,7 +85,7 @@ describe('messages, queue and steer', () => {
   });
 
   it('replays a message with the same client_request_id and refuses another body under it', async () => {
-    const { thread, target } = await newThread();
+    const { thread, target } = await h.newThread();
     await h.runs.end(thread.run_id, 'completed');
     const body = { prompt: 'Once', client_request_id: 'send-1' };
     const first = await h.call(rpc.threads.message, { ...target, body });
@@ -131,7 +97,7 @@ describe('messages, queue and steer', () => {
   });
 
   it('applies a queue item at once while the thread is idle', async () => {
-    const { thread, target } = await newThread();
+    const { thread, target } = await h.newThread();
     await h.runs.end(thread.run_id, 'completed');
     const submitted = ControlSubmission.parse(
       await h.call(rpc.threads.queue, { ...target, body: { prompt: 'Queued', message_id: 'q-msg' } }),
@@ -148,11 +114,11 @@ describe('messages, queue and steer', () => {
     expect(submitted.control.applied_at).not.toBeNull();
     expect(submitted.run).toMatchObject({ run_status: 'queued', message_id: 'q-msg' });
     expect(submitted.control.created_run_id).toBe(submitted.run?.run_id);
-    expect(texts(await messages(target))).toEqual(['user:Start', 'user:Queued']);
+    expect(texts(await h.messages(target))).toEqual(['user:Start', 'user:Queued']);
   });
 
   it('keeps a queue item pending while the thread is active and admits it once when the run ends', async () => {
-    const { thread, target } = await newThread();
+    const { thread, target } = await h.newThread();
     const first = ControlSubmission.parse(await h.call(rpc.threads.queue, { ...target, body: { prompt: 'One' } }));
     const second = ControlSubmission.parse(await h.call(rpc.threads.queue, { ...target, body: { prompt: 'Two' } }));
     expect(first.control).toMatchObject({ status: 'pending', target_run_id: thread.run_id, created_run_id: null });
@@ -172,7 +138,7 @@ describe('messages, queue and steer', () => {
     const runs = await h.runs.created(thread.id);
     expect(runs).toHaveLength(2);
     expect(controls.controls[0]?.created_run_id).toBe(runs[1]?.id);
-    expect(texts(await messages(target))).toEqual(['user:Start', 'user:One']);
+    expect(texts(await h.messages(target))).toEqual(['user:Start', 'user:One']);
     expect(await h.call(rpc.threads.resumable, target)).toEqual({ run: { run_id: runs[1]?.id } });
 
     // That run ends too: the next item goes.
@@ -186,7 +152,7 @@ describe('messages, queue and steer', () => {
   });
 
   it('answers no_active_run to a steer of an idle thread', async () => {
-    const { thread, target } = await newThread();
+    const { thread, target } = await h.newThread();
     await h.runs.cancel(thread.run_id);
     const err = await h.callError(rpc.threads.steer, { ...target, body: { prompt: 'Left' } });
     expect(err.code).toBe('no_active_run');
@@ -194,7 +160,7 @@ describe('messages, queue and steer', () => {
   });
 
   it('signals a steer to the live run and marks it applied when the harness takes it', async () => {
-    const { thread, target } = await newThread();
+    const { thread, target } = await h.newThread();
     const signals = h.nc.subscribe(subjects.runSignal(thread.run_id), { max: 1 });
     const submitted = ControlSubmission.parse(
       await h.call(rpc.threads.steer, { ...target, body: { prompt: 'Use tabs' } }),
@@ -208,7 +174,7 @@ describe('messages, queue and steer', () => {
       expect(decodeJson(msg.data)).toEqual({ type: 'steer', control_id: submitted.control.id });
     }
 
-    const seq = await publishDomain(domainEvents.controlApplied, {
+    const seq = await h.publishDomain(domainEvents.controlApplied, {
       control_id: submitted.control.id,
       run_id: thread.run_id,
       thread_id: thread.id,
@@ -233,8 +199,8 @@ describe('messages, queue and steer', () => {
   });
 
   it('gives a steer’s text only to the runner holding its run, while it is pending', async () => {
-    const { thread, target } = await newThread();
-    const other = await newThread();
+    const { thread, target } = await h.newThread();
+    const other = await h.newThread();
     const { claimId } = await h.runs.claim(thread.run_id);
     const { claimId: otherClaim } = await h.runs.claim(other.thread.run_id);
     const submitted = await h.call(rpc.threads.steer, { ...target, body: { prompt: 'Use tabs' } });
@@ -255,7 +221,7 @@ describe('messages, queue and steer', () => {
 
     // Applied: not again.
     await h.handledUpTo(
-      await publishDomain(domainEvents.controlApplied, {
+      await h.publishDomain(domainEvents.controlApplied, {
         control_id: submitted.control.id,
         run_id: thread.run_id,
         thread_id: thread.id,
@@ -266,10 +232,10 @@ describe('messages, queue and steer', () => {
   });
 
   it('admits a steer whose run ended first as the next run', async () => {
-    const { thread, target } = await newThread();
+    const { thread, target } = await h.newThread();
     const submitted = await h.call(rpc.threads.steer, { ...target, body: { prompt: 'Also update docs' } });
     await h.handledUpTo(
-      await publishDomain(domainEvents.messageCompleted, {
+      await h.publishDomain(domainEvents.messageCompleted, {
         thread_id: thread.id,
         run_id: thread.run_id,
         message_key: `${thread.run_id}:reply`,
@@ -285,12 +251,14 @@ describe('messages, queue and steer', () => {
     expect(runs).toHaveLength(2);
     expect(control).toMatchObject({ id: submitted.control.id, kind: 'steer', status: 'applied' });
     expect(control?.created_run_id).toBe(runs[1]?.id);
-    expect(runs[1]?.message_id).toBe((await messages(target)).find((m) => m.parts[0]?.text === 'Also update docs')?.id);
-    expect(texts(await messages(target))).toEqual(['user:Start', 'assistant:Done.', 'user:Also update docs']);
+    expect(runs[1]?.message_id).toBe(
+      (await h.messages(target)).find((m) => m.parts[0]?.text === 'Also update docs')?.id,
+    );
+    expect(texts(await h.messages(target))).toEqual(['user:Start', 'assistant:Done.', 'user:Also update docs']);
   });
 
   it('stores an assistant reply once however often its event arrives', async () => {
-    const { thread, target } = await newThread();
+    const { thread, target } = await h.newThread();
     const reply = {
       thread_id: thread.id,
       run_id: thread.run_id,
@@ -298,15 +266,15 @@ describe('messages, queue and steer', () => {
       text: 'All green.',
       at: new Date(Date.now() + 1).toISOString(),
     };
-    await publishDomain(domainEvents.messageCompleted, reply, 'reply-a');
-    await h.handledUpTo(await publishDomain(domainEvents.messageCompleted, reply, 'reply-b'));
-    const list = await messages(target);
+    await h.publishDomain(domainEvents.messageCompleted, reply, 'reply-a');
+    await h.handledUpTo(await h.publishDomain(domainEvents.messageCompleted, reply, 'reply-b'));
+    const list = await h.messages(target);
     expect(texts(list)).toEqual(['user:Start', 'assistant:All green.']);
     expect(list[1]?.id).toMatch(/^msg_[0-9a-f]{32}$/);
   });
 
   it('shows the lines the latest candidates changed in the work list, summed over repositories', async () => {
-    const { owner, thread, target } = await newThread('Start', { repository_ids: [h.repos.lib] });
+    const { owner, thread, target } = await h.newThread('Start', { repository_ids: [h.repos.lib] });
     // Candidates name the run's own project repositories, as its runner's do.
     const [app, lib] = (await h.call(rpc.threads.project, target)).repositories;
     if (!app || !lib) throw new Error('the thread has not both repositories');
@@ -322,7 +290,7 @@ describe('messages, queue and steer', () => {
       deletions: number,
       at: number,
     ) =>
-      publishDomain(
+      h.publishDomain(
         domainEvents.candidateProduced,
         candidateOf(owner, thread, {
           project_repository_id: repository.id,
@@ -342,32 +310,32 @@ describe('messages, queue and steer', () => {
   });
 
   it('ignores a runner event its run’s holder did not publish: no reply, no applied steer, no figures, no status', async () => {
-    const { owner, thread, target } = await newThread();
+    const { owner, thread, target } = await h.newThread();
     const task = async () => Task.parse(await h.call(rpc.threads.get, { ...target, view: 'task' }));
     const steer = await h.call(rpc.threads.steer, { ...target, body: { prompt: 'Keep going' } });
     const at = new Date().toISOString();
     const forged = { forged: true };
     const runner = { run_id: thread.run_id, thread_id: thread.id };
-    await publishDomain(
+    await h.publishDomain(
       domainEvents.messageCompleted,
       { ...runner, message_key: 'forged', text: 'FORGED', at },
       undefined,
       forged,
     );
-    await publishDomain(
+    await h.publishDomain(
       domainEvents.controlApplied,
       { ...runner, control_id: steer.control.id, at },
       undefined,
       forged,
     );
-    await publishDomain(
+    await h.publishDomain(
       domainEvents.sandboxStatus,
       { thread_id: thread.id, run_id: thread.run_id, status: 'failed', sandbox_id: 'sbx_1', reason: 'FORGED', at },
       undefined,
       forged,
     );
     // Of no run while the run is live: not a stop after idling.
-    await publishDomain(
+    await h.publishDomain(
       domainEvents.sandboxStatus,
       { thread_id: thread.id, run_id: null, status: 'stopped', sandbox_id: 'sbx_1', reason: 'idle', at },
       undefined,
@@ -378,14 +346,14 @@ describe('messages, queue and steer', () => {
       stats: { additions: 1000, deletions: 1000 },
       at,
     });
-    await h.handledUpTo(await publishDomain(domainEvents.candidateProduced, candidate, undefined, forged));
+    await h.handledUpTo(await h.publishDomain(domainEvents.candidateProduced, candidate, undefined, forged));
     // Attested, but by the holder of a run of another owner's thread (naming its own repository), about this one.
-    const other = await newThread();
+    const other = await h.newThread();
     const [otherRepository] = (await h.call(rpc.threads.project, other.target)).repositories;
     const borrowed = { ...candidate, run_id: other.thread.run_id, project_repository_id: otherRepository!.id };
-    await h.handledUpTo(await publishDomain(domainEvents.candidateProduced, borrowed));
+    await h.handledUpTo(await h.publishDomain(domainEvents.candidateProduced, borrowed));
 
-    expect(texts(await messages(target))).toEqual(['user:Start']);
+    expect(texts(await h.messages(target))).toEqual(['user:Start']);
     const controls = await h.call(rpc.threads.controls, { ...target, view: 'thread' });
     expect(controls.controls.map((c) => c.status)).toEqual(['pending']);
     expect((await task()).sandbox_status).toBeNull();
@@ -394,13 +362,13 @@ describe('messages, queue and steer', () => {
 
     // The same events from the run's holder count.
     await h.handledUpTo(
-      await publishDomain(domainEvents.messageCompleted, { ...runner, message_key: 'real', text: 'Real', at }),
+      await h.publishDomain(domainEvents.messageCompleted, { ...runner, message_key: 'real', text: 'Real', at }),
     );
-    expect(texts(await messages(target))).toEqual(['user:Start', 'assistant:Real']);
+    expect(texts(await h.messages(target))).toEqual(['user:Start', 'assistant:Real']);
   });
 
   it('pages messages oldest first with an opaque cursor', async () => {
-    const { thread, target } = await newThread('m0');
+    const { thread, target } = await h.newThread('m0');
     let runId = thread.run_id;
     for (let i = 1; i <= 4; i += 1) {
       await h.runs.end(runId, 'completed');
@@ -426,7 +394,7 @@ describe('messages, queue and steer', () => {
   });
 
   it('queues and steers idempotently with a client_request_id', async () => {
-    const { thread, target } = await newThread();
+    const { thread, target } = await h.newThread();
     const queue = { prompt: 'Q', client_request_id: 'q-1' };
     const steer = { prompt: 'S', client_request_id: 's-1' };
     const [q1, q2] = await Promise.all([
@@ -449,8 +417,14 @@ describe('messages, queue and steer', () => {
     expect(runs).toHaveLength(2);
     const after = await h.call(rpc.threads.queue, { ...target, body: queue });
     expect(after).toMatchObject({ control: { id: q1.control.id, status: 'applied' }, run: { run_id: runs[1]?.id } });
-    await eventually(async () => {
-      expect((await messages(target)).map((m) => m.parts[0]?.text)).toEqual(['Start', 'Q']);
-    });
+    await waitFor(
+      'the applied follow-up among the messages',
+      async () => {
+        expect((await h.messages(target)).map((m) => m.parts[0]?.text)).toEqual(['Start', 'Q']);
+        return true;
+      },
+      60_000,
+      { tolerateErrors: true },
+    );
   });
 });

@@ -7,9 +7,9 @@ import {
   WorkList,
   rpc,
 } from '@threadwork/contracts';
+import { waitFor } from '@threadwork/testing';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import {
-  eventually,
   startHarness,
   startHarnessWithDoubles,
   type BaseHarness,
@@ -44,6 +44,12 @@ const createFor = (h: BaseHarness, owner: string, body: Record<string, unknown> 
     body: { repository_id: h.repos.app, prompt: 'Go', ...body },
   });
 
+/** Two replicas, so that a user's requests are spread over both as in a deployment; two live runs a user. */
+const TWO_LIVE_RUNS = {
+  replicas: 2,
+  env: { MAX_LIVE_RUNS_PER_USER: '2', THREADS_PER_MINUTE_PER_USER: '0' },
+};
+
 /** A fresh user with two live runs (each a thread of its own), the first created with a client_request_id. */
 async function atLimitOn(h: BaseHarness) {
   const owner = h.newOwner();
@@ -55,21 +61,14 @@ async function atLimitOn(h: BaseHarness) {
 describe('live runs per user (MAX_LIVE_RUNS_PER_USER=2)', () => {
   let h: Harness;
   beforeAll(async () => {
-    // Two replicas: a user's requests are spread over both, as in a deployment.
-    h = await startHarness({
-      replicas: 2,
-      env: { MAX_LIVE_RUNS_PER_USER: '2', THREADS_PER_MINUTE_PER_USER: '0' },
-    });
+    h = await startHarness(TWO_LIVE_RUNS);
   });
   afterAll(async () => {
     await h?.stop();
   });
 
-  const create = (owner: string, body: Record<string, unknown> = {}) => createFor(h, owner, body);
-  const atLimit = () => atLimitOn(h);
-
   it('refuses a third create with too_many_runs and writes nothing; a replay still answers; room frees when a run ends', async () => {
-    const { owner, first, second } = await atLimit();
+    const { owner, first, second } = await atLimitOn(h);
     const before = await footprint(h, owner);
     const admissions = h.runs.admissions.length;
 
@@ -85,14 +84,14 @@ describe('live runs per user (MAX_LIVE_RUNS_PER_USER=2)', () => {
     expect(h.runs.admissions.length).toBe(admissions);
 
     // The first create's retry gets its first answer: it admits nothing new.
-    const replay = ThreadWithRun.parse(await create(owner, { client_request_id: 'first' }));
+    const replay = ThreadWithRun.parse(await createFor(h, owner, { client_request_id: 'first' }));
     expect(replay).toMatchObject({ id: first.id, run_id: first.run_id });
 
     // Another user is not affected.
-    expect(ThreadWithRun.parse(await create(h.newOwner())).run_status).toBe('queued');
+    expect(ThreadWithRun.parse(await createFor(h, h.newOwner())).run_status).toBe('queued');
 
     await h.runs.end(second.run_id, 'completed');
-    const third = ThreadWithRun.parse(await create(owner, { client_request_id: 'third' }));
+    const third = ThreadWithRun.parse(await createFor(h, owner, { client_request_id: 'third' }));
     expect(third.run_status).toBe('queued');
     expect(
       (
@@ -106,9 +105,9 @@ describe('live runs per user (MAX_LIVE_RUNS_PER_USER=2)', () => {
   });
 
   it('refuses a send to an idle thread, or a queue on one, with nothing written; a busy thread says thread_busy', async () => {
-    const { owner, first, second } = await atLimit();
+    const { owner, first, second } = await atLimitOn(h);
     await h.runs.end(first.run_id, 'completed');
-    const third = ThreadWithRun.parse(await create(owner));
+    const third = ThreadWithRun.parse(await createFor(h, owner));
     const idle = { owner_id: owner, thread_id: first.id };
     const before = await footprint(h, owner);
 
@@ -143,21 +142,14 @@ describe('live runs per user (MAX_LIVE_RUNS_PER_USER=2)', () => {
 describe('live runs per user, a run ended before its event is handled (MAX_LIVE_RUNS_PER_USER=2)', () => {
   let h: DoublesHarness;
   beforeAll(async () => {
-    // Two replicas: a user's requests are spread over both, as in a deployment.
-    h = await startHarnessWithDoubles({
-      replicas: 2,
-      env: { MAX_LIVE_RUNS_PER_USER: '2', THREADS_PER_MINUTE_PER_USER: '0' },
-    });
+    h = await startHarnessWithDoubles(TWO_LIVE_RUNS);
   });
   afterAll(async () => {
     await h?.stop();
   });
 
-  const create = (owner: string, body: Record<string, unknown> = {}) => createFor(h, owner, body);
-  const atLimit = () => atLimitOn(h);
-
   it('keeps a queued follow-up pending while the user is at the limit, and admits it when one of their runs ends', async () => {
-    const { owner, first, second } = await atLimit();
+    const { owner, first, second } = await atLimitOn(h);
     // Accepted behind the active run: queueing admits nothing now.
     const submission = ControlSubmission.parse(
       await h.call(rpc.threads.queue, {
@@ -170,7 +162,7 @@ describe('live runs per user, a run ended before its event is handled (MAX_LIVE_
 
     // The first run ends, and before its end is handled the user fills its place with a new thread.
     h.runs.setStatus(first.run_id, 'completed');
-    const third = ThreadWithRun.parse(await create(owner));
+    const third = ThreadWithRun.parse(await createFor(h, owner));
     const { seq } = await h.runs.transition(first.run_id, 'completed');
     await h.handledUpTo(seq);
     const controls = async () =>
@@ -182,11 +174,16 @@ describe('live runs per user, a run ended before its event is handled (MAX_LIVE_
     // Another of the user's runs ends (on another thread): the waiting follow-up gets its place.
     const ended = await h.runs.transition(second.run_id, 'completed');
     await h.handledUpTo(ended.seq);
-    const [applied] = await eventually(async () => {
-      const list = await controls();
-      expect(list[0]?.status).toBe('applied');
-      return list;
-    });
+    const [applied] = await waitFor(
+      'the waiting follow-up to be applied',
+      async () => {
+        const list = await controls();
+        expect(list[0]?.status).toBe('applied');
+        return list;
+      },
+      60_000,
+      { tolerateErrors: true },
+    );
     expect(applied?.created_run_id).toBeTruthy();
     expect(h.runs.run(applied!.created_run_id!)).toMatchObject({ thread_id: first.id, status: 'queued' });
     expect((await footprint(h, owner)).waits).toBe(0);

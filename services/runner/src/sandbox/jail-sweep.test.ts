@@ -1,5 +1,5 @@
 import { spawn } from 'node:child_process';
-import { existsSync, mkdirSync, mkdtempSync, rmSync } from 'node:fs';
+import { existsSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import {
@@ -13,26 +13,20 @@ import {
   stopAllBut,
 } from '../harness/processes.js';
 import { DiskMeasureError, measureDisk } from './disk.js';
-import { jailed, probeJail, type JailLayout } from './jail.js';
+import { jailFixture } from '../../test/support/jail.js';
+import { jailed } from './jail.js';
 
 // The jail against an agent whose processes fork away from every look: what the sweep at the end of
 // a run and the measure of the sandbox make of it (what the jail lets a process see: jail.test.ts).
 
-const dir = mkdtempSync('/var/tmp/threadwork-jail-sweep-test-');
-const layout: JailLayout = {
-  cwd: join(dir, 'workspace'),
-  writable: [join(dir, 'workspace')],
-  readable: [join(dir, 'objects')],
-  runDir: join(dir, 'run'),
-  tmpBytes: 8 * 2 ** 20,
-};
+const fixture = jailFixture('jail-sweep-test');
+const { layout } = fixture;
 let available = false;
 
 beforeAll(async () => {
-  for (const d of [layout.cwd, ...layout.readable, layout.runDir]) mkdirSync(d, { recursive: true });
-  available = (await probeJail()).ok;
+  available = await fixture.prepare();
 });
-afterAll(() => rmSync(dir, { recursive: true, force: true }));
+afterAll(() => fixture.remove());
 
 /**
  * A chain of processes in a jail that each fork once and exit, so that a pid listed is gone by the

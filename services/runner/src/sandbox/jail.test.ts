@@ -15,36 +15,30 @@ import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { descendants } from '../harness/processes.js';
-import { jailed, probeJail, type JailLayout, type JailOwner } from './jail.js';
+import { jailFixture } from '../../test/support/jail.js';
+import { jailed, type JailLayout, type JailOwner } from './jail.js';
 import { SandboxUids } from './uids.js';
 
 // The jail on its own, around a shell instead of a harness: what it lets a process inside see and
 // change, whatever else (Codex's own sandbox) may wrap the agent's commands in a run.
 
-const dir = mkdtempSync('/var/tmp/threadwork-jail-test-');
-const layout: JailLayout = {
-  cwd: join(dir, 'workspace'),
-  writable: [join(dir, 'workspace')],
-  readable: [join(dir, 'objects')],
-  runDir: join(dir, 'run'),
-  tmpBytes: 8 * 2 ** 20,
-};
+const fixture = jailFixture('jail-test');
+const { dir, layout } = fixture;
 let listener: Server;
 let port: number;
 let available = false;
 
 beforeAll(async () => {
-  for (const d of [layout.cwd, ...layout.readable, layout.runDir]) mkdirSync(d, { recursive: true });
+  available = await fixture.prepare();
   writeFileSync(join(dir, 'objects', 'pack'), 'objects\n');
   writeFileSync(join(dir, 'outside.txt'), 'not for the jail\n');
   listener = createServer((socket) => socket.end('hello\n'));
   await new Promise<void>((resolve) => listener.listen(0, '127.0.0.1', resolve));
   port = (listener.address() as { port: number }).port;
-  available = (await probeJail()).ok;
 });
 afterAll(async () => {
   await new Promise((resolve) => listener?.close(resolve));
-  rmSync(dir, { recursive: true, force: true });
+  fixture.remove();
 });
 
 /** Runs `script` in the jail; answers what it printed. */

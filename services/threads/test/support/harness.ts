@@ -1,12 +1,13 @@
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { setTimeout as sleep } from 'node:timers/promises';
 import {
   AdmitRequest,
   DOMAIN_STREAM,
   domainEvents,
   rpc,
+  type EventDef,
+  type Message,
   type Run,
   type RunStatusEvent,
   type RpcEndpoint,
@@ -21,6 +22,7 @@ import {
   encodeJson,
   jetStreamOf,
   loadConfig,
+  publishJson,
   request,
   serviceDbName,
   type Db,
@@ -59,6 +61,19 @@ export interface BaseHarness {
   callError<E extends RpcEndpoint>(endpoint: E, payload: z.input<E['request']>): Promise<AppError>;
   /** A fresh owner who can see the known repositories. */
   newOwner(): string;
+  /** A thread of a fresh owner on `repos.app` (and any `more.repository_ids`), with its first run. */
+  newThread(
+    prompt?: string,
+    more?: { repository_ids?: number[] },
+  ): Promise<{
+    owner: string;
+    thread: z.output<typeof rpc.threads.create.response>;
+    target: { owner_id: string; thread_id: string };
+  }>;
+  /** A thread's messages as its owner reads them. */
+  messages(target: { owner_id: string; thread_id: string }): Promise<Message[]>;
+  /** Publishes a DOMAIN event, a runner's attested first as its run's holder does (unless `forged`); its sequence. */
+  publishDomain(event: EventDef, payload: unknown, msgId?: string, options?: { forged?: boolean }): Promise<number>;
   /** Resolves once threads has handled (acked) every DOMAIN event up to stream sequence `seq`. */
   handledUpTo(seq: number): Promise<void>;
   stop(): Promise<void>;
@@ -99,22 +114,21 @@ export interface DoublesHarness extends BaseHarness {
   runs: RunsDouble;
 }
 
-/** Retries `check` until it passes or `timeoutMs` ends; the last failure is the test's failure. */
-export async function eventually<T>(check: () => Promise<T>, timeoutMs = 10_000): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    try {
-      return await check();
-    } catch (err) {
-      if (Date.now() > deadline) throw err;
-      await sleep(25);
-    }
-  }
-}
+/** A thread's messages as `role:text`, one a message. */
+export const texts = (list: Message[]) => list.map((m) => `${m.role}:${m.parts.map((p) => p.text).join('')}`);
 
 interface HarnessOptions {
   replicas?: number;
   env?: Record<string, string>;
+}
+
+/** What stands behind threads: runs and repohost, real or doubles. */
+interface Peers {
+  stop(): Promise<void>;
+  repos: BaseHarness['repos'];
+  newOwner(): string;
+  /** Attests a runner's DOMAIN event about run `runId`, as the run's holder does. */
+  attest(runId: string, subject: string, event: unknown): Promise<void>;
 }
 
 /** `replicas` threads services on the file's own NATS server, sharing one database as replicas do. */
@@ -122,10 +136,9 @@ async function startThreadsOn(
   nats: IsolatedNats,
   prefix: string,
   { replicas = 1, env = {} }: HarnessOptions,
-  stopFirst: () => Promise<void>,
-  repos: BaseHarness['repos'],
-  newOwner: () => string,
+  peers: Peers,
 ): Promise<BaseHarness> {
+  const { repos, newOwner } = peers;
   const logger = createLogger({ service: 'threads-test', level: 'silent' });
   const nc = await connectNats({ servers: nats.url, auth: nats.testAuth, name: 'threads-test', logger });
   const { js, jsm } = await jetStreamOf(nc);
@@ -154,17 +167,33 @@ async function startThreadsOn(
       return outcome.err;
     },
     newOwner,
+    async newThread(prompt = 'Start', more = {}) {
+      const owner = newOwner();
+      const thread = await call(rpc.threads.create, {
+        owner_id: owner,
+        view: 'thread',
+        body: { repository_id: repos.app, prompt, ...more },
+      });
+      return { owner, thread, target: { owner_id: owner, thread_id: thread.id } };
+    },
+    async messages(target) {
+      return (await call(rpc.threads.messages, { ...target, limit: 200 })).messages;
+    },
+    async publishDomain(event, payload, msgId, { forged = false } = {}) {
+      const subject = event.subject;
+      if (subject.startsWith('evt.runner.') && !forged)
+        await peers.attest((payload as { run_id: string }).run_id, subject, payload);
+      return (await publishJson(js, subject, payload, msgId ? { msgId } : {})).seq;
+    },
     async handledUpTo(seq) {
-      await eventually(async () => {
+      await waitFor(`threads to handle DOMAIN up to ${seq}`, async () => {
         const info = await jsm.consumers.info(DOMAIN_STREAM.name, THREADS_CONSUMER);
-        if (info.ack_floor.stream_seq < seq || info.num_ack_pending > 0) {
-          throw new Error(`threads handled DOMAIN up to ${info.ack_floor.stream_seq}, waiting for ${seq}`);
-        }
+        return info.ack_floor.stream_seq >= seq && info.num_ack_pending === 0;
       });
     },
     async stop() {
       for (const service of services.reverse()) await service.stop();
-      await stopFirst();
+      await peers.stop();
       await nc.drain();
       await mongo.close();
       await nats.stop();
@@ -193,19 +222,18 @@ export async function startHarness(options: HarnessOptions = {}): Promise<Harnes
   const mongo: MongoClient = await connectMongo({ url: testInfra().mongoUrl, appName: 'threads-test-runs' });
   const runsDb = mongo.db(serviceDbName(prefix, 'runs'));
 
-  const base = await startThreadsOn(
-    nats,
-    prefix,
-    options,
-    async () => {
+  const base = await startThreadsOn(nats, prefix, options, {
+    async stop() {
       for (const service of peers.reverse()) await service.stop();
       await mongo.close();
       rmSync(reposDir, { recursive: true, force: true });
     },
-    { app: localRepositoryId('app'), lib: localRepositoryId('lib') },
+    repos: { app: localRepositoryId('app'), lib: localRepositoryId('lib') },
     // The local provider shows its repositories to everyone.
-    () => uniqueId('usr_'),
-  );
+    newOwner: () => uniqueId('usr_'),
+    // Called only once the harness is up, when `runs` stands.
+    attest: (runId, subject, event) => runs.attest(runId, subject, event),
+  });
 
   const admissions: AdmitRequest[] = [];
   const heard = base.nc.subscribe(rpc.runs.admit.subject);
@@ -305,21 +333,19 @@ export async function startHarnessWithDoubles(options: HarnessOptions = {}): Pro
   const runs = await serveRunsDouble(nc, js, logger);
   const repohost = await serveRepohostDouble(nc, logger);
   const [app, lib] = KNOWN_REPOSITORIES;
-  const base = await startThreadsOn(
-    nats,
-    uniqueDbPrefix(),
-    options,
-    async () => {
+  const base = await startThreadsOn(nats, uniqueDbPrefix(), options, {
+    async stop() {
       await runs.stop();
       await repohost.stop();
       await nc.drain();
     },
-    { app: app!.repository_id, lib: lib!.repository_id },
-    () => {
+    repos: { app: app!.repository_id, lib: lib!.repository_id },
+    newOwner() {
       const owner = uniqueId('usr_');
       repohost.grant(owner);
       return owner;
     },
-  );
+    attest: async (_runId, subject, event) => runs.attest(subject, domainEventDigest(encodeJson(event))),
+  });
   return { ...base, runs };
 }
