@@ -83,10 +83,7 @@ export interface BaseHarness {
 export interface RealRuns {
   /** Every admit request threads sent, in order (repeats included), as heard on its subject. */
   readonly admissions: AdmitRequest[];
-  /**
-   * The admit request of `threadId`'s first run once it has been heard: a copy reaches this
-   * listener on its own, possibly after the runs service's answer has reached threads.
-   */
+  /** `threadId`'s admit request once heard: it may arrive after runs' answer reached threads. */
   admissionOf(threadId: string): Promise<AdmitRequest>;
   /** Runs created, oldest first. */
   created(threadId?: string): Promise<Run[]>;
