@@ -1,4 +1,4 @@
-import { mongoCall, natsAnswers, startRuntime, type Logger, type StartedService } from '@threadwork/platform';
+import { natsAnswers, startRuntime, type Logger, type StartedService } from '@threadwork/platform';
 import type { GatewayConfig } from './config.js';
 import { AUTH_CACHE_DEFAULTS, cacheAuthentication } from './store/auth-cache.js';
 import { forgetOnRevocation } from './store/revocations.js';
@@ -31,7 +31,7 @@ export function sessionSecretOf(config: GatewayConfig, logger: Logger): string {
 export async function startGateway(config: GatewayConfig): Promise<Gateway> {
   const runtime = await startRuntime({ name: 'gateway', config, mongo: true });
   try {
-    const identity = createIdentityStore(runtime.db);
+    const identity = createIdentityStore(runtime.db, { timeoutMs: config.REQUEST_TIMEOUT_MS });
     await identity.ensureIndexes();
     const cached =
       config.AUTH_CACHE_TTL_MS > 0
@@ -55,7 +55,7 @@ export async function startGateway(config: GatewayConfig): Promise<Gateway> {
         // Leaves the endpoint list while NATS is away instead of answering 503 to every request.
         if (!(await natsAnswers(runtime.nc, config.MONGO_SERVER_SELECTION_TIMEOUT_MS))) return false;
         // Bounded: a database that stopped answering makes the gateway not ready, not the probe hang.
-        await mongoCall(() => runtime.db.command({ ping: 1 }), { timeoutMs: config.MONGO_SERVER_SELECTION_TIMEOUT_MS });
+        await identity.ping(config.MONGO_SERVER_SELECTION_TIMEOUT_MS);
         return true;
       },
     });

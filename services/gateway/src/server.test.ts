@@ -13,6 +13,7 @@ const identity: IdentityStore = {
   revokeKey: nobody,
   listKeys: nobody,
   authenticate: nobody,
+  ping: nobody,
 };
 
 /** A gateway whose log lines (at info) are kept; none of these requests reaches a backing service. */

@@ -132,7 +132,6 @@ export async function buildServer(deps: GatewayDeps) {
   await app.register(authentication, {
     identity: deps.identity,
     sessionSecret: deps.sessionSecret,
-    lookupTimeoutMs: deps.requestTimeoutMs,
     ...(deps.authFailureLimit === undefined ? {} : { authFailureLimit: deps.authFailureLimit }),
   });
   await app.register(rateLimits, { perUser: deps.rateLimit, perAddress });

@@ -1,4 +1,3 @@
-import { mongoCall } from '@threadwork/platform';
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import fp from 'fastify-plugin';
 import { isWellFormedKey } from '../domain/keys.js';
@@ -18,11 +17,6 @@ export interface AuthOptions {
   identity: IdentityStore;
   /** Key that signs `tw_session` cookies. */
   sessionSecret: string;
-  /**
-   * The identity lookup waits no longer than a backing service may take: a database that stopped
-   * answering makes it 503 `unavailable` in time, not a request that hangs until the driver notices.
-   */
-  lookupTimeoutMs: number;
   /** API keys that match no one, per client address, per replica (AUTH_FAILURES_*). */
   authFailureLimit?: RateLimit;
 }
@@ -73,7 +67,7 @@ async function authenticateKey(
   if (!attempt.allowed) throw new AddressLimited(attempt.retryAfterSeconds);
   let unknown = false;
   try {
-    const user = await mongoCall(() => options.identity.authenticate(key), { timeoutMs: options.lookupTimeoutMs });
+    const user = await options.identity.authenticate(key);
     unknown = user === null;
     return user;
   } finally {
@@ -106,7 +100,7 @@ async function authenticate(
   // (older browsers, clients that are not browsers) the cookie's SameSite attribute is the guard.
   const site = request.headers['sec-fetch-site'];
   if (!SAFE_METHODS.has(request.method) && site !== undefined && site !== 'same-origin') return null;
-  return mongoCall(() => options.identity.findUser(userId), { timeoutMs: options.lookupTimeoutMs });
+  return options.identity.findUser(userId);
 }
 
 /**

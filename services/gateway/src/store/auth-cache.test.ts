@@ -16,6 +16,7 @@ function fakeStore(keys: Map<string, UserDoc>) {
     findUser: unused,
     createKey: unused,
     listKeys: unused,
+    ping: unused,
     async authenticate(key) {
       calls.authenticate += 1;
       return keys.get(key) ?? null;

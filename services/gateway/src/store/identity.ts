@@ -1,4 +1,4 @@
-import { ensureIndexes, isDuplicateKeyError, type Collection, type Db } from '@threadwork/platform';
+import { ensureIndexes, isDuplicateKeyError, mongoCall, type Collection, type Db } from '@threadwork/platform';
 import { newId } from '../domain/ids.js';
 import { generateKey, isWellFormedKey, keyMatches, keyPrefix } from '../domain/keys.js';
 
@@ -35,9 +35,34 @@ export interface IdentityStore {
    * auth-cache.ts), else null. A store that remembers nothing leaves it out.
    */
   remembered?(key: string): UserDoc | null;
+  /** Whether the database answers within `timeoutMs` (readiness); `unavailable` when it does not. */
+  ping(timeoutMs: number): Promise<void>;
 }
 
-export function createIdentityStore(db: Db): IdentityStore {
+export interface IdentityStoreOptions {
+  /** How long a call may wait for the database before it is `unavailable` (a request's budget). */
+  timeoutMs?: number;
+}
+
+/** Users and API keys. Every call turns a database outage into `unavailable` (mongoCall). */
+export function createIdentityStore(db: Db, { timeoutMs }: IdentityStoreOptions = {}): IdentityStore {
+  const store = identityCollections(db);
+  const call = <T>(fn: () => Promise<T>) => mongoCall(fn, { timeoutMs });
+  return {
+    ensureIndexes: () => call(() => store.ensureIndexes()),
+    ensureUser: (login) => call(() => store.ensureUser(login)),
+    listUsers: () => call(() => store.listUsers()),
+    findUser: (id) => call(() => store.findUser(id)),
+    createKey: (userId) => call(() => store.createKey(userId)),
+    revokeKey: (idOrPrefix) => call(() => store.revokeKey(idOrPrefix)),
+    listKeys: (userId) => call(() => store.listKeys(userId)),
+    authenticate: (key) => call(() => store.authenticate(key)),
+    ping: (pingTimeoutMs) =>
+      mongoCall(() => db.command({ ping: 1 }).then(() => undefined), { timeoutMs: pingTimeoutMs }),
+  };
+}
+
+function identityCollections(db: Db): Omit<IdentityStore, 'remembered' | 'ping'> {
   const users: Collection<UserDoc> = db.collection<UserDoc>('users');
   const keys: Collection<ApiKeyDoc> = db.collection<ApiKeyDoc>('api_keys');
 
