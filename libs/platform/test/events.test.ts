@@ -1,6 +1,6 @@
 import { DiscardPolicy, RetentionPolicy, StorageType } from '@nats-io/jetstream';
 import { defineEvent } from '@threadwork/contracts';
-import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, inject, it, vi } from 'vitest';
 import { z } from 'zod';
 import {
   AppError,
@@ -32,16 +32,6 @@ const left = defineEvent(`evt${suffix}.greeter.person.left`, z.object({ name: z.
 const other = defineEvent(`evt${suffix}.greeter.person.other`, z.object({}));
 /** Stored by a stream that takes nothing more (max_msgs 1, discard new). */
 const refused = defineEvent(`full${suffix}.greeter.person.greeted`, Greeted);
-
-async function waitFor<T>(look: () => Promise<T | undefined> | T | undefined, what: string): Promise<T> {
-  const deadline = Date.now() + 30_000;
-  for (;;) {
-    const found = await look();
-    if (found !== undefined) return found;
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((resolve) => setTimeout(resolve, 50));
-  }
-}
 
 describe('DOMAIN events by their definition', () => {
   let nc: NatsConnection;
@@ -146,11 +136,13 @@ describe('DOMAIN events by their definition', () => {
       await publishEvent(js, left, { name: 'bob' }, { msgId: `bob-${suffix}` });
       const last = await publishEvent(js, greeted, { name: 'cy', times: 2 }, { msgId: `cy-${suffix}` });
 
-      await waitFor(
-        async () => ((await jsm.consumers.info(STREAM, durable)).ack_floor.stream_seq >= last.seq ? true : undefined),
-        'every event settled',
+      // Every event settled, the bad payload terminated (vitest polls; its timeout is the hang guard).
+      await vi.waitFor(
+        async () =>
+          expect((await jsm.consumers.info(STREAM, durable)).ack_floor.stream_seq).toBeGreaterThanOrEqual(last.seq),
+        { timeout: 30_000, interval: 50 },
       );
-      await waitFor(() => (terminated.includes(bad.seq) ? true : undefined), 'the bad payload terminated');
+      await vi.waitFor(() => expect(terminated).toContain(bad.seq), { timeout: 30_000, interval: 50 });
 
       // Handled concurrently, so in any order.
       expect(handled).toHaveLength(3);

@@ -1,6 +1,7 @@
 import { spawn } from 'node:child_process';
 import { existsSync } from 'node:fs';
 import { join } from 'node:path';
+import { waitFor } from '@threadwork/testing';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import {
   commandLine,
@@ -45,11 +46,13 @@ async function forkChain(marker: string, body: string, ready: () => boolean = ()
   });
   const root = child.pid as number;
   // The shell itself, not the jail's bwraps, whose command lines end in its own.
-  await until(() => descendants(root).some((pid) => commandLine(pid)?.startsWith('/bin/sh -c read go')));
+  await waitFor('the jail’s shell', () =>
+    descendants(root).some((pid) => commandLine(pid)?.startsWith('/bin/sh -c read go')),
+  );
   // What runs before the agent's command: the jail's processes the sweep keeps.
   const kept = processesOf(root);
   child.stdin.write('go\n');
-  await until(() => chain(marker).length > 0 && ready());
+  await waitFor('the chain to run', () => chain(marker).length > 0 && ready());
   return {
     root,
     kept,
@@ -63,14 +66,6 @@ async function forkChain(marker: string, body: string, ready: () => boolean = ()
 /** The live processes of the chain, anywhere on the machine. */
 function chain(marker: string): number[] {
   return descendants(0).filter((pid) => commandLine(pid)?.startsWith(marker) && startTime(pid) !== null);
-}
-
-async function until(condition: () => boolean): Promise<void> {
-  const deadline = Date.now() + 60_000;
-  while (!condition()) {
-    if (Date.now() > deadline) throw new Error('condition not met within the hang guard');
-    await new Promise((resolve) => setTimeout(resolve, 10));
-  }
 }
 
 describe('a jail whose agent runs a chain of processes that fork and exit', () => {
