@@ -1,20 +1,27 @@
-import { createLogger, type NatsConnection } from '@threadwork/platform';
-import { afterEach, describe, expect, it } from 'vitest';
+import { connectMongo, connectNats, createLogger, type MongoClient, type NatsConnection } from '@threadwork/platform';
+import { testInfra, uniqueId } from '@threadwork/testing';
+import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { buildServer } from './server.js';
-import type { IdentityStore } from './store/identity.js';
+import { createIdentityStore, type IdentityStore } from './store/identity.js';
 
-const nobody = () => Promise.reject(new Error('no identity lookups in these tests'));
-const identity: IdentityStore = {
-  ensureIndexes: nobody,
-  ensureUser: nobody,
-  listUsers: nobody,
-  findUser: nobody,
-  createKey: nobody,
-  revokeKey: nobody,
-  listKeys: nobody,
-  authenticate: nobody,
-  ping: nobody,
-};
+// The gateway on a real NATS connection and a real identity store; none of these requests reaches
+// a backing service or looks anyone up.
+let nc: NatsConnection;
+let mongo: MongoClient;
+let identity: IdentityStore;
+beforeAll(async () => {
+  nc = await connectNats({
+    servers: testInfra().natsUrl,
+    name: 'gateway-server-test',
+    logger: createLogger({ service: 'test', level: 'silent' }),
+  });
+  mongo = await connectMongo({ url: testInfra().mongoUrl, appName: 'gateway-server-test' });
+  identity = createIdentityStore(mongo.db(uniqueId('gwserver')));
+});
+afterAll(async () => {
+  await nc?.close();
+  await mongo?.close();
+});
 
 /** A gateway whose log lines (at info) are kept; none of these requests reaches a backing service. */
 async function gatewayWithLog() {
@@ -29,7 +36,7 @@ async function gatewayWithLog() {
     logger,
     bodyLimit: 1024 * 1024,
     ready: async () => true,
-    nc: {} as NatsConnection,
+    nc,
     requestTimeoutMs: 1_000,
     rateLimit: { perSecond: 1_000, burst: 1_000 },
     sessionSecret: 'a-session-secret-of-at-least-32-characters',
