@@ -60,11 +60,20 @@ describe('local stack', () => {
         authenticator: nkeyAuthenticator(new TextEncoder().encode(keys.admin!.seed)),
         inboxPrefix: '_INBOX_admin',
       });
-      // A busy machine may take longer than one collection window to answer, so keep asking until
-      // every service has (the test's own timeout is the hang guard).
+      // The gateway can be ready before the last service has registered its endpoints, and a busy
+      // machine may take longer than one collection window to answer: keep asking (no responders
+      // yet included) until every service has.
       const pings = new Set<string>();
       const client = new Svcm(nc).client({ strategy: 'timer', maxWait: 2_000 });
-      while (pings.size < 4) for await (const ping of await client.ping()) pings.add(ping.name);
+      await waitFor(
+        'every service to answer a PING',
+        async () => {
+          for await (const ping of await client.ping()) pings.add(ping.name);
+          return pings.size >= 4;
+        },
+        60_000,
+        { tolerateErrors: true },
+      );
       await nc.close();
       expect([...pings].sort()).toEqual(['repohost', 'review', 'runs', 'threads']);
 
