@@ -29,11 +29,7 @@ import {
   usePrincipalsStack,
 } from './support/principals.js';
 
-// What one service's NATS key still lets its holder do beyond that service's purpose, played
-// against the real services, each connected as its own identity (test/security/nats.test.ts says
-// what NATS itself refuses; this says what the services refuse of what NATS lets through). The
-// attacker most likely holds the runner's key: the runner runs next to the agent's code.
-//
+// What one service's NATS key still lets its holder do (support/principals.ts says what and why).
 // Here: runs held by the test as their runner (no real runner is started here).
 
 describe.skipIf(!hasBinary)('what one service’s NATS key can still do', () => {

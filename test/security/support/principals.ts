@@ -1,4 +1,10 @@
 // The services each connected as its own NATS identity, and the calls the principals tests make of them.
+//
+// What one service's NATS key still lets its holder do beyond that service's purpose, played
+// against the real services, each connected as its own identity (test/security/nats.test.ts says
+// what NATS itself refuses; this says what the services refuse of what NATS lets through). The
+// attacker most likely holds the runner's key: the runner runs next to the agent's code.
+
 import { join } from 'node:path';
 import {
   ControlSubmission,
