@@ -1,11 +1,14 @@
 import { hostname } from 'node:os';
-import { Id } from '@threadwork/contracts';
+import { harnessList, Id } from '@threadwork/contracts';
 import { env, processConfigShape } from '@threadwork/platform';
 import { z } from 'zod';
 import { egressRuleProblem } from './sandbox/egress.js';
 import { parseUidRange } from './sandbox/uids.js';
 
 const MIB = 1024 * 1024;
+
+/** The harnesses a runner has an adapter for. */
+export const SERVED_HARNESSES = ['codex', 'claude-code'] as const;
 
 export const RunnerConfig = z
   .object({
@@ -17,10 +20,19 @@ export const RunnerConfig = z
     RUNNER_ID: Id.default(`${hostname()}-${process.pid}`),
     /** Runs this runner works at once; each live one holds an agent process. */
     RUNNER_CONCURRENCY: z.coerce.number().int().min(1).max(64).default(2),
-    /** OpenAI-compatible Responses endpoint the agent talks to, e.g. `http://127.0.0.1:PORT/v1`. */
+    /** The harnesses this runner serves (it takes the jobs of each): `codex`, `claude-code`. */
+    HARNESSES: harnessList.refine(
+      (names) => names.every((name) => (SERVED_HARNESSES as readonly string[]).includes(name)),
+      `a runner serves ${SERVED_HARNESSES.join(' and ')}`,
+    ),
+    /** Codex's model endpoint: OpenAI-compatible Responses, e.g. `http://127.0.0.1:PORT/v1`. */
     MODEL_BASE_URL: z.string().url().optional(),
-    /** Key for MODEL_BASE_URL; handed to the agent process only, never logged or written. */
+    /** Key for MODEL_BASE_URL; held by the runner's model gate (or, unjailed, the harness), never logged or written. */
     MODEL_API_KEY: z.string().min(1).optional(),
+    /** Claude Code's model endpoint: Anthropic Messages, e.g. `https://api.anthropic.com` (no `/v1`). */
+    CLAUDE_BASE_URL: z.string().url().optional(),
+    /** Key for CLAUDE_BASE_URL; kept like MODEL_API_KEY. */
+    CLAUDE_API_KEY: z.string().min(1).optional(),
     /**
      * Wall-clock bound of one run, time spent waiting for the user's answer included; past it the
      * turn is interrupted (then killed) and the run fails `harness_timeout`.

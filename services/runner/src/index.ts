@@ -8,8 +8,8 @@ import { repohostCredentials } from './clients/repohost.js';
 import { executeJob } from './flows/run.js';
 import type { LiveRun, RunDeps } from './flows/run-state.js';
 import { SessionPool } from './flows/sessions.js';
-import { startJobConsumer } from './handlers/jobs.js';
-import { CodexHarness } from './harness/codex/codex.js';
+import { RunSlots, startJobConsumer } from './handlers/jobs.js';
+import { serveHarnesses, type DemoEndpoints } from './harness/served.js';
 import { LocalSandboxProvider } from './sandbox/local.js';
 import { decideIsolation } from './sandbox/isolation.js';
 import { SandboxUids } from './sandbox/uids.js';
@@ -24,9 +24,6 @@ export interface RunnerService extends StartedService {
   harnessPids(): Map<string, number>;
 }
 
-/** Where a model endpoint is missing, the runner still takes jobs, and fails each with a clear message. */
-const UNCONFIGURED_MODEL_URL = 'http://127.0.0.1:9/v1';
-
 /** The runner owns no collections: run state lives in the runs service, workspaces on disk. */
 export async function startRunner(config: RunnerConfig): Promise<RunnerService> {
   const runtime = await startRuntime({ name: 'runner', config, mongo: false });
@@ -39,18 +36,16 @@ export async function startRunner(config: RunnerConfig): Promise<RunnerService> 
     await awaitStream(runtime.jsm, DOMAIN_STREAM.name, logger);
     await mkdir(config.SANDBOX_ROOT, { recursive: true });
 
-    let baseUrl = config.MODEL_BASE_URL;
+    let demo: DemoEndpoints | null = null;
     if (config.THREADWORK_DEMO) {
-      const demo = await startDemoModel();
-      lifecycle.add('demo-model', () => demo.close());
-      baseUrl = demo.baseUrl;
+      const model = await startDemoModel();
+      lifecycle.add('demo-model', () => model.close());
+      demo = { responses: model.baseUrl, messages: model.messagesUrl };
       logger.warn(
-        { model_base_url: demo.baseUrl },
+        { model_base_url: model.baseUrl },
         'THREADWORK_DEMO=1: agent replies are SCRIPTED by a built-in demo model; no real model is called ' +
           '(start the runs service with DEFAULT_MODEL=demo-scripted so runs show it)',
       );
-    } else if (!baseUrl) {
-      logger.warn('no MODEL_BASE_URL: every run fails with model_not_configured (set it, or THREADWORK_DEMO=1)');
     }
 
     const credentials = repohostCredentials(runtime.nc);
@@ -78,15 +73,8 @@ export async function startRunner(config: RunnerConfig): Promise<RunnerService> 
           : null,
       publish: sandboxStatusPublisher(runtime.nc, runtime.js, logger),
     });
-    const harness = new CodexHarness({
-      baseUrl: baseUrl ?? UNCONFIGURED_MODEL_URL,
-      apiKey: config.THREADWORK_DEMO ? null : (config.MODEL_API_KEY ?? null),
-      outputCapBytes: config.HARNESS_OUTPUT_CAP_BYTES,
-      includeRaw: config.EVENTS_INCLUDE_RAW,
-      isolation,
-      logger,
-    });
-    const pool = new SessionPool(harness, sandboxes, config.SANDBOX_IDLE_MS, logger);
+    const served = serveHarnesses(config, isolation, logger, demo);
+    const pool = new SessionPool(served.harnesses, sandboxes, config.SANDBOX_IDLE_MS, logger);
     sessions = pool;
     lifecycle.add('harnesses', () => pool.stopAll());
 
@@ -98,33 +86,29 @@ export async function startRunner(config: RunnerConfig): Promise<RunnerService> 
       runnerId: config.RUNNER_ID,
       sandboxes,
       sessions: pool,
-      modelConfigured: Boolean(baseUrl),
+      unconfigured: served.unconfigured,
       credentials,
       isolation,
     };
     const live = new Set<LiveRun>();
-    const consumer = await startJobConsumer(
-      runtime.js,
-      runtime.jsm,
-      {
-        harness: harness.name,
-        concurrency: config.RUNNER_CONCURRENCY,
-        logger,
-      },
-      (job) => {
-        let mine: LiveRun | null = null;
-        return executeJob(deps, job, (run) => {
-          if (mine) live.delete(mine);
-          mine = run;
-          if (run) live.add(run);
-        });
-      },
+    const slots = new RunSlots(config.RUNNER_CONCURRENCY);
+    const consumers = await Promise.all(
+      [...served.harnesses.keys()].map((harness) =>
+        startJobConsumer(runtime.js, runtime.jsm, { harness, slots, logger }, (job) => {
+          let mine: LiveRun | null = null;
+          return executeJob(deps, job, (run) => {
+            if (mine) live.delete(mine);
+            mine = run;
+            if (run) live.add(run);
+          });
+        }),
+      ),
     );
     // Stopping hands live runs back: their turns are interrupted and their jobs redelivered to a
     // runner that takes them over (resuming the session where the workspace is shared).
     lifecycle.add('jobs', async () => {
       for (const run of live) run.stop('shutdown');
-      await consumer.stop(config.SHUTDOWN_TIMEOUT_MS);
+      await Promise.all(consumers.map((consumer) => consumer.stop(config.SHUTDOWN_TIMEOUT_MS)));
     });
   });
 

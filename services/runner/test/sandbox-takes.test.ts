@@ -148,7 +148,7 @@ describe.runIf(process.platform === 'linux')('a sandbox taken over while an olde
     const second = await claim(run.run.id);
     expect(second.claim.attempt).toBe(1);
     const sandbox = await takeover.provider.prepare(second.job, second.claim);
-    await takeover.provider.rememberSession(sandbox, 'session-of-attempt-1');
+    await takeover.provider.rememberSession(sandbox, { harness: 'codex', id: 'session-of-attempt-1' });
     const unchanged = leaveWork(sandbox);
 
     hold.release();
@@ -208,10 +208,10 @@ describe.runIf(process.platform === 'linux')('a sandbox taken over while an olde
     const second = await claim(run.run.id);
     const sandbox = await takeover.provider.prepare(second.job, second.claim);
     const child = harness();
-    await takeover.provider.rememberSession(sandbox, 'session-of-attempt-1', child.pid);
+    await takeover.provider.rememberSession(sandbox, { harness: 'codex', id: 'session-of-attempt-1' }, child.pid);
 
     await expect(stale.provider.stopHarness(old)).rejects.toBeInstanceOf(SandboxTakenError);
-    await expect(stale.provider.rememberSession(old, 'session-of-attempt-0')).rejects.toBeInstanceOf(SandboxTakenError);
+    await expect(stale.provider.rememberSession(old, { harness: 'codex', id: 'session-of-attempt-0' })).rejects.toBeInstanceOf(SandboxTakenError);
     expect(gone(child)).toBe(false);
     expect(state(sandbox)).toMatchObject({ session_id: 'session-of-attempt-1', harness: { pid: child.pid } });
   });
@@ -224,7 +224,7 @@ describe.runIf(process.platform === 'linux')('the harness recorded with a local 
     const first = await claim(run.run.id);
     const sandbox = await one.provider.prepare(first.job, first.claim);
     const old = harness();
-    await one.provider.rememberSession(sandbox, 'session-1', old.pid);
+    await one.provider.rememberSession(sandbox, { harness: 'codex', id: 'session-1' }, old.pid);
     process.kill(old.pid as number, 'SIGSTOP');
 
     // Another runner on this disk, about to start its own process for the sandbox.
@@ -243,7 +243,7 @@ describe.runIf(process.platform === 'linux')('the harness recorded with a local 
     const first = await claim(run.run.id);
     const sandbox = await provider.prepare(first.job, first.claim);
     const other = harness();
-    await provider.rememberSession(sandbox, 'session-2', other.pid);
+    await provider.rememberSession(sandbox, { harness: 'codex', id: 'session-2' }, other.pid);
     // The recorded process is long gone and its pid was reused: same pid, another start time.
     const stateFile = join(sandbox.dir, 'threadwork.json');
     const recorded = JSON.parse(readFileSync(stateFile, 'utf8')) as { harness: { start_time: string } };
@@ -260,7 +260,7 @@ describe.runIf(process.platform === 'linux')('the harness recorded with a local 
     const { provider } = runner();
     const first = await claim(run.run.id);
     const sandbox = await provider.prepare(first.job, first.claim);
-    await provider.rememberSession(sandbox, 'session-3');
+    await provider.rememberSession(sandbox, { harness: 'codex', id: 'session-3' });
     expect(await provider.exists(run.threadId)).toBe(true);
     expect(state(sandbox)).toMatchObject({ session_id: 'session-3', harness: null });
     expect(await provider.stopHarness(sandbox)).toBe(false);

@@ -18,6 +18,8 @@ export const RunUsage = z.object({
   inputTokens: z.number().nonnegative().optional(),
   outputTokens: z.number().nonnegative().optional(),
   totalTokens: z.number().nonnegative().optional(),
+  /** What the run cost in US dollars, as the harness prices it (Claude Code does; Codex does not). */
+  costUsd: z.number().nonnegative().optional(),
 });
 export type RunUsage = z.infer<typeof RunUsage>;
 

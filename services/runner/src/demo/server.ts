@@ -10,6 +10,8 @@ import { demoReply, type DemoItem } from './script.js';
 export interface DemoModel {
   /** What MODEL_BASE_URL would be: `http://127.0.0.1:PORT/v1`. */
   baseUrl: string;
+  /** What CLAUDE_BASE_URL would be: `http://127.0.0.1:PORT`. */
+  messagesUrl: string;
   close(): Promise<void>;
 }
 
@@ -28,6 +30,7 @@ export async function startDemoModel(): Promise<DemoModel> {
   const { port } = server.address() as AddressInfo;
   return {
     baseUrl: `http://127.0.0.1:${port}/v1`,
+    messagesUrl: `http://127.0.0.1:${port}`,
     close: () =>
       new Promise<void>((resolve) => {
         server.closeAllConnections();

@@ -1,4 +1,5 @@
 import { AnswerEntry, runMovesTo, type RunError, type RunStatus, type TerminalRunStatus } from '@threadwork/contracts';
+import type { PlanDecision } from '../harness/harness.js';
 
 // Pure decisions at the end of a run: what a turn's outcome means for the run, how to get there
 // through the run state machine, and how a settled interaction turns into the harness's answers.
@@ -109,4 +110,17 @@ export function harnessAnswers(status: string, answers: Record<string, unknown>)
     out[questionId] = parsed.data.kind === 'options' ? parsed.data.optionIds : [parsed.data.text];
   }
   return out;
+}
+
+/**
+ * What a settled plan approval says: `approve`, or `reject` with the user's comment. Anything else
+ * (declined, cancelled, an answer of another kind) is a rejection without one.
+ */
+export function planDecision(status: string, answers: Record<string, unknown>): PlanDecision {
+  if (status !== 'answered') return { approved: false, comment: null };
+  const parsed = AnswerEntry.safeParse(answers.plan);
+  if (!parsed.success) return { approved: false, comment: null };
+  if (parsed.data.kind === 'approve') return { approved: true };
+  if (parsed.data.kind === 'reject') return { approved: false, comment: parsed.data.comment ?? null };
+  return { approved: false, comment: null };
 }

@@ -1,4 +1,4 @@
-import type { EventDef, EventInput, RunJob, RunStatus } from '@threadwork/contracts';
+import type { EventDef, EventInput, RunError, RunJob, RunStatus } from '@threadwork/contracts';
 import type { JetStreamClient, Logger, NatsConnection } from '@threadwork/platform';
 import { publishAttested } from '../clients/domain-events.js';
 import { EventSink } from '../clients/run-events.js';
@@ -22,8 +22,8 @@ export interface RunDeps {
   runnerId: string;
   sandboxes: SandboxProvider;
   sessions: SessionPool;
-  /** Null when no model endpoint is configured (runs then fail fast). */
-  modelConfigured: boolean;
+  /** Harnesses whose model endpoint is not configured, with the error their runs fail with at once. */
+  unconfigured: ReadonlyMap<string, RunError>;
   /** Credentials to push the thread branch (null: none needed, e.g. a local repository). */
   credentials: RepositoryCredentials;
   /** What contains the agent, said in each attempt's `sandbox.ready` event. */

@@ -9,7 +9,7 @@ import { claimJob, listenForSignals, pollRun, refresh, releaseRun, sandboxClaim 
 import { checkDisk, diskMax, overrun } from './disk-watch.js';
 import { afterStop, failUnexpectedly, finish, move, sandboxTaken, settledResult } from './finish.js';
 import { putSessionAway, stopLeftovers } from './leftovers.js';
-import { ask } from './questions.js';
+import { approvePlan, ask } from './questions.js';
 import { report } from './report.js';
 import { errorMessage, RunState, type JobResult, type LiveRun, type RunDeps } from './run-state.js';
 import { applySteers } from './steers.js';
@@ -19,12 +19,6 @@ import { applySteers } from './steers.js';
 // candidate and the reply, and end the run. Every path out ends the run or hands the job back
 // for redelivery; none leaves a run live with nobody working it. The steps live beside this file,
 // one concern each, and share the one RunState of the job.
-
-const MODEL_NOT_CONFIGURED: RunError = {
-  code: 'model_not_configured',
-  message:
-    'Set MODEL_BASE_URL (an OpenAI-compatible Responses endpoint) and MODEL_API_KEY, or start with THREADWORK_DEMO=1',
-};
 
 export async function executeJob(
   deps: RunDeps,
@@ -74,7 +68,8 @@ async function execute(run: RunState): Promise<JobResult> {
 
 async function work(run: RunState): Promise<JobResult> {
   const { deps, job } = run;
-  if (!deps.modelConfigured) return finish(run, { to: 'failed', error: MODEL_NOT_CONFIGURED });
+  const unconfigured = deps.unconfigured.get(job.harness);
+  if (unconfigured) return finish(run, { to: 'failed', error: unconfigured });
   if (run.status === 'queued' && !(await move(run, 'starting'))) return settledResult(run);
   if (run.status === 'cancelling') return finish(run, { to: 'cancelled' });
 
@@ -115,8 +110,9 @@ async function work(run: RunState): Promise<JobResult> {
   let session: HarnessSession;
   try {
     session = await deps.sessions.acquire(sandbox, {
+      harness: job.harness,
       model: job.model,
-      mustResume: takeover && sandbox.sessionId !== null,
+      mustResume: takeover && sandbox.sessionId !== null && sandbox.sessionHarness === job.harness,
     });
     run.session = session;
   } catch (err) {
@@ -205,6 +201,7 @@ async function runTurn(
         if (run.stopReason && run.turnStarted) run.interruptTurn();
       },
       question: (key, questions) => ask(run, key, questions),
+      planApproval: (key, plan) => approvePlan(run, key, plan),
       started: () => {
         run.turnStarted = true;
         if (run.stopReason) {

@@ -9,12 +9,15 @@ import type { Sandbox, SandboxProvider } from '../sandbox/provider.js';
 // before starting one, a runner stops another's that still runs (see SandboxProvider.stopHarness).
 
 interface Live {
+  harness: string;
   session: HarnessSession;
   busy: boolean;
   idleTimer: NodeJS.Timeout | undefined;
 }
 
 export interface AcquireOptions {
+  /** The harness of the run: a live session of another one goes first. */
+  harness: string;
   model: string;
   /**
    * A takeover after a crash: the stored session must be resumed, a fresh one would lose the turn's
@@ -27,7 +30,8 @@ export class SessionPool {
   private readonly live = new Map<string, Live>();
 
   constructor(
-    private readonly harness: Harness,
+    /** The harnesses this runner serves, by name. */
+    private readonly harnesses: ReadonlyMap<string, Harness>,
     private readonly sandboxes: SandboxProvider,
     private readonly idleMs: number,
     private readonly logger: Logger,
@@ -35,8 +39,10 @@ export class SessionPool {
 
   /** The sandbox's session, started (or resumed) when none is live. Throws ResumeFailedError when `mustResume` cannot be met. */
   async acquire(sandbox: Sandbox, opts: AcquireOptions): Promise<HarnessSession> {
+    const harness = this.harnesses.get(opts.harness);
+    if (!harness) throw new Error(`this runner does not serve the ${opts.harness} harness`);
     const current = this.live.get(sandbox.threadId);
-    if (current?.session.alive && !current.busy) {
+    if (current?.session.alive && !current.busy && current.harness === opts.harness) {
       if (current.idleTimer) clearTimeout(current.idleTimer);
       current.idleTimer = undefined;
       current.busy = true;
@@ -46,7 +52,9 @@ export class SessionPool {
     // One harness process per sandbox: one still running from another runner on this disk goes first.
     await this.sandboxes.stopHarness(sandbox);
 
-    if (opts.mustResume && !sandbox.sessionId) throw new ResumeFailedError('no harness session was stored');
+    // A session of another harness is not this one's to resume: the thread's conversation starts anew.
+    const stored = sandbox.sessionHarness === opts.harness ? sandbox.sessionId : null;
+    if (opts.mustResume && !stored) throw new ResumeFailedError('no harness session was stored');
     const options = {
       cwd: sandbox.cwd,
       home: sandbox.harnessHome,
@@ -57,7 +65,7 @@ export class SessionPool {
     };
     let session: HarnessSession;
     try {
-      session = await this.harness.start({ ...options, resumeSessionId: sandbox.sessionId });
+      session = await harness.start({ ...options, resumeSessionId: stored });
     } catch (err) {
       if (!(err instanceof ResumeFailedError) || (opts.mustResume && !err.neverRecorded)) throw err;
       // The conversation is lost (e.g. its state was cleaned up), or it never held anything (its
@@ -66,17 +74,17 @@ export class SessionPool {
         { err, thread_id: sandbox.threadId, never_recorded: err.neverRecorded },
         'stored harness session could not be resumed; starting anew',
       );
-      session = await this.harness.start({ ...options, resumeSessionId: null });
+      session = await harness.start({ ...options, resumeSessionId: null });
     }
     try {
-      await this.sandboxes.rememberSession(sandbox, session.sessionId, session.pid);
+      await this.sandboxes.rememberSession(sandbox, { harness: opts.harness, id: session.sessionId }, session.pid);
     } catch (err) {
       // Not recorded, it could not be found and stopped by whoever comes next: it goes now.
       await session.stop();
       throw err;
     }
 
-    const entry: Live = { session, busy: true, idleTimer: undefined };
+    const entry: Live = { harness: opts.harness, session, busy: true, idleTimer: undefined };
     this.live.set(sandbox.threadId, entry);
     void session.exited.then(() => {
       if (this.live.get(sandbox.threadId) === entry) this.live.delete(sandbox.threadId);

@@ -19,12 +19,36 @@ import type { JobResult } from '../flows/run-state.js';
 // in-progress acks (`working()`) is the heartbeat, so a runner that dies stops heartbeating and
 // its job goes to another runner after the consumer's ack wait (the runs service's
 // JOB_ACK_WAIT_MS, which also creates the consumer). A runner takes a job only when it has a
-// free slot (RUNNER_CONCURRENCY), so waiting jobs stay in the stream for other runners.
+// free slot (RUNNER_CONCURRENCY, shared by the harnesses it serves), so waiting jobs stay in the
+// stream for other runners.
 
 export interface JobConsumerOptions {
   harness: string;
-  concurrency: number;
+  /** The runner's run slots, shared by the consumers of every harness it serves. */
+  slots: RunSlots;
   logger: Logger;
+}
+
+/** How many runs a runner works at once (RUNNER_CONCURRENCY), whichever harness they are for. */
+export class RunSlots {
+  private readonly running = new Set<Promise<void>>();
+
+  constructor(private readonly max: number) {}
+
+  get full(): boolean {
+    return this.running.size >= this.max;
+  }
+
+  /** Holds a slot until `job` settles. */
+  hold(job: Promise<void>): void {
+    this.running.add(job);
+    void job.finally(() => this.running.delete(job));
+  }
+
+  /** Resolves when a slot may have come free (or `stopped` resolves). */
+  freed(stopped: Promise<unknown>): Promise<unknown> {
+    return Promise.race([...this.running, stopped]);
+  }
 }
 
 export interface JobConsumer {
@@ -61,8 +85,8 @@ export async function startJobConsumer(
 
   const loop = (async () => {
     while (!stopping) {
-      if (inflight.size >= opts.concurrency) {
-        await Promise.race([...inflight, stopped]);
+      if (opts.slots.full) {
+        await opts.slots.freed(stopped);
         continue;
       }
       let pull: Promise<JsMsg | null> | undefined;
@@ -96,6 +120,7 @@ export async function startJobConsumer(
       if (!msg) continue;
       const job = work(msg);
       inflight.add(job);
+      opts.slots.hold(job);
       void job.finally(() => inflight.delete(job));
     }
   })();

@@ -3,7 +3,7 @@ import type { Sweep } from './processes.js';
 
 // What the runner needs of an agent harness, in the neutral vocabulary of the run events: start a
 // session in a sandbox (or resume one), run a turn, steer it, interrupt it, answer its questions.
-// Codex is the first adapter (harness/codex); a Claude Code adapter implements the same interface.
+// Codex (harness/codex) and Claude Code (harness/claude) are the adapters.
 
 export interface TurnInput {
   prompt: string;
@@ -17,6 +17,9 @@ export interface TurnInput {
 /** Answers keyed by question id: the option labels chosen or the text typed. Empty: the user declined. */
 export type QuestionAnswers = Record<string, string[]>;
 
+/** The user's answer to a plan: approved, or rejected (with what they said about it, if anything). */
+export type PlanDecision = { approved: true } | { approved: false; comment: string | null };
+
 export interface TurnListener {
   /** The turn has begun: from now on it can be steered and interrupted. */
   started(): void;
@@ -24,6 +27,8 @@ export interface TurnListener {
   chunk(chunk: RunEventChunk): void;
   /** The harness asks the user. `key` is the harness's id of the question, stable across retries. */
   question(key: string, questions: Question[]): Promise<QuestionAnswers>;
+  /** The harness asks the user to approve its plan (plan mode's way out). `key` as for questions. */
+  planApproval(key: string, plan: string): Promise<PlanDecision>;
 }
 
 export interface TurnOutcome {

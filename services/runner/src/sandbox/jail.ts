@@ -4,7 +4,7 @@ import { existsSync, mkdirSync, mkdtempSync, realpathSync, renameSync, rmSync, s
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { promisify } from 'node:util';
-import type { Command } from '../harness/codex/launch.js';
+import type { Command } from '../harness/launch.js';
 import { seccompFile } from './seccomp.js';
 import { reachableByOthers } from './uids.js';
 

@@ -2,7 +2,7 @@ import { randomBytes } from 'node:crypto';
 import { existsSync, readFileSync } from 'node:fs';
 import { mkdir, readdir, rmdir, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
-import type { Command } from '../harness/codex/launch.js';
+import type { Command } from '../harness/launch.js';
 
 // What a jail may take of the machine, so that a fork bomb or a runaway allocation inside stays
 // inside: the runner, other sandboxes and the node keep working.

@@ -38,6 +38,8 @@ export interface SandboxState {
   sandbox_id: string;
   thread_id: string;
   session_id: string | null;
+  /** The harness the session is of (absent in state written before there were two: `codex`). */
+  session_harness?: string | null;
   /** The harness process serving the session, by pid and start time (so a reused pid is not taken for it). */
   harness?: { pid: number; start_time: string } | null;
   repos: Record<string, RepoState>;

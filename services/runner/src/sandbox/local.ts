@@ -32,6 +32,7 @@ import {
   type RepositoryCredentials,
   type SandboxStatusPublisher,
   type SandboxFence,
+  type StoredSession,
 } from './provider.js';
 
 // The `local` provider: a sandbox is a folder of the runner's disk (its layout: local-state.ts),
@@ -135,12 +136,16 @@ export class LocalSandboxProvider implements SandboxProvider {
     return Object.values(state.repos).every(present);
   }
 
-  async rememberSession(sandbox: Sandbox, sessionId: string | null, harnessPid?: number): Promise<void> {
+  async rememberSession(sandbox: Sandbox, session: StoredSession | null, harnessPid?: number): Promise<void> {
     const state = await readState(sandbox.dir);
     if (!state) throw new SandboxError(`sandbox ${sandbox.id} has no state file`);
     const started = harnessPid === undefined ? null : startTime(harnessPid);
     const harness = harnessPid !== undefined && started !== null ? { pid: harnessPid, start_time: started } : null;
-    await writeState(sandbox.dir, { ...state, session_id: sessionId, harness }, sandbox.take);
+    await writeState(
+      sandbox.dir,
+      { ...state, session_id: session?.id ?? null, session_harness: session?.harness ?? null, harness },
+      sandbox.take,
+    );
   }
 
   async stopHarness(sandbox: Sandbox): Promise<boolean> {
@@ -186,7 +191,7 @@ export class LocalSandboxProvider implements SandboxProvider {
     sandbox.take.check();
     await rm(join(sandbox.dir, HARNESS_HOME), { recursive: true, force: true });
     await mkdir(join(sandbox.dir, HARNESS_HOME), { recursive: true });
-    await writeState(sandbox.dir, { ...state, repos: {}, session_id: null }, sandbox.take);
+    await writeState(sandbox.dir, { ...state, repos: {}, session_id: null, session_harness: null }, sandbox.take);
   }
 
   /**
@@ -280,6 +285,8 @@ export class LocalSandboxProvider implements SandboxProvider {
       },
       owner,
       sessionId: state.session_id,
+      // State written before there were two harnesses holds a Codex session.
+      sessionHarness: state.session_id ? (state.session_harness ?? 'codex') : null,
       take,
     };
   }

@@ -57,6 +57,8 @@ export interface Sandbox {
   repos: SandboxRepo[];
   /** The harness session stored with the sandbox by an earlier run or attempt, if any. */
   sessionId: string | null;
+  /** The harness that session is of. */
+  sessionHarness: string | null;
   /**
    * The run attempt's hold on the sandbox: `check()` throws SandboxTakenError once a newer attempt
    * has taken it, and every change the runner makes to the sandbox is preceded by one.
@@ -67,6 +69,12 @@ export interface Sandbox {
 export interface SandboxFence {
   check(): void;
   readonly current: boolean;
+}
+
+/** A harness session as the sandbox keeps it: its id, and which harness it is of. */
+export interface StoredSession {
+  harness: string;
+  id: string;
 }
 
 export interface SandboxProvider {
@@ -85,7 +93,7 @@ export interface SandboxProvider {
    * Stores the harness session with the sandbox, so a later process (or runner) can resume it,
    * and the process now serving it (`harnessPid`), so a later runner can stop that process.
    */
-  rememberSession(sandbox: Sandbox, sessionId: string | null, harnessPid?: number): Promise<void>;
+  rememberSession(sandbox: Sandbox, session: StoredSession | null, harnessPid?: number): Promise<void>;
   /**
    * Stops the harness process recorded with the sandbox if it still runs; true if there was one.
    * A runner calls it before it starts a process of its own for the sandbox: one still running

@@ -3,12 +3,10 @@ import { rm } from 'node:fs/promises';
 import { join } from 'node:path';
 import type { Logger } from '@threadwork/platform';
 import { ResumeFailedError, type Harness, type HarnessSession, type SessionOptions } from '../harness.js';
+import { prepareLaunch } from '../launch.js';
 import { processesOf } from '../processes.js';
 import type { Isolation } from '../../sandbox/isolation.js';
-import { openGates } from '../../sandbox/gates.js';
-import { BRIDGE_PORT, EGRESS_ENV, jailed, type JailOwner } from '../../sandbox/jail.js';
-import { limited } from '../../sandbox/limits.js';
-import { appServerArgs, codexCommand, guarded } from './launch.js';
+import { appServerArgs, codexCommand } from './launch.js';
 import { hasRollout } from './rollout.js';
 import { CodexRpc, CodexRpcError } from './rpc.js';
 import { CodexSession } from './session.js';
@@ -42,26 +40,33 @@ export class CodexHarness implements Harness {
   constructor(private readonly options: CodexHarnessOptions) {}
 
   async start(opts: SessionOptions): Promise<HarnessSession> {
-    const { logger } = this.options;
+    const { logger, isolation } = this.options;
     // Jailed, the process reaches the model through a proxy of the runner's that adds the key, and
     // the rest of the network through one that enforces the egress policy; else it gets the key in
     // one variable, which Codex keeps from the agent's commands.
     let session: CodexSession | null = null;
-    const { isolation } = this.options;
-    const gates = isolation.jailed
-      ? await openGates({
-          model: { baseUrl: this.options.baseUrl, apiKey: this.options.apiKey, pin: { model: opts.model } },
-          egress: isolation.egress,
-          logger,
-          refused: (refusal) => session?.refused(refusal),
-          owner: opts.owner,
-        })
-      : null;
-    const key = gates ? null : this.options.apiKey;
+    // Everything Codex is to run with comes in its arguments. Its home is writable by the agent's
+    // commands, and a `config.toml` left there would be read at this start, outside Codex's own
+    // sandbox: an MCP server there is a program of the agent's that Codex itself starts and keeps
+    // running beside the harness, past every sweep (and `-c mcp_servers={}` merges with the file
+    // rather than replacing it). Nothing of the jail runs now (an earlier harness of this sandbox
+    // was stopped, jail and all), so none can put it back before Codex reads it; a link is removed,
+    // not followed.
+    await rm(join(opts.home, 'config.toml'), { force: true, recursive: true });
+    const launch = await prepareLaunch({
+      program: codexCommand(),
+      api: 'responses',
+      baseUrl: this.options.baseUrl,
+      apiKey: this.options.apiKey,
+      isolation,
+      session: opts,
+      logger,
+      refused: (refusal) => session?.refused(refusal),
+    });
     const args = appServerArgs({
       model: opts.model,
-      baseUrl: gates ? `http://127.0.0.1:${BRIDGE_PORT}${gates.modelBasePath}` : this.options.baseUrl,
-      keyEnv: key ? CODEX_MODEL_KEY_ENV : null,
+      baseUrl: launch.modelBaseUrl,
+      keyEnv: launch.key ? CODEX_MODEL_KEY_ENV : null,
       sandbox:
         isolation.codexSandbox === 'workspace-write'
           ? {
@@ -72,36 +77,9 @@ export class CodexHarness implements Harness {
             }
           : { mode: 'danger-full-access' },
     });
-    // Everything Codex is to run with comes in its arguments. Its home is writable by the agent's
-    // commands, and a `config.toml` left there would be read at this start, outside Codex's own
-    // sandbox: an MCP server there is a program of the agent's that Codex itself starts and keeps
-    // running beside the harness, past every sweep (and `-c mcp_servers={}` merges with the file
-    // rather than replacing it). Nothing of the jail runs now (an earlier harness of this sandbox
-    // was stopped, jail and all), so none can put it back before Codex reads it; a link is removed,
-    // not followed.
-    await rm(join(opts.home, 'config.toml'), { force: true, recursive: true });
-    const env = { ...opts.env, ...(gates ? EGRESS_ENV : {}), ...(key ? { [CODEX_MODEL_KEY_ENV]: key } : {}) };
-    const codex = codexCommand();
-    const cmd = guarded(
-      gates
-        ? jailed(codex, {
-            cwd: opts.cwd,
-            writable: opts.mounts.writable,
-            readable: opts.mounts.readable,
-            runDir: gates.runDir,
-            tmpBytes: isolation.tmpBytes,
-            owner: jailOwner(isolation, opts.owner),
-          })
-        : codex,
-    );
-    // Inside its process limit from the first instruction: everything the jail starts counts.
-    const bounded =
-      gates && (isolation.processes || isolation.memory)
-        ? await limited(cmd, { processes: isolation.processes, memory: isolation.memory })
-        : null;
-    const started = bounded?.command ?? cmd;
+    const env = { ...launch.env, ...(launch.key ? { [CODEX_MODEL_KEY_ENV]: launch.key } : {}) };
     // Its own process group, so stopping it also stops the commands it started.
-    const child = spawn(started.command, [...started.args, ...args], {
+    const child = spawn(launch.command.command, [...launch.command.args, ...args], {
       cwd: opts.cwd,
       env,
       stdio: ['pipe', 'pipe', 'pipe'],
@@ -109,10 +87,7 @@ export class CodexHarness implements Harness {
     });
     const rpc = new CodexRpc(child, logger);
     // What the jail held outside it goes with the process: the gates' sockets, its cgroup.
-    const closed = rpc.exited.then(async () => {
-      await gates?.close();
-      await bounded?.release();
-    });
+    const closed = rpc.exited.then(() => launch.release());
     try {
       await rpc.request(
         'initialize',
@@ -144,19 +119,11 @@ export class CodexHarness implements Harness {
       // What runs now is the harness itself (and, jailed, the jail's init and the model bridge):
       // the agent has run nothing yet. These alone outlive a run (stopLeftovers).
       const own = child.pid === undefined ? [] : processesOf(child.pid);
-      session = new CodexSession(rpc, closed, threadId, opts.cwd, own, this.options, gates);
+      session = new CodexSession(rpc, closed, threadId, opts.cwd, own, this.options, launch.gates);
       return session;
     } catch (err) {
       rpc.kill();
       throw err;
     }
   }
-}
-
-/** Who the sandbox's jail runs as outside: its own uid where the runner gives each one. */
-function jailOwner(isolation: Isolation, uid: number | null): JailOwner | undefined {
-  if (uid === null) return undefined;
-  if (isolation.outside?.kind !== 'per-sandbox')
-    throw new Error('a sandbox has a uid of its own, but jails do not switch uid');
-  return { uid, programs: isolation.outside.programs };
 }

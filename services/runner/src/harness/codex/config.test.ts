@@ -61,7 +61,12 @@ describe('a Codex harness started on a home the agent wrote to', () => {
       // A turn: by its end, any server configured at the start has been started.
       const outcome = await session.runTurn(
         { prompt: 'hello', model: 'gpt-test', reasoningEffort: 'low', collaborationMode: 'default', metadata: {} },
-        { started: () => undefined, chunk: () => undefined, question: async () => ({}) },
+        {
+          started: () => undefined,
+          chunk: () => undefined,
+          question: async () => ({}),
+          planApproval: async () => ({ approved: false, comment: null }),
+        },
       );
       expect(outcome.status).toBe('completed');
     } finally {

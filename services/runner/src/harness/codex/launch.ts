@@ -1,6 +1,7 @@
 import { existsSync, realpathSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { dirname, join } from 'node:path';
+import type { Command } from '../launch.js';
 
 // Where the pinned codex binary is and how it is started. `@openai/codex` ships a node wrapper
 // (bin/codex.js) that spawns the native binary from a per-platform optional dependency. On Node 20
@@ -13,11 +14,6 @@ const NATIVE: Record<string, { pkg: string; triple: string }> = {
   'darwin-x64': { pkg: '@openai/codex-darwin-x64', triple: 'x86_64-apple-darwin' },
   'darwin-arm64': { pkg: '@openai/codex-darwin-arm64', triple: 'aarch64-apple-darwin' },
 };
-
-export interface Command {
-  command: string;
-  args: string[];
-}
 
 export function codexCommand(): Command {
   const require = createRequire(import.meta.url);
@@ -35,20 +31,6 @@ export function codexCommand(): Command {
     }
   }
   return { command: process.execPath, args: [join(dirname(packageJson), 'bin', 'codex.js')] };
-}
-
-const SETPRIV = '/usr/bin/setpriv';
-
-/**
- * On Linux the harness gets SIGTERM when the runner dies, even by SIGKILL (util-linux `setpriv
- * --pdeathsig`, which then execs the command, so the pid stays the harness's): a crashed runner
- * leaves no agent running on behind it.
- */
-export function guarded(cmd: Command): Command {
-  if (process.platform === 'linux' && existsSync(SETPRIV)) {
-    return { command: SETPRIV, args: ['--pdeathsig', 'SIGTERM', '--', cmd.command, ...cmd.args] };
-  }
-  return cmd;
 }
 
 export interface ProviderSettings {

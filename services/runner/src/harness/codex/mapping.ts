@@ -7,7 +7,8 @@ import type {
   TurnPlanStepStatus,
 } from '@threadwork/codex-protocol/v2';
 import type { FileChangeKind, PlanStepStatus, Question, RunEventChunk, RunUsage } from '@threadwork/contracts';
-import { OutputBudget, splitUtf8 } from '../../domain/text.js';
+import { OutputBudget } from '../../domain/text.js';
+import { outputChunks } from '../output.js';
 
 // Codex app-server notifications → the neutral chunks of DESIGN.md section 6. Pure apart from the
 // per-turn state it keeps (output forwarded per command, the last reply, the usage so far), so it
@@ -21,9 +22,6 @@ export interface MapperOptions {
   /** Keep the native notification under `raw`. */
   includeRaw: boolean;
 }
-
-/** Output deltas are cut into pieces of at most this size, far below what one event may carry. */
-export const MAX_TEXT_PIECE_BYTES = 16 * 1024;
 
 const PLAN_STATUS: Record<TurnPlanStepStatus, PlanStepStatus> = {
   pending: 'pending',
@@ -182,22 +180,7 @@ export class CodexTurnMapper {
   }
 
   private output(itemId: string, text: string, raw: object): RunEventChunk[] {
-    const { text: kept, capped } = this.budget.take(itemId, text);
-    const chunks: RunEventChunk[] = splitUtf8(kept, MAX_TEXT_PIECE_BYTES).map((delta) => ({
-      type: 'command.output',
-      item_id: itemId,
-      delta,
-      ...raw,
-    }));
-    if (capped) {
-      chunks.push({
-        type: 'command.output',
-        item_id: itemId,
-        delta: `\n[output cut at ${this.options.outputCapBytes} bytes]\n`,
-        truncated: true,
-      });
-    }
-    return chunks;
+    return outputChunks(this.budget, this.options.outputCapBytes, itemId, text, raw);
   }
 
   private relativePath(path: string): string {

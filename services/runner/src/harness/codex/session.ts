@@ -1,16 +1,9 @@
 import type { ServerNotification, ServerRequest } from '@threadwork/codex-protocol';
 import type { Logger } from '@threadwork/platform';
 import type { HarnessSession, TurnInput, TurnListener, TurnOutcome } from '../harness.js';
-import {
-  descendantsOf,
-  killNamespace,
-  namespaceInit,
-  signal,
-  signalSame,
-  stopAllBut,
-  type ProcessIdentity,
-  type Sweep,
-} from '../processes.js';
+import { namespaceInit, type ProcessIdentity, type Sweep } from '../processes.js';
+import { reportRefusal } from '../refusals.js';
+import { stopHarnessProcess, sweepLeftovers } from '../stopping.js';
 import type { GateRefusal, JailGates } from '../../sandbox/gates.js';
 import { CodexTurnMapper, toQuestion } from './mapping.js';
 import { CodexExitedError, type CodexRpc, CodexRpcError } from './rpc.js';
@@ -25,14 +18,6 @@ export interface CodexSessionSettings {
   includeRaw: boolean;
   logger: Logger;
 }
-
-const STOP_GRACE_MS = 2_000;
-
-/**
- * How many refusals of one turn become events and log lines each. An agent can be refused thousands
- * of times a second; each would be an event stored in the run's log and a line in the runner's.
- */
-export const REFUSALS_REPORTED = 20;
 
 export class CodexSession implements HarnessSession {
   private turn: ActiveTurn | null = null;
@@ -119,34 +104,9 @@ export class CodexSession implements HarnessSession {
     }
   }
 
-  /**
-   * A gate of the jail refused something: logged with the run it happened in, and a connection
-   * refused out of the sandbox told in the run's events too.
-   */
+  /** A gate of the jail refused something: reported with the run it happened in. */
   refused(refusal: GateRefusal): void {
-    const turn = this.turn;
-    const { gate, ...detail } = refusal;
-    const count = turn ? ++turn.refusals : 0;
-    // Past the first REFUSALS_REPORTED of a turn, one line in a thousand says how many there were.
-    if (count > REFUSALS_REPORTED && count % 1000 !== 0) return;
-    const last = count === REFUSALS_REPORTED;
-    this.options.logger.warn(
-      {
-        run_id: turn?.metadata.threadwork_run_id,
-        thread_id: turn?.metadata.threadwork_thread_id,
-        session_id: this.sessionId,
-        gate,
-        ...detail,
-        ...(count >= REFUSALS_REPORTED ? { refusals_this_turn: count } : {}),
-      },
-      gate === 'egress' ? 'refused a connection out of the sandbox' : 'refused a sandbox request off the model API',
-    );
-    if (turn && refusal.gate === 'egress' && count <= REFUSALS_REPORTED) {
-      const reason = last
-        ? `${refusal.reason} (further refusals in this turn are counted, not reported)`
-        : refusal.reason;
-      turn.listener.chunk({ type: 'network.refused', host: refusal.host, port: refusal.port, reason });
-    }
+    reportRefusal(refusal, this.turn, this.sessionId, this.options.logger);
   }
 
   async steer(prompt: string): Promise<boolean> {
@@ -176,43 +136,12 @@ export class CodexSession implements HarnessSession {
     }
   }
 
-  async stop(): Promise<void> {
-    if (this.rpc.hasExited) {
-      await this.exited;
-      return this.jailGone();
-    }
-    const pid = this.rpc.pid;
-    // Found before the harness goes: once it has exited, its orphaned commands have a new parent.
-    // By identity: by the time the grace below is over, any of them may have exited and its pid be
-    // another process's.
-    const below = pid === undefined ? [] : descendantsOf(pid);
-    if (pid !== undefined) signal(-pid, 'SIGTERM');
-    const graceful = await Promise.race([
-      this.rpc.exited.then(() => true),
-      new Promise<boolean>((resolve) => setTimeout(() => resolve(false), STOP_GRACE_MS).unref()),
-    ]);
-    if (!graceful) this.rpc.kill();
-    for (const child of below) signalSame(child, 'SIGKILL');
-    await this.exited;
-    await this.jailGone();
+  stop(): Promise<void> {
+    return stopHarnessProcess(this.rpc, this.exited, this.jailInit, this.options.logger);
   }
 
-  /**
-   * Once the harness has exited, the jail's pid namespace is killed and waited for: the outer bwrap
-   * may exit before its init has taken every process of the jail with it, and the runner's git must
-   * not read the workspace while one of the agent's still runs (a process that forked away from
-   * every sweep could swap a file for a link under it).
-   */
-  private async jailGone(): Promise<void> {
-    if (!this.jailInit || (await killNamespace(this.jailInit))) return;
-    this.options.logger.error({ pid: this.jailInit.pid }, 'the jail’s processes did not all exit when it was killed');
-  }
-
-  async stopLeftovers(): Promise<Sweep> {
-    const pid = this.rpc.pid;
-    if (pid === undefined || this.rpc.hasExited || this.turn) return { processes: [], settled: true };
-    // Kept: exactly the processes the harness started with (Codex, the jail's init, the bridge).
-    return stopAllBut(pid, this.own, this.jailInit);
+  stopLeftovers(): Promise<Sweep> {
+    return sweepLeftovers(this.rpc, this.own, this.jailInit, this.turn !== null);
   }
 
   private onNotification(n: ServerNotification): void {

@@ -1,18 +1,16 @@
 import type { Turn, UserInput } from '@threadwork/codex-protocol/v2';
 import type { RunError } from '@threadwork/contracts';
 import type { TurnListener, TurnOutcome } from '../harness.js';
+import type { RefusedTurn } from '../refusals.js';
 import type { CodexTurnMapper } from './mapping.js';
 
 // One turn of a Codex session as the session follows it: its id once known, and how it ended.
 
-export interface ActiveTurn {
+export interface ActiveTurn extends RefusedTurn {
   listener: TurnListener;
-  metadata: Record<string, string>;
   mapper: CodexTurnMapper;
   turnId: string | null;
   finish(outcome: TurnOutcome): void;
-  /** Refusals of this turn so far: past REFUSALS_REPORTED, they are counted, not reported one by one. */
-  refusals: number;
 }
 
 /** Records the turn's id the first time it is seen (response or notification) and tells the listener once. */
