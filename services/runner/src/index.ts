@@ -59,6 +59,7 @@ export async function startRunner(config: RunnerConfig): Promise<RunnerService> 
         memoryMaxBytes: config.SANDBOX_MEMORY_MAX_BYTES,
         tmpBytes: config.SANDBOX_TMP_MAX_BYTES,
         uidRange: config.SANDBOX_UID_RANGE,
+        harnesses: config.HARNESSES,
       },
       logger,
     );

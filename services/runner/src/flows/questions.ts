@@ -17,7 +17,14 @@ export async function ask(run: RunState, key: string, questions: Question[]): Pr
  * `approve` or `reject` (with a comment). A plan approval declined or never answered is rejected.
  */
 export async function approvePlan(run: RunState, key: string, plan: string): Promise<PlanDecision> {
-  const question: Question = { id: 'plan', header: 'Plan', question: plan, isOther: false, isSecret: false, options: [] };
+  const question: Question = {
+    id: 'plan',
+    header: 'Plan',
+    question: plan,
+    isOther: false,
+    isSecret: false,
+    options: [],
+  };
   const settled = await settlement(run, key, 'plan_approval', [question]);
   return settled ? planDecision(settled.status, settled.answers) : { approved: false, comment: null };
 }

@@ -4,6 +4,7 @@ import { DomainPublishError } from '../clients/domain-events.js';
 import { continuesLostTurn, decideOutcome, REPORT_NOT_PUBLISHED, type StopReason } from '../domain/outcome.js';
 import { ResumeFailedError, type HarnessSession, type TurnOutcome } from '../harness/harness.js';
 import { runnerMetrics } from '../metrics.js';
+import { layersFor } from '../sandbox/isolation.js';
 import { SandboxError, SandboxTakenError, type Sandbox } from '../sandbox/provider.js';
 import { claimJob, listenForSignals, pollRun, refresh, releaseRun, sandboxClaim } from './claim.js';
 import { checkDisk, diskMax, overrun } from './disk-watch.js';
@@ -92,7 +93,7 @@ async function work(run: RunState): Promise<JobResult> {
     run.sink.push({
       type: 'sandbox.ready',
       sandbox_id: sandbox.id,
-      layers: deps.isolation.layers,
+      layers: layersFor(deps.isolation, job.harness),
       egress: deps.isolation.egress.mode,
     });
   } catch (err) {

@@ -19,12 +19,7 @@ export interface RefusedTurn {
   listener: Pick<TurnListener, 'chunk'>;
 }
 
-export function reportRefusal(
-  refusal: GateRefusal,
-  turn: RefusedTurn | null,
-  sessionId: string,
-  logger: Logger,
-): void {
+export function reportRefusal(refusal: GateRefusal, turn: RefusedTurn | null, sessionId: string, logger: Logger): void {
   const { gate, ...detail } = refusal;
   const count = turn ? ++turn.refusals : 0;
   // Past the first REFUSALS_REPORTED of a turn, one line in a thousand says how many there were.

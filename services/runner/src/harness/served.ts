@@ -32,15 +32,33 @@ export function serveHarnesses(
 ): ServedHarnesses {
   const harnesses = new Map<string, Harness>();
   const unconfigured = new Map<string, RunError>();
-  const common = { outputCapBytes: config.HARNESS_OUTPUT_CAP_BYTES, includeRaw: config.EVENTS_INCLUDE_RAW, isolation, logger };
+  const common = {
+    outputCapBytes: config.HARNESS_OUTPUT_CAP_BYTES,
+    includeRaw: config.EVENTS_INCLUDE_RAW,
+    isolation,
+    logger,
+  };
   for (const name of config.HARNESSES) {
     const endpoint =
       name === 'codex'
-        ? { baseUrl: demo?.responses ?? config.MODEL_BASE_URL, apiKey: config.MODEL_API_KEY, settings: 'MODEL_BASE_URL (an OpenAI-compatible Responses endpoint) and MODEL_API_KEY' }
-        : { baseUrl: demo?.messages ?? config.CLAUDE_BASE_URL, apiKey: config.CLAUDE_API_KEY, settings: 'CLAUDE_BASE_URL (an Anthropic Messages endpoint) and CLAUDE_API_KEY' };
+        ? {
+            baseUrl: demo?.responses ?? config.MODEL_BASE_URL,
+            apiKey: config.MODEL_API_KEY,
+            settings: 'MODEL_BASE_URL (an OpenAI-compatible Responses endpoint) and MODEL_API_KEY',
+          }
+        : {
+            baseUrl: demo?.messages ?? config.CLAUDE_BASE_URL,
+            apiKey: config.CLAUDE_API_KEY,
+            settings: 'CLAUDE_BASE_URL (an Anthropic Messages endpoint) and CLAUDE_API_KEY',
+          };
     if (!endpoint.baseUrl) {
-      logger.warn(`no model endpoint for ${name}: its runs fail with model_not_configured (set ${endpoint.settings}, or THREADWORK_DEMO=1)`);
-      unconfigured.set(name, { code: 'model_not_configured', message: `Set ${endpoint.settings}, or start with THREADWORK_DEMO=1` });
+      logger.warn(
+        `no model endpoint for ${name}: its runs fail with model_not_configured (set ${endpoint.settings}, or THREADWORK_DEMO=1)`,
+      );
+      unconfigured.set(name, {
+        code: 'model_not_configured',
+        message: `Set ${endpoint.settings}, or start with THREADWORK_DEMO=1`,
+      });
     }
     const options = {
       ...common,

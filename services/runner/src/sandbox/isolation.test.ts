@@ -3,7 +3,13 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { createLogger } from '@threadwork/platform';
 import { afterAll, describe, expect, it } from 'vitest';
-import { decidePtraceGuards, yamaPtraceScope } from './isolation.js';
+import {
+  decideClaudePtraceGuard,
+  decidePtraceGuards,
+  layersFor,
+  yamaPtraceScope,
+  type Isolation,
+} from './isolation.js';
 
 // What keeps the agent's commands out of the harness's memory inside the jail, where they share
 // its uid: decided at start-up from Codex's sandbox and the host's Yama, refused where neither holds.
@@ -38,6 +44,39 @@ describe('the harness’s memory', () => {
     } as unknown as typeof logger);
     expect(auto).toEqual([]);
     expect(warned).toEqual([expect.stringContaining('HARNESS MEMORY OPEN TO THE AGENT')]);
+  });
+
+  it('for Claude Code, which has no sandbox of its own, only Yama: required refuses to serve it without', () => {
+    expect(() => decideClaudePtraceGuard('required', 1, logger)).not.toThrow();
+    for (const yama of [null, 0]) {
+      expect(() => decideClaudePtraceGuard('required', yama, logger)).toThrow(/SANDBOX_JAIL=required, but Claude Code/);
+    }
+    const warned: string[] = [];
+    decideClaudePtraceGuard('auto', null, {
+      ...logger,
+      warn: (m: string) => warned.push(m),
+    } as unknown as typeof logger);
+    expect(warned).toEqual([expect.stringContaining('HARNESS MEMORY OPEN TO THE AGENT (claude-code)')]);
+  });
+
+  it('says per harness which layers its runs have: Codex’s sandbox and its guard are Codex’s alone', () => {
+    const base = ['bubblewrap-jail', 'seccomp-no-ptrace-no-io-uring'];
+    const isolation = (layers: string[]) => ({ layers }) as Isolation;
+    const withCodex = isolation([
+      ...base,
+      'harness-memory-guard-codex-sandbox',
+      'model-key-outside',
+      'codex-workspace-write',
+    ]);
+    expect(layersFor(withCodex, 'codex')).toEqual(withCodex.layers);
+    expect(layersFor(withCodex, 'claude-code')).toEqual([...base, 'harness-memory-UNGUARDED', 'model-key-outside']);
+    const withYama = isolation([
+      ...base,
+      'harness-memory-guard-codex-sandbox',
+      'harness-memory-guard-yama-ptrace-scope-1',
+      'codex-workspace-write',
+    ]);
+    expect(layersFor(withYama, 'claude-code')).toEqual([...base, 'harness-memory-guard-yama-ptrace-scope-1']);
   });
 
   it('reads the host’s Yama setting, none where the kernel has no Yama', () => {

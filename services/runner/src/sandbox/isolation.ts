@@ -63,6 +63,49 @@ export interface IsolationSettings {
   tmpBytes: number;
   /** Where each sandbox's uid comes from, where the runner runs as root (SANDBOX_UID_RANGE). */
   uidRange: UidRange;
+  /** The harnesses the runner serves: what guards the harness's memory depends on the harness. */
+  harnesses: readonly string[];
+}
+
+/**
+ * Claude Code has no sandbox of its own around the agent's commands here: only Yama keeps them out
+ * of its memory (decidePtraceGuards says why that matters). Where there is none, SANDBOX_JAIL=required
+ * refuses to serve it.
+ */
+export function decideClaudePtraceGuard(jail: JailMode, yama: number | null, logger: Logger): void {
+  if (yama !== null && yama >= 1) return;
+  const problem =
+    `Claude Code's commands would run beside it as its uid with nothing to keep them out of its memory (/proc/<pid>/mem): ` +
+    (yama === null
+      ? 'the kernel has no Yama (kernel.yama.ptrace_scope absent)'
+      : `Yama is off (kernel.yama.ptrace_scope=${yama})`);
+  if (jail === 'required') {
+    throw new Error(
+      `SANDBOX_JAIL=required, but ${problem}. Set kernel.yama.ptrace_scope=1 on the host, or serve only codex`,
+    );
+  }
+  logger.warn(`HARNESS MEMORY OPEN TO THE AGENT (claude-code): ${problem} (SANDBOX_JAIL=auto)`);
+}
+
+/**
+ * The layers around one harness's runs: Codex's own sandbox, and the memory guard it makes, are
+ * Codex's alone.
+ */
+export function layersFor(isolation: Isolation, harness: string): string[] {
+  if (harness === 'codex') return isolation.layers;
+  const codexOnly = new Set([
+    'codex-workspace-write',
+    'harness-memory-guard-codex-sandbox',
+    'harness-memory-UNGUARDED',
+  ]);
+  const guarded = isolation.layers.some((layer) => layer.startsWith('harness-memory-guard-yama'));
+  return isolation.layers
+    .flatMap((layer) => {
+      if (!codexOnly.has(layer)) return [layer];
+      // Where the guard stood, the one this harness has (Yama's, already listed) or none.
+      return layer === 'codex-workspace-write' || guarded ? [] : ['harness-memory-UNGUARDED'];
+    })
+    .filter((layer, i, all) => all.indexOf(layer) === i);
 }
 
 export async function decideIsolation(settings: IsolationSettings, logger: Logger): Promise<Isolation> {
@@ -71,7 +114,10 @@ export async function decideIsolation(settings: IsolationSettings, logger: Logge
   const probeOwner: JailOwner | undefined =
     outside?.kind === 'per-sandbox' ? { uid: probeUid(outside.range), programs: outside.programs } : undefined;
   const codexSandbox = await decideCodexSandbox(settings, jailed, probeOwner, logger);
-  const ptraceGuards = jailed ? decidePtraceGuards(settings, codexSandbox, yamaPtraceScope(), logger) : [];
+  const yama = yamaPtraceScope();
+  const ptraceGuards =
+    jailed && settings.harnesses.includes('codex') ? decidePtraceGuards(settings, codexSandbox, yama, logger) : [];
+  if (jailed && settings.harnesses.includes('claude-code')) decideClaudePtraceGuard(settings.jail, yama, logger);
   const processes = jailed ? await decideProcessLimit(settings.pidsMax, outside, logger) : null;
   const memory =
     jailed && settings.memoryMaxBytes > 0 ? await decideMemoryLimit(settings.memoryMaxBytes, logger) : null;

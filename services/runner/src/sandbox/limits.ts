@@ -53,7 +53,8 @@ function cgroupBase(controller: 'pids' | 'memory'): { base: string; version: 1 |
   }
   for (const line of lines) {
     const [, controllers = '', path = ''] = line.split(':');
-    if (controllers.split(',').includes(controller)) return { base: join('/sys/fs/cgroup', controller, path), version: 1 };
+    if (controllers.split(',').includes(controller))
+      return { base: join('/sys/fs/cgroup', controller, path), version: 1 };
   }
   const unified = lines.find((line) => line.startsWith('0::'));
   if (unified && existsSync('/sys/fs/cgroup/cgroup.controllers')) {
@@ -74,7 +75,8 @@ async function writeMemoryLimit(dir: string, limit: { maxBytes: number; version:
   const bytes = String(limit.maxBytes);
   if (limit.version === 1) {
     await writeFile(join(dir, 'memory.limit_in_bytes'), bytes);
-    if (existsSync(join(dir, 'memory.memsw.limit_in_bytes'))) await writeFile(join(dir, 'memory.memsw.limit_in_bytes'), bytes);
+    if (existsSync(join(dir, 'memory.memsw.limit_in_bytes')))
+      await writeFile(join(dir, 'memory.memsw.limit_in_bytes'), bytes);
     return;
   }
   await writeFile(join(dir, 'memory.max'), bytes);

@@ -90,7 +90,9 @@ export async function clearConfig(configDir: string): Promise<void> {
     return;
   }
   await Promise.all(
-    entries.filter((name) => name !== 'projects').map((name) => rm(join(configDir, name), { recursive: true, force: true })),
+    entries
+      .filter((name) => name !== 'projects')
+      .map((name) => rm(join(configDir, name), { recursive: true, force: true })),
   );
 }
 

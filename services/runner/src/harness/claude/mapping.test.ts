@@ -23,7 +23,9 @@ function toolResult(id: string, content: unknown, structured?: unknown, isError?
     type: 'user',
     message: {
       role: 'user',
-      content: [{ type: 'tool_result', tool_use_id: id, content, ...(isError === undefined ? {} : { is_error: isError }) }],
+      content: [
+        { type: 'tool_result', tool_use_id: id, content, ...(isError === undefined ? {} : { is_error: isError }) },
+      ],
     },
     parent_tool_use_id: null,
     tool_use_result: structured,
@@ -56,7 +58,9 @@ describe('ClaudeTurnMapper', () => {
   it('gives each block of a response the item id of its index', () => {
     const m = mapper();
     m.map(assistant('msg_1', { type: 'text', text: 'Writing.' }));
-    const second = m.map(assistant('msg_1', { type: 'tool_use', id: 'toolu_1', name: 'Bash', input: { command: 'ls' } }));
+    const second = m.map(
+      assistant('msg_1', { type: 'tool_use', id: 'toolu_1', name: 'Bash', input: { command: 'ls' } }),
+    );
     expect(second).toEqual([{ type: 'command.started', item_id: 'toolu_1', command: 'ls' }]);
     expect(m.map(assistant('msg_2', { type: 'text', text: 'Done.' }))).toEqual([
       { type: 'message.completed', item_id: 'msg_2_0', text: 'Done.' },
@@ -66,9 +70,7 @@ describe('ClaudeTurnMapper', () => {
   it('maps a command that succeeds to its output and exit code 0', () => {
     const m = mapper();
     m.map(assistant('msg_1', { type: 'tool_use', id: 'toolu_1', name: 'Bash', input: { command: 'echo hi' } }));
-    const chunks = m.map(
-      toolResult('toolu_1', 'hi', { stdout: 'hi', stderr: 'warn', interrupted: false }, false),
-    );
+    const chunks = m.map(toolResult('toolu_1', 'hi', { stdout: 'hi', stderr: 'warn', interrupted: false }, false));
     expect(chunks).toEqual([
       { type: 'command.output', item_id: 'toolu_1', delta: 'hi\nwarn' },
       { type: 'command.completed', item_id: 'toolu_1', exit_code: 0 },
@@ -91,19 +93,38 @@ describe('ClaudeTurnMapper', () => {
     const chunks = m.map(toolResult('toolu_1', 'y', { stdout: 'y\n'.repeat(2000), stderr: '' }, false));
     const output = chunks.filter((c) => c.type === 'command.output');
     expect(output.at(-1)).toMatchObject({ truncated: true });
-    expect(output.slice(0, -1).map((c) => (c as { delta: string }).delta).join('')).toHaveLength(1024);
+    expect(
+      output
+        .slice(0, -1)
+        .map((c) => (c as { delta: string }).delta)
+        .join(''),
+    ).toHaveLength(1024);
   });
 
   it('reports files written and edited, relative to the workspace, new ones as added', () => {
     const m = mapper();
-    m.map(assistant('msg_1', { type: 'tool_use', id: 't1', name: 'Write', input: { file_path: `${cwd}/hello.txt`, content: 'hi\n' } }));
-    m.map(assistant('msg_2', { type: 'tool_use', id: 't2', name: 'Edit', input: { file_path: `${cwd}/a.txt`, old_string: 'two', new_string: 'TWO' } }));
-    expect(m.map(toolResult('t1', 'File created successfully', { type: 'create', filePath: `${cwd}/hello.txt` }))).toEqual([
-      { type: 'file.changed', item_id: 't1', path: 'hello.txt', kind: 'added' },
-    ]);
-    expect(m.map(toolResult('t2', 'The file has been updated', { filePath: `${cwd}/a.txt`, structuredPatch: [] }))).toEqual([
-      { type: 'file.changed', item_id: 't2', path: 'a.txt', kind: 'modified' },
-    ]);
+    m.map(
+      assistant('msg_1', {
+        type: 'tool_use',
+        id: 't1',
+        name: 'Write',
+        input: { file_path: `${cwd}/hello.txt`, content: 'hi\n' },
+      }),
+    );
+    m.map(
+      assistant('msg_2', {
+        type: 'tool_use',
+        id: 't2',
+        name: 'Edit',
+        input: { file_path: `${cwd}/a.txt`, old_string: 'two', new_string: 'TWO' },
+      }),
+    );
+    expect(
+      m.map(toolResult('t1', 'File created successfully', { type: 'create', filePath: `${cwd}/hello.txt` })),
+    ).toEqual([{ type: 'file.changed', item_id: 't1', path: 'hello.txt', kind: 'added' }]);
+    expect(
+      m.map(toolResult('t2', 'The file has been updated', { filePath: `${cwd}/a.txt`, structuredPatch: [] })),
+    ).toEqual([{ type: 'file.changed', item_id: 't2', path: 'a.txt', kind: 'modified' }]);
   });
 
   it('reports no change for a file tool that failed', () => {
@@ -135,14 +156,36 @@ describe('ClaudeTurnMapper', () => {
     const m = mapper();
     const sub = { ...(assistant('msg_9', { type: 'text', text: 'inner' }) as object), parent_tool_use_id: 'toolu_x' };
     expect(m.map(sub as SDKMessage)).toEqual([]);
-    const echo = { type: 'user', isReplay: true, message: { role: 'user', content: 'go' }, parent_tool_use_id: null, uuid: 'u', session_id: 's' };
+    const echo = {
+      type: 'user',
+      isReplay: true,
+      message: { role: 'user', content: 'go' },
+      parent_tool_use_id: null,
+      uuid: 'u',
+      session_id: 's',
+    };
     expect(m.map(echo as unknown as SDKMessage)).toEqual([]);
+  });
+
+  it('leaves out the message Claude Code makes of a failed model call (the turn’s error says it)', () => {
+    const m = mapper();
+    const failed = assistant('f1', { type: 'text', text: 'API Error: 500 boom.' }) as unknown as {
+      error?: string;
+      message: { model: string };
+    };
+    failed.error = 'server_error';
+    failed.message.model = '<synthetic>';
+    expect(m.map(failed as unknown as SDKMessage)).toEqual([]);
+    expect(m.lastReply).toBeNull();
   });
 
   it('adds up the usage of each result, cache reads counted as input, and its cost', () => {
     const m = mapper();
     expect(m.usage).toEqual({});
-    m.addUsage({ input_tokens: 10, output_tokens: 5, cache_read_input_tokens: 100, cache_creation_input_tokens: 0 }, 0.25);
+    m.addUsage(
+      { input_tokens: 10, output_tokens: 5, cache_read_input_tokens: 100, cache_creation_input_tokens: 0 },
+      0.25,
+    );
     const chunk = m.addUsage({ input_tokens: 20, output_tokens: 5 }, 0.5);
     expect(chunk).toEqual({ type: 'usage', inputTokens: 130, outputTokens: 10, totalTokens: 140, costUsd: 0.75 });
     expect(m.usage).toEqual({ inputTokens: 130, outputTokens: 10, totalTokens: 140, costUsd: 0.75 });

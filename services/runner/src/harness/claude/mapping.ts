@@ -91,6 +91,9 @@ export class ClaudeTurnMapper {
       case 'stream_event':
         return this.streamEvent(message.event as unknown as Record<string, unknown>, raw);
       case 'assistant':
+        // Claude Code tells a failed model call as an assistant message of its own making: the
+        // turn's error says it, and it is not the agent's reply.
+        if (message.error || message.message.model === '<synthetic>') return [];
         return this.assistant(message.message.id, message.message.content as unknown as Block[], raw);
       case 'user':
         if ('isReplay' in message && message.isReplay) return [];
@@ -124,7 +127,8 @@ export class ClaudeTurnMapper {
     if (event.type !== 'content_block_delta' || !this.streaming) return [];
     const delta = event.delta as { type?: string; text?: string; thinking?: string } | undefined;
     const itemId = `${this.streaming}_${String(event.index)}`;
-    if (delta?.type === 'text_delta' && delta.text) return [{ type: 'message.delta', item_id: itemId, delta: delta.text, ...raw }];
+    if (delta?.type === 'text_delta' && delta.text)
+      return [{ type: 'message.delta', item_id: itemId, delta: delta.text, ...raw }];
     if (delta?.type === 'thinking_delta' && delta.thinking)
       return [{ type: 'reasoning.delta', item_id: itemId, delta: delta.thinking, ...raw }];
     return [];
@@ -195,7 +199,10 @@ export class ClaudeTurnMapper {
       output = result.stdout + stderr;
       if (result.interrupted === true) exitCode = null;
     }
-    return [...this.output(call.id, output), { type: 'command.completed', item_id: call.id, exit_code: exitCode, ...raw }];
+    return [
+      ...this.output(call.id, output),
+      { type: 'command.completed', item_id: call.id, exit_code: exitCode, ...raw },
+    ];
   }
 
   /** A file the agent wrote or edited: a new one is `added` (Write reports `create`). */

@@ -257,7 +257,11 @@ export class ClaudeSession implements HarnessSession {
     turn.finish(outcomeOf(result, turn));
   }
 
-  private async askUser(turn: ClaudeTurn, toolUseId: string, input: Record<string, unknown>): Promise<PermissionResult> {
+  private async askUser(
+    turn: ClaudeTurn,
+    toolUseId: string,
+    input: Record<string, unknown>,
+  ): Promise<PermissionResult> {
     const asked = questionsOf(input);
     if (asked.length === 0) return { behavior: 'deny', message: 'The question had no questions in it.' };
     const answers = await turn.listener.question(

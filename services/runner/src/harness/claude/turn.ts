@@ -40,7 +40,11 @@ function resultError(result: SDKResultMessage): RunError {
   const status = result.subtype === 'success' ? result.api_error_status : undefined;
   const said = result.subtype === 'success' ? result.result : result.errors.join('; ');
   if (typeof status === 'number') {
-    return { code: 'model_error', message: said || `the model endpoint answered HTTP ${status}`, detail: `HTTP ${status}` };
+    return {
+      code: 'model_error',
+      message: said || `the model endpoint answered HTTP ${status}`,
+      detail: `HTTP ${status}`,
+    };
   }
   return {
     code: 'harness_error',
