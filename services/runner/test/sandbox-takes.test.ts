@@ -211,7 +211,9 @@ describe.runIf(process.platform === 'linux')('a sandbox taken over while an olde
     await takeover.provider.rememberSession(sandbox, { harness: 'codex', id: 'session-of-attempt-1' }, child.pid);
 
     await expect(stale.provider.stopHarness(old)).rejects.toBeInstanceOf(SandboxTakenError);
-    await expect(stale.provider.rememberSession(old, { harness: 'codex', id: 'session-of-attempt-0' })).rejects.toBeInstanceOf(SandboxTakenError);
+    await expect(
+      stale.provider.rememberSession(old, { harness: 'codex', id: 'session-of-attempt-0' }),
+    ).rejects.toBeInstanceOf(SandboxTakenError);
     expect(gone(child)).toBe(false);
     expect(state(sandbox)).toMatchObject({ session_id: 'session-of-attempt-1', harness: { pid: child.pid } });
   });

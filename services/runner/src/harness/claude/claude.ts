@@ -127,7 +127,17 @@ export class ClaudeHarness implements Harness {
     // the agent has run nothing yet. These alone outlive a run (stopLeftovers).
     const own = proc.pid === undefined ? [] : processesOf(proc.pid);
     session = new ClaudeSession(
-      { query: q, inbox, process: proc, closed, sessionId, cwd: opts.cwd, own, gates: launch.gates, model: opts.model },
+      {
+        query: q,
+        inbox,
+        process: proc,
+        closed,
+        sessionId,
+        cwd: opts.cwd,
+        own,
+        gates: launch.gates,
+        model: opts.model,
+      },
       this.options,
     );
     return session;

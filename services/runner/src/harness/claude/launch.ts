@@ -107,3 +107,4 @@ export async function hasTranscript(configDir: string, id: string): Promise<bool
   }
   return dirs.some((dir) => existsSync(join(projects, dir, `${id}.jsonl`)));
 }
+

@@ -8,6 +8,7 @@ import { reportRefusal } from '../refusals.js';
 import { stopHarnessProcess, sweepLeftovers, type HarnessProcess } from '../stopping.js';
 import type { GateRefusal, JailGates } from '../../sandbox/gates.js';
 import type { Inbox } from './inbox.js';
+import { cutUtf8 } from '../../domain/text.js';
 import { ClaudeTurnMapper } from './mapping.js';
 import { outcomeOf, type ClaudeTurn } from './turn.js';
 
@@ -36,6 +37,9 @@ export interface ClaudeSessionParts {
   /** The model it was started with. */
   model: string;
 }
+
+/** How much of a plan goes into its approval: a plan is a page or two. */
+const PLAN_MAX_BYTES = 64 * 1024;
 
 /** How long an interrupt may take before the process is stopped instead. */
 const INTERRUPT_TIMEOUT_MS = 10_000;
@@ -288,8 +292,9 @@ export class ClaudeSession implements HarnessSession {
     toolUseId: string,
     input: Record<string, unknown>,
   ): Promise<PermissionResult> {
-    const asked = turn.mapper.call(toolUseId)?.input.plan ?? input.plan;
-    const plan = typeof asked === 'string' && asked.trim() ? asked : '(the agent gave no plan text)';
+    // Claude Code passes the plan file plan mode had the agent write (read inside the jail).
+    const given = input.plan ?? turn.mapper.call(toolUseId)?.input.plan;
+    const plan = typeof given === 'string' && given.trim() ? cutUtf8(given, PLAN_MAX_BYTES) : '(the agent gave no plan text)';
     const decision = await turn.listener.planApproval(toolUseId, plan);
     if (!decision.approved) {
       const why = decision.comment ? ` The user said: ${decision.comment}` : '';
