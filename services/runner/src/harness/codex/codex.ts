@@ -50,7 +50,12 @@ export class CodexHarness implements Harness {
     const { isolation } = this.options;
     const gates = isolation.jailed
       ? await openGates({
-          model: { baseUrl: this.options.baseUrl, apiKey: this.options.apiKey, pin: { model: opts.model } },
+          model: {
+            api: 'responses',
+            baseUrl: this.options.baseUrl,
+            apiKey: this.options.apiKey,
+            pin: { model: opts.model },
+          },
           egress: isolation.egress,
           logger,
           refused: (refusal) => session?.refused(refusal),
