@@ -52,7 +52,7 @@ const MAX_BODY_BYTES = 32 * 2 ** 20;
  */
 export const MAX_BODY_CONTAINERS = 250_000;
 
-/** Distinct header values refused that one proxy remembers having logged. */
+/** Distinct header values removed that one proxy logs (and remembers having logged). */
 const MAX_NOTED = 64;
 
 /** Requests of one jail forwarded at once; more wait their turn (a harness asks one at a time). */
@@ -117,8 +117,8 @@ export async function startModelProxy(socketPath: string, opts: ModelProxyOption
   let pinned: ModelPin = { ...opts.pin };
   const dialect = DIALECTS[opts.api ?? 'responses'];
   const dropped = new Set([...DROPPED, ...dialect.keyHeaders]);
-  // Each header value refused is logged once (a harness sends the same on every request), up to a
-  // bound: the values are the agent's to vary.
+  // Each header value removed is logged once (a harness sends the same on every request), the
+  // first MAX_NOTED only: the values are the agent's to vary.
   const screenedNoted = new Set<string>();
 
   // A jail's requests beyond MAX_IN_FLIGHT wait here for one to finish.
@@ -198,11 +198,13 @@ export async function startModelProxy(socketPath: string, opts: ModelProxyOption
     for (const [name, value] of Object.entries(req.headers)) {
       if (value !== undefined && !dropped.has(name)) headers[name] = value;
     }
-    const screened = dialect.screenHeaders?.(headers).filter((value) => !screenedNoted.has(value)) ?? [];
+    const screened = (dialect.screenHeaders?.(headers) ?? [])
+      .filter((value) => !screenedNoted.has(value))
+      .slice(0, MAX_NOTED - screenedNoted.size);
     if (screened.length > 0) {
-      for (const value of screened) if (screenedNoted.size < MAX_NOTED) screenedNoted.add(value);
+      for (const value of screened) screenedNoted.add(value);
       opts.logger.warn(
-        { run_id: pinned.runId, path: path.slice(0, 200), removed: screened.slice(0, 20).map(shown) },
+        { run_id: pinned.runId, path: path.slice(0, 200), removed: screened.map(shown) },
         'a sandbox request asked for what its API does beyond the turn; forwarded without it',
       );
     }
