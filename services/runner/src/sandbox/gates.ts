@@ -5,7 +5,7 @@ import type { Logger } from '@threadwork/platform';
 import { startEgressProxy, type EgressPolicy, type EgressProxy, type EgressRefusal } from './egress.js';
 import { EGRESS_SOCKET, MODEL_SOCKET } from './jail.js';
 import { startModelProxy, type ModelProxy } from './model-proxy.js';
-import type { ModelPin } from './model-request.js';
+import type { ModelApi, ModelPin } from './model-api/dialect.js';
 
 // A jail's only ways out, served by the runner for one jailed harness process: the model proxy
 // (the key added outside) and the egress proxy (the policy enforced outside), their sockets in a
@@ -14,8 +14,11 @@ import type { ModelPin } from './model-request.js';
 // runner's, of that group, and no one else's.
 
 export interface GateOptions {
-  /** The real endpoint and its key, and what the requests are billed as to begin with (model-request.ts). */
-  model: { baseUrl: string; apiKey: string | null; pin: ModelPin };
+  /**
+   * The API the harness speaks, the real endpoint and its key, and what the requests are billed as
+   * to begin with (model-api/).
+   */
+  model: { api: ModelApi; baseUrl: string; apiKey: string | null; pin: ModelPin };
   egress: EgressPolicy;
   logger: Logger;
   /** Every request a gate refused: off the model API, or to a destination the policy does not allow. */

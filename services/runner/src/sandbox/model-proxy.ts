@@ -9,13 +9,19 @@ import {
 import { request as httpsRequest } from 'node:https';
 import { dirname } from 'node:path';
 import type { Logger } from '@threadwork/platform';
-import { allowed, exceedsContainers, pinBilling, responsesRequestProblem, type ModelPin } from './model-request.js';
+import { exceedsContainers } from './model-api/body-size.js';
+import { pinBilling, type ModelApi, type ModelDialect, type ModelPin } from './model-api/dialect.js';
+import { messagesApi } from './model-api/messages.js';
+import { responsesApi } from './model-api/responses.js';
 
 // The model endpoint as a jailed harness reaches it: an HTTP server of the runner's on a unix
 // socket bound into the jail (the jail has no network but its own loopback; a bridge inside
 // relays a loopback port to the socket). It forwards the model API's paths only, to the real
 // endpoint, with the real key added: the key never enters the jail, and the harness cannot use
-// the socket to reach anything else.
+// the socket to reach anything else. What a harness asks of its model API, what a body may hold and
+// what sets its price differ by API: each is a dialect (model-api/).
+
+const DIALECTS: Record<ModelApi, ModelDialect> = { responses: responsesApi, messages: messagesApi };
 
 /** Headers that describe one hop, or carry what only the proxy may send. */
 const DROPPED = new Set([
@@ -45,6 +51,9 @@ const MAX_BODY_BYTES = 32 * 2 ** 20;
  * hold every sandbox's run still for minutes. A long conversation holds tens of thousands.
  */
 export const MAX_BODY_CONTAINERS = 250_000;
+
+/** Distinct header values removed that one proxy logs (and remembers having logged). */
+const MAX_NOTED = 64;
 
 /** Requests of one jail forwarded at once; more wait their turn (a harness asks one at a time). */
 const MAX_IN_FLIGHT = 2;
@@ -77,7 +86,12 @@ function shown(value: unknown): string | undefined {
 }
 
 export interface ModelProxyOptions {
-  /** The real endpoint, e.g. `https://api.openai.com/v1`: its path prefix is the only one served. */
+  /** The API the harness speaks; Responses when unsaid. */
+  api?: ModelApi;
+  /**
+   * The real endpoint, e.g. `https://api.openai.com/v1` (Responses) or `https://api.anthropic.com`
+   * (Messages): its path prefix is the only one served.
+   */
   baseUrl: string;
   apiKey: string | null;
   /** The model every request is billed as, until `pin` sets another (pinBilling). */
@@ -101,6 +115,11 @@ export async function startModelProxy(socketPath: string, opts: ModelProxyOption
   const basePath = upstream.pathname.replace(/\/+$/, '');
   const send = upstream.protocol === 'https:' ? httpsRequest : httpRequest;
   let pinned: ModelPin = { ...opts.pin };
+  const dialect = DIALECTS[opts.api ?? 'responses'];
+  const dropped = new Set([...DROPPED, ...dialect.keyHeaders]);
+  // Each header value removed is logged once (a harness sends the same on every request), the
+  // first MAX_NOTED only: the values are the agent's to vary.
+  const screenedNoted = new Set<string>();
 
   // A jail's requests beyond MAX_IN_FLIGHT wait here for one to finish.
   let inFlight = 0;
@@ -128,7 +147,7 @@ export async function startModelProxy(socketPath: string, opts: ModelProxyOption
     // What the harness needs of the model API, and nothing else of the endpoint's host (with the
     // key added, the rest of the provider's API — files, fine-tuning, the organisation — would be
     // the agent's to call), and no other host.
-    if (!allowed(req.method ?? 'GET', path, basePath)) {
+    if (!dialect.allowed(req.method ?? 'GET', path, basePath)) {
       opts.refused({ method: req.method ?? '', path: path.slice(0, 200), reason: 'not a request of the model API' });
       res.writeHead(403, { 'content-type': 'text/plain' }).end('only the model API is reachable from the sandbox\n');
       return;
@@ -147,7 +166,7 @@ export async function startModelProxy(socketPath: string, opts: ModelProxyOption
       } else {
         try {
           parsed = JSON.parse(body.toString('utf8'));
-          problem = responsesRequestProblem(parsed);
+          problem = dialect.bodyProblem(parsed);
         } catch {
           problem = 'the body is not JSON';
         }
@@ -157,18 +176,18 @@ export async function startModelProxy(socketPath: string, opts: ModelProxyOption
         res.writeHead(403, { 'content-type': 'text/plain' }).end(`refused: ${problem}\n`);
         return;
       }
-      // responsesRequestProblem answered: the body is a JSON object.
+      // bodyProblem answered: the body is a JSON object.
       const request = parsed as Record<string, unknown>;
-      const billed = pinBilling(request, pinned);
+      const billed = pinBilling(request, pinned, dialect.billingFields);
       if (billed) {
         opts.logger.warn(
           {
             run_id: pinned.runId,
             path: path.slice(0, 200),
-            asked: { model: shown(request.model), service_tier: shown(request.service_tier) },
+            asked: Object.fromEntries(dialect.billingFields.map((field) => [field, shown(request[field])])),
             model: pinned.model,
           },
-          'a sandbox request asked for another model or service tier; forwarded as the run’s model, default tier',
+          dialect.billingRewritten,
         );
       }
       // What goes upstream is what was checked, serialised anew: the bytes as sent could say more
@@ -177,10 +196,23 @@ export async function startModelProxy(socketPath: string, opts: ModelProxyOption
     }
     const headers: Record<string, string | string[]> = {};
     for (const [name, value] of Object.entries(req.headers)) {
-      if (value !== undefined && !DROPPED.has(name)) headers[name] = value;
+      if (value !== undefined && !dropped.has(name)) headers[name] = value;
+    }
+    const screened = (dialect.screenHeaders?.(headers) ?? [])
+      .filter((value) => !screenedNoted.has(value))
+      .slice(0, MAX_NOTED - screenedNoted.size);
+    if (screened.length > 0) {
+      for (const value of screened) screenedNoted.add(value);
+      opts.logger.warn(
+        { run_id: pinned.runId, path: path.slice(0, 200), removed: screened.map(shown) },
+        'a sandbox request asked for what its API does beyond the turn; forwarded without it',
+      );
     }
     if (body) headers['content-length'] = String(body.length);
-    if (opts.apiKey) headers.authorization = `Bearer ${opts.apiKey}`;
+    if (opts.apiKey) {
+      const [name, value] = dialect.keyHeader(opts.apiKey);
+      headers[name] = value;
+    }
     const out = send(
       {
         protocol: upstream.protocol,

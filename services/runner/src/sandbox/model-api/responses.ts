@@ -1,6 +1,9 @@
-// What a jailed harness may ask of the model API through the runner's proxy (model-proxy.ts), and
-// what each request it forwards is billed as: with the key added, a request's path and body are
-// the agent's to write, so they are checked, and the billing fields set, here.
+import { pathUnderBase, type ModelDialect } from './dialect.js';
+
+// What a jailed harness (Codex) may ask of OpenAI's Responses API through the runner's proxy
+// (../model-proxy.ts), and what each request it forwards is billed as: with the key added, a
+// request's path and body are the agent's to write, so they are checked, and the billing fields
+// set, here.
 
 /** Tools a harness declares: its own, run in the jail. The provider's (web search, MCP servers, file search, code interpreter) reach places of the agent's choosing on the key's account. */
 const HARNESS_TOOLS = new Set(['function', 'custom', 'namespace', 'local_shell']);
@@ -82,61 +85,26 @@ function valueProblem(value: unknown): string | null {
   return null;
 }
 
-/**
- * Whether a JSON text holds more than `max` objects and arrays, counted by one pass over its bytes
- * (brackets inside strings are not counted), before anything is parsed.
- */
-export function exceedsContainers(text: Buffer, max: number): boolean {
-  let count = 0;
-  let inString = false;
-  for (let i = 0; i < text.length; i++) {
-    const byte = text[i];
-    if (inString) {
-      if (byte === 0x5c) i++;
-      else if (byte === 0x22) inString = false;
-    } else if (byte === 0x22) {
-      inString = true;
-    } else if ((byte === 0x7b || byte === 0x5b) && ++count > max) {
-      return true;
-    }
-  }
-  return false;
-}
-
-/**
- * What every request body forwarded is billed as: the run's model, and which run it is (for the log).
- * Set per turn: a harness kept warm for a thread's next run serves that run's model then.
- */
-export interface ModelPin {
-  model: string;
-  runId?: string | undefined;
-}
-
-/**
- * The body as it is billed: `model` set to the pinned one and `service_tier` removed (the account's
- * default tier: `priority` bills more per token, and `flex` or `scale` are the operator's to
- * choose); null when it already is. These set the price of each token on the key's account; how
- * many tokens a turn takes is the harness's loop's. Rewritten rather than refused: the harness
- * names the run's model on its own requests (turns and compactions alike), so a difference is
- * normally the agent's, and rewriting bills it as configured; a refusal would also fail a harness
- * that names another model for a request of its own, where a rewrite keeps it working.
- */
-export function pinBilling(request: Record<string, unknown>, pin: ModelPin): Record<string, unknown> | null {
-  if (request.model === pin.model && !('service_tier' in request)) return null;
-  const { service_tier: _tier, ...rest } = request;
-  return { ...rest, model: pin.model };
-}
-
 /** The requests a harness makes of a Responses API: a turn, its compaction, the model list. */
 const ALLOWED: readonly { method: string; path: RegExp }[] = [
   { method: 'POST', path: /^\/responses(\/compact)?$/ },
   { method: 'GET', path: /^\/models(\/[A-Za-z0-9._:-]+)?$/ },
 ];
 
-export function allowed(method: string, url: string, basePath: string): boolean {
+function allowed(method: string, url: string, basePath: string): boolean {
   const [pathname = ''] = url.split('?');
-  // No encoded or dot segments that the endpoint could resolve to somewhere else.
-  if (!pathname.startsWith(`${basePath}/`) || /%|\/\.\.?(\/|$)/.test(pathname)) return false;
-  const rest = pathname.slice(basePath.length);
-  return ALLOWED.some((rule) => rule.method === method && rule.path.test(rest));
+  const rest = pathUnderBase(pathname, basePath);
+  return rest !== null && ALLOWED.some((rule) => rule.method === method && rule.path.test(rest));
 }
+
+export const responsesApi: ModelDialect = {
+  allowed,
+  bodyProblem: responsesRequestProblem,
+  // `service_tier`: the account's default tier (`priority` bills more per token, and `flex` or
+  // `scale` are the operator's to choose).
+  billingFields: ['model', 'service_tier'],
+  billingRewritten:
+    'a sandbox request asked for another model or service tier; forwarded as the run’s model, default tier',
+  keyHeaders: ['authorization'],
+  keyHeader: (apiKey) => ['authorization', `Bearer ${apiKey}`],
+};
