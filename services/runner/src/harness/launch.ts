@@ -2,7 +2,8 @@ import { existsSync } from 'node:fs';
 import type { Logger } from '@threadwork/platform';
 import type { SessionOptions } from './harness.js';
 import type { Isolation } from '../sandbox/isolation.js';
-import { openGates, type GateRefusal, type JailGates, type ModelApi } from '../sandbox/gates.js';
+import { openGates, type GateRefusal, type JailGates } from '../sandbox/gates.js';
+import type { ModelApi } from '../sandbox/model-api/dialect.js';
 import { BRIDGE_PORT, EGRESS_ENV, jailed, type JailOwner } from '../sandbox/jail.js';
 import { limited } from '../sandbox/limits.js';
 
