@@ -14,15 +14,25 @@ export interface FakeToolResult {
 export interface FakeMessagesRequest {
   /** Text of the last user message, text Claude Code injects (`<system-reminder>` …) left out. */
   lastUserText: string;
-  /** Every user text of the conversation, oldest first, injected text left out. */
+  /**
+   * Every user text of the conversation, oldest first, injected text left out. A message the user
+   * sent mid-turn (a steer), which Claude Code passes on inside a system-role message, counts too.
+   */
   userTexts: string[];
   /** Every tool result of the conversation, oldest first. */
   toolResults: FakeToolResult[];
-  /** Tool results after the last user text: how far the current turn has got. */
+  /**
+   * Tool results after the last user text (a steer counts as one): how far the current turn has got.
+   */
   toolResultsSinceLastUser: FakeToolResult[];
   /** The system prompt: the `system` field and any system-role messages, joined. */
   system: string;
   model: string;
+  /**
+   * In plan mode, the file Claude Code tells the model to write its plan to (ExitPlanMode shows
+   * what that file holds), or null.
+   */
+  planFile: string | null;
   /** Names of the tools the request offers (deferred ones are only named in the system text). */
   toolNames: string[];
   /** The request body, parsed. */
@@ -43,6 +53,12 @@ export interface FakeMessagesRequest {
 const INJECTED =
   /^\s*(<(system-reminder|command-name|command-message|command-args|local-command-stdout|local-command-stderr|user-prompt-submit-hook)>|\[Request interrupted by user)/;
 
+// How Claude Code passes on a message the user sent while the model was working.
+const STEER = /^The user sent a new message while you were working:\n([\s\S]*?)\n\nThis is how Claude Code surfaces/;
+
+// Plan mode's system text names the plan file: "…create your plan at /…/plans/<name>.md using…".
+const PLAN_FILE = /(\/\S*\/plans\/[^\s/]+\.md)\b/;
+
 type Block = Record<string, unknown>;
 
 export function parseMessagesRequest(text: string, headers: IncomingHttpHeaders): FakeMessagesRequest {
@@ -53,7 +69,15 @@ export function parseMessagesRequest(text: string, headers: IncomingHttpHeaders)
   let sinceLastUser: FakeToolResult[] = [];
   const system: string[] = [blocksText(body.system)];
   for (const message of messages) {
-    if (message.role === 'system') system.push(blocksText(message.content));
+    if (message.role === 'system') {
+      const text = blocksText(message.content);
+      const steer = STEER.exec(text)?.[1];
+      if (steer === undefined) system.push(text);
+      else {
+        userTexts.push(steer);
+        sinceLastUser = [];
+      }
+    }
     if (message.role !== 'user') continue;
     const typed: string[] = [];
     for (const block of contentBlocks(message.content)) {
@@ -75,12 +99,14 @@ export function parseMessagesRequest(text: string, headers: IncomingHttpHeaders)
     }
   }
   const tools = Array.isArray(body.tools) ? (body.tools as Block[]) : [];
+  const systemText = system.filter((t) => t.length > 0).join('\n');
   return {
     lastUserText: userTexts.at(-1) ?? '',
     userTexts,
     toolResults,
     toolResultsSinceLastUser: sinceLastUser,
-    system: system.filter((s) => s.length > 0).join('\n'),
+    system: systemText,
+    planFile: PLAN_FILE.exec(systemText)?.[1] ?? null,
     model: typeof body.model === 'string' ? body.model : '',
     toolNames: tools.map((t) => String(t.name)),
     body,

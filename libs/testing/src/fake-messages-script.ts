@@ -1,4 +1,4 @@
-import type { FakeMessagesBlock, FakeMessagesReply, FakeMessagesScript } from './fake-messages.js';
+import type { FakeMessagesBlock, FakeMessagesReply, FakeMessagesRequest, FakeMessagesScript } from './fake-messages.js';
 import { scriptOfPrompt, stepOfTurn } from './fake-script.js';
 
 // Building blocks of scripts for the fake Messages API: Claude Code's own tools with the inputs
@@ -70,17 +70,33 @@ export function askUserQuestion(questions: readonly FakeClaudeQuestion[]): FakeM
   });
 }
 
-/** Leaves plan mode with the ExitPlanMode tool, proposing `plan`. */
-export function exitPlanMode(plan: string): FakeMessagesBlock {
-  return toolUse('ExitPlanMode', { plan });
+/**
+ * Writes `plan` to the plan file plan mode names in the request: Claude Code proposes what that
+ * file holds when the model calls ExitPlanMode, so a script writes it first.
+ */
+export function writePlan(req: FakeMessagesRequest, plan: string): FakeMessagesBlock {
+  if (!req.planFile) throw new Error('the request names no plan file: is Claude Code in plan mode?');
+  return write(req.planFile, plan);
+}
+
+/**
+ * Leaves plan mode with the ExitPlanMode tool. Claude Code takes the plan from the plan file (see
+ * `writePlan`) and drops the tool's input; `plan` goes along for clients that read it there.
+ */
+export function exitPlanMode(plan?: string): FakeMessagesBlock {
+  return toolUse('ExitPlanMode', plan === undefined ? {} : { plan });
 }
 
 /**
  * A script that plays `steps` in order within a turn: step n answers the request that carries n
- * tool results since the last user text. Past the last step it repeats the last one.
+ * tool results since the last user text. Past the last step it repeats the last one. A step may be
+ * a script of its own, for an answer that depends on the request (`writePlan`).
  */
-export function turnScript(steps: readonly FakeMessagesReply[]): FakeMessagesScript {
-  return (req) => stepOfTurn(steps, req.toolResultsSinceLastUser.length);
+export function turnScript(steps: readonly (FakeMessagesReply | FakeMessagesScript)[]): FakeMessagesScript {
+  return (req) => {
+    const step = stepOfTurn(steps, req.toolResultsSinceLastUser.length);
+    return typeof step === 'function' ? step(req) : step;
+  };
 }
 
 /**

@@ -1,7 +1,8 @@
-import Anthropic, { APIError } from '@anthropic-ai/sdk';
+import Anthropic, { APIError, APIUserAbortError } from '@anthropic-ai/sdk';
 import type { RawMessageStreamEvent } from '@anthropic-ai/sdk/resources/messages';
 import { blockEvents, messageEndEvents, messageStartEvent } from '@threadwork/platform';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { waitFor } from './wait.js';
 import { say, turnScript, write } from './fake-messages-script.js';
 import { startFakeMessages, type FakeMessagesServer } from './fake-messages.js';
 
@@ -112,6 +113,21 @@ describe('fake Messages API', () => {
     const first = await ids();
     expect(new Set(first).size).toBe(2);
     expect(await ids()).toEqual(first);
+  });
+
+  it('streams the blocks of a held answer before it completes, and lets the client leave it', async () => {
+    fake.setScript(() => ({ blocks: [say('Working on it.')], delayMs: 600_000 }));
+    const stream = client.messages.stream({
+      model: 'claude-test',
+      max_tokens: 10,
+      messages: [{ role: 'user', content: 'take long' }],
+    });
+    const texts: string[] = [];
+    stream.on('text', (delta) => texts.push(delta));
+    const ended = stream.finalMessage().catch((err: unknown) => err);
+    await waitFor('the held text', () => texts.join('') === 'Working on it.');
+    stream.abort();
+    expect(await ended).toBeInstanceOf(APIUserAbortError);
   });
 
   it('answers an error status as the API does, which the client raises as an APIError', async () => {

@@ -22,15 +22,35 @@ describe('Claude Code against the fake Messages API', () => {
     rmSync(root, { recursive: true, force: true });
   });
 
+  // The CLI sees only this environment: its config and home in the test's directory, the fake as
+  // its API, and nothing that calls home.
+  function cliEnv(home: string): Record<string, string | undefined> {
+    return {
+      PATH: process.env.PATH,
+      HOME: home,
+      CLAUDE_CONFIG_DIR: join(home, '.claude'),
+      ANTHROPIC_BASE_URL: fake.baseUrl,
+      ANTHROPIC_API_KEY: 'sk-fake-claude',
+      CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC: '1',
+      IS_SANDBOX: '1',
+    };
+  }
+
+  function dirs(name: string): { workspace: string; home: string } {
+    const workspace = join(root, name, 'workspace');
+    const home = join(root, name, 'home');
+    mkdirSync(workspace, { recursive: true });
+    mkdirSync(home, { recursive: true });
+    return { workspace, home };
+  }
+
   it('writes a file with the Write tool and finishes the turn', async () => {
-    const workspace = join(root, 'workspace');
-    const home = join(root, 'home');
-    mkdirSync(workspace);
-    mkdirSync(home);
+    const { workspace, home } = dirs('write');
     const file = join(workspace, 'hello.txt');
     fake.setScript(
       claude.turnScript([[claude.say('Writing it.'), claude.write(file, 'hello\n')], [claude.say('Done.')]]),
     );
+    const before = fake.requests.length;
 
     const messages: SDKMessage[] = [];
     for await (const message of query({
@@ -41,15 +61,7 @@ describe('Claude Code against the fake Messages API', () => {
         permissionMode: 'bypassPermissions',
         allowDangerouslySkipPermissions: true,
         settingSources: [],
-        env: {
-          PATH: process.env.PATH,
-          HOME: home,
-          CLAUDE_CONFIG_DIR: join(home, '.claude'),
-          ANTHROPIC_BASE_URL: fake.baseUrl,
-          ANTHROPIC_API_KEY: 'sk-fake-claude',
-          CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC: '1',
-          IS_SANDBOX: '1',
-        },
+        env: cliEnv(home),
       },
     })) {
       messages.push(message);
@@ -60,7 +72,8 @@ describe('Claude Code against the fake Messages API', () => {
     const result = messages.find((m) => m.type === 'result');
     expect(result).toMatchObject({ subtype: 'success', is_error: false, result: 'Done.' });
 
-    const [first, second] = fake.requests;
+    expect(fake.requests).toHaveLength(before + 2);
+    const [first, second] = fake.requests.slice(before);
     expect(first).toMatchObject({
       lastUserText: 'make hello',
       userTexts: ['make hello'],
@@ -74,5 +87,64 @@ describe('Claude Code against the fake Messages API', () => {
     expect(second?.toolResultsSinceLastUser).toEqual([
       expect.objectContaining({ content: expect.stringContaining(file), is_error: false }),
     ]);
+  });
+  it('plans with the todo list, a question and the plan file, then leaves plan mode', async () => {
+    const { workspace, home } = dirs('plan');
+    const plan = '1. Write hello.txt\n2. Say done\n';
+    fake.setScript(
+      claude.turnScript([
+        [claude.todos([{ content: 'Plan the file', status: 'in_progress', activeForm: 'Planning the file' }])],
+        [
+          claude.askUserQuestion([
+            {
+              question: 'Which greeting?',
+              header: 'Greeting',
+              options: [
+                { label: 'hello', description: 'The usual one' },
+                { label: 'hi', description: 'A short one' },
+              ],
+            },
+          ]),
+        ],
+        (req) => [claude.writePlan(req, plan)],
+        [claude.exitPlanMode(plan)],
+        [claude.say('Planned.')],
+      ]),
+    );
+    const before = fake.requests.length;
+
+    const messages: SDKMessage[] = [];
+    for await (const message of query({
+      prompt: 'plan hello',
+      options: {
+        cwd: workspace,
+        model: 'claude-test',
+        permissionMode: 'plan',
+        // TodoWrite is offered only when named (the CLI's default is its task tools).
+        tools: ['Bash', 'Read', 'Write', 'Edit', 'TodoWrite', 'AskUserQuestion', 'ExitPlanMode'],
+        settingSources: [],
+        canUseTool: (name, input) =>
+          Promise.resolve({
+            behavior: 'allow',
+            updatedInput: name === 'AskUserQuestion' ? { ...input, answers: { 'Which greeting?': 'hi' } } : input,
+          }),
+        env: { ...cliEnv(home), CLAUDE_CODE_ENABLE_TASKS: 'false' },
+      },
+    })) {
+      messages.push(message);
+    }
+
+    expect(messages.find((m) => m.type === 'result')).toMatchObject({ subtype: 'success', result: 'Planned.' });
+    const requests = fake.requests.slice(before);
+    expect(requests).toHaveLength(5);
+    const planFile = requests[0]?.planFile;
+    expect(planFile).toContain(join(home, '.claude', 'plans'));
+    expect(readFileSync(planFile ?? '', 'utf8')).toBe(plan);
+    // Every building block's input passed the CLI's own validation of the tool's schema.
+    const results = requests.at(-1)?.toolResults ?? [];
+    expect(results).toHaveLength(4);
+    expect(results.filter((r) => r.is_error)).toEqual([]);
+    expect(results[1]?.content).toContain('"Which greeting?"="hi"');
+    expect(results[3]?.content).toContain('approved');
   });
 });
