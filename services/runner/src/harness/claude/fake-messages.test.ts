@@ -67,8 +67,8 @@ describe('Claude Code against the fake Messages API', () => {
       messages.push(message);
     }
 
-    expect(readFileSync(file, 'utf8')).toBe('hello\n');
     expect(existsSync(file)).toBe(true);
+    expect(readFileSync(file, 'utf8')).toBe('hello\n');
     const result = messages.find((m) => m.type === 'result');
     expect(result).toMatchObject({ subtype: 'success', is_error: false, result: 'Done.' });
 
@@ -88,6 +88,43 @@ describe('Claude Code against the fake Messages API', () => {
       expect.objectContaining({ content: expect.stringContaining(file), is_error: false }),
     ]);
   });
+
+  it('edits the file it wrote and runs a command in the workspace', async () => {
+    const { workspace, home } = dirs('edit');
+    const file = join(workspace, 'greeting.txt');
+    fake.setScript(
+      claude.turnScript([
+        [claude.write(file, 'hello\n')],
+        [claude.edit(file, 'hello', 'hello world')],
+        [claude.bash('cat greeting.txt', 'Show the greeting')],
+        [claude.say('Edited.')],
+      ]),
+    );
+    const before = fake.requests.length;
+
+    const messages: SDKMessage[] = [];
+    for await (const message of query({
+      prompt: 'greet the world',
+      options: {
+        cwd: workspace,
+        model: 'claude-test',
+        permissionMode: 'bypassPermissions',
+        allowDangerouslySkipPermissions: true,
+        settingSources: [],
+        env: cliEnv(home),
+      },
+    })) {
+      messages.push(message);
+    }
+
+    expect(messages.find((m) => m.type === 'result')).toMatchObject({ subtype: 'success', result: 'Edited.' });
+    expect(readFileSync(file, 'utf8')).toBe('hello world\n');
+    const results = fake.requests.at(-1)?.toolResults ?? [];
+    expect(fake.requests).toHaveLength(before + 4);
+    expect(results.filter((r) => r.is_error)).toEqual([]);
+    expect(results[2]?.content).toBe('hello world');
+  });
+
   it('plans with the todo list, a question and the plan file, then leaves plan mode', async () => {
     const { workspace, home } = dirs('plan');
     const plan = '1. Write hello.txt\n2. Say done\n';
