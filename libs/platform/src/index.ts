@@ -14,6 +14,18 @@ export * from './nats-auth.js';
 export { newReplyKey, parseReplyKey, REPLY_KEY_HEADER, seal, type ReplyKey } from './sealed-reply.js';
 export * from './request-context.js';
 export { endResponseStream, startResponseStream, writeFunctionCall, writeResponseEvent } from './responses-stream.js';
+export {
+  blockEvents,
+  endMessageStream,
+  messageEndEvents,
+  messageErrorBody,
+  messageStartEvent,
+  startMessageStream,
+  writeMessageBlock,
+  writeMessageEvent,
+  type MessageBlock,
+  type MessageStopReason,
+} from './messages-stream.js';
 export * from './runtime.js';
 export * from './telemetry.js';
 export { isTransientFailure } from './transient.js';

@@ -1,6 +1,7 @@
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { endResponseStream, startResponseStream, writeFunctionCall, writeResponseEvent } from '@threadwork/platform';
+import { scriptOfPrompt, stepOfTurn } from './fake-script.js';
 
 // A fake OpenAI Responses API (`POST /v1/responses`, streamed as SSE) for driving the real Codex
 // CLI offline. It is stateless on purpose: every reply is picked by a script from the request body
@@ -260,11 +261,7 @@ export function askUser(questions: FakeQuestion[]): FakeReplyItem {
  * tool results since the last user message. Past the last step it repeats the last one.
  */
 export function turnScript(steps: readonly FakeReply[]): FakeScript {
-  return (req) => {
-    const step = steps[Math.min(req.toolOutputsSinceLastUser.length, steps.length - 1)];
-    if (!step) throw new Error('turnScript needs at least one step');
-    return step;
-  };
+  return (req) => stepOfTurn(steps, req.toolOutputsSinceLastUser.length);
 }
 
 /**
@@ -272,10 +269,6 @@ export function turnScript(steps: readonly FakeReply[]): FakeScript {
  * the script (so a follow-up without a prefix of its own continues its thread's script).
  */
 export function scriptsByPrompt(scripts: ReadonlyMap<string, FakeScript>): FakeScript {
-  return (req) => {
-    for (const text of [...req.userTexts].reverse()) {
-      for (const [prefix, script] of scripts) if (text.startsWith(prefix)) return script(req);
-    }
-    return [{ type: 'message', text: `no script for ${JSON.stringify(req.lastUserText)}` }];
-  };
+  return (req) =>
+    scriptOfPrompt(scripts, req.userTexts)?.(req) ?? [say(`no script for ${JSON.stringify(req.lastUserText)}`)];
 }

@@ -4,6 +4,8 @@ export * from './nats.js';
 export * from './servers.js';
 export { createBareRepo, type BareRepoOptions } from './git.js';
 export * from './fake-model.js';
+export * from './fake-messages.js';
+export * as claude from './fake-messages-script.js';
 export * from './fake-github/index.js';
 export * from './github-app.js';
 export * from './otlp-receiver.js';
