@@ -33,6 +33,8 @@ export interface ClaudeHarnessOptions {
   includeRaw: boolean;
   isolation: Isolation;
   logger: Logger;
+  /** See ClaudeSessionSettings.onTurn. */
+  onTurn?: (sessionId: string, runId: string | null) => void;
 }
 
 const START_TIMEOUT_MS = 30_000;

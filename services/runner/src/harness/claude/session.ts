@@ -20,6 +20,11 @@ export interface ClaudeSessionSettings {
   outputCapBytes: number;
   includeRaw: boolean;
   logger: Logger;
+  /**
+   * Told which run each turn of a session is (null once it ends). Claude Code sends the model no
+   * metadata of the client's: the demo model, which runs in the runner, reads the run from here.
+   */
+  onTurn?: (sessionId: string, runId: string | null) => void;
 }
 
 /** Where the session's turns come from and how it is told to stop them. */
@@ -120,6 +125,7 @@ export class ClaudeSession implements HarnessSession {
       },
     };
     this.turn = turn;
+    this.options.onTurn?.(this.sessionId, input.metadata.threadwork_run_id ?? null);
     const crashed = this.parts.process.exited.then(() =>
       crashedOutcome(turn, 'the Claude Code process exited mid-turn'),
     );
@@ -142,6 +148,7 @@ export class ClaudeSession implements HarnessSession {
       };
     } finally {
       this.turn = null;
+      this.options.onTurn?.(this.sessionId, null);
       if (turn.steers.size > 0) {
         // Steers pushed and not taken would run as a turn nobody follows: the process goes, and
         // the next run resumes the conversation in a new one.
