@@ -6,6 +6,7 @@ export { createBareRepo, type BareRepoOptions } from './git.js';
 export * from './fake-model.js';
 export * from './fake-messages.js';
 export * as claude from './fake-messages-script.js';
+export * as agent from './agent-fake.js';
 export * from './fake-github/index.js';
 export * from './github-app.js';
 export * from './otlp-receiver.js';

@@ -22,6 +22,7 @@ import {
   baseServiceEnv,
   createBareRepo,
   isolatedNats,
+  agent,
   scriptsByPrompt,
   startFakeModel,
   uniqueDbPrefix,
@@ -46,6 +47,7 @@ export interface StackOptions {
   /** Runner variables over the defaults (undefined removes one). */
   runner?: Env;
   runs?: Env;
+  threads?: Env;
   /**
    * Where the test's directory (and so SANDBOX_ROOT) goes; the system's temporary directory by
    * default. A required jail with Codex's sandbox needs sandboxes outside it (/var/tmp).
@@ -53,14 +55,23 @@ export interface StackOptions {
   parentDir?: string;
 }
 
-export interface Stack {
+export interface Stack extends BaseStack {
+  fake: FakeModelServer;
+}
+
+/** A stack whose runner serves one harness, against the fake model of that harness's API. */
+export interface AgentStack extends BaseStack {
+  harness: agent.HarnessName;
+  agent: agent.AgentFake;
+}
+
+interface BaseStack {
   nats: IsolatedNats;
   nc: NatsConnection;
   runs: StartedService;
   /** The threads service, which the runner asks for the text of a steer it is signalled. */
   threads: StartedService;
   runner: RunnerService;
-  fake: FakeModelServer;
   dir: string;
   sandboxRoot: string;
   /** Every DOMAIN event published since the stack started. */
@@ -86,13 +97,40 @@ export interface Stack {
  * at a fake model that dispatches on the prompt: each test registers a script under a prompt prefix.
  */
 export async function startStack(scripts: Map<string, FakeScript>, options: StackOptions = {}): Promise<Stack> {
+  const fake = await startFakeModel(scriptsByPrompt(scripts));
+  const stack = await startBaseStack(
+    { MODEL_BASE_URL: fake.baseUrl, MODEL_API_KEY: MODEL_KEY },
+    () => fake.close(),
+    options,
+  );
+  return Object.assign(stack, { fake });
+}
+
+/**
+ * The same stack with a runner serving `harness` only, its fake model playing `scripts` in that
+ * harness's API: the cases both harnesses must pass are written once against it.
+ */
+export async function startAgentStack(
+  harness: agent.HarnessName,
+  scripts: Map<string, agent.AgentScript>,
+  options: StackOptions = {},
+): Promise<AgentStack> {
+  const fake = await agent.startAgentFake(harness, agent.agentScriptsByPrompt(scripts));
+  const stack = await startBaseStack({ ...fake.runnerEnv(MODEL_KEY), HARNESSES: harness }, () => fake.close(), {
+    ...options,
+    runs: { HARNESSES: harness, DEFAULT_HARNESS: harness, ...options.runs },
+    threads: { HARNESSES: harness, ...options.threads },
+  });
+  return Object.assign(stack, { harness, agent: fake });
+}
+
+async function startBaseStack(model: Env, closeModel: () => Promise<void>, options: StackOptions): Promise<BaseStack> {
   const nats = await isolatedNats();
   const dbPrefix = uniqueDbPrefix();
   const baseEnv = baseServiceEnv(nats.env('runner'), dbPrefix);
   const runs = await startRuns(
     loadConfig(RunsConfig, { ...baseServiceEnv(nats.env('runs'), dbPrefix), RUN_MAX_ATTEMPTS: '3', ...options.runs }),
   );
-  const fake = await startFakeModel(scriptsByPrompt(scripts));
   const dir = mkdtempSync(join(options.parentDir ?? tmpdir(), 'threadwork-runner-test-'));
   // As above a deployment's SANDBOX_ROOT: a sandbox's own uid (a runner running as root) may pass.
   chmodSync(dir, 0o711);
@@ -101,13 +139,14 @@ export async function startStack(scripts: Map<string, FakeScript>, options: Stac
     ...baseEnv,
     SANDBOX_ROOT: sandboxRoot,
     RUNNER_ID: uniqueId('runner-'),
-    MODEL_BASE_URL: fake.baseUrl,
-    MODEL_API_KEY: MODEL_KEY,
+    ...model,
     RUN_POLL_MS: '300',
     ...options.runner,
     ...extra,
   });
-  const threads = await startThreads(loadConfig(ThreadsConfig, baseServiceEnv(nats.env('threads'), dbPrefix)));
+  const threads = await startThreads(
+    loadConfig(ThreadsConfig, { ...baseServiceEnv(nats.env('threads'), dbPrefix), ...options.threads }),
+  );
   const mongo: MongoClient = await connectMongo({ url: baseEnv.MONGO_URL!, appName: 'runner-test' });
   const controls = mongo.db(serviceDbName(dbPrefix, 'threads')).collection<{ _id: string }>('controls');
   const runner = await startRunner(loadConfig(RunnerConfig, runnerEnv()));
@@ -124,12 +163,11 @@ export async function startStack(scripts: Map<string, FakeScript>, options: Stac
     },
   });
   await nc.flush();
-  const stack: Stack = {
+  const stack: BaseStack = {
     nats,
     nc,
     runs,
     runner,
-    fake,
     dir,
     sandboxRoot,
     domain,
@@ -167,7 +205,7 @@ export async function startStack(scripts: Map<string, FakeScript>, options: Stac
       await threads.stop();
       await mongo.close();
       await runs.stop();
-      await fake.close();
+      await closeModel();
       await nats.stop();
       rmSync(dir, { recursive: true, force: true });
     },
@@ -195,7 +233,7 @@ function ownerOf(runId: string): string {
 
 /** A bare repository with a README, and a run admitted on it (as the threads service would). */
 export async function admitRun(
-  stack: Stack,
+  stack: BaseStack,
   prompt: string,
   overrides: Partial<RpcRequest<typeof rpc.runs.admit>> = {},
   bare?: string,
@@ -226,12 +264,12 @@ export async function admitRun(
   return { run, owner: req.owner_id, threadId: req.thread_id, bare: repo, admittedAt, request: req };
 }
 
-export async function getRun(stack: Stack, runId: string): Promise<Run> {
+export async function getRun(stack: BaseStack, runId: string): Promise<Run> {
   return request(stack.nc, rpc.runs.get, { owner_id: ownerOf(runId), run_id: runId });
 }
 
 export async function waitForStatus(
-  stack: Stack,
+  stack: BaseStack,
   runId: string,
   statuses: readonly string[],
   timeoutMs = 60_000,
@@ -246,7 +284,7 @@ export async function waitForStatus(
   );
 }
 
-export const waitForTerminal = (stack: Stack, runId: string, timeoutMs = 60_000) =>
+export const waitForTerminal = (stack: BaseStack, runId: string, timeoutMs = 60_000) =>
   waitForStatus(stack, runId, ['completed', 'failed', 'cancelled'], timeoutMs);
 
 export async function readLog(nc: NatsConnection, runId: string): Promise<RunEvent[]> {
@@ -275,7 +313,7 @@ export function isSubsequence(seq: readonly string[], wanted: readonly string[])
   return i === wanted.length;
 }
 
-export function domainOf(stack: Stack, verb: string, runOrThread: string): DomainEvent[] {
+export function domainOf(stack: BaseStack, verb: string, runOrThread: string): DomainEvent[] {
   return stack.domain.filter(
     (e) => e.subject.endsWith(verb) && (e.data.run_id === runOrThread || e.data.thread_id === runOrThread),
   );

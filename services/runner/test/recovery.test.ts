@@ -1,7 +1,6 @@
-import { spawn, type ChildProcess } from 'node:child_process';
+import type { ChildProcess } from 'node:child_process';
 import { readdirSync, readFileSync, rmSync, truncateSync } from 'node:fs';
 import { join } from 'node:path';
-import { createInterface } from 'node:readline';
 import { loadConfig } from '@threadwork/platform';
 import { say, shell, type FakeScript } from '@threadwork/testing';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -22,12 +21,12 @@ import {
   type Env,
   type Stack,
 } from './helpers.js';
+import { startRunnerProcess } from './support/runner-process.js';
 
 // A runner killed with SIGKILL mid-run (a crash): its job comes back after the ack wait, another
 // runner claims the next attempt, resumes the Codex session in the surviving workspace and runs
 // the turn again. The log stays one ordered log with one terminal event.
 
-const LAUNCHER = join(import.meta.dirname, 'support', 'runner-process.mjs');
 const ACK_WAIT_MS = '2000';
 
 const scripts = new Map<string, FakeScript>([
@@ -41,33 +40,6 @@ const scripts = new Map<string, FakeScript>([
     },
   ],
 ]);
-
-/** The runner in a process of its own; resolves once it has started. */
-function startRunnerProcess(env: Env): Promise<ChildProcess> {
-  const defined = Object.fromEntries(Object.entries(env).filter((e): e is [string, string] => e[1] !== undefined));
-  const child = spawn(process.execPath, [LAUNCHER], {
-    env: { ...defined, LOG_LEVEL: 'info' },
-    stdio: ['ignore', 'pipe', 'pipe'],
-  });
-  let output = '';
-  return new Promise((resolve, reject) => {
-    const timer = setTimeout(() => reject(new Error(`runner process did not start:\n${output}`)), 30_000);
-    createInterface({ input: child.stdout! }).on('line', (line) => {
-      output += `${line}\n`;
-      if (line.includes('"msg":"started"')) {
-        clearTimeout(timer);
-        resolve(child);
-      }
-    });
-    child.stderr!.on('data', (d: Buffer) => {
-      output += d.toString();
-    });
-    child.once('exit', (code) => {
-      clearTimeout(timer);
-      reject(new Error(`runner process exited (${code}):\n${output}`));
-    });
-  });
-}
 
 function isCodex(pid: number): boolean {
   try {

@@ -1,6 +1,7 @@
 import { spawn, type ChildProcessWithoutNullStreams } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
 import { chown, lstat, mkdir, rm } from 'node:fs/promises';
+import type { Writable } from 'node:stream';
 import { query, type Query } from '@anthropic-ai/claude-agent-sdk';
 import type { Logger } from '@threadwork/platform';
 import { ResumeFailedError, type Harness, type HarnessSession, type SessionOptions } from '../harness.js';
@@ -11,7 +12,7 @@ import type { Isolation } from '../../sandbox/isolation.js';
 import { Inbox } from './inbox.js';
 import {
   CLAUDE_TOOLS,
-  GATED_KEY,
+  KEY_FD,
   claudeCommand,
   claudeConfigDir,
   claudeEnv,
@@ -67,7 +68,7 @@ export class ClaudeHarness implements Harness {
     });
     const env = {
       ...launch.env,
-      ...claudeEnv({ configDir, baseUrl: launch.modelBaseUrl, key: launch.key ?? GATED_KEY }),
+      ...claudeEnv({ configDir, baseUrl: launch.modelBaseUrl, keyOnFd: launch.key !== null }),
     };
     const inbox = new Inbox();
     let child: ChildProcessWithoutNullStreams | null = null;
@@ -96,12 +97,14 @@ export class ClaudeHarness implements Harness {
           env,
           // Started by the runner, in the jail, in its own process group (stopping it stops what it started).
           spawnClaudeCodeProcess: ({ args }) => {
-            child = spawn(launch.command.command, [...launch.command.args, ...args], {
+            const started = spawn(launch.command.command, [...launch.command.args, ...args], {
               cwd: opts.cwd,
               env,
-              stdio: ['pipe', 'pipe', 'pipe'],
+              stdio: ['pipe', 'pipe', 'pipe', ...(launch.key ? (['pipe'] as const) : [])],
               detached: true,
             });
+            if (launch.key) (started.stdio[KEY_FD] as Writable).end(launch.key);
+            child = started as ChildProcessWithoutNullStreams;
             child.stderr.on('data', (chunk: Buffer) => {
               stderrTail = (stderrTail + chunk.toString('utf8')).slice(-STDERR_TAIL_BYTES);
             });

@@ -53,19 +53,25 @@ export const CLAUDE_TOOLS = [
 /** What the key travels as when the harness holds none: the jail's model gate adds the real one. */
 export const GATED_KEY = 'threadwork-gated';
 
+/**
+ * The descriptor a real key is handed over on, where the harness holds one (not jailed): read once
+ * by Claude Code at its start, it is in no environment the agent's commands inherit.
+ */
+export const KEY_FD = 3;
+
 /** Claude Code's environment besides the sandbox's own. */
-export function claudeEnv(settings: { configDir: string; baseUrl: string; key: string }): Record<string, string> {
+export function claudeEnv(settings: { configDir: string; baseUrl: string; keyOnFd: boolean }): Record<string, string> {
   return {
     CLAUDE_CONFIG_DIR: settings.configDir,
     ANTHROPIC_BASE_URL: settings.baseUrl,
-    ANTHROPIC_API_KEY: settings.key,
+    ...(settings.keyOnFd
+      ? { CLAUDE_CODE_API_KEY_FILE_DESCRIPTOR: String(KEY_FD) }
+      : { ANTHROPIC_API_KEY: GATED_KEY }),
     // No update checks, telemetry or error reports: they would reach past the model endpoint.
     CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC: '1',
     DISABLE_AUTOUPDATER: '1',
     // The runner decides what a failed model call means; a retry loop inside would hide it.
     CLAUDE_CODE_MAX_RETRIES: '0',
-    // The agent's commands do not inherit the key (it holds one only when not jailed).
-    CLAUDE_CODE_SUBPROCESS_ENV_SCRUB: '1',
     // Says the harness runs in a sandbox, which skipping permission prompts requires of root.
     IS_SANDBOX: '1',
   };
@@ -107,4 +113,3 @@ export async function hasTranscript(configDir: string, id: string): Promise<bool
   }
   return dirs.some((dir) => existsSync(join(projects, dir, `${id}.jsonl`)));
 }
-

@@ -46,6 +46,9 @@ export interface ClaudeSessionParts {
 /** How much of a plan goes into its approval: a plan is a page or two. */
 const PLAN_MAX_BYTES = 64 * 1024;
 
+/** How long a tool call's message may lag behind the SDK's question about it. */
+const CALL_WAIT_MS = 5_000;
+
 /** How long an interrupt may take before the process is stopped instead. */
 const INTERRUPT_TIMEOUT_MS = 10_000;
 
@@ -116,6 +119,7 @@ export class ClaudeSession implements HarnessSession {
       promptUuid: randomUUID(),
       started: false,
       steers: new Map(),
+      awaitedCalls: new Map(),
       interrupting: false,
       finished: false,
       refusals: 0,
@@ -243,6 +247,26 @@ export class ClaudeSession implements HarnessSession {
       return;
     }
     for (const chunk of turn.mapper.map(message)) turn.listener.chunk(chunk);
+    for (const [id, seen] of turn.awaitedCalls) {
+      if (turn.mapper.call(id)) {
+        turn.awaitedCalls.delete(id);
+        seen();
+      }
+    }
+  }
+
+  /**
+   * Tool call `id` as the model made it. The SDK may ask about a call before its message has come
+   * through the message loop (both arrive on one stream, handled apart): then it is waited for.
+   */
+  private async callOf(turn: ClaudeTurn, id: string): Promise<Record<string, unknown> | undefined> {
+    if (!turn.mapper.call(id)) {
+      await new Promise<void>((resolve) => {
+        turn.awaitedCalls.set(id, resolve);
+        setTimeout(resolve, CALL_WAIT_MS).unref();
+      });
+    }
+    return turn.mapper.call(id)?.input;
   }
 
   /** Claude Code took a message of the turn: the prompt (the turn has begun) or a steer. */
@@ -300,8 +324,9 @@ export class ClaudeSession implements HarnessSession {
     input: Record<string, unknown>,
   ): Promise<PermissionResult> {
     // Claude Code passes the plan file plan mode had the agent write (read inside the jail).
-    const given = input.plan ?? turn.mapper.call(toolUseId)?.input.plan;
-    const plan = typeof given === 'string' && given.trim() ? cutUtf8(given, PLAN_MAX_BYTES) : '(the agent gave no plan text)';
+    const given = input.plan ?? (await this.callOf(turn, toolUseId))?.plan;
+    const plan =
+      typeof given === 'string' && given.trim() ? cutUtf8(given, PLAN_MAX_BYTES) : '(the agent gave no plan text)';
     const decision = await turn.listener.planApproval(toolUseId, plan);
     if (!decision.approved) {
       const why = decision.comment ? ` The user said: ${decision.comment}` : '';

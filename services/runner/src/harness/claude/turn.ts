@@ -16,6 +16,8 @@ export interface ClaudeTurn extends RefusedTurn {
   started: boolean;
   /** Steers pushed and not yet taken, by uuid: each told whether it was taken. */
   steers: Map<string, (taken: boolean) => void>;
+  /** Tool calls the SDK asked about before their message came through, by id. */
+  awaitedCalls: Map<string, () => void>;
   /** An interrupt was asked for: the turn ends `interrupted`, whatever it ends with. */
   interrupting: boolean;
   /** Its outcome is known: nothing more goes into it. */
