@@ -34,6 +34,13 @@ describe('harness catalog', () => {
       ['claude-code', 'claude-sonnet-4-5', ['claude-sonnet-4-5', 'claude-opus-4-1'], 'max'],
     ]);
     expect(catalogOf({ CODEX_MODEL: 'o3', DEFAULT_MODEL: 'demo-scripted' }).harnesses[0]?.default_model).toBe('o3');
+    // Deployment files pass on a variable left unset as an empty one.
+    expect(
+      catalogOf({ CODEX_MODEL: '', CLAUDE_MODEL: '', DEFAULT_HARNESS: '', HARNESSES: 'codex,claude-code' }),
+    ).toMatchObject({
+      default_harness: 'codex',
+      harnesses: [{ default_model: 'gpt-5-codex' }, { default_model: 'claude-sonnet-4-5' }],
+    });
   });
 
   it('serves a harness it does not know like codex', () => {

@@ -62,6 +62,12 @@ const idList = z
   )
   .pipe(z.array(Id));
 
+/**
+ * An optional id where an empty value counts as unset, as deployment files write a variable they
+ * pass on without a value (`CODEX_MODEL: ${CODEX_MODEL:-}`).
+ */
+const setting = <T extends z.ZodType>(schema: T) => z.preprocess((value) => (value === '' ? undefined : value), schema);
+
 const subjectToken = Id.refine((value) => {
   try {
     subjects.runJobs(value);
@@ -79,26 +85,26 @@ export const harnessCatalogShape = {
   /** The harnesses this deployment's runners serve: a thread or run asking for another is refused. */
   HARNESSES: harnessList,
   /** Harness of a thread or run that names none; one of HARNESSES. */
-  DEFAULT_HARNESS: subjectToken.default('codex'),
+  DEFAULT_HARNESS: setting(subjectToken.default('codex')),
   /** Default model of `codex` (gpt-5-codex). Unset: DEFAULT_MODEL. */
-  CODEX_MODEL: Id.optional(),
+  CODEX_MODEL: setting(Id.optional()),
   /** Models a `codex` thread may name, comma-separated; unset or empty: any. */
   CODEX_MODELS: idList,
   /** Default reasoning effort of `codex` (medium), one of its efforts. Unset: DEFAULT_REASONING_EFFORT. */
-  CODEX_REASONING_EFFORT: Id.optional(),
+  CODEX_REASONING_EFFORT: setting(Id.optional()),
   /** Default model of `claude-code` (claude-sonnet-4-5). */
-  CLAUDE_MODEL: Id.default(KNOWN_HARNESSES['claude-code'].default_model),
+  CLAUDE_MODEL: setting(Id.default(KNOWN_HARNESSES['claude-code'].default_model)),
   /** Models a `claude-code` thread may name, comma-separated; unset or empty: any. */
   CLAUDE_MODELS: idList,
   /** Default reasoning effort of `claude-code` (high), one of its efforts. */
-  CLAUDE_REASONING_EFFORT: Id.default(KNOWN_HARNESSES['claude-code'].default_reasoning_effort),
+  CLAUDE_REASONING_EFFORT: setting(Id.default(KNOWN_HARNESSES['claude-code'].default_reasoning_effort)),
   /**
    * Deprecated: CODEX_MODEL's former name, still read when CODEX_MODEL is unset (it was the model
    * of every run when codex was the only harness). Never applies to claude-code.
    */
-  DEFAULT_MODEL: Id.default(KNOWN_HARNESSES.codex.default_model),
+  DEFAULT_MODEL: setting(Id.default(KNOWN_HARNESSES.codex.default_model)),
   /** Deprecated: CODEX_REASONING_EFFORT's former name, read when that is unset. */
-  DEFAULT_REASONING_EFFORT: Id.default(KNOWN_HARNESSES.codex.default_reasoning_effort),
+  DEFAULT_REASONING_EFFORT: setting(Id.default(KNOWN_HARNESSES.codex.default_reasoning_effort)),
 };
 export type HarnessCatalogConfig = z.output<z.ZodObject<typeof harnessCatalogShape>>;
 
