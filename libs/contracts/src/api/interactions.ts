@@ -86,7 +86,11 @@ export const PublicAnswerEntry = z.discriminatedUnion('kind', [
 export type PublicAnswerEntry = z.infer<typeof PublicAnswerEntry>;
 
 /** Keyed by question id. */
-export const AnswerMap = z.record(Id, InteractionAnswerEntry);
+export const AnswerMap = z
+  .record(Id, InteractionAnswerEntry)
+  .describe(
+    'Answers by question id. A `question` interaction takes `options` or `text` entries (unanswered questions allowed); a `plan_approval` takes exactly one entry for its one question (the plan): `approve` (the turn continues in the default mode) or `reject` with an optional `comment` (the agent revises the plan).',
+  );
 export type AnswerMap = z.infer<typeof AnswerMap>;
 
 export const PublicAnswerMap = z.record(Id, PublicAnswerEntry);
@@ -125,7 +129,9 @@ export const Interaction = z.object({
   id: Id,
   run_id: Id,
   thread_id: Id,
-  kind: InteractionKind,
+  kind: InteractionKind.describe(
+    '`question`: the agent asks; `plan_approval`: the agent proposes a plan, carried as the `question` of the one question, and waits for approve or reject.',
+  ),
   status: InteractionStatus,
   questions: z.array(Question),
   answers: PublicAnswerMap,
