@@ -2,8 +2,8 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { OPERATION_IDS } from '../src/http/operation-ids.js';
 import { startHarness, type Harness } from './harness.js';
 
-// Every operation of the public contract (spec section 4), of DESIGN.md section 4 and GET /v1/harnesses that a caller
-// authenticates for; the unauthenticated ones are in PUBLIC_OPERATIONS.
+// Every operation of the public contract (spec section 4), of DESIGN.md section 4 and
+// GET /v1/harnesses that a caller authenticates for; the unauthenticated ones are in PUBLIC_OPERATIONS.
 const CONTRACT_OPERATIONS = [
   ['get', '/v1/work'],
   ['get', '/v1/repohost/connection'],
