@@ -174,7 +174,7 @@ async function main() {
   };
   if (demo) {
     // The runner plays a scripted model; runs admitted meanwhile say so in their `model`.
-    env.DEFAULT_MODEL = 'demo-scripted';
+    env.CODEX_MODEL = 'demo-scripted';
   }
   mkdirSync(env.REPOHOST_LOCAL_DIR, { recursive: true });
 

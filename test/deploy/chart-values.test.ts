@@ -29,6 +29,48 @@ describe('charts/threadwork', () => {
         expect(value, name).toBe(['threads', 'runs'].includes(name) ? 'codex,claude-code' : undefined);
       }
     });
+
+    it("gives threads and runs the same catalog: the default harness, and each harness's settings that are set", () => {
+      const catalogEnv = (args: string[]) => {
+        const objects = render([...REQUIRED, ...args]);
+        expectValid(objects);
+        return workloads(objects).map((workload) => {
+          const env = workload.spec.template.spec.containers[0]!.env ?? [];
+          const catalog = env.filter((e) =>
+            /^(DEFAULT_HARNESS|(CODEX|CLAUDE)_(MODELS?|REASONING_EFFORT))$/.test(e.name),
+          );
+          return [component(workload), Object.fromEntries(catalog.map((e) => [e.name, e.value]))] as const;
+        });
+      };
+      for (const [name, env] of catalogEnv([])) {
+        expect(env, String(name)).toEqual(
+          ['threads', 'runs'].includes(String(name)) ? { DEFAULT_HARNESS: 'codex' } : {},
+        );
+      }
+      const set = catalogEnv([
+        '--set',
+        'harnesses={codex,claude-code}',
+        '--set',
+        'defaultHarness=claude-code',
+        '--set',
+        'harnessCatalog.claudeCode.models={claude-sonnet-4-5,claude-opus-4-1}',
+        '--set',
+        'harnessCatalog.claudeCode.reasoningEffort=max',
+        '--set',
+        'harnessCatalog.codex.model=o3',
+      ]);
+      for (const name of ['threads', 'runs']) {
+        expect(set.find(([n]) => n === name)?.[1], name).toEqual({
+          DEFAULT_HARNESS: 'claude-code',
+          CODEX_MODEL: 'o3',
+          CLAUDE_MODELS: 'claude-sonnet-4-5,claude-opus-4-1',
+          CLAUDE_REASONING_EFFORT: 'max',
+        });
+      }
+      const unknown = template([...REQUIRED, '--set', 'harnessCatalog.aider.model=x']);
+      expect(unknown.status).not.toBe(0);
+      expect(unknown.stderr).toMatch(/harnessCatalog/);
+    });
   });
 
   describe('per-user limits', () => {

@@ -187,6 +187,23 @@ Argument: (dict "root" $ "name" "gateway" "svc" .Values.gateway).
 {{- if or (eq .name "threads") (eq .name "runs") }}
 - name: HARNESSES
   value: {{ join "," $v.harnesses | quote }}
+- name: DEFAULT_HARNESS
+  value: {{ $v.defaultHarness | quote }}
+{{- range $key, $prefix := dict "codex" "CODEX" "claudeCode" "CLAUDE" }}
+{{- $harness := index $v.harnessCatalog $key }}
+{{- with $harness.model }}
+- name: {{ $prefix }}_MODEL
+  value: {{ . | quote }}
+{{- end }}
+{{- with $harness.models }}
+- name: {{ $prefix }}_MODELS
+  value: {{ join "," . | quote }}
+{{- end }}
+{{- with $harness.reasoningEffort }}
+- name: {{ $prefix }}_REASONING_EFFORT
+  value: {{ . | quote }}
+{{- end }}
+{{- end }}
 {{- end }}
 {{- if eq .name "threads" }}
 - name: MAX_LIVE_RUNS_PER_USER

@@ -10,6 +10,8 @@ export * from './api/runs.js';
 export * from './api/repohost.js';
 export * from './api/review.js';
 export * from './api/interactions.js';
+export * from './api/harnesses.js';
+export * from './harness-catalog.js';
 export * from './events.js';
 export * from './subjects.js';
 export * from './streams.js';

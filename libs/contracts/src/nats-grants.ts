@@ -55,6 +55,7 @@ const GRANTS: Record<NatsIdentity, Grant> = {
       runs.subjects.interactionGet,
       runs.subjects.interactionList,
       runs.subjects.interactionAnswer,
+      runs.subjects.harnesses,
       repohost.subjects.connection,
       repohost.subjects.repositories,
       repohost.subjects.installSession,

@@ -100,6 +100,7 @@ export const SERVICES = {
       release: 'runs.release',
       attest: 'runs.attest',
       attestation: 'runs.attestation',
+      harnesses: 'runs.harnesses',
     },
   },
   repohost: {

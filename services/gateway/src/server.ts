@@ -11,6 +11,7 @@ import type { RateLimit } from './domain/rate-limit.js';
 import { conversationRoutes } from './handlers/conversation.js';
 import type { HandlerDeps, RoutePlugin } from './handlers/deps.js';
 import { eventRoutes } from './handlers/events.js';
+import { harnessRoutes } from './handlers/harnesses.js';
 import { interactionRoutes } from './handlers/interactions.js';
 import { repohostRoutes } from './handlers/repohost.js';
 import { repohostAppRoutes, webhookRoutes } from './handlers/repohost-app.js';
@@ -72,6 +73,7 @@ const ROUTES: RoutePlugin[] = [
   repohostAppRoutes,
   reviewRoutes,
   webhookRoutes,
+  harnessRoutes,
 ];
 
 /** Longer path segments are not routed at all (414); anything up to it is validated by schema. */

@@ -49,6 +49,8 @@ export interface HarnessOptions {
   /** Bare repositories repohost lists from the start; threads are made in the first. */
   repositories?: string[];
   deps?: Partial<GatewayDeps>;
+  /** Environment of the real services beyond the defaults (the harness catalog, say). */
+  peerEnv?: Record<string, string>;
 }
 
 /**
@@ -88,7 +90,7 @@ export async function startHarness(opts: HarnessOptions = {}): Promise<Harness> 
   const identity = createIdentityStore(mongo.db(uniqueId('gw')));
   await identity.ensureIndexes();
   const kind = opts.peers ?? 'real';
-  const peers: Peers | null = kind === 'real' ? await startPeers(nats) : null;
+  const peers: Peers | null = kind === 'real' ? await startPeers(nats, opts.peerEnv) : null;
   const faulty: RpcServer[] = kind === 'faulty' ? await serveFaultyPeers(nc, logger) : [];
   const repositories = new Map<string, number>();
   for (const name of opts.repositories ?? ['app']) {

@@ -2,8 +2,8 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { OPERATION_IDS } from '../src/http/operation-ids.js';
 import { startHarness, type Harness } from './harness.js';
 
-// Every operation of the public contract (spec section 4) and of DESIGN.md section 4 that a caller
-// authenticates for; the unauthenticated ones are in PUBLIC_OPERATIONS.
+// Every operation of the public contract (spec section 4), of DESIGN.md section 4 and
+// GET /v1/harnesses that a caller authenticates for; the unauthenticated ones are in PUBLIC_OPERATIONS.
 const CONTRACT_OPERATIONS = [
   ['get', '/v1/work'],
   ['get', '/v1/repohost/connection'],
@@ -30,6 +30,7 @@ const CONTRACT_OPERATIONS = [
   ['get', '/v1/tasks/{id}/controls'],
   ['get', '/v1/interactions/{id}'],
   ['get', '/v1/threads/{id}/interactions'],
+  ['get', '/v1/harnesses'],
 ] as const;
 
 // Operations that prove themselves another way (a single-use `state`, a webhook signature).
@@ -167,7 +168,19 @@ describe('OpenAPI document', () => {
     expect(paths['/v1/threads']!.post!.requestBody!.content['application/json']!.schema).toEqual({
       $ref: '#/components/schemas/CreateThreadBody',
     });
-    for (const name of ['Run', 'RunEventPage', 'Thread', 'ThreadWithRun', 'Task', 'Interaction', 'ErrorBody']) {
+    expect(paths['/v1/harnesses']!.get!.responses['200']!.content!['application/json']!.schema).toEqual({
+      $ref: '#/components/schemas/HarnessList',
+    });
+    for (const name of [
+      'Run',
+      'RunEventPage',
+      'Thread',
+      'ThreadWithRun',
+      'Task',
+      'Interaction',
+      'ErrorBody',
+      'Harness',
+    ]) {
       expect(schemas[name], name).toBeDefined();
     }
     expect(Object.keys(schemas).filter((name) => name.endsWith('Input'))).toEqual([]);

@@ -22,7 +22,7 @@ export interface Peers {
  * raised out of the way: a file's tests make many threads for few users, and the limits have tests
  * of their own in the threads service.
  */
-export async function startPeers(nats: IsolatedNats): Promise<Peers> {
+export async function startPeers(nats: IsolatedNats, extraEnv: Record<string, string> = {}): Promise<Peers> {
   const dbPrefix = uniqueDbPrefix();
   const reposDir = mkdtempSync(join(tmpdir(), 'threadwork-gateway-repos-'));
   const env: Record<string, string> = {
@@ -30,6 +30,7 @@ export async function startPeers(nats: IsolatedNats): Promise<Peers> {
     REPOHOST_LOCAL_DIR: reposDir,
     MAX_LIVE_RUNS_PER_USER: '1000',
     THREADS_PER_MINUTE_PER_USER: '100000',
+    ...extraEnv,
   };
   const as = (identity: NatsIdentity) => ({
     ...env,

@@ -25,4 +25,12 @@ describe('runs config', () => {
     expect(() => loadConfig(RunsConfig, { DEFAULT_HARNESS: 'claude.code' })).toThrow(ConfigError);
     expect(() => loadConfig(RunsConfig, { RUN_MAX_ATTEMPTS: '0' })).toThrow(/RUN_MAX_ATTEMPTS/);
   });
+
+  it('stops on a harness default its own lists would refuse', () => {
+    expect(() => loadConfig(RunsConfig, { CODEX_MODELS: 'o3,o4' })).toThrow(/CODEX_MODEL: the default model of codex/);
+    expect(() => loadConfig(RunsConfig, { CLAUDE_REASONING_EFFORT: 'minimal' })).toThrow(/CLAUDE_REASONING_EFFORT/);
+    expect(() => loadConfig(RunsConfig, { HARNESSES: 'claude-code' })).toThrow(
+      /DEFAULT_HARNESS: must be one of HARNESSES/,
+    );
+  });
 });

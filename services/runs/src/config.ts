@@ -1,4 +1,4 @@
-import { harnessList, Id, subjects } from '@threadwork/contracts';
+import { harnessCatalogIssues, harnessCatalogShape } from '@threadwork/contracts';
 import { baseConfigShape, env } from '@threadwork/platform';
 import { z } from 'zod';
 
@@ -7,14 +7,13 @@ export const RunsConfig = z
     ...baseConfigShape,
     /** How long a run's events are kept in RUN_EVENTS (0 = until other limits apply). */
     RUN_EVENTS_MAX_AGE_MS: env.duration(30 * 24 * 60 * 60 * 1000),
-    /** Harness of a run whose admission names none; also the RUN_JOBS subject its job goes to. */
-    DEFAULT_HARNESS: Id.refine(isSubjectToken, 'must be usable as one NATS subject token').default('codex'),
-    /** The harnesses this deployment's runners serve: a run for another is refused. */
-    HARNESSES: harnessList,
-    /** Model of a run whose admission names none. */
-    DEFAULT_MODEL: Id.default('gpt-5-codex'),
-    /** Reasoning effort of a run whose admission names none. */
-    DEFAULT_REASONING_EFFORT: Id.default('medium'),
+    /**
+     * The harness catalog (HARNESSES, DEFAULT_HARNESS, CODEX_MODEL, CODEX_MODELS, …; see
+     * harness-catalog.ts in contracts): a run for a harness not served is refused, and a run that
+     * names no model or reasoning effort gets its harness's defaults. DEFAULT_HARNESS is also the
+     * RUN_JOBS subject a run naming no harness goes to. Threads reads the same variables.
+     */
+    ...harnessCatalogShape,
     /**
      * How many runners may claim one run (the first claim included). A job redelivered after the
      * last one fails the run with `runner_lost` instead of being tried again.
@@ -61,9 +60,8 @@ export const RunsConfig = z
       .default(-1),
   })
   .superRefine((config, ctx) => {
-    if (!config.HARNESSES.includes(config.DEFAULT_HARNESS)) {
-      ctx.addIssue({ code: 'custom', path: ['DEFAULT_HARNESS'], message: 'must be one of HARNESSES' });
-    }
+    for (const { path, message } of harnessCatalogIssues(config))
+      ctx.addIssue({ code: 'custom', path: [path], message });
     if (config.RUN_LEASE_MS !== undefined && config.RUN_LEASE_MS < config.JOB_ACK_WAIT_MS) {
       ctx.addIssue({ code: 'custom', path: ['RUN_LEASE_MS'], message: 'must not be shorter than JOB_ACK_WAIT_MS' });
     }
@@ -72,12 +70,3 @@ export type RunsConfig = z.output<typeof RunsConfig>;
 
 /** How long a holder's lease on its run lasts after it was last heard from. */
 export const leaseMs = (config: RunsConfig): number => config.RUN_LEASE_MS ?? config.JOB_ACK_WAIT_MS;
-
-function isSubjectToken(value: string): boolean {
-  try {
-    subjects.runJobs(value);
-    return true;
-  } catch {
-    return false;
-  }
-}

@@ -1,4 +1,4 @@
-import { CONSUMERS, SERVICES } from '@threadwork/contracts';
+import { CONSUMERS, harnessCatalog, SERVICES } from '@threadwork/contracts';
 import { bootService, consumeDomain, serveRoutes, startRuntime, type StartedService } from '@threadwork/platform';
 import type { ThreadsConfig } from './config.js';
 import { SerialByKey } from './domain/limits.js';
@@ -28,7 +28,7 @@ export async function startThreads(config: ThreadsConfig): Promise<StartedServic
       store,
       peers: createPeers(nc),
       logger,
-      harnesses: config.HARNESSES,
+      harnesses: harnessCatalog(config),
       limits: {
         liveRunsPerUser: config.MAX_LIVE_RUNS_PER_USER,
         threadsPerMinute: config.THREADS_PER_MINUTE_PER_USER,

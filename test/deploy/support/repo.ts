@@ -44,9 +44,15 @@ const AMBIENT = ['OTEL_EXPORTER_OTLP_ENDPOINT', 'OTEL_SERVICE_NAME', 'NODE_ENV',
 
 /** Every environment variable `service` understands, so a misspelt one in a deployment file is caught. */
 export function knownEnv(service: string): Set<string> {
+  const config = `services/${service}/src/config.ts`;
+  // The harness catalog's variables are defined once in contracts and spread into the configs that read them.
+  const catalog = readRepoFile(config).includes('...harnessCatalogShape')
+    ? configKeys('libs/contracts/src/harness-catalog.ts')
+    : [];
   return new Set([
     ...configKeys('libs/platform/src/config.ts'),
-    ...configKeys(`services/${service}/src/config.ts`),
+    ...configKeys(config),
+    ...catalog,
     ...(ANNOUNCED[service] ?? []),
     ...AMBIENT,
   ]);

@@ -1,5 +1,6 @@
 import { z } from 'zod';
 import { ErrorBody } from '../errors.js';
+import { Harness, HarnessList } from './harnesses.js';
 import {
   ControlList,
   ControlSubmission,
@@ -57,6 +58,8 @@ export const API_COMPONENTS: Record<string, z.ZodType> = {
   CreateTaskBody,
   CreateThreadBody,
   ErrorBody,
+  Harness,
+  HarnessList,
   Installation,
   InstallSession,
   InstallSessionRequest,

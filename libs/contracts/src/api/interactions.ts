@@ -36,8 +36,38 @@ export const TextAnswer = z.object({
 });
 export type TextAnswer = z.infer<typeof TextAnswer>;
 
+/** An answer to a `question` interaction's question: the options chosen or the text typed. */
 export const AnswerEntry = z.discriminatedUnion('kind', [OptionsAnswer, TextAnswer]);
 export type AnswerEntry = z.infer<typeof AnswerEntry>;
+
+/** Accepts the plan of a `plan_approval` interaction: the turn carries on in the default mode and carries it out. */
+export const ApproveAnswer = z
+  .strictObject({ kind: z.literal('approve') })
+  .describe('Accepts the plan of a `plan_approval` interaction: the turn carries on in the default mode.');
+export type ApproveAnswer = z.infer<typeof ApproveAnswer>;
+
+/** Turns the plan down; the agent revises it (along `comment`, bounded like a prompt) and asks again. */
+export const RejectAnswer = z
+  .strictObject({ kind: z.literal('reject'), comment: z.string().min(1).max(PROMPT_MAX_LENGTH).optional() })
+  .describe(
+    'Turns the plan of a `plan_approval` interaction down: the agent revises it, following `comment` when given, and asks again.',
+  );
+export type RejectAnswer = z.infer<typeof RejectAnswer>;
+
+/** An answer to a `plan_approval` interaction's one question (the plan). */
+export const PlanAnswerEntry = z.discriminatedUnion('kind', [ApproveAnswer, RejectAnswer]);
+export type PlanAnswerEntry = z.infer<typeof PlanAnswerEntry>;
+
+/**
+ * Any answer to one question: `options` or `text` for a `question` interaction, `approve` or
+ * `reject` for a `plan_approval` one.
+ */
+export const InteractionAnswerEntry = z
+  .discriminatedUnion('kind', [OptionsAnswer, TextAnswer, ApproveAnswer, RejectAnswer])
+  .describe(
+    'An answer to one question: `options` or `text` for a `question` interaction; `approve` or `reject` (with an optional `comment`) for a `plan_approval` one.',
+  );
+export type InteractionAnswerEntry = z.infer<typeof InteractionAnswerEntry>;
 
 /** Stands in for the answer to an `isSecret` question in every response. */
 export const RedactedAnswer = z.object({
@@ -46,11 +76,21 @@ export const RedactedAnswer = z.object({
 export type RedactedAnswer = z.infer<typeof RedactedAnswer>;
 
 /** An answer as responses show it: as given, or redacted. */
-export const PublicAnswerEntry = z.discriminatedUnion('kind', [OptionsAnswer, TextAnswer, RedactedAnswer]);
+export const PublicAnswerEntry = z.discriminatedUnion('kind', [
+  OptionsAnswer,
+  TextAnswer,
+  ApproveAnswer,
+  RejectAnswer,
+  RedactedAnswer,
+]);
 export type PublicAnswerEntry = z.infer<typeof PublicAnswerEntry>;
 
 /** Keyed by question id. */
-export const AnswerMap = z.record(Id, AnswerEntry);
+export const AnswerMap = z
+  .record(Id, InteractionAnswerEntry)
+  .describe(
+    'Answers by question id. A `question` interaction takes `options` or `text` entries (unanswered questions allowed); a `plan_approval` takes exactly one entry for its one question (the plan): `approve` (the turn continues in the default mode) or `reject` with an optional `comment` (the agent revises the plan).',
+  );
 export type AnswerMap = z.infer<typeof AnswerMap>;
 
 export const PublicAnswerMap = z.record(Id, PublicAnswerEntry);
@@ -89,7 +129,9 @@ export const Interaction = z.object({
   id: Id,
   run_id: Id,
   thread_id: Id,
-  kind: InteractionKind,
+  kind: InteractionKind.describe(
+    '`question`: the agent asks; `plan_approval`: the agent proposes a plan, carried as the `question` of the one question, and waits for approve or reject.',
+  ),
   status: InteractionStatus,
   questions: z.array(Question),
   answers: PublicAnswerMap,

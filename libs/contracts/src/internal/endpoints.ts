@@ -1,5 +1,6 @@
 import { z } from 'zod';
 import { ControlList, ControlSubmission, TaskControlList } from '../api/controls.js';
+import { HarnessList } from '../api/harnesses.js';
 import { AnswerResult, Interaction, InteractionList } from '../api/interactions.js';
 import { MessageAccepted, MessagePage } from '../api/messages.js';
 import { InstallSession, LinkedInstallation, ProviderConnection, RepositoryList } from '../api/repohost.js';
@@ -124,6 +125,8 @@ export const rpc = {
     release: defineEndpoint(SERVICES.runs.subjects.release, ReleaseRequest, ReleaseResponse),
     attest: defineEndpoint(SERVICES.runs.subjects.attest, AttestRequest, AttestResponse),
     attestation: defineEndpoint(SERVICES.runs.subjects.attestation, AttestationRequest, AttestationResponse),
+    /** The harness catalog the runs service was configured with (GET /v1/harnesses). */
+    harnesses: defineEndpoint(SERVICES.runs.subjects.harnesses, z.object({}), HarnessList),
   },
   threads: {
     create: defineEndpoint(SERVICES.threads.subjects.create, CreateRequest, z.union([ThreadWithRun, TaskWithRun])),

@@ -32,6 +32,7 @@ export const OPERATION_IDS: Readonly<Record<string, string>> = {
   'GET /v1/repohost/setup': 'completeRepohostSetup',
   'POST /v1/repohost/installations': 'linkRepohostInstallation',
   'POST /v1/repohost/webhooks': 'receiveGithubWebhook',
+  'GET /v1/harnesses': 'listHarnesses',
   'GET /v1/openapi.json': 'getOpenApiDocument',
   'GET /healthz': 'getLiveness',
   'GET /readyz': 'getReadiness',

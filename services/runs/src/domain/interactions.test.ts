@@ -61,3 +61,37 @@ describe('redaction', () => {
     ).toEqual({ file: { kind: 'options', optionIds: ['README.md'] }, token: { kind: 'redacted' } });
   });
 });
+
+describe('plan approval answers', () => {
+  const plan: Question = { ...free, id: 'plan', header: 'Plan', question: '1. Edit README.md\n2. Run the tests' };
+
+  it('takes approve, or reject with or without a comment, on its one question', () => {
+    for (const answer of [
+      { kind: 'approve' },
+      { kind: 'reject' },
+      { kind: 'reject', comment: 'Test first' },
+    ] as const) {
+      expect(checkAnswers([plan], { plan: answer }, 'plan_approval')).toEqual({ ok: true });
+    }
+  });
+
+  it('refuses options or text on a plan, and approve or reject on a question', () => {
+    expect(checkAnswers([plan], { plan: { kind: 'text', text: 'ok' } }, 'plan_approval')).toMatchObject({
+      ok: false,
+      question_id: 'plan',
+      message: expect.stringContaining('approve or reject'),
+    });
+    expect(checkAnswers(questions, { free: { kind: 'approve' } })).toMatchObject({
+      ok: false,
+      question_id: 'free',
+      message: expect.stringContaining('approve and reject answer a plan approval'),
+    });
+  });
+
+  it('refuses a question the plan approval does not have', () => {
+    expect(checkAnswers([plan], { other: { kind: 'approve' } }, 'plan_approval')).toMatchObject({
+      ok: false,
+      question_id: 'other',
+    });
+  });
+});

@@ -1,4 +1,11 @@
-import { subjects, type AdmitRequest, type RunTicket } from '@threadwork/contracts';
+import {
+  findHarness,
+  harnessCatalog,
+  subjects,
+  unservedHarness,
+  type AdmitRequest,
+  type RunTicket,
+} from '@threadwork/contracts';
 import {
   activeTraceId,
   AppError,
@@ -27,10 +34,13 @@ import { settleIfTerminal } from './finish.js';
 const SLOT_TRIES = 5;
 
 export async function admitRun(ctx: RunsContext, req: AdmitRequest): Promise<{ run: RunDoc; created: boolean }> {
-  const harness = req.harness ?? ctx.config.DEFAULT_HARNESS;
-  if (!ctx.config.HARNESSES.includes(harness)) {
-    throw invalidRequest(`harness: not a harness this deployment serves (${ctx.config.HARNESSES.join(', ')})`);
-  }
+  // Only the harness is checked here: threads checks a new thread's model and effort against the
+  // catalog, and a follow-up on an older thread keeps what it was created with even if the catalog
+  // has narrowed since.
+  const catalog = harnessCatalog(ctx.config);
+  const harness = req.harness ?? catalog.default_harness;
+  const entry = findHarness(catalog, harness);
+  if (!entry) throw invalidRequest(unservedHarness(catalog));
   subjectOrInvalid(() => subjects.runJobs(harness));
   if (req.run_id !== undefined) subjectOrInvalid(() => subjects.runEvents(req.run_id as string));
 
@@ -54,8 +64,8 @@ export async function admitRun(ctx: RunsContext, req: AdmitRequest): Promise<{ r
     attempt: 0,
     transitions: 0,
     harness,
-    model: req.model ?? ctx.config.DEFAULT_MODEL,
-    reasoning_effort: req.reasoning_effort ?? ctx.config.DEFAULT_REASONING_EFFORT,
+    model: req.model ?? entry.default_model,
+    reasoning_effort: req.reasoning_effort ?? entry.default_reasoning_effort,
     collaboration_mode: req.collaboration_mode ?? 'default',
     runner_id: null,
     sandbox_id: null,

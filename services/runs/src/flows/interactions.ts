@@ -114,7 +114,7 @@ export async function answerInteraction(
   const now = new Date();
   let settlement: SettlementDoc;
   if (request.action === 'answer') {
-    const check = checkAnswers(doc.questions, request.answers);
+    const check = checkAnswers(doc.questions, request.answers, doc.kind);
     if (!check.ok) throw invalidRequest(check.message, check.question_id ? { question_id: check.question_id } : {});
     settlement = { _id: doc._id, status: 'answered', answers: request.answers, cancelled_by: null, resolved_at: now };
   } else {

@@ -1,4 +1,4 @@
-import { rpc } from '@threadwork/contracts';
+import { harnessCatalog, harnessView, rpc } from '@threadwork/contracts';
 import { route, type RpcRoute } from '@threadwork/platform';
 import { admitRun } from '../flows/admission.js';
 import { attestEvent, checkAttestation } from '../flows/attestations.js';
@@ -23,6 +23,11 @@ import { toRun } from '../store/runs.js';
 
 export function runsRoutes(ctx: RunsContext): RpcRoute[] {
   return [
+    route(rpc.runs.harnesses, async () => {
+      // Read from the configuration the runs service admits with, so the list cannot drift from it.
+      const catalog = harnessCatalog(ctx.config);
+      return { harnesses: catalog.harnesses.map((entry) => harnessView(catalog, entry)) };
+    }),
     route(rpc.runs.admit, async (req) => {
       const { run, created } = await admitRun(ctx, req);
       return { run: toRun(run), created };

@@ -1,7 +1,7 @@
 import type {
-  AnswerEntry,
   CancelledBy,
   Interaction,
+  InteractionAnswerEntry,
   InteractionKind,
   InteractionStatus,
   Question,
@@ -20,7 +20,7 @@ export interface InteractionDoc {
   kind: InteractionKind;
   questions: Question[];
   status: InteractionStatus;
-  answers: Record<string, AnswerEntry>;
+  answers: Record<string, InteractionAnswerEntry>;
   cancelled_by: CancelledBy | null;
   created_at: Date;
   resolved_at: Date | null;
@@ -33,7 +33,7 @@ export interface InteractionDoc {
 export interface SettlementDoc {
   _id: string;
   status: Exclude<InteractionStatus, 'pending'>;
-  answers: Record<string, AnswerEntry>;
+  answers: Record<string, InteractionAnswerEntry>;
   cancelled_by: CancelledBy | null;
   resolved_at: Date;
 }

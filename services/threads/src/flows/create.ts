@@ -1,12 +1,13 @@
-import type {
-  CreateThreadBody,
-  HostedRepository,
-  Run,
-  Task,
-  TaskWithRun,
-  Thread,
-  ThreadWithRun,
-  View,
+import {
+  harnessChoiceProblem,
+  type CreateThreadBody,
+  type HostedRepository,
+  type Run,
+  type Task,
+  type TaskWithRun,
+  type Thread,
+  type ThreadWithRun,
+  type View,
 } from '@threadwork/contracts';
 import { invalidRequest } from '@threadwork/platform';
 import { messageAdmissionKey, requestHash, requestKey } from '../domain/idempotency.js';
@@ -47,10 +48,10 @@ export async function createThread(
   { owner_id: ownerId, view, body }: { owner_id: string; view: View; body: CreateThreadBody },
 ): Promise<ThreadWithRun | TaskWithRun> {
   const { peers } = deps;
-  // Refused before anything is written: a job for a harness no runner serves would wait for good.
-  if (body.harness !== undefined && !deps.harnesses.includes(body.harness)) {
-    throw invalidRequest(`body.harness: not a harness this deployment serves (${deps.harnesses.join(', ')})`);
-  }
+  // Refused before anything is written: a job for a harness no runner serves would wait for good,
+  // and a model or effort its harness does not take would fail the run only once a runner has it.
+  const problem = harnessChoiceProblem(deps.harnesses, body, 'body.');
+  if (problem) throw invalidRequest(problem);
   const repositoryIds = orderedRepositoryIds(body);
   const repositories = inRequestedOrder(repositoryIds, await peers.access(ownerId, repositoryIds));
   const key = body.client_request_id ? requestKey(ownerId, 'create', body.client_request_id) : null;

@@ -1,3 +1,4 @@
+import type { HarnessCatalog } from '@threadwork/contracts';
 import type { Logger } from '@threadwork/platform';
 import type { ThreadsStore } from '../store/store.js';
 import type { Peers } from '../clients/peers.js';
@@ -19,8 +20,8 @@ export interface Deps {
   store: ThreadsStore;
   peers: Peers;
   logger: Logger;
-  /** The harnesses the deployment serves (HARNESSES). */
-  harnesses: readonly string[];
+  /** The harnesses the deployment serves, with the models and efforts each takes (HARNESSES, …). */
+  harnesses: HarnessCatalog;
   limits: Limits;
   /** One admission decision at a time per user on this replica (keyed by owner id). */
   serial: SerialByKey;
