@@ -119,7 +119,7 @@ export async function startAgentStack(
   const stack = await startBaseStack({ ...fake.runnerEnv(MODEL_KEY), HARNESSES: harness }, () => fake.close(), {
     ...options,
     runs: { HARNESSES: harness, DEFAULT_HARNESS: harness, ...options.runs },
-    threads: { HARNESSES: harness, ...options.threads },
+    threads: { HARNESSES: harness, DEFAULT_HARNESS: harness, ...options.threads },
   });
   return Object.assign(stack, { harness, agent: fake });
 }

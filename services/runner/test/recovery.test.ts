@@ -4,21 +4,17 @@ import { join } from 'node:path';
 import { loadConfig } from '@threadwork/platform';
 import { say, shell, type FakeScript } from '@threadwork/testing';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { descendants } from '../src/harness/processes.js';
 import { RunnerConfig, startRunner } from '../src/index.js';
 import {
   admitRun,
   alive,
-  chunks,
   getRun,
   harnessesOf,
   readLog,
   shape,
   startStack,
   waitFor,
-  waitForStatus,
   waitForTerminal,
-  type Env,
   type Stack,
 } from './helpers.js';
 import { startRunnerProcess } from './support/runner-process.js';
@@ -41,14 +37,6 @@ const scripts = new Map<string, FakeScript>([
   ],
 ]);
 
-function isCodex(pid: number): boolean {
-  try {
-    return readFileSync(`/proc/${pid}/cmdline`, 'utf8').includes('codex');
-  } catch {
-    return false;
-  }
-}
-
 describe('a runner that crashes mid-run', () => {
   let stack: Stack;
   let crashed: ChildProcess | undefined;
@@ -60,48 +48,6 @@ describe('a runner that crashes mid-run', () => {
   afterAll(async () => {
     if (crashed?.pid && alive(crashed.pid)) crashed.kill('SIGKILL');
     await stack?.stop();
-  });
-
-  it('is replaced by another runner: the run completes on attempt 1 with one ordered log and one terminal event', async () => {
-    crashed = await startRunnerProcess(stack.runnerEnv());
-    const admitted = await admitRun(stack, 'RECOVER from a crash');
-    await waitForStatus(stack, admitted.run.id, ['running']);
-    await waitFor('the model to be asked', () =>
-      stack.fake.requests.some((r) => r.lastUserText === 'RECOVER from a crash'),
-    );
-    const codex = descendants(crashed.pid as number).find(isCodex);
-    expect(codex).toBeDefined();
-
-    // The crash, and a second runner to pick up the pieces.
-    crashed.kill('SIGKILL');
-    await waitFor('the crashed runner to be gone', () => !alive(crashed?.pid as number));
-    stack.runner = await startRunner(loadConfig(RunnerConfig, stack.runnerEnv()));
-    // Its harness went with it (it is started with a parent-death signal).
-    await waitFor('the crashed runner’s harness to exit', () => !alive(codex as number));
-
-    const run = await waitForTerminal(stack, admitted.run.id);
-    expect(run.status).toBe('completed');
-    expect(run.attempt).toBe(1);
-
-    const events = await readLog(stack.nc, run.id);
-    const sequences = events.map((e) => e.sequence);
-    expect(new Set(sequences).size).toBe(sequences.length);
-    expect(sequences).toEqual([...sequences].sort((a, b) => a - b));
-    const log = shape(events);
-    expect(
-      log.filter((t) => ['run.status:completed', 'run.status:failed', 'run.status:cancelled'].includes(t)),
-    ).toEqual(['run.status:completed']);
-    expect(log.at(-1)).toBe('run.status:completed');
-    // Attempt 0's events, then attempt 1's: the status events carry their attempt.
-    const attempts = chunks(events)
-      .filter((c) => c.type === 'run.status')
-      .map((c) => c.attempt);
-    expect(attempts).toEqual([...attempts].sort());
-    // The turn ran again in the same workspace, in the resumed Codex session.
-    const workspace = join(stack.sandboxRoot, admitted.threadId, 'app');
-    expect(readFileSync(join(workspace, 'recovered.txt'), 'utf8')).toBe('recovered\n');
-    const resumed = stack.fake.requests.find((r) => r.metadata.threadwork_attempt === '1');
-    expect(resumed?.userTexts).toEqual(['RECOVER from a crash', 'RECOVER from a crash']);
   });
 
   it.each([

@@ -1,6 +1,6 @@
 import { RUN_STATUSES } from '@threadwork/contracts';
 import { describe, expect, it } from 'vitest';
-import { continuesLostTurn, decideOutcome, harnessAnswers, stepsTo } from './outcome.js';
+import { continuesLostTurn, decideOutcome, harnessAnswers, planDecision, stepsTo } from './outcome.js';
 
 describe('the end of a run', () => {
   const error = { code: 'model_error', message: 'HTTP 500' };
@@ -72,5 +72,19 @@ describe('the end of a run', () => {
       }),
     ).toEqual({ file: ['NOTES.md'], why: ['because'] });
     expect(harnessAnswers('cancelled', {})).toEqual({});
+  });
+
+  it('turns a settled plan approval into the harness’s decision: anything but approve is a rejection', () => {
+    expect(planDecision('answered', { plan: { kind: 'approve' } })).toEqual({ approved: true });
+    expect(planDecision('answered', { plan: { kind: 'reject', comment: 'smaller steps' } })).toEqual({
+      approved: false,
+      comment: 'smaller steps',
+    });
+    expect(planDecision('answered', { plan: { kind: 'reject' } })).toEqual({ approved: false, comment: null });
+    expect(planDecision('answered', { plan: { kind: 'options', optionIds: ['yes'] } })).toEqual({
+      approved: false,
+      comment: null,
+    });
+    expect(planDecision('cancelled', {})).toEqual({ approved: false, comment: null });
   });
 });

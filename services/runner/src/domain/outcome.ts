@@ -1,4 +1,11 @@
-import { AnswerEntry, runMovesTo, type RunError, type RunStatus, type TerminalRunStatus } from '@threadwork/contracts';
+import {
+  AnswerEntry,
+  PlanAnswerEntry,
+  runMovesTo,
+  type RunError,
+  type RunStatus,
+  type TerminalRunStatus,
+} from '@threadwork/contracts';
 import type { PlanDecision } from '../harness/harness.js';
 
 // Pure decisions at the end of a run: what a turn's outcome means for the run, how to get there
@@ -118,9 +125,9 @@ export function harnessAnswers(status: string, answers: Record<string, unknown>)
  */
 export function planDecision(status: string, answers: Record<string, unknown>): PlanDecision {
   if (status !== 'answered') return { approved: false, comment: null };
-  const parsed = AnswerEntry.safeParse(answers.plan);
+  const parsed = PlanAnswerEntry.safeParse(answers.plan);
   if (!parsed.success) return { approved: false, comment: null };
-  if (parsed.data.kind === 'approve') return { approved: true };
-  if (parsed.data.kind === 'reject') return { approved: false, comment: parsed.data.comment ?? null };
-  return { approved: false, comment: null };
+  return parsed.data.kind === 'approve'
+    ? { approved: true }
+    : { approved: false, comment: parsed.data.comment ?? null };
 }
