@@ -46,6 +46,7 @@ export interface StackOptions {
   /** Runner variables over the defaults (undefined removes one). */
   runner?: Env;
   runs?: Env;
+  threads?: Env;
   /**
    * Where the test's directory (and so SANDBOX_ROOT) goes; the system's temporary directory by
    * default. A required jail with Codex's sandbox needs sandboxes outside it (/var/tmp).
@@ -107,7 +108,9 @@ export async function startStack(scripts: Map<string, FakeScript>, options: Stac
     ...options.runner,
     ...extra,
   });
-  const threads = await startThreads(loadConfig(ThreadsConfig, baseServiceEnv(nats.env('threads'), dbPrefix)));
+  const threads = await startThreads(
+    loadConfig(ThreadsConfig, { ...baseServiceEnv(nats.env('threads'), dbPrefix), ...options.threads }),
+  );
   const mongo: MongoClient = await connectMongo({ url: baseEnv.MONGO_URL!, appName: 'runner-test' });
   const controls = mongo.db(serviceDbName(dbPrefix, 'threads')).collection<{ _id: string }>('controls');
   const runner = await startRunner(loadConfig(RunnerConfig, runnerEnv()));
