@@ -54,7 +54,10 @@ export const RunnerConfig = z
     SANDBOX_IDLE_MS: env.duration(10 * 60_000),
     /** How often a live run's state is read back, for a cancel or an answer whose signal was missed. */
     RUN_POLL_MS: z.coerce.number().int().min(100).default(2_000),
-    /** Scripted demo model in-process instead of MODEL_BASE_URL (no keys needed; replies are scripted). */
+    /**
+     * Scripted demo model in-process instead of MODEL_BASE_URL and CLAUDE_BASE_URL, for both harnesses
+     * (no keys needed; replies are scripted).
+     */
     THREADWORK_DEMO: env.bool(false),
     /**
      * Codex's own sandbox around each command the agent runs (a second layer inside the jail):

@@ -40,9 +40,9 @@ export async function startRunner(config: RunnerConfig): Promise<RunnerService> 
     if (config.THREADWORK_DEMO) {
       const model = await startDemoModel();
       lifecycle.add('demo-model', () => model.close());
-      demo = { responses: model.baseUrl, messages: model.messagesUrl };
+      demo = { responses: model.baseUrl, messages: model.messagesUrl, onTurn: model.onTurn };
       logger.warn(
-        { model_base_url: model.baseUrl },
+        { model_base_url: model.baseUrl, claude_base_url: model.messagesUrl },
         'THREADWORK_DEMO=1: agent replies are SCRIPTED by a built-in demo model; no real model is called ' +
           '(start the runs service with DEFAULT_MODEL=demo-scripted so runs show it)',
       );

@@ -1,62 +1,79 @@
 import { describe, expect, it } from 'vitest';
-import { demoReply, type DemoItem } from './script.js';
+import { demoActions, type DemoStep, type DemoView, type StepOutput } from './script.js';
 
-// Requests as Codex sends them, reduced to what the script reads.
-function body(opts: { plan?: boolean; outputs?: [string, string][]; runId?: string }): Record<string, unknown> {
+// The script's decisions, whatever the protocol: each view is what an adapter read of a request.
+
+function view(opts: Partial<DemoView> & { done?: [DemoStep, string, boolean?][] } = {}): DemoView {
+  const outputs = new Map<DemoStep, StepOutput>(
+    (opts.done ?? []).map(([step, text, refused]) => [step, { text, refused: refused ?? false }]),
+  );
   return {
-    client_metadata: { 'x-codex-turn-metadata': JSON.stringify({ threadwork_run_id: opts.runId ?? 'run_1' }) },
-    input: [
-      ...(opts.plan
-        ? [
-            {
-              type: 'message',
-              role: 'developer',
-              content: [{ type: 'input_text', text: '<collaboration_mode># Plan Mode' }],
-            },
-          ]
-        : []),
-      { type: 'message', role: 'user', content: [{ type: 'input_text', text: '<environment_context>…' }] },
-      { type: 'message', role: 'user', content: [{ type: 'input_text', text: 'Fix it' }] },
-      ...(opts.outputs ?? []).map(([call_id, output]) => ({ type: 'function_call_output', call_id, output })),
-    ],
+    runId: 'run_1',
+    prompt: 'Fix it\nplease',
+    plan: false,
+    planApproval: false,
+    realModelSettings: 'SOME_URL and SOME_KEY',
+    outputs,
+    ...opts,
   };
 }
 
-const calls = (items: DemoItem[]) => items.flatMap((i) => (i.type === 'function_call' ? [i.call_id] : []));
+const kinds = (v: DemoView) => demoActions(v).map((a) => a.kind);
 
 describe('the demo script', () => {
-  it('asks first in plan mode, then looks, writes, appends to the chosen file and sums up', () => {
-    expect(calls(demoReply(body({ plan: true })))).toEqual(['tw_demo_run_1_ask']);
-    const answered: [string, string][] = [['tw_demo_run_1_ask', '{"answers":{"file":{"answers":["NOTES.md"]}}}']];
-    expect(calls(demoReply(body({ plan: true, outputs: answered })))).toEqual(['tw_demo_run_1_look']);
-    const looked: [string, string][] = [...answered, ['tw_demo_run_1_look', 'ok']];
-    const write = demoReply(body({ plan: true, outputs: looked }));
-    expect(JSON.stringify(write)).toContain('*** Add File: threadwork-demo-run_1.md');
-    expect(JSON.stringify(write)).toContain('> Fix it');
-    const wrote: [string, string][] = [...looked, ['tw_demo_run_1_write', 'ok']];
-    expect(JSON.stringify(demoReply(body({ plan: true, outputs: wrote })))).toContain(">> 'NOTES.md'");
-    const done = demoReply(body({ plan: true, outputs: [...wrote, ['tw_demo_run_1_append', 'ok']] }));
-    expect(done).toHaveLength(1);
-    expect(done[0]).toMatchObject({ type: 'message', text: expect.stringContaining('scripted') });
+  it('in plan mode asks which file first, then looks, creates the demo file, appends and sums up', () => {
+    expect(kinds(view({ plan: true }))).toEqual(['say', 'ask']);
+    const ask = demoActions(view({ plan: true })).find((a) => a.kind === 'ask');
+    expect(ask).toMatchObject({
+      question: { question: 'Which file should I change?', options: [{ label: 'README.md' }, { label: 'NOTES.md' }] },
+    });
+    const answered: [DemoStep, string][] = [['ask', '"Which file should I change?"="NOTES.md"']];
+    expect(kinds(view({ plan: true, done: answered }))).toEqual(['say', 'look']);
+    expect(demoActions(view({ plan: true, done: answered }))[1]).toMatchObject({ seconds: 3 });
+    const create = demoActions(view({ plan: true, done: [...answered, ['look', 'ok']] }));
+    expect(create).toEqual([
+      {
+        kind: 'create',
+        step: 'write',
+        path: 'threadwork-demo-run_1.md',
+        lines: ['# Threadwork demo', '', 'Run `run_1` was asked:', '', '> Fix it', '> please'],
+      },
+    ]);
+    const append = demoActions(view({ plan: true, done: [...answered, ['look', 'ok'], ['write', 'ok']] }));
+    expect(append).toEqual([
+      { kind: 'append', step: 'append', path: 'NOTES.md', line: 'Threadwork demo run run_1 was here (scripted).' },
+    ]);
+    const reply = demoActions(
+      view({ plan: true, done: [...answered, ['look', 'ok'], ['write', 'ok'], ['append', 'ok']] }),
+    );
+    expect(reply).toEqual([{ kind: 'say', text: expect.stringMatching(/scripted[\s\S]*SOME_URL and SOME_KEY/) }]);
   });
 
-  it('goes straight to work in the default mode, and keys its steps by run', () => {
-    expect(calls(demoReply(body({})))).toEqual(['tw_demo_run_1_look']);
-    // Steps of an earlier run of the thread do not count for this one.
-    expect(calls(demoReply(body({ runId: 'run_2', outputs: [['tw_demo_run_1_look', 'ok']] })))).toEqual([
-      'tw_demo_run_2_look',
+  it('proposes a plan after the question where plan mode waits for one, and changes nothing when it is rejected', () => {
+    const answered: [DemoStep, string][] = [['ask', '"NOTES.md"']];
+    const propose = demoActions(view({ plan: true, planApproval: true, done: answered }));
+    expect(propose.map((a) => a.kind)).toEqual(['say', 'propose_plan']);
+    expect(propose[1]).toMatchObject({ plan: expect.stringContaining('`NOTES.md`') });
+    // Approved, the agent is out of plan mode and goes to work.
+    expect(kinds(view({ plan: false, planApproval: true, done: [...answered, ['plan', 'ok']] }))).toEqual([
+      'say',
+      'look',
     ]);
+    const rejected = demoActions(view({ plan: true, planApproval: true, done: [...answered, ['plan', 'no', true]] }));
+    expect(rejected).toEqual([{ kind: 'say', text: expect.stringContaining('changed nothing') }]);
+  });
+
+  it('goes straight to work in the default mode and appends to README.md', () => {
+    expect(kinds(view())).toEqual(['say', 'look']);
     expect(
-      JSON.stringify(
-        demoReply(
-          body({
-            outputs: [
-              ['tw_demo_run_1_look', ''],
-              ['tw_demo_run_1_write', ''],
-            ],
-          }),
-        ),
+      demoActions(
+        view({
+          done: [
+            ['look', ''],
+            ['write', ''],
+          ],
+        }),
       ),
-    ).toContain(">> 'README.md'");
+    ).toMatchObject([{ path: 'README.md' }]);
   });
 });

@@ -1,107 +1,132 @@
-// The scripted agent of demo mode (DESIGN.md section 4b), as a pure function of one Responses API
-// request: Codex re-sends the whole conversation each time, so the next step follows from the tool
-// results already in it. Each step's call id names the run and the step, which keeps the script on
-// track across a steer (a new user message mid-turn) and across the runs of one thread.
-
-export type DemoItem =
-  | { type: 'message'; text: string }
-  | { type: 'function_call'; call_id: string; name: string; arguments: Record<string, unknown> };
+// The scripted agent of demo mode (DESIGN.md section 4b), as one pure function of what the
+// conversation says so far: the agent re-sends the whole conversation on each model call, so the
+// next step follows from the steps already done. It knows no protocol: responses.ts (Codex) and
+// messages.ts (Claude Code) read their requests into a DemoView and write its actions back out.
 
 export const DEMO_FILES = ['README.md', 'NOTES.md'] as const;
 
-type Step = 'ask' | 'look' | 'write' | 'append';
+/** The steps of a run, in order; each is done once its tool result is in the conversation. */
+export type DemoStep = 'ask' | 'plan' | 'look' | 'write' | 'append';
 
-interface Parsed {
-  runId: string;
-  prompt: string;
-  plan: boolean;
-  outputs: Map<string, string>;
+export interface StepOutput {
+  text: string;
+  /** The agent refused the step or the user declined it (a rejected plan). */
+  refused: boolean;
 }
 
-const INJECTED =
-  /^\s*<(environment_context|user_instructions|permissions|INSTRUCTIONS|collaboration_mode|turn_aborted)/;
+/** What the script reads of a request. */
+export interface DemoView {
+  runId: string;
+  /** The user's latest message. */
+  prompt: string;
+  /** The run is in plan collaboration mode. */
+  plan: boolean;
+  /**
+   * Plan mode is read-only until the user approves a plan (Claude Code): after the question the
+   * agent proposes one. Codex's plan mode lets the agent go on once the question is answered.
+   */
+  planApproval: boolean;
+  /** What to set instead of demo mode for a real model, for the closing reply. */
+  realModelSettings: string;
+  /** The output of each step done in this run. */
+  outputs: ReadonlyMap<DemoStep, StepOutput>;
+}
 
-export function demoReply(body: Record<string, unknown>): DemoItem[] {
-  const req = parse(body);
-  const id = (step: Step) => `tw_demo_${req.runId}_${step}`;
-  const done = (step: Step) => req.outputs.has(id(step));
-  const file = chosenFile(req.outputs.get(id('ask')));
+export interface DemoQuestion {
+  id: string;
+  header: string;
+  question: string;
+  options: { label: string; description: string }[];
+}
 
-  if (req.plan && !done('ask')) {
+export type DemoAction =
+  | { kind: 'say'; text: string }
+  | { kind: 'ask'; step: 'ask'; question: DemoQuestion }
+  | { kind: 'propose_plan'; step: 'plan'; plan: string }
+  /** Looks around the repository with `command`, taking about `seconds` (a demo should be watchable). */
+  | { kind: 'look'; step: 'look'; command: string; seconds: number }
+  | { kind: 'create'; step: 'write'; path: string; lines: string[] }
+  | { kind: 'append'; step: 'append'; path: string; line: string };
+
+export const FILE_QUESTION: DemoQuestion = {
+  id: 'file',
+  header: 'File',
+  question: 'Which file should I change?',
+  options: [
+    { label: 'README.md', description: 'Append a line to the README' },
+    { label: 'NOTES.md', description: 'Append a line to NOTES.md (created if missing)' },
+  ],
+};
+
+export function demoActions(view: DemoView): DemoAction[] {
+  const done = (step: DemoStep) => view.outputs.has(step);
+  const file = chosenFile(view.outputs.get('ask')?.text);
+  const demoFile = `threadwork-demo-${view.runId}.md`;
+
+  if (view.plan && !done('ask')) {
     return [
-      { type: 'message', text: 'Demo mode (scripted): one question before I change anything.' },
+      { kind: 'say', text: 'Demo mode (scripted): one question before I change anything.' },
+      { kind: 'ask', step: 'ask', question: FILE_QUESTION },
+    ];
+  }
+  if (view.plan && view.planApproval && !done('plan')) {
+    return [
+      { kind: 'say', text: 'Here is the plan; I start once you approve it.' },
+      { kind: 'propose_plan', step: 'plan', plan: planText(demoFile, file) },
+    ];
+  }
+  if (view.outputs.get('plan')?.refused) {
+    return [
       {
-        type: 'function_call',
-        call_id: id('ask'),
-        name: 'request_user_input',
-        arguments: {
-          questions: [
-            {
-              id: 'file',
-              header: 'File',
-              question: 'Which file should I change?',
-              options: [
-                { label: 'README.md', description: 'Append a line to the README' },
-                { label: 'NOTES.md', description: 'Append a line to NOTES.md (created if missing)' },
-              ],
-            },
-          ],
-        },
+        kind: 'say',
+        text:
+          'This reply is scripted: Threadwork runs in demo mode (THREADWORK_DEMO=1), so no model was asked. ' +
+          'The plan was not approved, so I changed nothing. Send another message to start over.',
       },
     ];
   }
   if (!done('look')) {
     return [
-      { type: 'message', text: 'Looking around the repository first.' },
-      shell(id('look'), 'sleep 3; ls -la; git log --oneline -3'),
+      { kind: 'say', text: 'Looking around the repository first.' },
+      { kind: 'look', step: 'look', command: 'ls -la; git log --oneline -3', seconds: 3 },
     ];
   }
-  const demoFile = `threadwork-demo-${req.runId}.md`;
   if (!done('write')) {
     const lines = [
       '# Threadwork demo',
       '',
-      `Run \`${req.runId}\` was asked:`,
+      `Run \`${view.runId}\` was asked:`,
       '',
-      ...req.prompt.split('\n').map((l) => `> ${l}`),
+      ...view.prompt.split('\n').map((l) => `> ${l}`),
     ];
-    return [shell(id('write'), applyPatchAdd(demoFile, lines))];
+    return [{ kind: 'create', step: 'write', path: demoFile, lines }];
   }
   if (!done('append')) {
-    const line = `Threadwork demo run ${req.runId} was here (scripted).`;
-    return [shell(id('append'), `printf '%s\\n' ${quote(line)} >> ${quote(file)}`)];
+    return [
+      { kind: 'append', step: 'append', path: file, line: `Threadwork demo run ${view.runId} was here (scripted).` },
+    ];
   }
   return [
     {
-      type: 'message',
+      kind: 'say',
       text:
         'This reply is scripted: Threadwork runs in demo mode (THREADWORK_DEMO=1), so no model was asked. ' +
         `I looked around the repository (\`ls -la\`, \`git log\`), created \`${demoFile}\` with your prompt and ` +
         `appended a line to \`${file}\`; the change is committed on the thread branch. ` +
-        'Set MODEL_BASE_URL and MODEL_API_KEY to run a real agent.',
+        `Set ${view.realModelSettings} to run a real agent.`,
     },
   ];
 }
 
-function shell(callId: string, cmd: string): DemoItem {
-  return { type: 'function_call', call_id: callId, name: 'exec_command', arguments: { cmd } };
-}
-
-/** Codex turns an `apply_patch` heredoc into a file change of its own (a `fileChange` item). */
-function applyPatchAdd(path: string, lines: string[]): string {
-  const body = lines.map((l) => `+${l}`);
+function planText(demoFile: string, file: string): string {
   return [
-    "apply_patch <<'THREADWORK_PATCH'",
-    '*** Begin Patch',
-    `*** Add File: ${path}`,
-    ...body,
-    '*** End Patch',
-    'THREADWORK_PATCH',
+    '# Demo plan (scripted)',
+    '',
+    '1. Look around the repository (`ls -la`, `git log`).',
+    `2. Create \`${demoFile}\` with your prompt.`,
+    `3. Append a line to \`${file}\`.`,
+    '',
   ].join('\n');
-}
-
-function quote(value: string): string {
-  return `'${value.replace(/'/g, `'\\''`)}'`;
 }
 
 /** The option the user picked, read from the question's tool result; README.md when there was none. */
@@ -112,40 +137,12 @@ function chosenFile(output: string | undefined): string {
   return 'README.md';
 }
 
-function parse(body: Record<string, unknown>): Parsed {
-  const input = Array.isArray(body.input) ? (body.input as Record<string, unknown>[]) : [];
-  let prompt = '';
-  let plan = false;
-  const outputs = new Map<string, string>();
-  for (const item of input) {
-    if (item.type === 'message') {
-      const text = textOf(item.content);
-      if (item.role === 'developer' && text.includes('<collaboration_mode># Plan Mode')) plan = true;
-      if (item.role === 'user' && text && !INJECTED.test(text) && !text.startsWith('# AGENTS.md')) prompt = text;
-    } else if (item.type === 'function_call_output' && typeof item.call_id === 'string') {
-      outputs.set(item.call_id, typeof item.output === 'string' ? item.output : JSON.stringify(item.output));
-    }
-  }
-  return { runId: runIdOf(body), prompt, plan, outputs };
+/** A run id as it may appear in a call id and a file name. */
+export function safeRunId(runId: string): string {
+  return runId.replace(/[^A-Za-z0-9_-]/g, '_');
 }
 
-function textOf(content: unknown): string {
-  if (typeof content === 'string') return content;
-  if (!Array.isArray(content)) return '';
-  return (content as Record<string, unknown>[]).map((c) => (typeof c.text === 'string' ? c.text : '')).join('\n');
-}
-
-/** The runner passes the run id as turn metadata, which Codex forwards in `client_metadata`. */
-function runIdOf(body: Record<string, unknown>): string {
-  const meta = body.client_metadata as Record<string, unknown> | undefined;
-  const turn = meta?.['x-codex-turn-metadata'];
-  if (typeof turn === 'string') {
-    try {
-      const parsed = JSON.parse(turn) as Record<string, unknown>;
-      if (typeof parsed.threadwork_run_id === 'string') return parsed.threadwork_run_id.replace(/[^A-Za-z0-9_-]/g, '_');
-    } catch {
-      // Not JSON: fall through.
-    }
-  }
-  return 'unknown';
+/** Quotes `value` for a POSIX shell. */
+export function shellQuote(value: string): string {
+  return `'${value.replace(/'/g, `'\\''`)}'`;
 }

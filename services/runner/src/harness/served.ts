@@ -19,6 +19,8 @@ export interface ServedHarnesses {
 export interface DemoEndpoints {
   responses: string;
   messages: string;
+  /** Tells the demo model which run a Claude Code session's turn is: it cannot read it from the request. */
+  onTurn(sessionId: string, runId: string | null): void;
 }
 
 /** Where a model endpoint is missing, the runner still takes jobs, and fails each with a clear message. */
@@ -66,7 +68,10 @@ export function serveHarnesses(
       // Demo mode's model takes no key: none is handed out.
       apiKey: demo ? null : (endpoint.apiKey ?? null),
     };
-    harnesses.set(name, name === 'codex' ? new CodexHarness(options) : new ClaudeHarness(options));
+    harnesses.set(
+      name,
+      name === 'codex' ? new CodexHarness(options) : new ClaudeHarness({ ...options, onTurn: demo?.onTurn }),
+    );
   }
   return { harnesses, unconfigured };
 }
