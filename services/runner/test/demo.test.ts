@@ -1,6 +1,6 @@
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { AnswerEntry, MessageCompletedEvent, rpc, type AnswerRequest, type Interaction } from '@threadwork/contracts';
+import { MessageCompletedEvent, rpc, type AnswerRequest, type Interaction } from '@threadwork/contracts';
 import { request } from '@threadwork/platform';
 import { waitFor } from '@threadwork/testing';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -19,10 +19,6 @@ import {
 // THREADWORK_DEMO=1: no model endpoint, no key; the scripted demo model plays DESIGN.md section 4b
 // through the real codex binary and the real Claude Code CLI, one runner serving both.
 
-// TODO: the plan approval's `approve` answer is not in the contract's AnswerEntry yet; the case
-// that approves a plan runs once it is (until then a plan can only be declined).
-const canApprove = AnswerEntry.safeParse({ kind: 'approve' }).success;
-
 const HARNESSES = [
   // Codex's plan mode lets the agent work once the question is answered.
   { harness: 'codex', approvesPlan: false },
@@ -36,7 +32,7 @@ describe('demo mode', () => {
     const harnesses = { HARNESSES: 'codex,claude-code' };
     stack = await startStack(new Map(), {
       runner: { THREADWORK_DEMO: '1', MODEL_BASE_URL: undefined, MODEL_API_KEY: undefined, ...harnesses },
-      runs: { DEFAULT_MODEL: 'demo-scripted', ...harnesses },
+      runs: { CODEX_MODEL: 'demo-scripted', CLAUDE_MODEL: 'demo-scripted', ...harnesses },
       threads: harnesses,
     });
   });
@@ -82,45 +78,38 @@ describe('demo mode', () => {
   }
 
   describe.each(HARNESSES)('with $harness', ({ harness, approvesPlan }) => {
-    it.skipIf(approvesPlan && !canApprove)(
-      'asks which file in plan mode, looks around, writes the demo file, appends a line, and says it is scripted',
-      async () => {
-        const prompt = 'Add a friendly note\nwith two lines';
-        const admitted = await admitRun(stack, prompt, { collaboration_mode: 'plan', model: undefined, harness });
-        expect(admitted.run.model).toBe('demo-scripted');
-        const approval = await answerQuestion(admitted, approvesPlan);
-        if (approval) {
-          // As `{ kind: 'approve' }` once the contract takes it (see canApprove).
-          const approve = { kind: 'approve' } as unknown as AnswerEntry;
-          await settle(admitted, approval, { action: 'answer', answers: { plan: approve } });
-        }
+    it('asks which file in plan mode, looks around, writes the demo file, appends a line, and says it is scripted', async () => {
+      const prompt = 'Add a friendly note\nwith two lines';
+      const admitted = await admitRun(stack, prompt, { collaboration_mode: 'plan', model: undefined, harness });
+      expect(admitted.run.model).toBe('demo-scripted');
+      const approval = await answerQuestion(admitted, approvesPlan);
+      if (approval) await settle(admitted, approval, { action: 'answer', answers: { plan: { kind: 'approve' } } });
 
-        const run = await waitForTerminal(stack, admitted.run.id);
-        expect(run.status).toBe('completed');
-        const workspace = join(stack.sandboxRoot, admitted.threadId, 'app');
-        const demoFile = readFileSync(join(workspace, `threadwork-demo-${run.id}.md`), 'utf8');
-        expect(demoFile).toContain('> Add a friendly note\n> with two lines');
-        expect(readFileSync(join(workspace, 'NOTES.md'), 'utf8')).toContain(`Threadwork demo run ${run.id} was here`);
-        expect(readFileSync(join(workspace, 'README.md'), 'utf8')).toBe('# App\n');
+      const run = await waitForTerminal(stack, admitted.run.id);
+      expect(run.status).toBe('completed');
+      const workspace = join(stack.sandboxRoot, admitted.threadId, 'app');
+      const demoFile = readFileSync(join(workspace, `threadwork-demo-${run.id}.md`), 'utf8');
+      expect(demoFile).toContain('> Add a friendly note\n> with two lines');
+      expect(readFileSync(join(workspace, 'NOTES.md'), 'utf8')).toContain(`Threadwork demo run ${run.id} was here`);
+      expect(readFileSync(join(workspace, 'README.md'), 'utf8')).toBe('# App\n');
 
-        const log = shape(await readLog(stack.nc, run.id));
-        const asked = ['interaction.requested', 'interaction.settled'];
-        expect(
-          isSubsequence(log, [
-            ...asked,
-            ...(approvesPlan ? asked : []),
-            'command.started',
-            'command.completed',
-            'file.changed',
-            'message.completed',
-            'run.status:completed',
-          ]),
-        ).toBe(true);
-        const reply = MessageCompletedEvent.parse(domainOf(stack, 'message.completed', run.id).at(-1)?.data);
-        expect(reply.text).toMatch(/scripted/);
-        expect(domainOf(stack, 'candidate.produced', run.id)).toHaveLength(1);
-      },
-    );
+      const log = shape(await readLog(stack.nc, run.id));
+      const asked = ['interaction.requested', 'interaction.settled'];
+      expect(
+        isSubsequence(log, [
+          ...asked,
+          ...(approvesPlan ? asked : []),
+          'command.started',
+          'command.completed',
+          'file.changed',
+          'message.completed',
+          'run.status:completed',
+        ]),
+      ).toBe(true);
+      const reply = MessageCompletedEvent.parse(domainOf(stack, 'message.completed', run.id).at(-1)?.data);
+      expect(reply.text).toMatch(/scripted/);
+      expect(domainOf(stack, 'candidate.produced', run.id)).toHaveLength(1);
+    });
 
     it('goes straight to work in the default mode and appends to README.md', async () => {
       const admitted = await admitRun(stack, 'Just do it', { model: undefined, harness });
