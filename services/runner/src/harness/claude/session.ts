@@ -184,7 +184,10 @@ export class ClaudeSession implements HarnessSession {
    */
   async interrupt(): Promise<void> {
     const turn = this.turn;
-    if (!turn || turn.interrupting) return;
+    // Before Claude Code has taken the prompt there is no turn of its to stop (an interrupt then
+    // would withdraw the prompt and leave the turn waiting for a result that never comes): the
+    // runner asks again once the turn has begun, as with Codex.
+    if (!turn?.started || turn.interrupting) return;
     turn.interrupting = true;
     // `cancelQueued` is the SDK's own option of the interrupt request (advertised by the CLI as
     // `interrupt_cancel_queued_v1`), not yet in its typings.
