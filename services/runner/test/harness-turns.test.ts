@@ -1,3 +1,4 @@
+import { readFileSync } from 'node:fs';
 import { CandidateProducedEvent, rpc } from '@threadwork/contracts';
 import { request } from '@threadwork/platform';
 import { agent } from '@threadwork/testing';
@@ -6,6 +7,7 @@ import {
   admitRun,
   chunks,
   domainOf,
+  filesUnder,
   git,
   isSubsequence,
   MODEL_KEY,
@@ -117,6 +119,10 @@ describe.each(agent.HARNESS_NAMES)('a run with %s', (harness) => {
     // The key reached the model endpoint, and nothing else: not the events, not the agent's `env`.
     expect(stack.agent.requests.at(-1)?.key).toBe(MODEL_KEY);
     expect(JSON.stringify(events)).not.toContain(MODEL_KEY);
+    // Nor the sandbox's files: the workspace, the agent's home, the harness's state and conversations.
+    for (const file of filesUnder(`${stack.sandboxRoot}/${admitted.threadId}`)) {
+      expect(readFileSync(file).includes(MODEL_KEY), file).toBe(false);
+    }
 
     const workspace = `${stack.sandboxRoot}/${admitted.threadId}/app`;
     const head = git(workspace, 'rev-parse', 'HEAD').trim();

@@ -1,5 +1,5 @@
 import { spawnSync } from 'node:child_process';
-import { readdirSync, readFileSync, existsSync, statSync } from 'node:fs';
+import { readFileSync, existsSync, statSync } from 'node:fs';
 import { join } from 'node:path';
 import { CandidateProducedEvent, MessageCompletedEvent } from '@threadwork/contracts';
 import { addFile, say, shell, turnScript, type FakeScript } from '@threadwork/testing';
@@ -9,6 +9,7 @@ import {
   alive,
   chunks,
   domainOf,
+  filesUnder,
   git,
   isSubsequence,
   MODEL_KEY,
@@ -50,13 +51,6 @@ const scripts = new Map<string, FakeScript>([
  * from the first run's end to the follow-up's claim (a few seconds), short enough to wait for.
  */
 const IDLE_MS = 20_000;
-
-function filesUnder(dir: string): string[] {
-  return readdirSync(dir).flatMap((name) => {
-    const path = join(dir, name);
-    return statSync(path).isDirectory() ? filesUnder(path) : [path];
-  });
-}
 
 describe('a run in a workspace', () => {
   let stack: Stack;
