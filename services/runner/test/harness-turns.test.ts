@@ -5,6 +5,7 @@ import { agent } from '@threadwork/testing';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import {
   admitRun,
+  alive,
   chunks,
   domainOf,
   filesUnder,
@@ -14,6 +15,7 @@ import {
   readLog,
   shape,
   startAgentStack,
+  waitFor,
   waitForStatus,
   waitForTerminal,
   type Admitted,
@@ -50,6 +52,7 @@ const scripts = new Map<string, agent.AgentScript>([
     agentTurn([[shell('cat src/new.txt && printf "more\\n" >> src/new.txt')], [say('The file is still here.')]]),
   ],
   ['BROKEN MODEL', () => ({ status: 500, message: 'upstream exploded' })],
+  ['SLOW MODEL', () => ({ actions: [say('thinking very slowly')], delayMs: 30_000 })],
   ['ASK', agentTurn([[ask(FILE_QUESTION)], (req) => [say(`You chose: ${req.outputsSinceLastUser[0] ?? ''}`)]])],
   [
     'PLAN',
@@ -156,6 +159,20 @@ describe.each(agent.HARNESS_NAMES)('a run with %s', (harness) => {
     const log = shape(await readLog(stack.nc, run.id));
     expect(log.filter((t) => t === 'run.status:failed')).toHaveLength(1);
     expect(log.at(-1)).toBe('run.status:failed');
+  });
+
+  it('fails the run with harness_crashed when the harness dies mid-turn', async () => {
+    const admitted = await admitRun(stack, 'SLOW MODEL then crash');
+    await waitFor('the model to be asked', () =>
+      stack.agent.requests.some((r) => r.lastUserText === 'SLOW MODEL then crash'),
+    );
+    const pid = stack.runner.harnessPids().get(admitted.threadId) as number;
+    expect(pid).toBeDefined();
+    process.kill(pid, 'SIGKILL');
+    const run = await waitForTerminal(stack, admitted.run.id);
+    expect(run.status).toBe('failed');
+    expect(run.error?.code).toBe('harness_crashed');
+    expect(alive(pid)).toBe(false);
   });
 
   it('asks a question in plan mode, waits for the answer over the API, and gives the model the chosen option', async () => {
