@@ -1,19 +1,26 @@
-import { say, shell, type FakeScript } from '@threadwork/testing';
+import { agent } from '@threadwork/testing';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createThread, logProblems, readLog, rounds, statusTrail, waitFor, waitForTerminal } from './support/api.js';
 import { Cluster, commandLine, type ChaosUser } from './support/cluster.js';
 
 // Fault 1: `kill -9` of the runner in the middle of a run, with a second runner up. The job comes
 // back to the other runner after the ack wait; it claims the next attempt and either finishes the
-// run or fails it `runner_lost` — never two terminal events, never a sequence twice.
+// run or fails it `runner_lost` — never two terminal events, never a sequence twice. The same
+// case runs through each harness, on one cluster that serves both.
 
-const scripts = new Map<string, FakeScript>([
+const { say, shell } = agent;
+
+const scripts = new Map<string, agent.AgentScript>([
   [
     'HANG',
     (req) => {
-      // The first attempt is stuck in the model when its runner dies; the next one finishes.
-      if (req.metadata.threadwork_attempt === '0') return { items: [say('working…')], delayMs: 60_000 };
-      if (req.toolOutputsSinceLastUser.length === 0) return [shell('echo recovered > recovered.txt')];
+      // The first attempt is stuck in the model when its runner dies; the next one finishes. Neither
+      // harness tells the model the attempt: the next one resumed the conversation, so it holds the
+      // prompt twice.
+      if (req.userTexts.filter((t) => t === req.lastUserText).length < 2) {
+        return { actions: [say('working…')], delayMs: 60_000 };
+      }
+      if (req.outputsSinceLastUser.length === 0) return [shell('echo recovered > recovered.txt')];
       return [say('Recovered and done.')];
     },
   ],
@@ -24,7 +31,7 @@ let user: ChaosUser;
 let repoId: number;
 
 beforeAll(async () => {
-  cluster = await Cluster.start({ runners: 2, scripts });
+  cluster = await Cluster.start({ runners: 2, agentScripts: scripts, harnesses: agent.HARNESS_NAMES });
   user = cluster.createUser();
   repoId = await cluster.addRepo(user);
 });
@@ -32,12 +39,14 @@ afterAll(async () => {
   await cluster?.stop();
 });
 
-describe('kill -9 of a runner mid-run', () => {
+describe.each(agent.HARNESS_NAMES)('kill -9 of a runner mid-run with %s', (harness) => {
   it('the other runner takes the run over: one ordered log, one terminal event', async () => {
     for (let round = 0; round < rounds(2); round++) {
-      const prompt = `HANG round ${round}`;
-      const thread = await createThread(cluster, user, { repository_id: repoId, prompt });
-      await waitFor('the model to be asked', () => cluster.fake!.requests.some((r) => r.lastUserText === prompt));
+      const prompt = `HANG ${harness} round ${round}`;
+      const thread = await createThread(cluster, user, { repository_id: repoId, prompt, harness });
+      await waitFor('the model to be asked', () =>
+        cluster.agent(harness).requests.some((r) => r.lastUserText === prompt),
+      );
       const victim = await waitFor('the runner holding the run', () => cluster.runnerHolding(thread.id));
       const harnesses = cluster.harnessPids(victim.pid, thread.id);
       await victim.kill();

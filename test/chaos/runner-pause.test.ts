@@ -1,7 +1,7 @@
 import { spawnSync } from 'node:child_process';
 import { join } from 'node:path';
 import { MessageAccepted } from '@threadwork/contracts';
-import { say, shell, uniqueId, type FakeScript, RunDriver } from '@threadwork/testing';
+import { agent, uniqueId, RunDriver } from '@threadwork/testing';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createThread, getRun, logProblems, readLog, statusTrail, waitFor, waitForTerminal } from './support/api.js';
 import { Cluster, commandLine, descendantsOf, type ChaosUser, type ServiceProcess } from './support/cluster.js';
@@ -10,13 +10,15 @@ import { Cluster, commandLine, descendantsOf, type ChaosUser, type ServiceProces
 // is paused or a VM stalls) while another runner takes its run over, then thawed (SIGCONT). The
 // thawed runner still believes it holds attempt 0. The run must be the second runner's (its log,
 // its status, its work on the thread branch); whatever attempt 0 would still write is refused;
-// the frozen harness must not act again (it holds the Codex session, which the takeover needs,
-// and its model answer is waiting in its socket: a command writing `zero.txt`); and the thawed
-// runner must leave the run, keep no stale harness, and carry on serving.
+// the frozen harness must not act again (it holds the harness's session, which the takeover
+// needs, and its model answer is waiting in its socket: a command writing `zero.txt`); and the
+// thawed runner must leave the run, keep no stale harness, and carry on serving.
 //
 // Two ways to thaw, alternating by round: after the takeover has finished the run, and while the
 // takeover is still mid-turn (the run live at a newer attempt, in the workspace the frozen
-// harness would write to).
+// harness would write to). Each harness plays the same case, on one cluster that serves both.
+
+const { say, shell } = agent;
 
 const ROUNDS = Number(process.env.CHAOS_ROUNDS ?? 2);
 
@@ -43,15 +45,21 @@ function gatesFor(prompt: string): Gates {
   return g;
 }
 
-const scripts = new Map<string, FakeScript>([
+/**
+ * Whether a request is the takeover's. Neither harness tells the model the attempt: the takeover
+ * resumed attempt 0's conversation, so it holds the prompt twice.
+ */
+const byTakeover = (req: agent.AgentRequest, prompt: string) => req.userTexts.filter((t) => t === prompt).length > 1;
+
+const scripts = new Map<string, agent.AgentScript>([
   [
     'FROZEN',
     async (req) => {
-      const g = gates.get(req.userTexts[0] ?? '');
+      const prompt = req.userTexts[0] ?? '';
+      const g = gates.get(prompt);
       if (!g) return [say('unknown round')];
-      const attempt = req.metadata.threadwork_attempt;
-      const step = req.toolOutputsSinceLastUser.length;
-      if (attempt === '0') {
+      const step = req.outputsSinceLastUser.length;
+      if (!byTakeover(req, prompt)) {
         if (step > 0) return [say('ZERO-LATE: done')];
         // A slow model: the answer comes once the runner asking is frozen, and is read when it thaws.
         await g.attempt0;
@@ -65,7 +73,7 @@ const scripts = new Map<string, FakeScript>([
   ],
   [
     'AFTER',
-    (req) => (req.toolOutputsSinceLastUser.length === 0 ? [shell('echo after > after.txt')] : [say('AFTER: done')]),
+    (req) => (req.outputsSinceLastUser.length === 0 ? [shell('echo after > after.txt')] : [say('AFTER: done')]),
   ],
 ]);
 
@@ -75,7 +83,7 @@ let repoId: number;
 const repoName = uniqueId('paused');
 
 beforeAll(async () => {
-  cluster = await Cluster.start({ runners: 2, scripts });
+  cluster = await Cluster.start({ runners: 2, agentScripts: scripts, harnesses: agent.HARNESS_NAMES });
   user = cluster.createUser();
   repoId = await cluster.addRepo(user, repoName);
 });
@@ -113,18 +121,20 @@ async function ready(runner: ServiceProcess): Promise<boolean> {
 
 const mentions = (events: unknown[], marker: string) => events.filter((e) => JSON.stringify(e).includes(marker));
 
-describe('a runner frozen past its lease, then thawed', () => {
+describe.each(agent.HARNESS_NAMES)('a runner frozen past its lease, then thawed, with %s', (harness) => {
   it(
     'is fenced: its late writes are refused, the run and the branch are the takeover’s, and it keeps serving',
     async () => {
       for (let round = 0; round < ROUNDS; round++) {
         const thawMidTakeover = round % 2 === 1;
-        const prompt = `FROZEN round ${round}`;
+        const prompt = `FROZEN ${harness} round ${round}`;
+        const after = `AFTER ${harness} round ${round}`;
+        const fake = cluster.agent(harness);
         const g = gatesFor(prompt);
         if (!thawMidTakeover) g.release1();
 
-        const thread = await createThread(cluster, user, { repository_id: repoId, prompt });
-        await waitFor('the model to be asked', () => cluster.fake!.requests.some((r) => r.userTexts[0] === prompt));
+        const thread = await createThread(cluster, user, { repository_id: repoId, prompt, harness });
+        await waitFor('the model to be asked', () => fake.requests.some((r) => r.userTexts[0] === prompt));
         const frozen = await waitFor('the runner holding the run', () => cluster.runnerHolding(thread.id));
         const staleHarness = cluster.harnessPids(frozen.pid, thread.id);
         signalTree(frozen.pid, 'SIGSTOP');
@@ -141,15 +151,14 @@ describe('a runner frozen past its lease, then thawed', () => {
         if (thawMidTakeover) {
           await waitFor(
             'the takeover’s turn to reach the model',
-            () =>
-              cluster.fake!.requests.some((r) => r.userTexts[0] === prompt && r.metadata.threadwork_attempt === '1'),
+            () => fake.requests.some((r) => r.userTexts[0] === prompt && byTakeover(r, prompt)),
             60_000,
           );
         } else {
           await waitForTerminal(cluster, user, thread.run_id);
         }
-        // The takeover stopped the frozen harness before starting its own (Codex lets one process at a
-        // time write a conversation): it never acts on the answer waiting for it.
+        // The takeover stopped the frozen harness before starting its own (one process at a time
+        // writes a conversation): it never acts on the answer waiting for it.
         expect(staleHarness.filter((pid) => commandLine(pid) !== '')).toEqual([]);
         // Attempt 0's writes are refused: its own runner's on thawing (below), and anyone else's
         // naming attempt 0 here (its claim id is the frozen runner's secret).
@@ -201,16 +210,16 @@ describe('a runner frozen past its lease, then thawed', () => {
           const res = await cluster.fetch(`/v1/threads/${thread.id}/messages`, {
             method: 'POST',
             user,
-            body: JSON.stringify({ prompt: `AFTER round ${round}` }),
+            body: JSON.stringify({ prompt: after }),
           });
           return res.status === 202 ? MessageAccepted.parse(await res.json()) : undefined;
         });
-        const after = await waitForTerminal(cluster, user, next.run_id);
-        expect(after.status, cluster.logs()).toBe('completed');
-        expect(after.attempt).toBe(0);
+        const followUp = await waitForTerminal(cluster, user, next.run_id);
+        expect(followUp.status, cluster.logs()).toBe('completed');
+        expect(followUp.attempt).toBe(0);
         expect(logProblems(await readLog(cluster, user, next.run_id))).toEqual([]);
         // It went on from the thread's conversation as the takeover left it, not from its stale process.
-        const asked = cluster.fake!.requests.find((r) => r.lastUserText === `AFTER round ${round}`);
+        const asked = fake.requests.find((r) => r.lastUserText === after);
         expect(asked?.userTexts[0]).toBe(prompt);
         // Still none of the fenced attempt's work, now that a later run committed the workspace again.
         const later = branchFiles(thread.id);

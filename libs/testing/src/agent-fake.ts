@@ -56,7 +56,8 @@ export interface AgentRequest {
   planMode: boolean;
 }
 
-export type AgentScript = (req: AgentRequest) => AgentReply;
+/** A reply, or one that comes when the test lets it (a script may wait on the test's own gates). */
+export type AgentScript = (req: AgentRequest) => AgentReply | Promise<AgentReply>;
 
 export interface AgentFake {
   harness: HarnessName;
@@ -89,7 +90,7 @@ export async function startAgentFake(harness: HarnessName, script: AgentScript):
     return script(req);
   };
   if (harness === 'codex') {
-    const fake = await codex.startFakeModel((native) => toResponses(seen(fromResponses(native))));
+    const fake = await codex.startFakeModel(async (native) => toResponses(await seen(fromResponses(native))));
     return {
       harness,
       baseUrl: fake.baseUrl,
@@ -98,7 +99,7 @@ export async function startAgentFake(harness: HarnessName, script: AgentScript):
       close: () => fake.close(),
     };
   }
-  const fake = await startFakeMessages((native) => toMessages(seen(fromMessages(native)), native));
+  const fake = await startFakeMessages(async (native) => toMessages(await seen(fromMessages(native)), native));
   return {
     harness,
     baseUrl: fake.baseUrl,

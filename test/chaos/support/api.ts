@@ -18,7 +18,7 @@ export async function json<T = unknown>(res: Response): Promise<T> {
 export async function createThread(
   cluster: Cluster,
   user: ChaosUser,
-  body: { repository_id: number; prompt: string; client_request_id?: string; mode?: string },
+  body: { repository_id: number; prompt: string; client_request_id?: string; mode?: string; harness?: string },
 ): Promise<ThreadWithRun> {
   const res = await cluster.fetch('/v1/threads', { method: 'POST', user, body: JSON.stringify(body) });
   if (res.status !== 202) throw new Error(`POST /v1/threads → ${res.status}: ${await res.text()}`);

@@ -1,17 +1,15 @@
 import { spawnSync } from 'node:child_process';
-import { chmodSync, mkdirSync, mkdtempSync, readFileSync, readlinkSync, rmSync } from 'node:fs';
+import { chmodSync, mkdirSync, mkdtempSync, readlinkSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { createLogger, connectNats, type NatsConnection } from '@threadwork/platform';
 import {
   createBareRepo,
-  scriptsByPrompt,
-  startFakeModel,
   testNatsAuth,
   uniqueDbPrefix,
   uniqueId,
+  type agent,
   type FakeModelServer,
-  type FakeScript,
 } from '@threadwork/testing';
 import {
   createStack,
@@ -22,6 +20,10 @@ import {
   type LocalStack,
   type ServiceSpec,
 } from '../../../deploy/local/launcher.mjs';
+import { startModels, type ModelOptions, type Models } from './models.js';
+import { commandLine, descendantsOf } from './processes.js';
+
+export { commandLine, descendantsOf };
 
 // A whole Threadwork deployment on this machine for fault tests, started by the local launcher as
 // `npm start` starts it: its own nats-server and FerretDB (restartable on the same store and port),
@@ -36,13 +38,11 @@ const CORE = ['runs', 'repohost', 'review', 'threads', 'gateway'] as const;
 /** One process of a service (`runs`, `gateway`, `runner-1`, …); a restart makes a new one. */
 export type ServiceProcess = LaunchedProcess & { role: Role };
 
-export interface ClusterOptions {
+export interface ClusterOptions extends ModelOptions {
   /** Runner processes to start (none by default: tests then drive runs themselves). */
   runners?: number;
   /** Processes of the other services (one each by default, named `runs`, …; given: `runs-1`, `runs-2`, …). */
   replicas?: Partial<Record<(typeof CORE)[number], number>>;
-  /** Fake model scripts by prompt prefix; the newest user text with a known prefix picks one. */
-  scripts?: Map<string, FakeScript>;
   /** Variables for every service. */
   env?: Record<string, string>;
   /** Variables for runners only. */
@@ -72,9 +72,20 @@ export class Cluster {
     readonly gatewayPort: number,
     /** Every identity's NATS key, and the server configuration that admits them with their grants. */
     readonly natsAuth: ReturnType<typeof testNatsAuth>,
-    readonly fake: FakeModelServer | undefined,
+    private readonly models: Models,
     private readonly options: ClusterOptions,
   ) {}
+
+  /** The Responses API fake playing `scripts`. */
+  get fake(): FakeModelServer | undefined {
+    return this.models.fake;
+  }
+  /** The fake model of a harness served, playing `agentScripts`. */
+  agent(harness: agent.HarnessName): agent.AgentFake {
+    const fake = this.models.agents.get(harness);
+    if (!fake) throw new Error(`no agent fake for ${harness} (have ${[...this.models.agents.keys()].join(', ')})`);
+    return fake;
+  }
 
   get gatewayUrl(): string {
     return `http://127.0.0.1:${this.gatewayPort}`;
@@ -106,7 +117,7 @@ export class Cluster {
     // As above a deployment's SANDBOX_ROOT: a sandbox's own uid (a runner running as root) may pass.
     chmodSync(dir, 0o711);
     const natsAuth = testNatsAuth();
-    const fake = options.scripts ? await startFakeModel(scriptsByPrompt(options.scripts)) : undefined;
+    const models = await startModels(options);
     const gatewayPort = await freePort();
     mkdirSync(join(dir, 'repos'));
     const inherited = Object.entries(process.env).filter(
@@ -129,9 +140,10 @@ export class Cluster {
       THREADS_PER_MINUTE_PER_USER: '0',
       // The runs service's RUN_JOBS ack wait: a lost runner's job moves on within seconds.
       JOB_ACK_WAIT_MS: '2000',
+      ...models.env,
       ...options.env,
     };
-    const cluster = new Cluster(dir, gatewayPort, natsAuth, fake, options);
+    const cluster = new Cluster(dir, gatewayPort, natsAuth, models, options);
     const core = CORE.map((role): ServiceSpec => {
       const replicas = options.replicas?.[role];
       // Replicas of the gateway beyond the first serve on ports of their own.
@@ -144,7 +156,7 @@ export class Cluster {
       env: (n) => ({
         RUNNER_ID: `chaos-runner-${n}`,
         RUN_POLL_MS: '300',
-        ...(fake ? { MODEL_BASE_URL: fake.baseUrl, MODEL_API_KEY: `sk-chaos-${uniqueId()}` } : {}),
+        ...models.runnerEnv(),
         ...options.runnerEnv,
       }),
     };
@@ -198,11 +210,11 @@ export class Cluster {
     return [...this.services.values()].filter((s) => s.role === 'runner' && s.alive());
   }
 
-  /** The harness (codex) processes below a runner that work in the thread's sandbox. */
+  /** The harness (codex, claude) processes below a runner that work in the thread's sandbox. */
   harnessPids(runnerPid: number, threadId: string): number[] {
     const sandbox = join(this.sandboxRoot, threadId);
     return descendantsOf(runnerPid).filter((p) => {
-      if (!commandLine(p).includes('codex')) return false;
+      if (!/codex|claude/.test(commandLine(p))) return false;
       try {
         const cwd = readlinkSync(`/proc/${p}/cwd`);
         return cwd === sandbox || cwd.startsWith(`${sandbox}/`);
@@ -310,36 +322,8 @@ export class Cluster {
   async stop(): Promise<void> {
     for (const nc of this.ncs) await nc.close().catch(() => undefined);
     await this.stack.stop();
-    await this.fake?.close();
+    await this.models.close();
     rmSync(this.dir, { recursive: true, force: true });
     if (this.options.sandboxRoot) rmSync(this.options.sandboxRoot, { recursive: true, force: true });
-  }
-}
-
-/** The pids of a process's descendants (children first), from /proc. */
-export function descendantsOf(pid: number): number[] {
-  const children = new Map<number, number[]>();
-  for (const entry of spawnSync('ps', ['-e', '-o', 'pid=,ppid='], { encoding: 'utf8' }).stdout.split('\n')) {
-    const [child, parent] = entry.trim().split(/\s+/).map(Number);
-    if (!child || !parent) continue;
-    children.set(parent, [...(children.get(parent) ?? []), child]);
-  }
-  const out: number[] = [];
-  const walk = (p: number) => {
-    for (const c of children.get(p) ?? []) {
-      out.push(c);
-      walk(c);
-    }
-  };
-  walk(pid);
-  return out;
-}
-
-/** Reads a process's command line (empty once it is gone). */
-export function commandLine(pid: number): string {
-  try {
-    return readFileSync(`/proc/${pid}/cmdline`, 'utf8').replaceAll('\0', ' ');
-  } catch {
-    return '';
   }
 }
