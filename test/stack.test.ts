@@ -16,8 +16,14 @@ describe('local stack', () => {
       existsSync(join(root, 'services', 'gateway', 'dist', 'main.js')),
       'services are built (npm test builds them)',
     ).toBe(true);
-    // Accepted keys are remembered far longer than the test runs (see the revocation below).
-    const stack = await startProcessStack({ AUTH_CACHE_TTL_MS: String(5 * 60_000) });
+    // Accepted keys are remembered far longer than the test runs (see the revocation below). Claude
+    // Code's endpoint is given (nothing listens there: no run starts here), Codex's is not.
+    const claudeKey = 'sk-ant-stack-test-key';
+    const stack = await startProcessStack({
+      AUTH_CACHE_TTL_MS: String(5 * 60_000),
+      CLAUDE_BASE_URL: 'http://127.0.0.1:9',
+      CLAUDE_API_KEY: claudeKey,
+    });
     const base = `http://127.0.0.1:${stack.port}`;
     try {
       const health = await fetch(`${base}/healthz`);
@@ -44,6 +50,19 @@ describe('local stack', () => {
       const withheld = /^(MONGO_URL|MONGO_DB_PREFIX|SESSION_SECRET)=/;
       expect(environOf('runner').filter((v) => withheld.test(v))).toEqual([]);
       expect(environOf('gateway').filter((v) => withheld.test(v)).length).toBe(3);
+
+      // Threads, runs and the runner serve both harnesses from one value (codex stays the default:
+      // GET /v1/harnesses below). The model key is the runner's alone, and the start message says which harness has an endpoint.
+      for (const name of ['threads', 'runs', 'runner']) {
+        expect(environOf(name), name).toContain('HARNESSES=codex,claude-code');
+      }
+      expect(environOf('runner')).toContain(`CLAUDE_API_KEY=${claudeKey}`);
+      for (const { name } of info.processes.filter((p) => p.name !== 'runner')) {
+        if (name === 'nats-server' || name === 'ferretdb') continue;
+        expect(environOf(name).join('\n'), name).not.toContain(claudeKey);
+      }
+      expect(stack.output()).toMatch(/codex has no model endpoint: .*MODEL_BASE_URL and MODEL_API_KEY/);
+      expect(stack.output()).toContain('claude-code has a model endpoint (CLAUDE_BASE_URL)');
 
       // NATS admits no one without a key of the stack's; each service has its own, kept with the
       // stack's data for its owner only, and is told only its own.
@@ -89,6 +108,12 @@ describe('local stack', () => {
       const authed = await fetch(`${base}/v1/work`, { headers: { authorization: `Bearer ${key}` } });
       expect(authed.status).toBe(200);
       expect(await authed.json()).toEqual({ projects: [], next_cursor: null });
+      const served = await fetch(`${base}/v1/harnesses`, { headers: { authorization: `Bearer ${key}` } });
+      const { harnesses } = (await served.json()) as { harnesses: { name: string; default: boolean }[] };
+      expect(harnesses.map(({ name, default: isDefault }) => [name, isDefault])).toEqual([
+        ['codex', true],
+        ['claude-code', false],
+      ]);
 
       // A key the CLI revokes is refused at once, though the gateway had just let it in (and
       // remembers accepted keys for AUTH_CACHE_TTL_MS): the CLI announces the revocation on NATS.

@@ -25,6 +25,16 @@ const port = Number(process.env.PORT ?? 8080);
 const stackFile = join(dataDir, 'stack.json');
 const demo = ['1', 'true', 'yes'].includes(process.env.THREADWORK_DEMO ?? '');
 const RUNNER_WITHHELD = ['MONGO_URL', 'MONGO_DB_PREFIX', 'MONGO_SERVER_SELECTION_TIMEOUT_MS', 'SESSION_SECRET'];
+// Only the runner talks to a model, so only it is told the model keys.
+const MODEL_KEYS = ['MODEL_API_KEY', 'CLAUDE_API_KEY'];
+// The stack serves both harnesses unless told otherwise; threads, runs and the runner read this one
+// value, so no runner waits for jobs runs never queues, nor a harness threads takes goes unserved.
+const harnesses = process.env.HARNESSES ?? 'codex,claude-code';
+/** Each harness the runner has an adapter for, with the variables of its model endpoint. */
+const MODEL_ENDPOINTS = {
+  codex: { url: 'MODEL_BASE_URL', key: 'MODEL_API_KEY' },
+  'claude-code': { url: 'CLAUDE_BASE_URL', key: 'CLAUDE_API_KEY' },
+};
 // A service gets this long to stop after SIGTERM (its own deadline plus a margin), then SIGKILL.
 const SERVICE_STOP_MS = Number(process.env.SHUTDOWN_TIMEOUT_MS ?? 10_000) + 2_000;
 // Output held back while nothing reads ours; past it, lines are dropped and counted.
@@ -119,12 +129,25 @@ function announce(proc) {
     say(`FerretDB (MongoDB wire protocol on SQLite) at ${proc.url} (data in ${join(dataDir, 'ferretdb')})`);
   }
   if (proc.name !== SERVICES[0]) return;
-  if (demo) say('demo mode: agent replies are scripted (model "demo-scripted"); no model key is used');
-  else if (!process.env.MODEL_BASE_URL) {
-    say(
-      'no model configured: runs will fail with model_not_configured. Set MODEL_BASE_URL and MODEL_API_KEY, or try THREADWORK_DEMO=1 npm start',
-    );
+  say(modelSummary());
+}
+
+/** Which served harnesses have a model endpoint (demo mode's answers both APIs), and what the others need. */
+function modelSummary() {
+  const served = harnesses
+    .split(',')
+    .map((h) => h.trim())
+    .filter(Boolean);
+  if (demo) {
+    return `demo mode: agent replies of ${served.join(' and ')} are scripted (model "demo-scripted"); no model key is used`;
   }
+  const parts = served.map((name) => {
+    const { url, key } = MODEL_ENDPOINTS[name] ?? {};
+    if (!url) return `${name} has no adapter in the runner, which refuses to start`;
+    if (process.env[url]) return `${name} has a model endpoint (${url})`;
+    return `${name} has no model endpoint: its runs will fail with model_not_configured (set ${url} and ${key}, or try THREADWORK_DEMO=1 npm start)`;
+  });
+  return `harnesses: ${parts.join('; ')}`;
 }
 
 /** Any process of the stack dying stops the stack. */
@@ -171,10 +194,12 @@ async function main() {
     SANDBOX_ROOT: process.env.SANDBOX_ROOT ?? join(dataDir, 'sandboxes'),
     PORT: String(port),
     HOST: process.env.HOST ?? '127.0.0.1',
+    HARNESSES: harnesses,
   };
   if (demo) {
-    // The runner plays a scripted model; runs admitted meanwhile say so in their `model`.
+    // The runner plays a scripted model for both APIs; runs admitted meanwhile say so in their `model`.
     env.CODEX_MODEL = 'demo-scripted';
+    env.CLAUDE_MODEL = 'demo-scripted';
   }
   mkdirSync(env.REPOHOST_LOCAL_DIR, { recursive: true });
 
@@ -186,7 +211,10 @@ async function main() {
     env,
     // The runner never uses the database or signs sessions, so it is told neither the database's
     // address nor the session secret (what a compromise of it could reach).
-    services: SERVICES.map((role) => (role === 'runner' ? { role, withhold: RUNNER_WITHHELD } : { role })),
+    // The model keys (passed through from our environment) go to the runner alone.
+    services: SERVICES.map((role) =>
+      role === 'runner' ? { role, withhold: RUNNER_WITHHELD } : { role, withhold: MODEL_KEYS },
+    ),
     stopTimeoutMs: SERVICE_STOP_MS,
     onLine: printLine,
     onStart: announce,

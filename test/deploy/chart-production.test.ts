@@ -90,6 +90,26 @@ describe('charts/threadwork', () => {
       });
     });
 
+    it("gives the runner both model endpoints' keys from their own Secrets, and the one list of harnesses", () => {
+      const runner = byKind<Workload>(objects, 'StatefulSet')[0]!;
+      const env = runner.spec.template.spec.containers[0]!.env ?? [];
+      expect(env.find((e) => e.name === 'MODEL_API_KEY')?.valueFrom?.secretKeyRef?.name).toBe('threadwork-model');
+      expect(env.find((e) => e.name === 'CLAUDE_API_KEY')?.valueFrom?.secretKeyRef?.name).toBe(
+        'threadwork-claude-model',
+      );
+      const harnesses = workloads(objects).map((w) => [
+        component(w),
+        w.spec.template.spec.containers[0]!.env?.find((e) => e.name === 'HARNESSES')?.value,
+      ]);
+      expect(harnesses.filter(([, value]) => value !== undefined).sort()).toEqual(
+        [
+          ['runner', 'codex'],
+          ['runs', 'codex'],
+          ['threads', 'codex'],
+        ].sort(),
+      );
+    });
+
     it('lets every service but the runner reach MongoDB, and the runner nothing of the cluster on 443', () => {
       const policies = byKind<Policy & { spec: { podSelector: { matchExpressions?: { values: string[] }[] } } }>(
         objects,

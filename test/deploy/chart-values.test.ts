@@ -20,13 +20,35 @@ useHelm();
 
 describe('charts/threadwork', () => {
   describe('harnesses', () => {
-    it('tells threads and runs which harnesses the runners serve', () => {
-      const objects = render([...REQUIRED, '--set', 'harnesses={codex,claude-code}']);
-      expectValid(objects);
-      for (const workload of workloads(objects)) {
-        const value = workload.spec.template.spec.containers[0]!.env?.find((e) => e.name === 'HARNESSES')?.value;
-        const name = component(workload)!;
-        expect(value, name).toBe(['threads', 'runs'].includes(name) ? 'codex,claude-code' : undefined);
+    it('tells threads, runs and the runner which harnesses the runners serve, from one list', () => {
+      for (const [args, harnesses] of [
+        [[], 'codex'],
+        [['--set', 'harnesses={codex,claude-code}'], 'codex,claude-code'],
+      ] as const) {
+        const objects = render([...REQUIRED, ...args]);
+        expectValid(objects);
+        for (const workload of workloads(objects)) {
+          const env = workload.spec.template.spec.containers[0]!.env ?? [];
+          const name = component(workload)!;
+          const values = env.filter((e) => e.name === 'HARNESSES').map((e) => e.value);
+          expect(values, name).toEqual(['threads', 'runs', 'runner'].includes(name) ? [harnesses] : []);
+        }
+      }
+    });
+
+    it('takes HARNESSES from nowhere else, and only harnesses the runner has an adapter for', () => {
+      for (const service of ['threads', 'runs', 'runner']) {
+        const result = template([...REQUIRED, '--set', `${service}.env.HARNESSES=claude-code`]);
+        expect(result.status, service).not.toBe(0);
+        expect(result.stderr).toMatch(new RegExp(`${service}/env`));
+      }
+      for (const args of [
+        ['--set', 'harnesses={codex,aider}'],
+        ['--set', 'defaultHarness=aider'],
+      ]) {
+        const result = template([...REQUIRED, ...args]);
+        expect(result.status, args.join(' ')).not.toBe(0);
+        expect(result.stderr).toMatch(/harness/i);
       }
     });
 
@@ -70,6 +92,75 @@ describe('charts/threadwork', () => {
       const unknown = template([...REQUIRED, '--set', 'harnessCatalog.aider.model=x']);
       expect(unknown.status).not.toBe(0);
       expect(unknown.stderr).toMatch(/harnessCatalog/);
+    });
+  });
+
+  describe("the runner's model endpoints", () => {
+    const runnerEnv = (args: string[]) => {
+      const objects = render([...REQUIRED, ...args]);
+      expectValid(objects);
+      return byKind<Workload>(objects, 'StatefulSet')[0]!.spec.template.spec.containers[0]!.env ?? [];
+    };
+
+    it("gives the runner Claude Code's endpoint from values and its key from a Secret only", () => {
+      const env = runnerEnv([
+        '--set',
+        'runner.claudeBaseUrl=https://api.anthropic.com',
+        '--set',
+        'secrets.claudeModel.existingSecret=anthropic',
+        '--set',
+        'secrets.claudeModel.key=api-key',
+      ]);
+      expect(env.filter((e) => e.name === 'CLAUDE_BASE_URL').map((e) => e.value)).toEqual([
+        'https://api.anthropic.com',
+      ]);
+      const keys = env.filter((e) => e.name === 'CLAUDE_API_KEY');
+      expect(keys).toHaveLength(1);
+      expect(keys[0]!.value).toBeUndefined();
+      // Optional, as MODEL_API_KEY is: an endpoint may need no key, and a runner serving codex only none.
+      expect(keys[0]!.valueFrom?.secretKeyRef).toEqual({ name: 'anthropic', key: 'api-key', optional: true });
+      // Unset, no endpoint: the runner fails claude-code runs with model_not_configured.
+      const unset = runnerEnv([]);
+      expect(unset.find((e) => e.name === 'CLAUDE_BASE_URL')).toBeUndefined();
+      expect(unset.find((e) => e.name === 'CLAUDE_API_KEY')?.valueFrom?.secretKeyRef).toEqual({
+        name: 'threadwork',
+        key: 'CLAUDE_API_KEY',
+        optional: true,
+      });
+      // Only the runner talks to a model.
+      for (const workload of workloads(render(REQUIRED)).filter((w) => component(w) !== 'runner')) {
+        const names = (workload.spec.template.spec.containers[0]!.env ?? []).map((e) => e.name);
+        expect(names, component(workload)).not.toContain('CLAUDE_API_KEY');
+        expect(names, component(workload)).not.toContain('CLAUDE_BASE_URL');
+      }
+    });
+
+    it('reads a rendered Secret for CLAUDE_API_KEY as for MODEL_API_KEY, and never takes a key as a plain value', () => {
+      const objects = render([
+        ...REQUIRED,
+        '--set',
+        'secrets.create=true',
+        '--set',
+        'secrets.values.SESSION_SECRET=0123456789abcdef0123456789abcdef',
+        '--set',
+        'secrets.values.CLAUDE_API_KEY=sk-ant-test',
+      ]);
+      expectValid(objects);
+      const [secret] = byKind(objects, 'Secret');
+      const runner = byKind<Workload>(objects, 'StatefulSet')[0]!;
+      for (const name of ['MODEL_API_KEY', 'CLAUDE_API_KEY']) {
+        const variable = runner.spec.template.spec.containers[0]!.env!.find((e) => e.name === name);
+        expect(variable?.value, name).toBeUndefined();
+        expect(variable?.valueFrom?.secretKeyRef?.name, name).toBe(secret!.metadata.name);
+      }
+      for (const name of ['MODEL_API_KEY', 'CLAUDE_API_KEY']) {
+        const result = template([...REQUIRED, '--set', `runner.env.${name}=sk-literal`]);
+        expect(result.status, name).not.toBe(0);
+        expect(result.stderr).toMatch(/runner\/env/);
+      }
+      const url = template([...REQUIRED, '--set', 'runner.claudeBaseUrl=api.anthropic.com']);
+      expect(url.status).not.toBe(0);
+      expect(url.stderr).toMatch(/runner\/claudeBaseUrl/);
     });
   });
 

@@ -172,6 +172,24 @@ describe('deploy/compose/compose.yaml', () => {
     }
   });
 
+  it('has the runner serve the harnesses threads and runs list, from one value', () => {
+    const harnesses = ['threads', 'runs', 'runner'].map((name) => compose.services[name]!.environment!.HARNESSES);
+    expect(harnesses).toEqual(['${HARNESSES:-codex}', '${HARNESSES:-codex}', '${HARNESSES:-codex}']);
+    for (const name of services.filter((n) => !['threads', 'runs', 'runner'].includes(n))) {
+      expect(compose.services[name]!.environment!.HARNESSES, name).toBeUndefined();
+    }
+  });
+
+  it('passes both model endpoints and their keys through to the runner only, never with a value', () => {
+    const runner = compose.services.runner!.environment!;
+    for (const name of ['MODEL_BASE_URL', 'MODEL_API_KEY', 'CLAUDE_BASE_URL', 'CLAUDE_API_KEY']) {
+      expect(runner, name).toHaveProperty(name, null);
+      for (const other of services.filter((n) => n !== 'runner')) {
+        expect(compose.services[other]!.environment!, `${other}: ${name}`).not.toHaveProperty(name);
+      }
+    }
+  });
+
   it('probes each service where it serves its health endpoints', () => {
     for (const name of services) {
       const service = compose.services[name]!;

@@ -184,9 +184,15 @@ Argument: (dict "root" $ "name" "gateway" "svc" .Values.gateway).
 {{ include "threadwork.secretEnv" (dict "root" $root "env" "GITHUB_CLIENT_SECRET" "ref" "githubApp" "key" $app.clientSecretKey "optional" true) }}
 {{ include "threadwork.secretEnv" (dict "root" $root "env" "GITHUB_WEBHOOK_SECRET" "ref" "githubWebhook" "key" $v.secrets.githubWebhook.key "optional" true) }}
 {{- end }}
-{{- if or (eq .name "threads") (eq .name "runs") }}
+{{- /*
+One list for the three that read it: a runner serving a harness runs does not list waits for a job
+consumer that is never made, and a harness threads takes that no runner serves queues runs for good.
+*/}}
+{{- if has .name (list "threads" "runs" "runner") }}
 - name: HARNESSES
   value: {{ join "," $v.harnesses | quote }}
+{{- end }}
+{{- if or (eq .name "threads") (eq .name "runs") }}
 - name: DEFAULT_HARNESS
   value: {{ $v.defaultHarness | quote }}
 {{- range $key, $prefix := dict "codex" "CODEX" "claudeCode" "CLAUDE" }}
@@ -234,6 +240,11 @@ Argument: (dict "root" $ "name" "gateway" "svc" .Values.gateway).
   value: {{ . | quote }}
 {{- end }}
 {{ include "threadwork.secretEnv" (dict "root" $root "env" "MODEL_API_KEY" "ref" "model" "key" $v.secrets.model.key "optional" true) }}
+{{- with .svc.claudeBaseUrl }}
+- name: CLAUDE_BASE_URL
+  value: {{ . | quote }}
+{{- end }}
+{{ include "threadwork.secretEnv" (dict "root" $root "env" "CLAUDE_API_KEY" "ref" "claudeModel" "key" $v.secrets.claudeModel.key "optional" true) }}
 {{- end }}
 {{- range $name, $value := .svc.env }}
 - name: {{ $name }}
