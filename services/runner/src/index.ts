@@ -44,7 +44,7 @@ export async function startRunner(config: RunnerConfig): Promise<RunnerService> 
       logger.warn(
         { model_base_url: model.baseUrl, claude_base_url: model.messagesUrl },
         'THREADWORK_DEMO=1: agent replies are SCRIPTED by a built-in demo model; no real model is called ' +
-          '(start the runs service with DEFAULT_MODEL=demo-scripted so runs show it)',
+          '(start the runs service with CODEX_MODEL=demo-scripted and CLAUDE_MODEL=demo-scripted so runs show it)',
       );
     }
 
