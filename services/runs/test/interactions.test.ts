@@ -91,6 +91,24 @@ describe('interactions', () => {
     ).toBe('already_settled');
   });
 
+  it('refuses the same key with other questions: an answer given to the first is not the second’s', async () => {
+    const live = await runningRun(h.nc);
+    const req = {
+      run_id: live.run.id,
+      attempt: live.attempt,
+      claim_id: live.claim_id,
+      key: 'call_plan',
+      kind: 'plan_approval' as const,
+      questions: [{ ...fileQuestion, id: 'plan', question: 'Plan A', options: [] }],
+    };
+    await request(h.nc, rpc.runs.interactionCreate, req);
+    const other = { ...req, questions: [{ ...req.questions[0]!, question: 'Plan B' }] };
+    expect((await failure(request(h.nc, rpc.runs.interactionCreate, other))).code).toBe('idempotency_conflict');
+    expect((await failure(request(h.nc, rpc.runs.interactionCreate, { ...req, kind: 'question' as const }))).code).toBe(
+      'idempotency_conflict',
+    );
+  });
+
   it('settles exactly once under 10 concurrent answers and resumes the run', async () => {
     const { run, owner, interaction, claim_id } = await ask([fileQuestion]);
     const signals = h.nc.subscribe(subjects.runSignal(run.id), { max: 1 });

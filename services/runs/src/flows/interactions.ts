@@ -1,3 +1,4 @@
+import { isDeepStrictEqual } from 'node:util';
 import {
   subjects,
   type AnswerRequest,
@@ -56,6 +57,14 @@ export async function createInteraction(
     if (!isDuplicateKeyError(err)) throw err;
     const existing = await ctx.interactions.interactionOfKey(run._id, req.key);
     if (!existing) throw err;
+    // A retry asks the same again; the same key with other questions is not one, and must not
+    // come back with the answers (an approval) given to the first.
+    if (existing.kind !== req.kind || !isDeepStrictEqual(existing.questions, req.questions)) {
+      throw conflict(
+        'idempotency_conflict',
+        `interaction ${req.key} of run ${run._id} was raised with other questions`,
+      );
+    }
     doc = (await ctx.interactions.withSettlements([existing]))[0] ?? existing;
   }
 
