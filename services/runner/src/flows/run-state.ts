@@ -89,9 +89,12 @@ export class RunState implements LiveRun {
     if (this.stopReason) return;
     this.stopReason = reason;
     this.wakeQuestion?.();
-    if (!this.session || !this.turnStarted || this.turnEnded) return;
+    if (!this.session || this.turnEnded) return;
     const session = this.session;
-    this.interruptTurn();
+    if (this.turnStarted) this.interruptTurn();
+    // Begun or not, the turn must be over within the grace: a harness that never gets its turn
+    // under way (a model call that hangs before it) is stopped as one that ignores the interrupt.
+    if (this.killTimer) clearTimeout(this.killTimer);
     this.killTimer = setTimeout(() => {
       this.log.warn({ reason }, 'turn did not stop after the interrupt; killing the harness');
       void this.deps.sessions.discard(this.job.thread_id, session);

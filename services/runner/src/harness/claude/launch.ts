@@ -64,9 +64,7 @@ export function claudeEnv(settings: { configDir: string; baseUrl: string; keyOnF
   return {
     CLAUDE_CONFIG_DIR: settings.configDir,
     ANTHROPIC_BASE_URL: settings.baseUrl,
-    ...(settings.keyOnFd
-      ? { CLAUDE_CODE_API_KEY_FILE_DESCRIPTOR: String(KEY_FD) }
-      : { ANTHROPIC_API_KEY: GATED_KEY }),
+    ...(settings.keyOnFd ? { CLAUDE_CODE_API_KEY_FILE_DESCRIPTOR: String(KEY_FD) } : { ANTHROPIC_API_KEY: GATED_KEY }),
     // No update checks, telemetry or error reports: they would reach past the model endpoint.
     CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC: '1',
     DISABLE_AUTOUPDATER: '1',

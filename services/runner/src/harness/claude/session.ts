@@ -1,6 +1,5 @@
 import { randomUUID } from 'node:crypto';
-import type { CanUseTool, PermissionResult, Query, SDKMessage } from '@anthropic-ai/claude-agent-sdk';
-import type { Question } from '@threadwork/contracts';
+import type { CanUseTool, Query, SDKMessage } from '@anthropic-ai/claude-agent-sdk';
 import type { Logger } from '@threadwork/platform';
 import type { HarnessSession, TurnInput, TurnListener, TurnOutcome } from '../harness.js';
 import { namespaceInit, type ProcessIdentity, type Sweep } from '../processes.js';
@@ -8,9 +7,9 @@ import { reportRefusal } from '../refusals.js';
 import { stopHarnessProcess, sweepLeftovers, type HarnessProcess } from '../stopping.js';
 import type { GateRefusal, JailGates } from '../../sandbox/gates.js';
 import type { Inbox } from './inbox.js';
-import { cutUtf8 } from '../../domain/text.js';
 import { ClaudeTurnMapper } from './mapping.js';
-import { outcomeOf, type ClaudeTurn } from './turn.js';
+import { approvePlan, askUser, callsSeen } from './permissions.js';
+import { answering, crashedOutcome, outcomeOf, type ClaudeTurn } from './turn.js';
 
 // A started Claude Code process as the runner drives it through the Agent SDK: one conversation,
 // its prompts and steers pushed into one input stream, its messages read by one loop for the life
@@ -43,14 +42,12 @@ export interface ClaudeSessionParts {
   model: string;
 }
 
-/** How much of a plan goes into its approval: a plan is a page or two. */
-const PLAN_MAX_BYTES = 64 * 1024;
-
-/** How long a tool call's message may lag behind the SDK's question about it. */
-const CALL_WAIT_MS = 5_000;
-
 /** How long an interrupt may take before the process is stopped instead. */
 const INTERRUPT_TIMEOUT_MS = 10_000;
+/** How long a setting of the session (model, permission mode) may take to be answered. */
+const CONTROL_TIMEOUT_MS = 30_000;
+/** How long Claude Code may take to take a turn's prompt (it starts the turn within milliseconds). */
+const PROMPT_TAKE_TIMEOUT_MS = 60_000;
 
 export class ClaudeSession implements HarnessSession {
   private turn: ClaudeTurn | null = null;
@@ -93,9 +90,14 @@ export class ClaudeSession implements HarnessSession {
    */
   readonly canUseTool: CanUseTool = async (toolName, input, { toolUseID }) => {
     const turn = this.turn;
-    if (!turn) return { behavior: 'deny', message: 'No turn is running.' };
-    if (toolName === 'AskUserQuestion') return this.askUser(turn, toolUseID, input);
-    if (toolName === 'ExitPlanMode') return this.approvePlan(turn, toolUseID, input);
+    if (!turn?.started || turn.finished) {
+      this.stray('asked about a tool call outside a turn of the runner’s');
+      return { behavior: 'deny', message: 'No turn is running.' };
+    }
+    if (toolName === 'AskUserQuestion') return askUser(turn, toolUseID, input);
+    if (toolName === 'ExitPlanMode') {
+      return approvePlan(turn, toolUseID, input, () => this.control(this.parts.query.setPermissionMode('default')));
+    }
     return { behavior: 'allow', updatedInput: input };
   };
 
@@ -119,6 +121,7 @@ export class ClaudeSession implements HarnessSession {
       promptUuid: randomUUID(),
       started: false,
       steers: new Map(),
+      sent: new Set(),
       awaitedCalls: new Map(),
       interrupting: false,
       finished: false,
@@ -136,12 +139,20 @@ export class ClaudeSession implements HarnessSession {
     try {
       const { query } = this.parts;
       if (input.model !== this.model) {
-        await query.setModel(input.model);
+        await this.control(query.setModel(input.model));
         this.model = input.model;
       }
-      await query.setPermissionMode(input.collaborationMode === 'plan' ? 'plan' : 'default');
+      await this.control(query.setPermissionMode(input.collaborationMode === 'plan' ? 'plan' : 'default'));
+      turn.sent.add(turn.promptUuid);
       this.parts.inbox.push(input.prompt, turn.promptUuid);
-      return await Promise.race([done, crashed]);
+      const untaken = setTimeout(() => {
+        if (!turn.started) this.stray('did not take the turn’s prompt');
+      }, PROMPT_TAKE_TIMEOUT_MS);
+      try {
+        return await Promise.race([done, crashed]);
+      } finally {
+        clearTimeout(untaken);
+      }
     } catch (err) {
       if (this.parts.process.hasExited) return await crashed;
       return {
@@ -174,6 +185,7 @@ export class ClaudeSession implements HarnessSession {
     const uuid = randomUUID();
     return new Promise<boolean>((resolve) => {
       turn.steers.set(uuid, resolve);
+      turn.sent.add(uuid);
       this.parts.inbox.push(text, uuid);
     });
   }
@@ -240,39 +252,74 @@ export class ClaudeSession implements HarnessSession {
 
   private onMessage(message: SDKMessage): void {
     const turn = this.turn;
-    if (!turn) return;
-    if (message.type === 'user' && 'isReplay' in message && message.isReplay && message.uuid) {
-      this.taken(turn, message.uuid);
+    if (!turn || turn.finished) {
+      // Work of the model's with no turn of the runner's to belong to: nobody follows it.
+      if (message.type === 'assistant' || message.type === 'result' || message.type === 'stream_event') {
+        this.stray(`worked with no turn of the runner’s (${message.type})`);
+      }
       return;
     }
+    for (const uuid of answering(message)) this.taken(turn, uuid);
+    if (message.type === 'user' && 'isReplay' in message && message.isReplay) return;
     if (message.type === 'result') {
+      const of = message.user_message_uuids;
+      // A result of a turn the runner did not start (nothing of its own in it) is not this one's.
+      if (!turn.started || (of && !of.some((uuid) => turn.sent.has(uuid)))) {
+        this.stray('ended a turn the runner did not start');
+        return;
+      }
       this.resultOf(turn, message);
       return;
     }
     for (const chunk of turn.mapper.map(message)) turn.listener.chunk(chunk);
-    for (const [id, seen] of turn.awaitedCalls) {
-      if (turn.mapper.call(id)) {
-        turn.awaitedCalls.delete(id);
-        seen();
-      }
+    callsSeen(turn);
+  }
+
+  /**
+   * Claude Code worked on something of its own, outside the runner's turns (or the prompt was never
+   * taken): what it does is no run's, so the process goes. The turn running, if any, fails.
+   */
+  private stray(what: string): void {
+    if (this.ended) return;
+    this.ended = true;
+    this.options.logger.warn(
+      { session_id: this.sessionId, run_id: this.turn?.metadata.threadwork_run_id },
+      `Claude Code ${what}; stopping it`,
+    );
+    const turn = this.turn;
+    if (turn && !turn.finished) {
+      turn.finish({
+        status: 'failed',
+        error: { code: 'harness_error', message: `Claude Code ${what}` },
+        reply: turn.mapper.lastReply,
+        usage: turn.mapper.usage,
+      });
+    }
+    void this.stop();
+  }
+
+  /** A setting of the session, answered within CONTROL_TIMEOUT_MS or failed. */
+  private async control(request: Promise<void>): Promise<void> {
+    let timer: NodeJS.Timeout | undefined;
+    try {
+      await Promise.race([
+        request,
+        new Promise<never>((_, reject) => {
+          timer = setTimeout(
+            () => reject(new Error(`Claude Code did not answer within ${CONTROL_TIMEOUT_MS} ms`)),
+            CONTROL_TIMEOUT_MS,
+          );
+        }),
+      ]);
+    } finally {
+      clearTimeout(timer);
     }
   }
 
   /**
-   * Tool call `id` as the model made it. The SDK may ask about a call before its message has come
-   * through the message loop (both arrive on one stream, handled apart): then it is waited for.
+   * Claude Code took a message of the turn: the prompt (the turn has begun: it names the prompt from
+   * the moment it starts the turn, before the model answers) or a steer.
    */
-  private async callOf(turn: ClaudeTurn, id: string): Promise<Record<string, unknown> | undefined> {
-    if (!turn.mapper.call(id)) {
-      await new Promise<void>((resolve) => {
-        turn.awaitedCalls.set(id, resolve);
-        setTimeout(resolve, CALL_WAIT_MS).unref();
-      });
-    }
-    return turn.mapper.call(id)?.input;
-  }
-
-  /** Claude Code took a message of the turn: the prompt (the turn has begun) or a steer. */
   private taken(turn: ClaudeTurn, uuid: string): void {
     if (uuid === turn.promptUuid) {
       if (!turn.started) {
@@ -294,84 +341,4 @@ export class ClaudeSession implements HarnessSession {
     if (turn.steers.size > 0 && !turn.interrupting && result.subtype === 'success' && !result.is_error) return;
     turn.finish(outcomeOf(result, turn));
   }
-
-  private async askUser(
-    turn: ClaudeTurn,
-    toolUseId: string,
-    input: Record<string, unknown>,
-  ): Promise<PermissionResult> {
-    const asked = questionsOf(input);
-    if (asked.length === 0) return { behavior: 'deny', message: 'The question had no questions in it.' };
-    const answers = await turn.listener.question(
-      toolUseId,
-      asked.map(({ question }) => question),
-    );
-    const given: Record<string, string> = {};
-    for (const { question, text } of asked) {
-      const answer = answers[question.id];
-      if (answer && answer.length > 0) given[text] = answer.join(', ');
-    }
-    if (Object.keys(given).length === 0) {
-      return { behavior: 'deny', message: 'The user did not answer. Carry on without the answer or stop.' };
-    }
-    return { behavior: 'allow', updatedInput: { ...input, answers: given } };
-  }
-
-  /**
-   * The agent asks to leave plan mode with its plan: a plan approval for the user. Approved, the
-   * turn goes on in the default mode; rejected, the agent is told why and stays in plan mode.
-   */
-  private async approvePlan(
-    turn: ClaudeTurn,
-    toolUseId: string,
-    input: Record<string, unknown>,
-  ): Promise<PermissionResult> {
-    // Claude Code passes the plan file plan mode had the agent write (read inside the jail).
-    const given = input.plan ?? (await this.callOf(turn, toolUseId))?.plan;
-    const plan =
-      typeof given === 'string' && given.trim() ? cutUtf8(given, PLAN_MAX_BYTES) : '(the agent gave no plan text)';
-    const decision = await turn.listener.planApproval(toolUseId, plan);
-    if (!decision.approved) {
-      const why = decision.comment ? ` The user said: ${decision.comment}` : '';
-      return { behavior: 'deny', message: `The user rejected the plan. Revise it.${why}` };
-    }
-    await this.parts.query.setPermissionMode('default');
-    return { behavior: 'allow', updatedInput: input };
-  }
-}
-
-/** An AskUserQuestion call's questions, as the contract's (ids by position) with their text. */
-export function questionsOf(input: Record<string, unknown>): { question: Question; text: string }[] {
-  const questions = Array.isArray(input.questions) ? (input.questions as Record<string, unknown>[]) : [];
-  return questions.flatMap((q, index) => {
-    if (typeof q.question !== 'string') return [];
-    const options = Array.isArray(q.options) ? (q.options as Record<string, unknown>[]) : [];
-    return [
-      {
-        text: q.question,
-        question: {
-          id: `q${index + 1}`,
-          header: typeof q.header === 'string' ? q.header : '',
-          question: q.question,
-          // Claude Code lets the user answer in words of their own besides the options.
-          isOther: true,
-          isSecret: false,
-          options: options.flatMap((o) =>
-            typeof o.label === 'string'
-              ? [{ label: o.label, description: typeof o.description === 'string' ? o.description : '' }]
-              : [],
-          ),
-        },
-      },
-    ];
-  });
-}
-
-function crashedOutcome(turn: ClaudeTurn | null, message: string): TurnOutcome {
-  return {
-    status: 'failed',
-    error: { code: 'harness_crashed', message },
-    reply: turn?.mapper.lastReply ?? null,
-    usage: turn?.mapper.usage ?? {},
-  };
 }

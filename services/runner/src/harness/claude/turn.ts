@@ -1,4 +1,4 @@
-import type { SDKResultMessage } from '@anthropic-ai/claude-agent-sdk';
+import type { SDKMessage, SDKResultMessage } from '@anthropic-ai/claude-agent-sdk';
 import type { RunError } from '@threadwork/contracts';
 import type { TurnListener, TurnOutcome } from '../harness.js';
 import type { RefusedTurn } from '../refusals.js';
@@ -16,6 +16,8 @@ export interface ClaudeTurn extends RefusedTurn {
   started: boolean;
   /** Steers pushed and not yet taken, by uuid: each told whether it was taken. */
   steers: Map<string, (taken: boolean) => void>;
+  /** The uuids of every message pushed for the turn, its prompt's and its steers'. */
+  sent: Set<string>;
   /** Tool calls the SDK asked about before their message came through, by id. */
   awaitedCalls: Map<string, () => void>;
   /** An interrupt was asked for: the turn ends `interrupted`, whatever it ends with. */
@@ -52,5 +54,25 @@ function resultError(result: SDKResultMessage): RunError {
     code: 'harness_error',
     message: said || `Claude Code ended the turn with ${result.subtype}`,
     ...(result.terminal_reason ? { detail: String(result.terminal_reason) } : {}),
+  };
+}
+
+/** The messages of the client a message of Claude Code's answers or echoes, by uuid. */
+export function answering(message: SDKMessage): string[] {
+  const uuids: string[] = [];
+  if (message.type === 'user' && 'isReplay' in message && message.isReplay && message.uuid) uuids.push(message.uuid);
+  const said = message as { user_message_uuid?: unknown; user_message_uuids?: unknown };
+  if (typeof said.user_message_uuid === 'string') uuids.push(said.user_message_uuid);
+  if (Array.isArray(said.user_message_uuids))
+    uuids.push(...said.user_message_uuids.filter((u) => typeof u === 'string'));
+  return uuids;
+}
+
+export function crashedOutcome(turn: ClaudeTurn | null, message: string): TurnOutcome {
+  return {
+    status: 'failed',
+    error: { code: 'harness_crashed', message },
+    reply: turn?.mapper.lastReply ?? null,
+    usage: turn?.mapper.usage ?? {},
   };
 }
