@@ -14,8 +14,12 @@ function memoryNow(stack) {
   return new Map([...stack.processIds()].map(([name, pid]) => [name, residentMemory(pid)]));
 }
 
-/** Runs the `selected` benchmarks with `opts`; the results, by benchmark, for the report. */
-export async function runBenchmarks(stack, fake, { opts, selected }) {
+/**
+ * Runs the `selected` benchmarks with `opts`; the results, by benchmark, for the report. `fakes` is
+ * the fake model of each harness the runner serves, by harness name.
+ */
+export async function runBenchmarks(stack, fakes, { opts, selected }) {
+  const harnesses = [...fakes.keys()];
   const load = { connections: opts.connections, seconds: opts.seconds, rounds: opts.rounds };
   const results = { options: opts, selected: [...selected] };
   const step = async (name, what, run) => {
@@ -55,11 +59,19 @@ export async function runBenchmarks(stack, fake, { opts, selected }) {
       rounds: opts.rounds,
     }),
   );
-  await step('sandboxes', `benchmark 7: runner memory with ${opts.sandboxes} live sandboxes`, () =>
-    sandboxMemoryBenchmark(stack, fake, { sandboxes: opts.sandboxes }),
+  await step(
+    'sandboxes',
+    `benchmark 7: runner memory with ${opts.sandboxes} live sandboxes of each harness`,
+    async () => {
+      const byHarness = {};
+      for (const [harness, fake] of fakes) {
+        byHarness[harness] = await sandboxMemoryBenchmark(stack, fake, { sandboxes: opts.sandboxes, harness });
+      }
+      return byHarness;
+    },
   );
-  await step('turns', `benchmark 6: ${opts.turns} trivial turns, cold and warm`, () =>
-    turnsBenchmark(stack, { turns: opts.turns }),
+  await step('turns', `benchmark 6: ${opts.turns} trivial turns of each harness, cold and warm`, () =>
+    turnsBenchmark(stack, { turns: opts.turns, harnesses }),
   );
   await step('jail', `benchmark 8: ${opts.turns} trivial turns, cold and warm, jailed and not`, async () => {
     // The same turns through a runner that jails each sandbox, then through one that does not. The
@@ -69,9 +81,11 @@ export async function runBenchmarks(stack, fake, { opts, selected }) {
     const sandboxes = mkdtempSync('/var/tmp/threadwork-bench-sandboxes-');
     try {
       await stack.restartRunner({ SANDBOX_JAIL: 'required', SANDBOX_ROOT: sandboxes });
-      const jailed = await turnsBenchmark(stack, { turns: opts.turns });
+      const codexTurns = async () =>
+        (await turnsBenchmark(stack, { turns: opts.turns, harnesses: ['codex'] })).byHarness.codex;
+      const jailed = await codexTurns();
       await stack.restartRunner({ SANDBOX_JAIL: 'off' });
-      const bare = await turnsBenchmark(stack, { turns: opts.turns });
+      const bare = await codexTurns();
       return { jailed, bare };
     } finally {
       rmSync(sandboxes, { recursive: true, force: true });
