@@ -157,13 +157,17 @@ export async function startStack({ runnerEnv = {}, harnesses = ['codex'], profil
     const repos = await (await fetch(`${base}/v1/repohost/repositories`, { headers })).json();
     const repositoryId = repos.repositories[0].repository_id;
 
-    /** Replaces the runner with one started with `extra` on top of its settings; resolves once it consumes. */
+    /**
+     * Replaces the runner with one started with `extra` on top of its settings; resolves once it
+     * consumes the jobs of every harness it serves (`extra.HARNESSES`, else all).
+     */
     stack.restartRunner = async (extra = {}) => {
       const runner = await launched.restart('runner', { env: extra });
+      const served = extra.HARNESSES?.split(',') ?? harnesses;
       await waitUntil('runner', async () => {
         if (!runner.alive()) throw new Error(`the runner exited:\n${runner.output()}`);
         const infos = await Promise.all(
-          harnesses.map((harness) => jsm.consumers.info(STREAM_NAMES.runJobs, runnerConsumer(harness))),
+          served.map((harness) => jsm.consumers.info(STREAM_NAMES.runJobs, runnerConsumer(harness))),
         );
         return infos.every((info) => info.num_waiting > 0);
       });

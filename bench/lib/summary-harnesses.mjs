@@ -125,7 +125,9 @@ export function harnessTables(turns, sandboxes) {
       harnesses.flatMap((harness) => [mib(pick(sandboxes[harness]).rss), mib(pick(sandboxes[harness]).anon)]);
     const processes = harnesses
       .map((harness) => {
-        const made = Object.entries(sandboxes[harness].commands ?? {}).map(([name, n]) => `${name} ×${n}`);
+        const made = Object.entries(sandboxes[harness].commands).map(
+          ([name, kind]) => `${name} ×${kind.count} (${mib(kind.rss)} MiB RSS, ${mib(kind.anon)} MiB anon per sandbox)`,
+        );
         return `${harness}: ${made.join(', ') || 'none'}`;
       })
       .join('; ');

@@ -76,15 +76,17 @@ export async function runBenchmarks(stack, fakes, { opts, selected }) {
   await step('jail', `benchmark 8: ${opts.turns} trivial turns, cold and warm, jailed and not`, async () => {
     // The same turns through a runner that jails each sandbox, then through one that does not. The
     // jailed one keeps its sandboxes outside the temporary directory, as deployed: there Codex's own
-    // sandbox confines commands, which SANDBOX_JAIL=required needs where the kernel has no Yama.
+    // sandbox confines commands, which SANDBOX_JAIL=required needs where the kernel has no Yama. It
+    // serves Codex only: Claude Code has no sandbox of its own, so without Yama a runner refuses to
+    // jail it as required.
     mkdirSync('/var/tmp', { recursive: true });
     const sandboxes = mkdtempSync('/var/tmp/threadwork-bench-sandboxes-');
     try {
-      await stack.restartRunner({ SANDBOX_JAIL: 'required', SANDBOX_ROOT: sandboxes });
+      await stack.restartRunner({ SANDBOX_JAIL: 'required', SANDBOX_ROOT: sandboxes, HARNESSES: 'codex' });
       const codexTurns = async () =>
         (await turnsBenchmark(stack, { turns: opts.turns, harnesses: ['codex'] })).byHarness.codex;
       const jailed = await codexTurns();
-      await stack.restartRunner({ SANDBOX_JAIL: 'off' });
+      await stack.restartRunner({ SANDBOX_JAIL: 'off', HARNESSES: 'codex' });
       const bare = await codexTurns();
       return { jailed, bare };
     } finally {

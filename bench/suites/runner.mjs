@@ -170,11 +170,18 @@ export async function sandboxMemoryBenchmark(stack, fake, { sandboxes, harness }
   }
   await sleep(1_000);
   const runnerLive = residentMemory(runner.pid);
-  const treePids = descendants(runner.pid).filter((pid) => !before.has(pid));
-  const tree = treePids.map(residentMemory).filter(Boolean);
-  // What the tree is made of (`bwrap ×8, claude ×4`), to say what the figure counts.
-  const commands = new Map();
-  for (const name of treePids.map(commandName).filter(Boolean)) commands.set(name, (commands.get(name) ?? 0) + 1);
+  const tree = descendants(runner.pid)
+    .filter((pid) => !before.has(pid))
+    .map((pid) => ({ name: commandName(pid), memory: residentMemory(pid) }))
+    .filter((p) => p.name !== null && p.memory !== null);
+  // What the tree is made of (the jail's, the harness's), each kind with its memory per sandbox.
+  const commands = {};
+  for (const { name, memory } of tree) {
+    const kind = (commands[name] ??= { count: 0, rss: 0, anon: 0 });
+    kind.count += 1;
+    kind.rss += memory.rss / sandboxes;
+    kind.anon += memory.anon / sandboxes;
+  }
 
   for (const runId of runIds) await api(stack, 'POST', `/v1/runs/${runId}/cancel`);
   for (const runId of runIds) {
@@ -184,11 +191,11 @@ export async function sandboxMemoryBenchmark(stack, fake, { sandboxes, harness }
     }
   }
 
-  const sum = (field) => tree.reduce((total, m) => total + m[field], 0);
+  const sum = (field) => tree.reduce((total, p) => total + p.memory[field], 0);
   return {
     sandboxes,
     processes: tree.length,
-    commands: Object.fromEntries(commands),
+    commands,
     runnerIdle,
     runnerLive,
     perSandbox: {
