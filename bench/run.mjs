@@ -15,7 +15,7 @@ import { cpus, loadavg, totalmem } from 'node:os';
 // their dependencies from pnpm's hoisted copies (an ESM strip-ansi under a CommonJS string-width)
 // and fail.
 import './lib/load.mjs';
-import { startFakeModel } from '@threadwork/testing';
+import { agent } from '@threadwork/testing';
 import { parseOptions } from './lib/options.mjs';
 import { startStack } from './lib/stack.mjs';
 import { report } from './lib/summary.mjs';
@@ -32,25 +32,29 @@ const loadAverage = () =>
 const header = `Threadwork benchmarks — ${new Date().toISOString()} — ${cpus().length} × ${cpus()[0]?.model ?? 'cpu'}, ${Math.round(totalmem() / 2 ** 30)} GiB, Node ${process.version}${args.quick ? ' — quick' : ''}`;
 const loadAtStart = loadAverage();
 
-const fake = await startFakeModel(benchScript(120_000));
+// One fake model per harness, each playing the same script in its harness's API.
+const fakes = new Map();
 let stack;
 const shutdown = async () => {
   await stack?.stop();
-  await fake.close();
+  await Promise.all([...fakes.values()].map((fake) => fake.close()));
 };
 process.once('SIGINT', () => void shutdown().then(() => process.exit(130)));
 process.once('SIGTERM', () => void shutdown().then(() => process.exit(143)));
 try {
+  for (const harness of agent.HARNESS_NAMES)
+    fakes.set(harness, await agent.startAgentFake(harness, benchScript(120_000)));
   stack = await startStack({
     runnerEnv: {
-      MODEL_BASE_URL: fake.baseUrl,
-      MODEL_API_KEY: 'bench-model-key',
+      ...Object.assign({}, ...[...fakes.values()].map((fake) => fake.runnerEnv('bench-model-key'))),
+      HARNESSES: [...fakes.keys()].join(','),
       RUNNER_CONCURRENCY: String(Math.max(2, opts.sandboxes)),
     },
+    harnesses: [...fakes.keys()],
     profile,
     profileDir,
   });
-  const results = await runBenchmarks(stack, fake, { opts, selected });
+  const results = await runBenchmarks(stack, fakes, { opts, selected });
   out(header);
   out(`Load average (1, 5, 15 min) at start: ${loadAtStart}; at end: ${loadAverage()}.`);
   out();

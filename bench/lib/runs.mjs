@@ -5,7 +5,7 @@ import { request } from '@threadwork/platform';
 import { api } from './stack.mjs';
 
 /**
- * No runner takes jobs of this harness (the runner consumes `codex`), so a run admitted with it
+ * No runner takes jobs of this harness (the runner consumes only those it serves), so a run admitted with it
  * stays queued until we claim it.
  */
 const UNSERVED_HARNESS = 'bench';

@@ -17,8 +17,8 @@ import { createStack, freePort, root, SERVICES as SERVICE_NAMES } from '../../de
 /** Services that answer NATS requests, by the name their NATS micro service has. */
 const RPC_SERVICES = { runs: SERVICES.runs.name, repohost: SERVICES.repohost.name, threads: SERVICES.threads.name };
 
-/** The runner's durable RUN_JOBS consumer for the default harness (handlers/jobs.ts names it so). */
-const RUNNER_CONSUMER = 'runner-codex';
+/** The runner's durable RUN_JOBS consumer for a harness (handlers/jobs.ts names it so). */
+const runnerConsumer = (harness) => `runner-${harness}`;
 
 const READY_TIMEOUT_MS = 60_000;
 /** Output kept to show when a process dies: the launcher keeps at least half of it, the last 4,000 characters. */
@@ -36,10 +36,11 @@ async function waitUntil(what, probe, timeoutMs = READY_TIMEOUT_MS) {
 }
 
 /**
- * Starts everything. `runnerEnv` adds runner settings (MODEL_BASE_URL of the fake model, its
- * concurrency); `profile` names services (or `baseline`) to start with `--cpu-prof` into `profileDir`.
+ * Starts everything. `runnerEnv` adds runner settings (the fake models' endpoints, its concurrency,
+ * its HARNESSES); `harnesses` are those it serves; `profile` names services (or `baseline`) to start
+ * with `--cpu-prof` into `profileDir`.
  */
-export async function startStack({ runnerEnv = {}, profile = [], profileDir } = {}) {
+export async function startStack({ runnerEnv = {}, harnesses = ['codex'], profile = [], profileDir } = {}) {
   const dir = mkdtempSync(join(tmpdir(), 'threadwork-bench-'));
   const port = await freePort();
   const baselinePort = await freePort();
@@ -71,8 +72,9 @@ export async function startStack({ runnerEnv = {}, profile = [], profileDir } = 
       // The benchmarks make many threads and hold many runs live as that one user.
       MAX_LIVE_RUNS_PER_USER: '0',
       THREADS_PER_MINUTE_PER_USER: '0',
-      // Runs held for the read benchmarks are admitted for a harness no runner serves (lib/runs.mjs).
-      HARNESSES: 'codex,bench',
+      // Runs held for the read benchmarks are admitted for a harness no runner serves (lib/runs.mjs);
+      // the runner's own list (runnerEnv) names only those it serves.
+      HARNESSES: [...harnesses, 'bench'].join(','),
     },
     services: [
       ...SERVICE_NAMES.map((role) => ({
@@ -142,7 +144,11 @@ export async function startStack({ runnerEnv = {}, profile = [], profileDir } = 
     for (const [name, micro] of Object.entries(RPC_SERVICES)) {
       await waitUntil(name, async () => Boolean(await nc.request(`$SRV.PING.${micro}`, undefined, { timeout: 500 })));
     }
-    await waitUntil('runner', async () => Boolean(await jsm.consumers.info(STREAM_NAMES.runJobs, RUNNER_CONSUMER)));
+    for (const harness of harnesses) {
+      await waitUntil(`runner (${harness})`, async () =>
+        Boolean(await jsm.consumers.info(STREAM_NAMES.runJobs, runnerConsumer(harness))),
+      );
+    }
     stack.assertRunning();
 
     const key = createApiKey(launched.env, 'bench');
@@ -151,13 +157,19 @@ export async function startStack({ runnerEnv = {}, profile = [], profileDir } = 
     const repos = await (await fetch(`${base}/v1/repohost/repositories`, { headers })).json();
     const repositoryId = repos.repositories[0].repository_id;
 
-    /** Replaces the runner with one started with `extra` on top of its settings; resolves once it consumes. */
+    /**
+     * Replaces the runner with one started with `extra` on top of its settings; resolves once it
+     * consumes the jobs of every harness it serves (`extra.HARNESSES`, else all).
+     */
     stack.restartRunner = async (extra = {}) => {
       const runner = await launched.restart('runner', { env: extra });
+      const served = extra.HARNESSES?.split(',') ?? harnesses;
       await waitUntil('runner', async () => {
         if (!runner.alive()) throw new Error(`the runner exited:\n${runner.output()}`);
-        const info = await jsm.consumers.info(STREAM_NAMES.runJobs, RUNNER_CONSUMER);
-        return info.num_waiting > 0;
+        const infos = await Promise.all(
+          served.map((harness) => jsm.consumers.info(STREAM_NAMES.runJobs, runnerConsumer(harness))),
+        );
+        return infos.every((info) => info.num_waiting > 0);
       });
     };
 

@@ -2,6 +2,7 @@
 // the CPU went and what each process held in memory.
 import { mib } from './proc.mjs';
 import { int, ms, summaryRow, SUMMARY_HEADER, table } from './report.mjs';
+import { harnessSummaryRows, harnessTables } from './summary-harnesses.mjs';
 
 const out = (line = '') => process.stdout.write(`${line}\n`);
 
@@ -135,46 +136,8 @@ export function report(results, { opts, profile, profileDir }) {
     }
   }
   const turns = results.turns;
-  if (turns) {
-    for (const [kind, label] of [
-      ['cold', 'new thread (POST /v1/threads)'],
-      ['warm', 'follow-up in a warm sandbox (POST /v1/threads/{id}/messages)'],
-    ]) {
-      const t = turns[kind];
-      rows.push(
-        summaryRow(
-          6,
-          `trivial turn, ${label} → first harness event, median of ${t.samples}`,
-          `${int(t.firstEventMs)} ms`,
-          '—',
-          null,
-          null,
-        ),
-        summaryRow(
-          6,
-          `trivial turn, ${label} → completed, median of ${t.samples}`,
-          `${int(t.completedMs)} ms`,
-          '—',
-          null,
-          null,
-        ),
-      );
-    }
-  }
   const sandboxes = results.sandboxes;
-  if (sandboxes) {
-    const { runnerGrowth, harness } = sandboxes.perSandbox;
-    rows.push(
-      summaryRow(
-        7,
-        `memory per live sandbox (runner growth + agent processes), ${sandboxes.sandboxes} turns in flight`,
-        `${mib(runnerGrowth.rss + harness.rss)} MiB RSS, ${mib(runnerGrowth.anon + harness.anon)} MiB anon`,
-        '—',
-        null,
-        null,
-      ),
-    );
-  }
+  rows.push(...harnessSummaryRows(turns, sandboxes));
 
   out(table(SUMMARY_HEADER, rows, 2));
   if (details.length) {
@@ -253,22 +216,9 @@ export function report(results, { opts, profile, profileDir }) {
       ),
     );
   }
-  if (turns) {
+  for (const text of harnessTables(turns, null)) {
     out();
-    out(
-      table(
-        ['trivial turn (median)', 'samples', '→ first harness event ms', '→ completed ms'],
-        [
-          ['cold: new thread', turns.cold.samples, int(turns.cold.firstEventMs), int(turns.cold.completedMs)],
-          ['warm: follow-up message', turns.warm.samples, int(turns.warm.firstEventMs), int(turns.warm.completedMs)],
-        ],
-      ),
-    );
-    if (turns.createRetriedAfter500 > 0) {
-      out(
-        `\nPOST /v1/threads answered 500 ${turns.createRetriedAfter500} time(s) and was replayed (same client_request_id).`,
-      );
-    }
+    out(text);
   }
 
   out();
@@ -291,24 +241,9 @@ export function report(results, { opts, profile, profileDir }) {
       ]),
     ),
   );
-  if (sandboxes) {
-    const { runnerIdle, runnerLive, perSandbox } = sandboxes;
+  for (const text of harnessTables(null, sandboxes)) {
     out();
-    out(
-      table(
-        [`runner with ${sandboxes.sandboxes} live sandboxes`, 'RSS MiB', 'RssAnon MiB'],
-        [
-          ['runner process, idle', mib(runnerIdle.rss), mib(runnerIdle.anon)],
-          ['runner process, sandboxes live', mib(runnerLive.rss), mib(runnerLive.anon)],
-          ['runner growth per sandbox', mib(perSandbox.runnerGrowth.rss), mib(perSandbox.runnerGrowth.anon)],
-          [
-            `agent processes per sandbox (${sandboxes.processes} processes)`,
-            mib(perSandbox.harness.rss),
-            mib(perSandbox.harness.anon),
-          ],
-        ],
-      ),
-    );
+    out(text);
   }
   if (results.seed)
     out(`\nSeeding: ${int(results.seed.events)} events appended at ${int(results.seed.perSecond)} events/s.`);

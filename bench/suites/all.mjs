@@ -14,8 +14,12 @@ function memoryNow(stack) {
   return new Map([...stack.processIds()].map(([name, pid]) => [name, residentMemory(pid)]));
 }
 
-/** Runs the `selected` benchmarks with `opts`; the results, by benchmark, for the report. */
-export async function runBenchmarks(stack, fake, { opts, selected }) {
+/**
+ * Runs the `selected` benchmarks with `opts`; the results, by benchmark, for the report. `fakes` is
+ * the fake model of each harness the runner serves, by harness name.
+ */
+export async function runBenchmarks(stack, fakes, { opts, selected }) {
+  const harnesses = [...fakes.keys()];
   const load = { connections: opts.connections, seconds: opts.seconds, rounds: opts.rounds };
   const results = { options: opts, selected: [...selected] };
   const step = async (name, what, run) => {
@@ -55,23 +59,35 @@ export async function runBenchmarks(stack, fake, { opts, selected }) {
       rounds: opts.rounds,
     }),
   );
-  await step('sandboxes', `benchmark 7: runner memory with ${opts.sandboxes} live sandboxes`, () =>
-    sandboxMemoryBenchmark(stack, fake, { sandboxes: opts.sandboxes }),
+  await step(
+    'sandboxes',
+    `benchmark 7: runner memory with ${opts.sandboxes} live sandboxes of each harness`,
+    async () => {
+      const byHarness = {};
+      for (const [harness, fake] of fakes) {
+        byHarness[harness] = await sandboxMemoryBenchmark(stack, fake, { sandboxes: opts.sandboxes, harness });
+      }
+      return byHarness;
+    },
   );
-  await step('turns', `benchmark 6: ${opts.turns} trivial turns, cold and warm`, () =>
-    turnsBenchmark(stack, { turns: opts.turns }),
+  await step('turns', `benchmark 6: ${opts.turns} trivial turns of each harness, cold and warm`, () =>
+    turnsBenchmark(stack, { turns: opts.turns, harnesses }),
   );
   await step('jail', `benchmark 8: ${opts.turns} trivial turns, cold and warm, jailed and not`, async () => {
     // The same turns through a runner that jails each sandbox, then through one that does not. The
     // jailed one keeps its sandboxes outside the temporary directory, as deployed: there Codex's own
-    // sandbox confines commands, which SANDBOX_JAIL=required needs where the kernel has no Yama.
+    // sandbox confines commands, which SANDBOX_JAIL=required needs where the kernel has no Yama. It
+    // serves Codex only: Claude Code has no sandbox of its own, so without Yama a runner refuses to
+    // jail it as required.
     mkdirSync('/var/tmp', { recursive: true });
     const sandboxes = mkdtempSync('/var/tmp/threadwork-bench-sandboxes-');
     try {
-      await stack.restartRunner({ SANDBOX_JAIL: 'required', SANDBOX_ROOT: sandboxes });
-      const jailed = await turnsBenchmark(stack, { turns: opts.turns });
-      await stack.restartRunner({ SANDBOX_JAIL: 'off' });
-      const bare = await turnsBenchmark(stack, { turns: opts.turns });
+      await stack.restartRunner({ SANDBOX_JAIL: 'required', SANDBOX_ROOT: sandboxes, HARNESSES: 'codex' });
+      const codexTurns = async () =>
+        (await turnsBenchmark(stack, { turns: opts.turns, harnesses: ['codex'] })).byHarness.codex;
+      const jailed = await codexTurns();
+      await stack.restartRunner({ SANDBOX_JAIL: 'off', HARNESSES: 'codex' });
+      const bare = await codexTurns();
       return { jailed, bare };
     } finally {
       rmSync(sandboxes, { recursive: true, force: true });

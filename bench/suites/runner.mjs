@@ -1,12 +1,13 @@
-// Benchmarks 6 and 7, through the public API with the real runner driving the real Codex CLI
-// against a fake model (libs/testing): how long a trivial turn takes to show its first harness
-// event and to complete, in a new thread (clone + a new agent process) and as a follow-up in the
-// same thread (its agent process still up); and what a live sandbox costs in memory.
+// Benchmarks 6 and 7, through the public API with the real runner driving the real agent CLIs
+// (Codex, Claude Code) against the fake model of each (libs/testing, one script for both): how long
+// a trivial turn takes to show its first harness event and to complete, in a new thread (clone + a
+// new agent process) and as a follow-up in the same thread (its agent process still up); and what a
+// live sandbox costs in memory. Every harness is measured in the same run, so their figures compare.
 import { randomUUID } from 'node:crypto';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { isTerminalRunStatus } from '@threadwork/contracts';
-import { say } from '@threadwork/testing';
-import { descendants, residentMemory } from '../lib/proc.mjs';
+import { agent } from '@threadwork/testing';
+import { commandName, descendants, residentMemory } from '../lib/proc.mjs';
 import { api } from '../lib/stack.mjs';
 import { follow, nowMs } from '../lib/sse.mjs';
 
@@ -15,12 +16,12 @@ const HOLD = 'HOLD';
 const TURN_TIMEOUT_MS = 60_000;
 
 /**
- * The fake model's script: a prompt starting with HOLD gets a reply that stays open for `holdMs`
- * (a long turn, to keep sandboxes live), anything else a one-line answer.
+ * The fake model's script, for either harness: a prompt starting with HOLD gets a reply that stays
+ * open for `holdMs` (a long turn, to keep sandboxes live), anything else a one-line answer.
  */
 export function benchScript(holdMs) {
   return (req) =>
-    req.lastUserText.startsWith(HOLD) ? { items: [say('working on it')], delayMs: holdMs } : [say('ok')];
+    req.lastUserText.startsWith(HOLD) ? { actions: [agent.say('working on it')], delayMs: holdMs } : [agent.say('ok')];
 }
 
 function median(values) {
@@ -89,8 +90,8 @@ async function sendMessage(stack, threadId, prompt) {
  * same thread and run) and counted: it happens when the runner takes the run up at once and the
  * threads service's write of the admitted run is lost to its concurrent write of the sandbox status.
  */
-async function createThread(stack, prompt, retried) {
-  const body = { repository_id: stack.repositoryId, prompt, client_request_id: `bench-${randomUUID()}` };
+async function createThread(stack, { prompt, harness }, retried) {
+  const body = { repository_id: stack.repositoryId, prompt, harness, client_request_id: `bench-${randomUUID()}` };
   for (let attempt = 1; ; attempt++) {
     try {
       return await api(stack, 'POST', '/v1/threads', body);
@@ -101,57 +102,86 @@ async function createThread(stack, prompt, retried) {
   }
 }
 
-/** Benchmark 6: `turns` new threads, each followed by one follow-up message in the same thread. */
-export async function turnsBenchmark(stack, { turns }) {
-  const cold = [];
-  const warm = [];
+/**
+ * Benchmark 6: `turns` rounds; in each, every one of `harnesses` opens a new thread and sends one
+ * follow-up in it. The harnesses take turns within a round, first one then the other, so that
+ * whatever else the machine does weighs on each alike. Medians by harness.
+ */
+export async function turnsBenchmark(stack, { turns, harnesses }) {
+  const samples = new Map(harnesses.map((harness) => [harness, { cold: [], warm: [] }]));
   const retried = { count: 0 };
   for (let i = 1; i <= turns; i++) {
-    let threadId;
-    cold.push(
-      await timeTurn(stack, async () => {
-        const sentAt = nowMs();
-        const created = await createThread(stack, `${TRIVIAL} cold ${i}`, retried);
-        threadId = created.id;
-        return { runId: created.run_id, sentAt };
-      }),
-    );
-    warm.push(await timeTurn(stack, () => sendMessage(stack, threadId, `${TRIVIAL} warm ${i}`)));
+    const order = i % 2 ? harnesses : [...harnesses].reverse();
+    for (const harness of order) {
+      const { cold, warm } = samples.get(harness);
+      let threadId;
+      cold.push(
+        await timeTurn(stack, async () => {
+          const sentAt = nowMs();
+          const created = await createThread(stack, { prompt: `${TRIVIAL} cold ${i}`, harness }, retried);
+          threadId = created.id;
+          return { runId: created.run_id, sentAt };
+        }),
+      );
+      warm.push(await timeTurn(stack, () => sendMessage(stack, threadId, `${TRIVIAL} warm ${i}`)));
+    }
   }
   const summary = (list) => ({
     firstEventMs: median(list.map((t) => t.firstEventMs)),
     completedMs: median(list.map((t) => t.completedMs)),
     samples: list.length,
   });
-  return { cold: summary(cold), warm: summary(warm), createRetriedAfter500: retried.count };
+  const byHarness = Object.fromEntries(
+    [...samples].map(([harness, { cold, warm }]) => [harness, { cold: summary(cold), warm: summary(warm) }]),
+  );
+  return { byHarness, createRetriedAfter500: retried.count };
 }
 
 /**
- * Benchmark 7, the runner's part: its memory idle, then with `sandboxes` turns in flight at once
- * (each holding a live agent process, the runner's children), then those turns cancelled.
+ * Benchmark 7, the runner's part, for one harness (`fake` is its model): the runner's memory idle,
+ * then with `sandboxes` turns in flight at once (each holding a live agent process tree, the
+ * runner's descendants: the jail and the harness), then those turns cancelled.
  */
-export async function sandboxMemoryBenchmark(stack, fake, { sandboxes }) {
+export async function sandboxMemoryBenchmark(stack, fake, { sandboxes, harness }) {
   const runner = stack.services.get('runner');
   const before = new Set(descendants(runner.pid));
   const runnerIdle = residentMemory(runner.pid);
-  const holdRequests = () => fake.requests.filter((r) => r.lastUserText.startsWith(HOLD)).length;
-  const seen = holdRequests();
+  // Sandboxes whose turn reached the model, by their distinct prompts: a harness may send more than
+  // one request for a turn.
+  const seen = fake.requests.length;
+  const holdRequests = () =>
+    new Set(
+      fake.requests
+        .slice(seen)
+        .map((r) => r.lastUserText)
+        .filter((text) => text.startsWith(HOLD)),
+    ).size;
 
   const runIds = [];
   const retried = { count: 0 };
-  for (let i = 1; i <= sandboxes; i++) runIds.push((await createThread(stack, `${HOLD} sandbox ${i}`, retried)).run_id);
+  for (let i = 1; i <= sandboxes; i++) {
+    runIds.push((await createThread(stack, { prompt: `${HOLD} sandbox ${i}`, harness }, retried)).run_id);
+  }
   // Every turn has reached the model: each sandbox has its agent process up and mid-turn.
   const deadline = Date.now() + TURN_TIMEOUT_MS;
-  while (holdRequests() - seen < sandboxes) {
-    if (Date.now() > deadline) throw new Error(`only ${holdRequests() - seen} of ${sandboxes} sandboxes started`);
+  while (holdRequests() < sandboxes) {
+    if (Date.now() > deadline) throw new Error(`only ${holdRequests()} of ${sandboxes} ${harness} sandboxes started`);
     await sleep(100);
   }
   await sleep(1_000);
   const runnerLive = residentMemory(runner.pid);
-  const harness = descendants(runner.pid)
+  const tree = descendants(runner.pid)
     .filter((pid) => !before.has(pid))
-    .map(residentMemory)
-    .filter(Boolean);
+    .map((pid) => ({ name: commandName(pid), memory: residentMemory(pid) }))
+    .filter((p) => p.name !== null && p.memory !== null);
+  // What the tree is made of (the jail's, the harness's), each kind with its memory per sandbox.
+  const commands = {};
+  for (const { name, memory } of tree) {
+    const kind = (commands[name] ??= { count: 0, rss: 0, anon: 0 });
+    kind.count += 1;
+    kind.rss += memory.rss / sandboxes;
+    kind.anon += memory.anon / sandboxes;
+  }
 
   for (const runId of runIds) await api(stack, 'POST', `/v1/runs/${runId}/cancel`);
   for (const runId of runIds) {
@@ -161,10 +191,11 @@ export async function sandboxMemoryBenchmark(stack, fake, { sandboxes }) {
     }
   }
 
-  const sum = (field) => harness.reduce((total, m) => total + m[field], 0);
+  const sum = (field) => tree.reduce((total, p) => total + p.memory[field], 0);
   return {
     sandboxes,
-    processes: harness.length,
+    processes: tree.length,
+    commands,
     runnerIdle,
     runnerLive,
     perSandbox: {
