@@ -11,11 +11,13 @@ describe('error codes', () => {
       ['already_settled', 409],
       ['idempotency_conflict', 409],
       ['too_many_runs', 409],
+      ['too_many_api_keys', 409],
       ['payload_too_large', 413],
       ['rate_limited', 429],
       ['unavailable', 503],
       ['internal', 500],
       ['unauthorized', 401],
+      ['forbidden', 403],
     ]);
   });
 });

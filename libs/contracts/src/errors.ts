@@ -9,18 +9,20 @@ export const ErrorCode = z.enum([
   'already_settled',
   'idempotency_conflict',
   'too_many_runs',
+  'too_many_api_keys',
   'payload_too_large',
   'rate_limited',
   'unavailable',
   'internal',
   'unauthorized',
+  'forbidden',
 ]);
 export type ErrorCode = z.infer<typeof ErrorCode>;
 export const ERROR_CODES = ErrorCode.options;
 
 /**
  * One place decides the HTTP status of a code, so the gateway's error handler and the services
- * that raise typed errors cannot disagree. The five conflicts share 409 and differ only by code.
+ * that raise typed errors cannot disagree. The six conflicts share 409 and differ only by code.
  */
 export const HTTP_STATUS_BY_CODE = {
   invalid_request: 400,
@@ -30,11 +32,13 @@ export const HTTP_STATUS_BY_CODE = {
   already_settled: 409,
   idempotency_conflict: 409,
   too_many_runs: 409,
+  too_many_api_keys: 409,
   payload_too_large: 413,
   rate_limited: 429,
   unavailable: 503,
   internal: 500,
   unauthorized: 401,
+  forbidden: 403,
 } as const satisfies Record<ErrorCode, number>;
 
 export const ErrorBody = z.object({

@@ -49,7 +49,7 @@ export const invalidRequest = (message: string, details?: Record<string, unknown
 export const conflict = (
   code: Extract<
     ErrorCode,
-    'thread_busy' | 'no_active_run' | 'already_settled' | 'idempotency_conflict' | 'too_many_runs'
+    'thread_busy' | 'no_active_run' | 'already_settled' | 'idempotency_conflict' | 'too_many_runs' | 'too_many_api_keys'
   >,
   message: string,
 ) => new AppError(code, message);

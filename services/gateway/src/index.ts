@@ -31,7 +31,10 @@ export function sessionSecretOf(config: GatewayConfig, logger: Logger): string {
 export async function startGateway(config: GatewayConfig): Promise<Gateway> {
   const runtime = await startRuntime({ name: 'gateway', config, mongo: true });
   try {
-    const identity = createIdentityStore(runtime.db, { timeoutMs: config.REQUEST_TIMEOUT_MS });
+    const identity = createIdentityStore(runtime.db, {
+      timeoutMs: config.REQUEST_TIMEOUT_MS,
+      logger: runtime.logger,
+    });
     await identity.ensureIndexes();
     const cached =
       config.AUTH_CACHE_TTL_MS > 0

@@ -8,6 +8,7 @@ import { Followers } from './domain/followers.js';
 import { newRequestId } from './domain/ids.js';
 import { PerAddressLimiter } from './domain/per-address-limit.js';
 import type { RateLimit } from './domain/rate-limit.js';
+import { apiKeyRoutes } from './handlers/api-keys.js';
 import { conversationRoutes } from './handlers/conversation.js';
 import type { HandlerDeps, RoutePlugin } from './handlers/deps.js';
 import { eventRoutes } from './handlers/events.js';
@@ -74,6 +75,7 @@ const ROUTES: RoutePlugin[] = [
   reviewRoutes,
   webhookRoutes,
   harnessRoutes,
+  apiKeyRoutes,
 ];
 
 /** Longer path segments are not routed at all (414); anything up to it is validated by schema. */
@@ -144,6 +146,7 @@ export async function buildServer(deps: GatewayDeps) {
   const handlerDeps: HandlerDeps = {
     nc: deps.nc,
     services: backingServices(deps.nc, deps.requestTimeoutMs),
+    identity: deps.identity,
     closing: closing.signal,
     heartbeatMs: deps.heartbeatMs ?? HEARTBEAT_MS,
     followers: new Followers(deps.maxFollowersPerUser ?? MAX_FOLLOWERS_PER_USER),

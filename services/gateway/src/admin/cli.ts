@@ -1,17 +1,19 @@
 import { existsSync, readFileSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import { parseArgs } from 'node:util';
-import { NATS_IDENTITIES, natsPermissions } from '@threadwork/contracts';
+import { CreateApiKeyBody, NATS_IDENTITIES, natsPermissions } from '@threadwork/contracts';
 import { connectMongo, foreignDatabaseProblem, redactMongoUrl, serviceDbName } from '@threadwork/platform';
 import { SESSION_COOKIE, signSession } from '../domain/session.js';
-import { createIdentityStore } from '../store/identity.js';
+import { createIdentityStore, DEFAULT_KEY_NAME } from '../store/identity.js';
 import { tellGateways } from './announce.js';
 import { fail } from './fail.js';
 import { writeNatsKeys } from './nats-keys.js';
 import { findTarget } from './target.js';
 
 const USAGE = `usage: npm run admin -- <command>
-  keys create --user <login>   create the user if needed and print a new API key (last line)
+  keys create --user <login> [--name <name>]
+                               create the user if needed and print a new API key (last line);
+                               the name (default cli, at most 100 characters) is what settings list
   keys revoke <key id|prefix>  revoke a key
   keys list [--user <login>]   list keys (ids and prefixes, never the keys)
   users list                   list users
@@ -38,6 +40,7 @@ export async function runAdmin(args: string[]): Promise<void> {
     allowPositionals: true,
     options: {
       user: { type: 'string' },
+      name: { type: 'string' },
       'ttl-hours': { type: 'string' },
       out: { type: 'string' },
       help: { type: 'boolean', short: 'h' },
@@ -105,12 +108,15 @@ export async function runAdmin(args: string[]): Promise<void> {
 
     if (group === 'keys' && action === 'create') {
       if (!values.user) fail('admin: keys create needs --user <login>');
+      const name = (values.name ?? DEFAULT_KEY_NAME).trim();
+      if (!CreateApiKeyBody.safeParse({ name }).success) fail('admin: --name must be 1 to 100 characters');
       const user = await identity.ensureUser(values.user);
-      const created = await identity.createKey(user._id);
+      // No cap: the operator decides; the keys still count against the user's own in settings.
+      const { key, doc } = await identity.createKey(user._id, { name });
       out(
-        `created key ${created.id} (prefix ${created.prefix}) for ${user.login} (${user._id}); it is shown only once:`,
+        `created key ${doc._id} "${name}" (prefix ${doc.prefix}) for ${user.login} (${user._id}); it is shown only once:`,
       );
-      out(created.key);
+      out(key);
     } else if (group === 'keys' && action === 'revoke') {
       if (!arg) fail('admin: keys revoke needs a key id or prefix');
       const count = await identity.revokeKey(arg);
@@ -124,7 +130,7 @@ export async function runAdmin(args: string[]): Promise<void> {
       const logins = new Map(users.map((u) => [u._id, u.login]));
       for (const key of await identity.listKeys(user?._id)) {
         out(
-          `${key._id}\t${key.prefix}…\t${logins.get(key.user_id) ?? key.user_id}\t${key.created_at.toISOString()}\t${key.revoked_at ? `revoked ${key.revoked_at.toISOString()}` : 'active'}`,
+          `${key._id}\t${key.name ?? DEFAULT_KEY_NAME}\t${key.prefix}…\t${logins.get(key.user_id) ?? key.user_id}\t${key.created_at.toISOString()}\t${key.revoked_at ? `revoked ${key.revoked_at.toISOString()}` : 'active'}`,
         );
       }
     } else if (group === 'sessions' && action === 'create') {

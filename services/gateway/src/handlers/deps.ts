@@ -11,12 +11,15 @@ import type {
 import type { ZodTypeProvider } from 'fastify-type-provider-zod';
 import type { BackingServices } from '../clients/backing-services.js';
 import type { Followers } from '../domain/followers.js';
+import type { IdentityStore } from '../store/identity.js';
 
 /** What route handlers need: the backing services, run events, and this replica's shared state. */
 export interface HandlerDeps {
   /** Run events are heard on it (core subscriptions), and its server's max_payload bounds webhooks. */
   nc: NatsConnection;
   services: BackingServices;
+  /** Users and API keys: the signed-in user's own keys are managed through it. */
+  identity: IdentityStore;
   /** Aborted when the server starts closing: long-polls answer and event streams end at once. */
   closing: AbortSignal;
   /** How often an idle event stream gets a `: ping` comment. */

@@ -10,6 +10,8 @@ import { sendError } from './errors.js';
 declare module 'fastify' {
   interface FastifyRequest {
     user: UserDoc | null;
+    /** How the user proved themselves: some things only a signed-in browser may do. */
+    via: 'session' | 'api_key' | null;
   }
 }
 
@@ -114,6 +116,7 @@ export const authentication = fp<AuthOptions>(
       KEY_LOOKUPS_IN_FLIGHT_PER_ADDRESS,
     );
     app.decorateRequest('user', null);
+    app.decorateRequest('via', null);
 
     /** True when the request has been answered here. */
     const guard = async (request: FastifyRequest, reply: FastifyReply): Promise<boolean> => {
@@ -135,6 +138,8 @@ export const authentication = fp<AuthOptions>(
         return true;
       }
       request.user = user;
+      // The header alone decides, as in authenticate(): with it the user is a key's.
+      request.via = request.headers.authorization !== undefined ? 'api_key' : 'session';
       return false;
     };
 

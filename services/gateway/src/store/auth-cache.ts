@@ -73,6 +73,12 @@ export function cacheAuthentication(identity: IdentityStore, options: AuthCacheO
       return revoked;
     },
 
+    async revokeOwnKey(userId, id) {
+      const key = await identity.revokeOwnKey(userId, id);
+      if (key) remembered.clear();
+      return key;
+    },
+
     forgetAll() {
       remembered.clear();
     },

@@ -1,4 +1,12 @@
-import { ensureIndexes, isDuplicateKeyError, mongoCall, type Collection, type Db } from '@threadwork/platform';
+import {
+  AppError,
+  ensureIndexes,
+  isDuplicateKeyError,
+  mongoCall,
+  type Collection,
+  type Db,
+  type Logger,
+} from '@threadwork/platform';
 import { newId } from '../domain/ids.js';
 import { generateKey, isWellFormedKey, keyMatches, keyPrefix } from '../domain/keys.js';
 
@@ -11,11 +19,43 @@ export interface UserDoc {
 export interface ApiKeyDoc {
   _id: string;
   user_id: string;
+  /** What the user called it; keys older than names have none (read as `cli`). */
+  name?: string;
   prefix: string;
   hash: string;
   created_at: Date;
+  /** When it last authenticated, written at most once a minute (LAST_USED_RESOLUTION_MS). */
+  last_used_at?: Date | null;
   revoked_at: Date | null;
+  /**
+   * The place an active key holds among its user's capped keys (0 … cap-1), unique per user, so
+   * two creations racing for the last place cannot both win; a key outside the cap (the admin
+   * CLI's) or revoked holds its own id instead.
+   */
+  slot?: number | string;
 }
+
+export interface NewKeyOptions {
+  /** Default DEFAULT_KEY_NAME. */
+  name?: string;
+  /** Active keys the user may hold, this one included; past it `too_many_api_keys`. None: no cap. */
+  maxActive?: number;
+}
+
+/** A key just made: `key` is shown once and never stored. */
+export interface NewApiKey {
+  id: string;
+  key: string;
+  prefix: string;
+  doc: ApiKeyDoc;
+}
+
+/** Keys made before keys had names: the admin CLI's. */
+export const DEFAULT_KEY_NAME = 'cli';
+/** How stale `last_used_at` may get: a busy key is written about once a minute, not per request. */
+export const LAST_USED_RESOLUTION_MS = 60_000;
+/** Creations that lost the race for a place to retry before giving up (a third racer is rare). */
+const SLOT_ATTEMPTS = 5;
 
 export interface IdentityStore {
   ensureIndexes(): Promise<void>;
@@ -24,9 +64,14 @@ export interface IdentityStore {
   listUsers(): Promise<UserDoc[]>;
   /** The user with this id, or null: a signed session names its user by id. */
   findUser(id: string): Promise<UserDoc | null>;
-  createKey(userId: string): Promise<{ id: string; key: string; prefix: string }>;
+  createKey(userId: string, options?: NewKeyOptions): Promise<NewApiKey>;
   /** Revokes by key id or prefix; returns how many keys it revoked. */
   revokeKey(idOrPrefix: string): Promise<number>;
+  /**
+   * Revokes the user's own key `id`: the key (as it now is) if it is the user's, revoked now or
+   * before; null if it is no key of theirs.
+   */
+  revokeOwnKey(userId: string, id: string): Promise<ApiKeyDoc | null>;
   listKeys(userId?: string): Promise<ApiKeyDoc[]>;
   /** The user a presented key belongs to, or null when it is malformed, unknown or revoked. */
   authenticate(key: string): Promise<UserDoc | null>;
@@ -42,19 +87,22 @@ export interface IdentityStore {
 export interface IdentityStoreOptions {
   /** How long a call may wait for the database before it is `unavailable` (a request's budget). */
   timeoutMs?: number;
+  /** Where a failed `last_used_at` write is reported: it is not the request's concern. */
+  logger?: Logger;
 }
 
 /** Users and API keys. Every call turns a database outage into `unavailable` (mongoCall). */
-export function createIdentityStore(db: Db, { timeoutMs }: IdentityStoreOptions = {}): IdentityStore {
-  const store = identityCollections(db);
+export function createIdentityStore(db: Db, { timeoutMs, logger }: IdentityStoreOptions = {}): IdentityStore {
+  const store = identityCollections(db, logger);
   const call = <T>(fn: () => Promise<T>) => mongoCall(fn, { timeoutMs });
   return {
     ensureIndexes: () => call(() => store.ensureIndexes()),
     ensureUser: (login) => call(() => store.ensureUser(login)),
     listUsers: () => call(() => store.listUsers()),
     findUser: (id) => call(() => store.findUser(id)),
-    createKey: (userId) => call(() => store.createKey(userId)),
+    createKey: (userId, options) => call(() => store.createKey(userId, options)),
     revokeKey: (idOrPrefix) => call(() => store.revokeKey(idOrPrefix)),
+    revokeOwnKey: (userId, id) => call(() => store.revokeOwnKey(userId, id)),
     listKeys: (userId) => call(() => store.listKeys(userId)),
     authenticate: (key) => call(() => store.authenticate(key)),
     ping: (pingTimeoutMs) =>
@@ -62,9 +110,32 @@ export function createIdentityStore(db: Db, { timeoutMs }: IdentityStoreOptions 
   };
 }
 
-function identityCollections(db: Db): Omit<IdentityStore, 'remembered' | 'ping'> {
+function identityCollections(db: Db, logger: Logger | undefined): Omit<IdentityStore, 'remembered' | 'ping'> {
   const users: Collection<UserDoc> = db.collection<UserDoc>('users');
   const keys: Collection<ApiKeyDoc> = db.collection<ApiKeyDoc>('api_keys');
+
+  /** Marks the key used, unless it was marked within the resolution: fire and forget. */
+  function noteUse(key: ApiKeyDoc): void {
+    const now = new Date();
+    const stale = new Date(now.getTime() - LAST_USED_RESOLUTION_MS);
+    if (key.last_used_at && key.last_used_at > stale) return;
+    // Guarded by the old value too, so replicas that looked the key up together write it once.
+    keys
+      .updateOne(
+        { _id: key._id, $or: [{ last_used_at: null }, { last_used_at: { $lte: stale } }] },
+        { $set: { last_used_at: now } },
+      )
+      .catch((err: unknown) => logger?.warn({ err, key_id: key._id }, 'could not record when an API key was used'));
+  }
+
+  /** The lowest place under `maxActive` no active key holds, or null when the user is at the cap. */
+  async function freeSlot(userId: string, maxActive: number): Promise<number | null> {
+    const active = await keys.find({ user_id: userId, revoked_at: null }).toArray();
+    if (active.length >= maxActive) return null;
+    const taken = new Set(active.map((key) => key.slot));
+    for (let slot = 0; slot < maxActive; slot++) if (!taken.has(slot)) return slot;
+    return null;
+  }
 
   return {
     async ensureIndexes() {
@@ -82,6 +153,17 @@ function identityCollections(db: Db): Omit<IdentityStore, 'remembered' | 'ping'>
           serves: 'authenticate: find candidate keys by their clear prefix',
         },
         { key: { user_id: 1, created_at: 1 }, options: { name: 'user_created' }, serves: "list a user's keys" },
+      ]);
+      // Keys made before places existed take their own id, so the unique index below can be built.
+      for (const key of await keys.find({ slot: { $exists: false } }).toArray()) {
+        await keys.updateOne({ _id: key._id, slot: { $exists: false } }, { $set: { slot: key._id } });
+      }
+      await ensureIndexes(keys, [
+        {
+          key: { user_id: 1, slot: 1 },
+          options: { name: 'user_slot_unique', unique: true },
+          serves: 'the cap on active keys: one key per place, so racing creations cannot pass it',
+        },
       ]);
     },
 
@@ -104,19 +186,62 @@ function identityCollections(db: Db): Omit<IdentityStore, 'remembered' | 'ping'>
 
     findUser: (id) => users.findOne({ _id: id }),
 
-    async createKey(userId) {
-      const { key, prefix, hash } = generateKey();
-      const id = newId('key');
-      await keys.insertOne({ _id: id, user_id: userId, prefix, hash, created_at: new Date(), revoked_at: null });
-      return { id, key, prefix };
+    async createKey(userId, { name = DEFAULT_KEY_NAME, maxActive } = {}) {
+      for (let attempt = 0; attempt < SLOT_ATTEMPTS; attempt++) {
+        const { key, prefix, hash } = generateKey();
+        const id = newId('key');
+        const slot = maxActive === undefined ? id : await freeSlot(userId, maxActive);
+        if (slot === null) {
+          throw new AppError(
+            'too_many_api_keys',
+            `at most ${maxActive} API keys may be active at once; revoke one you no longer use first`,
+          );
+        }
+        const doc: ApiKeyDoc = {
+          _id: id,
+          user_id: userId,
+          name,
+          prefix,
+          hash,
+          created_at: new Date(),
+          last_used_at: null,
+          revoked_at: null,
+          slot,
+        };
+        try {
+          await keys.insertOne(doc);
+          return { id, key, prefix, doc };
+        } catch (err) {
+          // Another creation took this place first: look again at what is left.
+          if (!isDuplicateKeyError(err)) throw err;
+        }
+      }
+      throw new AppError('unavailable', 'too many API keys are being created at once; retry', { retryable: true });
     },
 
     async revokeKey(idOrPrefix) {
-      const result = await keys.updateMany(
-        { $or: [{ _id: idOrPrefix }, { prefix: idOrPrefix }], revoked_at: null },
-        { $set: { revoked_at: new Date() } },
+      const active = await keys
+        .find({ $or: [{ _id: idOrPrefix }, { prefix: idOrPrefix }], revoked_at: null })
+        .toArray();
+      const at = new Date();
+      let revoked = 0;
+      // One by one: each gives its place back by taking its own id.
+      for (const key of active) {
+        const result = await keys.updateOne(
+          { _id: key._id, revoked_at: null },
+          { $set: { revoked_at: at, slot: key._id } },
+        );
+        revoked += result.modifiedCount;
+      }
+      return revoked;
+    },
+
+    async revokeOwnKey(userId, id) {
+      await keys.updateOne(
+        { _id: id, user_id: userId, revoked_at: null },
+        { $set: { revoked_at: new Date(), slot: id } },
       );
-      return result.modifiedCount;
+      return keys.findOne({ _id: id, user_id: userId });
     },
 
     listKeys: (userId) =>
@@ -130,7 +255,9 @@ function identityCollections(db: Db): Omit<IdentityStore, 'remembered' | 'ping'>
       const candidates = await keys.find({ prefix: keyPrefix(key), revoked_at: null }).toArray();
       const match = candidates.find((candidate) => keyMatches(key, candidate.hash));
       if (!match) return null;
-      return users.findOne({ _id: match.user_id });
+      const user = await users.findOne({ _id: match.user_id });
+      if (user) noteUse(match);
+      return user;
     },
   };
 }
