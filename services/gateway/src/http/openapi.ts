@@ -23,6 +23,7 @@ const API_DESCRIPTION = [
   'Authentication: `Authorization: Bearer <API key>`, or a `tw_session` cookie',
   '(`<user id>.<expires epoch s>.<HMAC-SHA256>`, issued by `npm run admin -- sessions create`).',
   'Cookie-authenticated writes from another site (`Sec-Fetch-Site: cross-site`) are refused.',
+  'The `settings` operations (your own API keys) take the session cookie only: with an API key they are 403 `forbidden`.',
   '',
   'Rate limit: a token bucket per caller and per gateway replica (RATE_LIMIT_PER_SECOND, RATE_LIMIT_BURST);',
   'above it 429 `rate_limited` with `Retry-After` in seconds. API keys that match no one are limited per client',
