@@ -1,6 +1,8 @@
 import { MAX_ACTIVE_API_KEYS_PER_USER } from '@threadwork/contracts';
-import { uniqueId, waitFor } from '@threadwork/testing';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { serviceDbName } from '@threadwork/platform';
+import { testInfra, uniqueId, uniqueDbPrefix, waitFor } from '@threadwork/testing';
+import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
+import { runAdmin } from '../src/admin/cli.js';
 import { SESSION_COOKIE, signSession } from '../src/domain/session.js';
 import { AUTH_CACHE_DEFAULTS, cacheAuthentication } from '../src/store/auth-cache.js';
 import { forgetOnRevocation } from '../src/store/revocations.js';
@@ -259,5 +261,28 @@ describe('API keys in settings', () => {
     ]);
     expect((await create(app, cookie, 'new')).statusCode).toBe(201);
     expect(await list(app, cookie)).toHaveLength(3);
+  });
+
+  it("names the admin CLI's keys with --name, else cli", async () => {
+    const prefix = uniqueDbPrefix();
+    const env = { MONGO_URL: testInfra().mongoUrl, MONGO_DB_PREFIX: prefix };
+    const saved = Object.fromEntries(Object.keys(env).map((name) => [name, process.env[name]]));
+    Object.assign(process.env, env);
+    const out = vi.spyOn(process.stdout, 'write').mockImplementation(() => true);
+    try {
+      await runAdmin(['keys', 'create', '--user', 'dana', '--name', 'deploy bot']);
+      await runAdmin(['keys', 'create', '--user', 'dana']);
+    } finally {
+      out.mockRestore();
+      for (const [name, value] of Object.entries(saved)) {
+        if (value === undefined) delete process.env[name];
+        else process.env[name] = value;
+      }
+    }
+    const identity = createIdentityStore(h.mongo.db(serviceDbName(prefix, 'gateway')));
+    const [dana] = await identity.listUsers();
+    const app = await h.gateway({ identity });
+    const cookie = `${SESSION_COOKIE}=${signSession(dana!._id, Math.floor(Date.now() / 1000) + 3600, SESSION_SECRET)}`;
+    expect((await list(app, cookie)).map((k) => k.name)).toEqual(['deploy bot', 'cli']);
   });
 });
