@@ -154,7 +154,16 @@ describe('API keys in settings', () => {
       expect(res.statusCode).toBe(401);
     }
     expect(await list(h.app, cookie)).toEqual([]);
-    expect((await create(h.app, cookie, 'mine', { 'sec-fetch-site': 'same-origin' })).statusCode).toBe(201);
+    const mine = await create(h.app, cookie, 'mine', { 'sec-fetch-site': 'same-origin' });
+    expect(mine.statusCode).toBe(201);
+    const { id } = (mine.json() as { api_key: ListedKey }).api_key;
+    const revoke = await h.app.inject({
+      method: 'DELETE',
+      url: `${PATH}/${id}`,
+      headers: { cookie, 'sec-fetch-site': 'cross-site' },
+    });
+    expect(revoke.statusCode).toBe(401);
+    expect((await list(h.app, cookie)).map((k) => k.revoked_at)).toEqual([null]);
   });
 
   it(`lets a user hold ${MAX_ACTIVE_API_KEYS_PER_USER} active keys, counting the admin CLI's`, async () => {
