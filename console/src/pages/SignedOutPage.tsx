@@ -3,7 +3,9 @@ export function SignedOutPage() {
   return (
     <section aria-labelledby="signed-out-title" className="page">
       <h1 id="signed-out-title">Sign in to Threadwork</h1>
-      <p>You are not signed in. The console signs you in from a login link made for you by whoever runs this Threadwork:</p>
+      <p>
+        You are not signed in. The console signs you in from a login link made for you by whoever runs this Threadwork:
+      </p>
       <ul>
         <li>
           On a laptop, <code>npm start</code> prints a login link when the stack is up.
