@@ -38,18 +38,22 @@ RUN --mount=type=cache,id=threadwork-pnpm-store,target=/root/.local/share/pnpm/s
 
 COPY . .
 
-# Compile the services and the libraries they run on (tsc, per package's tsconfig.build.json).
+# Compile the services and the libraries they run on (tsc, per package's tsconfig.build.json),
+# then the web console (its API types come from the gateway just built; Vite writes console/dist).
 RUN --mount=type=cache,id=threadwork-pnpm-store,target=/root/.local/share/pnpm/store \
     pnpm install --prefer-offline --frozen-lockfile \
- && pnpm --filter-prod "{./services/*}..." run build
+ && pnpm --filter-prod "{./services/*}..." run build \
+ && pnpm --filter @threadwork/console run build
 
 # The runtime tree: production dependencies of the services only (no test, bench or dev tooling),
 # then each selected package's manifest, compiled output and links into /out. The runner's
-# dependencies bring the Codex CLI with its native binary for this platform.
+# dependencies bring the Codex CLI with its native binary for this platform. The console is static
+# files only: the gateway serves /app/console/dist (its CONSOLE_DIR default) at `/`.
 RUN --mount=type=cache,id=threadwork-pnpm-store,target=/root/.local/share/pnpm/store \
     find . -name node_modules -type d -prune -exec rm -rf {} + \
  && pnpm install --prefer-offline --frozen-lockfile --prod --filter-prod "{./services/*}..." \
- && mkdir -p /out \
+ && mkdir -p /out/console \
+ && cp -a console/dist /out/console/ \
  && cp -a package.json node_modules /out/ \
  && pnpm --filter-prod "{./services/*}..." exec sh -c \
       'dest="/out/${PWD#/src/}" && mkdir -p "$dest" && cp -a package.json dist node_modules "$dest/" \

@@ -9,6 +9,7 @@ export default tseslint.config(
       '.data/**',
       'deploy/local/ferretdb-launcher/**',
       'libs/codex-protocol/src/**',
+      'console/src/api/generated/**',
     ],
   },
   js.configs.recommended,

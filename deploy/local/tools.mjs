@@ -194,11 +194,14 @@ export function ensureNode({ log = (line) => process.stderr.write(line + '\n') }
 const SYSTEM_PACKAGES = {
   // The jail around each sandbox's harness (the runner's SANDBOX_JAIL).
   bubblewrap: '/usr/bin/bwrap',
+  // The headless browser the console's tests drive (test/console, through playwright-core).
+  chromium: '/usr/bin/chromium',
 };
 
 /**
  * Installs the missing system packages with apt-get when this process may (root, Debian); otherwise
- * says what to install. Without bubblewrap the runner runs harnesses unjailed (SANDBOX_JAIL=auto).
+ * says what to install. Without bubblewrap the runner runs harnesses unjailed (SANDBOX_JAIL=auto);
+ * without chromium the console's browser tests are skipped.
  */
 export function ensureSystemPackages(names = Object.keys(SYSTEM_PACKAGES)) {
   const missing = names.filter((name) => !existsSync(SYSTEM_PACKAGES[name]));

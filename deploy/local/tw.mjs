@@ -152,6 +152,7 @@ switch (command) {
     const pnpm = ensurePnpm();
     pnpmInstall(pnpm);
     ensureTools(['nats-server', 'ferretdb', 'helm']);
+    // bubblewrap for the jail tests, chromium for the console's.
     ensureSystemPackages();
     const env = withPnpmOnPath(pnpm);
     run(pnpm, ['-r', '--workspace-concurrency=2', 'build'], { env });
@@ -164,7 +165,7 @@ switch (command) {
     const pnpm = ensurePnpm();
     pnpmInstall(pnpm);
     ensureTools(['nats-server', 'ferretdb']);
-    ensureSystemPackages();
+    ensureSystemPackages(['bubblewrap']);
     const env = withPnpmOnPath(pnpm);
     run(pnpm, ['-r', '--workspace-concurrency=2', 'build'], { env });
     process.exitCode = await foreground(pnpm, ['exec', 'vitest', 'run', '--config', CHAOS_CONFIG, ...rest], env);
@@ -174,7 +175,7 @@ switch (command) {
     const pnpm = ensurePnpm();
     pnpmInstall(pnpm);
     if (needServers) ensureTools(['nats-server', 'ferretdb']);
-    ensureSystemPackages();
+    ensureSystemPackages(['bubblewrap']);
     const env = withPnpmOnPath(pnpm);
     run(pnpm, ['-r', '--workspace-concurrency=2', 'build'], { env });
     process.exitCode = await foreground(process.execPath, [join(root, 'deploy', 'local', 'stack.mjs'), ...rest], env);

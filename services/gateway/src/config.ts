@@ -1,4 +1,5 @@
 import { isIP } from 'node:net';
+import { fileURLToPath } from 'node:url';
 import { baseConfigShape, env } from '@threadwork/platform';
 import { z } from 'zod';
 
@@ -106,6 +107,11 @@ export const GatewayConfig = z
      * before a restart stop working.
      */
     SESSION_SECRET: z.string().min(32).optional(),
+    /**
+     * The built web console (console/dist), served at `/`; empty serves the API only. A folder
+     * without index.html is logged and skipped, so a gateway built without the console still runs.
+     */
+    CONSOLE_DIR: z.string().default(fileURLToPath(new URL('../../../console/dist', import.meta.url))),
     /** `production` makes SESSION_SECRET mandatory. */
     NODE_ENV: z.string().default('development'),
   })

@@ -3,11 +3,13 @@ import type { GatewayConfig } from './config.js';
 import { AUTH_CACHE_DEFAULTS, cacheAuthentication } from './store/auth-cache.js';
 import { forgetOnRevocation } from './store/revocations.js';
 import { generateSessionSecret } from './domain/session.js';
+import { consoleBuilt } from './http/console.js';
 import { buildServer } from './server.js';
 import { createIdentityStore } from './store/identity.js';
 
 export { GatewayConfig } from './config.js';
 export { buildServer, type GatewayDeps } from './server.js';
+export { buildOpenApiDocument } from './openapi-document.js';
 export { createIdentityStore } from './store/identity.js';
 export * from './domain/keys.js';
 export * from './domain/session.js';
@@ -41,7 +43,9 @@ export async function startGateway(config: GatewayConfig): Promise<Gateway> {
         ? cacheAuthentication(identity, { ...AUTH_CACHE_DEFAULTS, ttlMs: config.AUTH_CACHE_TTL_MS })
         : null;
     if (cached) forgetOnRevocation(runtime.nc, cached, runtime.logger);
+    const consoleDir = consoleBuilt(config.CONSOLE_DIR) ? config.CONSOLE_DIR : null;
     const app = await buildServer({
+      consoleDir,
       identity: cached ?? identity,
       logger: runtime.logger,
       bodyLimit: config.BODY_LIMIT_BYTES,
@@ -70,6 +74,7 @@ export async function startGateway(config: GatewayConfig): Promise<Gateway> {
         trust_proxy: config.TRUST_PROXY,
         // Deliveries are checked here before anything goes on NATS; without the secret none passes.
         webhooks: config.GITHUB_WEBHOOK_SECRET ? 'signatures checked' : 'refused: GITHUB_WEBHOOK_SECRET is not set',
+        console: consoleDir ?? `not served: no built console in ${JSON.stringify(config.CONSOLE_DIR)} (npm run build)`,
       },
       'gateway listening',
     );

@@ -20,6 +20,7 @@ import { reviewRoutes } from './handlers/review.js';
 import { runRoutes } from './handlers/runs.js';
 import { threadRoutes } from './handlers/threads.js';
 import { authentication } from './http/auth.js';
+import { consoleRoutes } from './http/console.js';
 import { errorMapping } from './http/errors.js';
 import { jsonBody } from './http/json-body.js';
 import { openApi, openApiDocument } from './http/openapi.js';
@@ -58,6 +59,8 @@ export interface GatewayDeps {
   heartbeatMs?: number;
   /** Event streams and long-polls one user may hold open at once on this replica. */
   maxFollowersPerUser?: number;
+  /** The built web console, served at `/` (CONSOLE_DIR); without it only the API is served. */
+  consoleDir?: string | null;
 }
 
 const HEARTBEAT_MS = 15_000;
@@ -154,6 +157,7 @@ export async function buildServer(deps: GatewayDeps) {
     refundAddress: (request) => perAddress.refund(request.ip),
   };
   for (const routes of ROUTES) await app.register(routes, handlerDeps);
+  if (deps.consoleDir) await app.register(consoleRoutes, { dir: deps.consoleDir });
 
   return app;
 }
