@@ -96,6 +96,8 @@ export function usePrincipalsStack({ withRunner }: { withRunner: boolean }): voi
         ...stack.nats.env('runner'),
         SANDBOX_ROOT: join(stack.reposDir, uniqueId('.sandboxes-')),
         RUNNER_ID: uniqueId('runner-'),
+        // The runner serves codex; `held` is a harness no runner serves (jobs wait on it).
+        HARNESSES: 'codex',
         MODEL_BASE_URL: fake.baseUrl,
         MODEL_API_KEY: 'sk-test',
         RUN_POLL_MS: '300',
