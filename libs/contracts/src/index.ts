@@ -11,6 +11,7 @@ export * from './api/repohost.js';
 export * from './api/review.js';
 export * from './api/interactions.js';
 export * from './api/harnesses.js';
+export * from './api/session.js';
 export * from './harness-catalog.js';
 export * from './events.js';
 export * from './subjects.js';

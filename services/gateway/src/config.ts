@@ -106,6 +106,11 @@ export const GatewayConfig = z
      * before a restart stop working.
      */
     SESSION_SECRET: z.string().min(32).optional(),
+    /**
+     * How long a session made from a login link lasts, in hours (up to 30 days; signing out ends it
+     * sooner, on every replica).
+     */
+    SESSION_TTL_HOURS: z.coerce.number().int().min(1).max(720).default(168),
     /** `production` makes SESSION_SECRET mandatory. */
     NODE_ENV: z.string().default('development'),
   })

@@ -11,6 +11,7 @@ import type {
 import type { ZodTypeProvider } from 'fastify-type-provider-zod';
 import type { BackingServices } from '../clients/backing-services.js';
 import type { Followers } from '../domain/followers.js';
+import type { IdentityStore } from '../store/identity.js';
 
 /** What route handlers need: the backing services, run events, and this replica's shared state. */
 export interface HandlerDeps {
@@ -27,6 +28,12 @@ export interface HandlerDeps {
   webhookSecret: string | null;
   /** Gives back the per-address token a public request took, when it proved itself. */
   refundAddress: (request: FastifyRequest) => void;
+  /** Users, their session epochs and login links. */
+  identity: IdentityStore;
+  /** Key that signs `tw_session` cookies. */
+  sessionSecret: string;
+  /** How long a session made from a login link lasts. */
+  sessionTtlSeconds: number;
 }
 
 /** The fastify instance routes are added to: zod schemas type requests and replies. */

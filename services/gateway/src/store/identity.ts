@@ -1,11 +1,22 @@
 import { ensureIndexes, isDuplicateKeyError, mongoCall, type Collection, type Db } from '@threadwork/platform';
 import { newId } from '../domain/ids.js';
 import { generateKey, isWellFormedKey, keyMatches, keyPrefix } from '../domain/keys.js';
+import { loginLinkCollection } from './login-links.js';
 
 export interface UserDoc {
   _id: string;
   login: string;
   created_at: Date;
+  /**
+   * Session cookies count only while they carry this number; signing out raises it, ending every
+   * session of the user. Absent on users made before it existed: read as 0 (sessionEpochOf).
+   */
+  session_epoch?: number;
+}
+
+/** The user's current session epoch. */
+export function sessionEpochOf(user: UserDoc): number {
+  return user.session_epoch ?? 0;
 }
 
 export interface ApiKeyDoc {
@@ -30,6 +41,12 @@ export interface IdentityStore {
   listKeys(userId?: string): Promise<ApiKeyDoc[]>;
   /** The user a presented key belongs to, or null when it is malformed, unknown or revoked. */
   authenticate(key: string): Promise<UserDoc | null>;
+  /** Ends every session of the user (raises its session epoch); returns the new epoch. API keys are untouched. */
+  endSessions(userId: string): Promise<number>;
+  /** A one-time login link's token for the user, valid for `ttlMs` (login-links.ts). */
+  createLoginLink(userId: string, ttlMs: number): Promise<string>;
+  /** The user of an unused, unexpired login link, spending it; null for any other token. */
+  redeemLoginLink(token: string): Promise<UserDoc | null>;
   /**
    * The user of a key this store can answer for without the database (a key accepted moments ago:
    * auth-cache.ts), else null. A store that remembers nothing leaves it out.
@@ -57,6 +74,9 @@ export function createIdentityStore(db: Db, { timeoutMs }: IdentityStoreOptions 
     revokeKey: (idOrPrefix) => call(() => store.revokeKey(idOrPrefix)),
     listKeys: (userId) => call(() => store.listKeys(userId)),
     authenticate: (key) => call(() => store.authenticate(key)),
+    endSessions: (userId) => call(() => store.endSessions(userId)),
+    createLoginLink: (userId, ttlMs) => call(() => store.createLoginLink(userId, ttlMs)),
+    redeemLoginLink: (token) => call(() => store.redeemLoginLink(token)),
     ping: (pingTimeoutMs) =>
       mongoCall(() => db.command({ ping: 1 }).then(() => undefined), { timeoutMs: pingTimeoutMs }),
   };
@@ -65,6 +85,7 @@ export function createIdentityStore(db: Db, { timeoutMs }: IdentityStoreOptions 
 function identityCollections(db: Db): Omit<IdentityStore, 'remembered' | 'ping'> {
   const users: Collection<UserDoc> = db.collection<UserDoc>('users');
   const keys: Collection<ApiKeyDoc> = db.collection<ApiKeyDoc>('api_keys');
+  const links = loginLinkCollection(db);
 
   return {
     async ensureIndexes() {
@@ -83,6 +104,7 @@ function identityCollections(db: Db): Omit<IdentityStore, 'remembered' | 'ping'>
         },
         { key: { user_id: 1, created_at: 1 }, options: { name: 'user_created' }, serves: "list a user's keys" },
       ]);
+      await links.ensureIndexes();
     },
 
     async ensureUser(login) {
@@ -131,6 +153,23 @@ function identityCollections(db: Db): Omit<IdentityStore, 'remembered' | 'ping'>
       const match = candidates.find((candidate) => keyMatches(key, candidate.hash));
       if (!match) return null;
       return users.findOne({ _id: match.user_id });
+    },
+
+    async endSessions(userId) {
+      const user = await users.findOneAndUpdate(
+        { _id: userId },
+        { $inc: { session_epoch: 1 } },
+        { returnDocument: 'after' },
+      );
+      if (!user) throw new Error(`no user ${userId}`);
+      return sessionEpochOf(user);
+    },
+
+    createLoginLink: (userId, ttlMs) => links.create(userId, ttlMs),
+
+    async redeemLoginLink(token) {
+      const userId = await links.redeem(token);
+      return userId === null ? null : users.findOne({ _id: userId });
     },
   };
 }
