@@ -23,6 +23,8 @@ export const LoginQuery = z.object({
     .string()
     .max(2048)
     .optional()
-    .describe('Where to go once signed in: a path on this origin starting with a single `/`; anything else lands on `/`.'),
+    .describe(
+      'Where to go once signed in: a path on this origin starting with a single `/`; anything else lands on `/`.',
+    ),
 });
 export type LoginQuery = z.infer<typeof LoginQuery>;

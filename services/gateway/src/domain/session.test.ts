@@ -79,7 +79,9 @@ describe('session cookies', () => {
   it('makes random secrets and cookie attributes, Secure over TLS', () => {
     expect(generateSessionSecret()).not.toBe(generateSessionSecret());
     expect(generateSessionSecret().length).toBeGreaterThanOrEqual(32);
-    expect(sessionSetCookie('v', 3600, true)).toBe('tw_session=v; Max-Age=3600; HttpOnly; Path=/; SameSite=Lax; Secure');
+    expect(sessionSetCookie('v', 3600, true)).toBe(
+      'tw_session=v; Max-Age=3600; HttpOnly; Path=/; SameSite=Lax; Secure',
+    );
     expect(sessionSetCookie('v', 3600, false)).toBe('tw_session=v; Max-Age=3600; HttpOnly; Path=/; SameSite=Lax');
     expect(clearSessionCookie(false)).toBe('tw_session=; Max-Age=0; HttpOnly; Path=/; SameSite=Lax');
   });

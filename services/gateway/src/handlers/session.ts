@@ -72,17 +72,23 @@ export const sessionRoutes: RoutePlugin = async (app, deps) => {
       schema: {
         summary: "Sign out: end every session of the caller's user and clear the cookie",
         description:
-          "Session cookie only (an API key is 400 `invalid_request`; revoke keys with the admin CLI). Ends every session of the user, in every browser and on every replica, and answers with the cookie cleared. API keys keep working. Like every cookie-authenticated write, refused (401) from another origin.",
+          'Session cookie only (an API key is 400 `invalid_request`; revoke keys with the admin CLI). Ends every session of the user, in every browser and on every replica, and answers with the cookie cleared. API keys keep working. Like every cookie-authenticated write, refused (401) from another origin.',
         tags: ['session'],
         response: { 204: z.null().describe('Signed out'), ...writeErrors },
       },
     },
     async (request, reply) => {
       if (request.via !== 'session') {
-        throw new AppError('invalid_request', 'headers.authorization: signing out ends browser sessions; send the tw_session cookie, not an API key');
+        throw new AppError(
+          'invalid_request',
+          'headers.authorization: signing out ends browser sessions; send the tw_session cookie, not an API key',
+        );
       }
       await deps.identity.endSessions(ownerOf(request));
-      return reply.header('set-cookie', clearSessionCookie(request.protocol === 'https')).code(204).send(null);
+      return reply
+        .header('set-cookie', clearSessionCookie(request.protocol === 'https'))
+        .code(204)
+        .send(null);
     },
   );
 };

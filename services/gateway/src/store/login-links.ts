@@ -11,8 +11,11 @@ export interface LoginLinkDoc {
   used_at: Date | null;
 }
 
-/** Expired links are kept a day (to say what happened to one), then the database drops them. */
-const KEEP_EXPIRED_SECONDS = 24 * 3600;
+/**
+ * Expired links are kept a day (to say what happened to one), then swept when a link is made:
+ * links are made by hand, rarely, and FerretDB has no TTL indexes.
+ */
+const KEEP_EXPIRED_MS = 24 * 3600 * 1000;
 
 export interface LoginLinks {
   ensureIndexes(): Promise<void>;
@@ -29,8 +32,8 @@ export function loginLinkCollection(db: Db): LoginLinks {
       await ensureIndexes(links, [
         {
           key: { expires_at: 1 },
-          options: { name: 'expires_ttl', expireAfterSeconds: KEEP_EXPIRED_SECONDS },
-          serves: 'drop links a day after they expire',
+          options: { name: 'expires_at' },
+          serves: 'sweep links a day after they expire',
         },
       ]);
     },
@@ -38,6 +41,7 @@ export function loginLinkCollection(db: Db): LoginLinks {
     async create(userId, ttlMs) {
       const token = generateLoginToken();
       const now = new Date();
+      await links.deleteMany({ expires_at: { $lt: new Date(now.getTime() - KEEP_EXPIRED_MS) } });
       await links.insertOne({
         _id: hashLoginToken(token),
         user_id: userId,
