@@ -2,8 +2,8 @@ import { createHash, randomBytes } from 'node:crypto';
 
 // One-time login links: `<origin>/v1/session/login?token=<token>`. The token is 32 random bytes; the
 // gateway's database keeps only its SHA-256 (a leaked database signs no one in), with its user,
-// expiry and when it was used. Redeeming marks it used in the same update that finds it, so a
-// link works once however many replicas see it at once.
+// expiry and when it was used. Redeeming inserts the link's use under the link's id, so exactly
+// one redemption wins however many replicas see it at once (store/login-links.ts).
 
 const TOKEN_BYTES = 32;
 /** base64url of TOKEN_BYTES bytes. */

@@ -95,7 +95,12 @@ export function clearSessionCookie(secure: boolean): string {
  */
 export function sameOriginPath(next: string | undefined): string {
   if (next === undefined || next.length > 2048) return '/';
-  // Control characters and backslashes are dropped or turned into `/` by URL parsers.
-  if (!next.startsWith('/') || next.startsWith('//') || /[\\\u0000-\u001f\u007f]/.test(next)) return '/';
+  if (!next.startsWith('/') || next.startsWith('//')) return '/';
+  // Control characters and backslashes are dropped or turned into `/` by URL parsers, so
+  // `/<tab>/evil.com` and `/\evil.com` would both lead to evil.com.
+  for (const char of next) {
+    const code = char.charCodeAt(0);
+    if (char === '\\' || code < 0x20 || code === 0x7f) return '/';
+  }
   return next;
 }
