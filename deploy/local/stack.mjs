@@ -4,12 +4,14 @@
 // JSON logs printed as readable lines. Ctrl-C or SIGTERM stops everything it started, by pid; so
 // does the death of the process that started it, and nothing it started outlives it.
 // Run through `npm start`, which builds first.
+import { execFile } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { existsSync, fstatSync, mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { Socket } from 'node:net';
 import { isatty } from 'node:tty';
 import { join, resolve } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
+import { promisify } from 'node:util';
 import { createStack, root, SERVICES } from './launcher.mjs';
 // Built by `npm start` before this script runs.
 import {
@@ -243,9 +245,34 @@ async function main() {
 
   if (await waitReady(`http://127.0.0.1:${port}/readyz`, 60_000)) {
     say(`ready: ${color(1, gatewayUrl)}  (create an API key: npm run admin -- keys create --user <login>)`);
+    const link = await localLoginLink(gatewayUrl);
+    if (link) say(`open the console, signed in as ${LOCAL_USER} (the link works once, for 15 min): ${color(1, link)}`);
   } else if (!stopping) {
     say(`the gateway did not become ready on port ${port} within 60 s; stopping`);
     await stopAll(1);
+  }
+}
+
+/** Who the login link printed at start signs in; `npm run admin -- login-link --user <login>` makes others. */
+const LOCAL_USER = 'local';
+
+/**
+ * A one-time login link for the local user, made by the admin CLI against this stack (its stack
+ * file, not whatever database MONGO_URL names), the way Jupyter prints its token URL; null (and
+ * why) when the CLI could not make one.
+ */
+async function localLoginLink(gatewayUrl) {
+  const admin = join(root, 'services', 'gateway', 'dist', 'admin.js');
+  const env = { ...process.env, THREADWORK_DATA_DIR: dataDir };
+  delete env.MONGO_URL;
+  delete env.MONGO_DB_PREFIX;
+  try {
+    const args = [admin, 'login-link', '--user', LOCAL_USER, '--origin', gatewayUrl];
+    const { stdout } = await promisify(execFile)(process.execPath, args, { env, timeout: 30_000 });
+    return stdout.trim().split('\n').at(-1) ?? null;
+  } catch (err) {
+    say(`no login link for ${LOCAL_USER}: ${String(err.stderr || err.message).trim()}`);
+    return null;
   }
 }
 

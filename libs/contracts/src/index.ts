@@ -12,6 +12,7 @@ export * from './api/review.js';
 export * from './api/interactions.js';
 export * from './api/harnesses.js';
 export * from './api/api-keys.js';
+export * from './api/session.js';
 export * from './harness-catalog.js';
 export * from './events.js';
 export * from './subjects.js';

@@ -112,6 +112,11 @@ export const GatewayConfig = z
      * without index.html is logged and skipped, so a gateway built without the console still runs.
      */
     CONSOLE_DIR: z.string().default(fileURLToPath(new URL('../../../console/dist', import.meta.url))),
+    /**
+     * How long a session made from a login link lasts, in hours (up to 30 days; signing out ends it
+     * sooner, on every replica).
+     */
+    SESSION_TTL_HOURS: z.coerce.number().int().min(1).max(720).default(168),
     /** `production` makes SESSION_SECRET mandatory. */
     NODE_ENV: z.string().default('development'),
   })

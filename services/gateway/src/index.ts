@@ -13,6 +13,7 @@ export { buildOpenApiDocument } from './openapi-document.js';
 export { createIdentityStore } from './store/identity.js';
 export * from './domain/keys.js';
 export * from './domain/session.js';
+export * from './domain/login-links.js';
 
 export interface Gateway extends StartedService {
   url: string;
@@ -58,6 +59,7 @@ export async function startGateway(config: GatewayConfig): Promise<Gateway> {
       webhookSecret: config.GITHUB_WEBHOOK_SECRET ?? null,
       maxFollowersPerUser: config.MAX_FOLLOWERS_PER_USER,
       sessionSecret: sessionSecretOf(config, runtime.logger),
+      sessionTtlSeconds: config.SESSION_TTL_HOURS * 3600,
       ready: async () => {
         // Leaves the endpoint list while NATS is away instead of answering 503 to every request.
         if (!(await natsAnswers(runtime.nc, config.MONGO_SERVER_SELECTION_TIMEOUT_MS))) return false;

@@ -17,6 +17,7 @@ import { interactionRoutes } from './handlers/interactions.js';
 import { repohostRoutes } from './handlers/repohost.js';
 import { repohostAppRoutes, webhookRoutes } from './handlers/repohost-app.js';
 import { reviewRoutes } from './handlers/review.js';
+import { sessionRoutes } from './handlers/session.js';
 import { runRoutes } from './handlers/runs.js';
 import { threadRoutes } from './handlers/threads.js';
 import { authentication } from './http/auth.js';
@@ -55,6 +56,8 @@ export interface GatewayDeps {
   webhookSecret?: string | null;
   /** Key that signs `tw_session` cookies. */
   sessionSecret: string;
+  /** How long a session made from a login link lasts (SESSION_TTL_HOURS); default 7 days. */
+  sessionTtlSeconds?: number;
   /** Comment frames keep idle event streams alive through proxies that cut silent connections. */
   heartbeatMs?: number;
   /** Event streams and long-polls one user may hold open at once on this replica. */
@@ -64,6 +67,7 @@ export interface GatewayDeps {
 }
 
 const HEARTBEAT_MS = 15_000;
+const SESSION_TTL_SECONDS = 7 * 24 * 3600;
 const MAX_FOLLOWERS_PER_USER = 32;
 
 /** Registered in this order, which is the order of the OpenAPI document's paths. */
@@ -79,6 +83,7 @@ const ROUTES: RoutePlugin[] = [
   webhookRoutes,
   harnessRoutes,
   apiKeyRoutes,
+  sessionRoutes,
 ];
 
 /** Longer path segments are not routed at all (414); anything up to it is validated by schema. */
@@ -155,6 +160,8 @@ export async function buildServer(deps: GatewayDeps) {
     followers: new Followers(deps.maxFollowersPerUser ?? MAX_FOLLOWERS_PER_USER),
     webhookSecret: deps.webhookSecret ?? null,
     refundAddress: (request) => perAddress.refund(request.ip),
+    sessionSecret: deps.sessionSecret,
+    sessionTtlSeconds: deps.sessionTtlSeconds ?? SESSION_TTL_SECONDS,
   };
   for (const routes of ROUTES) await app.register(routes, handlerDeps);
   if (deps.consoleDir) await app.register(consoleRoutes, { dir: deps.consoleDir });

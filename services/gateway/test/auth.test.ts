@@ -114,9 +114,16 @@ describe('gateway session cookies', () => {
 
   it.each([
     ['a tampered user id', (v: string) => v.replace(/^usr_(.)/, (_m, c: string) => `usr_${c === '0' ? '1' : '0'}`)],
-    ['a tampered expiry', (v: string) => v.replace(/\.(\d+)\./, (_m, e: string) => `.${Number(e) + 1}.`)],
+    [
+      'a tampered epoch',
+      (v: string) => v.replace(/^([^.]+)\.(\d+)\./, (_m, u: string, e: string) => `${u}.${Number(e) + 1}.`),
+    ],
+    [
+      'a tampered expiry',
+      (v: string) => v.replace(/\.(\d+)\.([^.]+)$/, (_m, e: string, s: string) => `.${Number(e) + 1}.${s}`),
+    ],
     ['a tampered signature', (v: string) => v.slice(0, -3) + (v.at(-3) === 'A' ? 'B' : 'A') + v.slice(-2)],
-    ['no signature', (v: string) => v.split('.').slice(0, 2).join('.')],
+    ['no signature', (v: string) => v.split('.').slice(0, 3).join('.')],
     ['garbage', () => 'not-a-session'],
   ])('rejects %s with 401', async (_what, tamper) => {
     const user = await harness.identity.ensureUser(uniqueId('frank'));

@@ -64,6 +64,8 @@ export interface Harness {
   nc: NatsConnection;
   mongo: MongoClient;
   identity: IdentityStore;
+  /** The database of `identity` (users, API keys, login links), to look at what is stored. */
+  identityDbName: string;
   app: App;
   /** The ids of the repositories made at the start, by name. */
   repositories: Map<string, number>;
@@ -87,7 +89,8 @@ export async function startHarness(opts: HarnessOptions = {}): Promise<Harness> 
   const nats = await isolatedNats();
   const nc = await connectNats({ servers: nats.url, auth: nats.testAuth, name: 'gateway-test', logger });
   const mongo = await connectMongo({ url: testInfra().mongoUrl, appName: 'gateway-test' });
-  const identity = createIdentityStore(mongo.db(uniqueId('gw')));
+  const identityDbName = uniqueId('gw');
+  const identity = createIdentityStore(mongo.db(identityDbName));
   await identity.ensureIndexes();
   const kind = opts.peers ?? 'real';
   const peers: Peers | null = kind === 'real' ? await startPeers(nats, opts.peerEnv) : null;
@@ -159,6 +162,7 @@ export async function startHarness(opts: HarnessOptions = {}): Promise<Harness> 
     nc,
     mongo,
     identity,
+    identityDbName,
     app,
     repositories,
     pages,

@@ -31,12 +31,16 @@ const CONTRACT_OPERATIONS = [
   ['get', '/v1/interactions/{id}'],
   ['get', '/v1/threads/{id}/interactions'],
   ['get', '/v1/harnesses'],
+  ['get', '/v1/session'],
+  ['post', '/v1/session/logout'],
 ] as const;
 
-// Operations that prove themselves another way (a single-use `state`, a webhook signature).
+// Operations that prove themselves another way (a single-use `state`, a webhook signature, a
+// one-time login link).
 const PUBLIC_OPERATIONS = [
   ['get', '/v1/repohost/setup', '302'],
   ['post', '/v1/repohost/webhooks', '202'],
+  ['get', '/v1/session/login', '303'],
 ] as const;
 
 interface Operation {
@@ -171,6 +175,9 @@ describe('OpenAPI document', () => {
     expect(paths['/v1/harnesses']!.get!.responses['200']!.content!['application/json']!.schema).toEqual({
       $ref: '#/components/schemas/HarnessList',
     });
+    expect(paths['/v1/session']!.get!.responses['200']!.content!['application/json']!.schema).toEqual({
+      $ref: '#/components/schemas/SessionInfo',
+    });
     for (const name of [
       'Run',
       'RunEventPage',
@@ -180,6 +187,7 @@ describe('OpenAPI document', () => {
       'Interaction',
       'ErrorBody',
       'Harness',
+      'SessionInfo',
     ]) {
       expect(schemas[name], name).toBeDefined();
     }

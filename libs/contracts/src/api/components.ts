@@ -31,6 +31,7 @@ import {
   RepositoryList,
 } from './repohost.js';
 import { Publication, ReviewEvidence } from './review.js';
+import { SessionInfo } from './session.js';
 import { Run, RunError, RunEvent, RunEventPage, RunUsage } from './runs.js';
 import {
   CreateTaskBody,
@@ -88,6 +89,7 @@ export const API_COMPONENTS: Record<string, z.ZodType> = {
   RunEventPage,
   RunUsage,
   SendMessageBody,
+  SessionInfo,
   SteerBody,
   Task,
   TaskControlList,

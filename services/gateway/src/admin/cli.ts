@@ -4,7 +4,8 @@ import { parseArgs } from 'node:util';
 import { CreateApiKeyBody, NATS_IDENTITIES, natsPermissions } from '@threadwork/contracts';
 import { connectMongo, foreignDatabaseProblem, redactMongoUrl, serviceDbName } from '@threadwork/platform';
 import { SESSION_COOKIE, signSession } from '../domain/session.js';
-import { createIdentityStore, DEFAULT_KEY_NAME } from '../store/identity.js';
+import { createIdentityStore, DEFAULT_KEY_NAME, sessionEpochOf } from '../store/identity.js';
+import { loginLinkOptions } from './login-link.js';
 import { tellGateways } from './announce.js';
 import { fail } from './fail.js';
 import { writeNatsKeys } from './nats-keys.js';
@@ -19,6 +20,9 @@ const USAGE = `usage: npm run admin -- <command>
   users list                   list users
   sessions create --user <login> [--ttl-hours 24]
                                print a signed browser session cookie for the user (last line)
+  login-link --user <login> [--minutes 15] [--origin http://localhost:8080]
+                               create the user if needed and print a one-time login link (last line)
+                               that signs a browser in at <origin> (the gateway as the browser reaches it)
   nats keys --out <dir>        make an NKEY per NATS identity (keeping those already in <dir>, a
                                folder for its owner only): <identity>.seed for each, and authorization.conf,
                                the nats-server users with their grants; prints the chart's values
@@ -42,6 +46,8 @@ export async function runAdmin(args: string[]): Promise<void> {
       user: { type: 'string' },
       name: { type: 'string' },
       'ttl-hours': { type: 'string' },
+      minutes: { type: 'string' },
+      origin: { type: 'string' },
       out: { type: 'string' },
       help: { type: 'boolean', short: 'h' },
     },
@@ -82,6 +88,9 @@ export async function runAdmin(args: string[]): Promise<void> {
       }
     }
   }
+
+  // Checked before touching the database, like the session secret.
+  const link = group === 'login-link' ? loginLinkOptions(values) : null;
 
   const target = findTarget();
   if (!target) {
@@ -137,11 +146,16 @@ export async function runAdmin(args: string[]): Promise<void> {
       if (!values.user) fail('admin: sessions create needs --user <login>');
       const user = await identity.ensureUser(values.user);
       const expiresAt = Math.floor(Date.now() / 1000 + ttlHours * 3600);
-      const value = signSession(user._id, expiresAt, sessionSecret);
+      const value = signSession(user._id, expiresAt, sessionSecret, sessionEpochOf(user));
       out(
         `session for ${user.login} (${user._id}) until ${new Date(expiresAt * 1000).toISOString()}; send it as this header:`,
       );
       out(`Cookie: ${SESSION_COOKIE}=${value}`);
+    } else if (link) {
+      const user = await identity.ensureUser(link.login);
+      const token = await identity.createLoginLink(user._id, link.minutes * 60_000);
+      out(`login link for ${user.login} (${user._id}), valid once for ${link.minutes} min:`);
+      out(link.url(token));
     } else if (group === 'users' && action === 'list') {
       for (const user of await identity.listUsers())
         out(`${user._id}\t${user.login}\t${user.created_at.toISOString()}`);

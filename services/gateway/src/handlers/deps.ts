@@ -18,8 +18,6 @@ export interface HandlerDeps {
   /** Run events are heard on it (core subscriptions), and its server's max_payload bounds webhooks. */
   nc: NatsConnection;
   services: BackingServices;
-  /** Users and API keys: the signed-in user's own keys are managed through it. */
-  identity: IdentityStore;
   /** Aborted when the server starts closing: long-polls answer and event streams end at once. */
   closing: AbortSignal;
   /** How often an idle event stream gets a `: ping` comment. */
@@ -30,6 +28,12 @@ export interface HandlerDeps {
   webhookSecret: string | null;
   /** Gives back the per-address token a public request took, when it proved itself. */
   refundAddress: (request: FastifyRequest) => void;
+  /** Users, their API keys (the signed-in user's own are managed through it), session epochs and login links. */
+  identity: IdentityStore;
+  /** Key that signs `tw_session` cookies. */
+  sessionSecret: string;
+  /** How long a session made from a login link lasts. */
+  sessionTtlSeconds: number;
 }
 
 /** The fastify instance routes are added to: zod schemas type requests and replies. */

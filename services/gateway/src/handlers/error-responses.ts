@@ -23,3 +23,7 @@ export const readErrors = errorResponses;
 export const writeErrors = { ...errorResponses, ...payloadTooLarge };
 /** Error responses of a write that can conflict with the resource's state. */
 export const conflictingWriteErrors = { ...writeErrors, ...conflictResponse };
+/** The 429 of an unauthenticated path, limited per client address instead of per caller. */
+export const tooManyFromAddress = ErrorBody.describe(
+  'Too many requests from this client address (PUBLIC_RATE_LIMIT_PER_SECOND, PUBLIC_RATE_LIMIT_BURST, per gateway replica); `Retry-After` says when to retry',
+);

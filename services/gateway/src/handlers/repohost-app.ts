@@ -11,7 +11,7 @@ import {
 import { AppError, verifyWebhookSignature } from '@threadwork/platform';
 import { z } from 'zod';
 import type { RoutePlugin } from './deps.js';
-import { readErrors, writeErrors } from './error-responses.js';
+import { readErrors, tooManyFromAddress, writeErrors } from './error-responses.js';
 import { ownerOf } from './parse.js';
 
 /** GitHub's largest webhook payload. */
@@ -30,9 +30,6 @@ const WebhookHeaders = z.object({
 });
 
 const unauthorized = z.object({ error: z.literal('Unauthorized') });
-const tooManyFromAddress = ErrorBody.describe(
-  'Too many requests from this client address (PUBLIC_RATE_LIMIT_PER_SECOND, PUBLIC_RATE_LIMIT_BURST, per gateway replica); `Retry-After` says when to retry',
-);
 
 /**
  * The GitHub App's install flow and webhooks: an install session for the caller, GitHub's setup

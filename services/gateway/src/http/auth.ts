@@ -4,15 +4,24 @@ import { isWellFormedKey } from '../domain/keys.js';
 import { FailureLimiter } from '../domain/per-address-limit.js';
 import type { RateLimit } from '../domain/rate-limit.js';
 import { readCookie, SESSION_COOKIE, verifySession } from '../domain/session.js';
-import type { IdentityStore, UserDoc } from '../store/identity.js';
+import { LOGIN_PATH } from '../domain/login-links.js';
+import { sessionEpochOf, type IdentityStore, type UserDoc } from '../store/identity.js';
 import { sendError } from './errors.js';
 
 declare module 'fastify' {
   interface FastifyRequest {
     user: UserDoc | null;
-    /** How the user proved themselves: some things only a signed-in browser may do. */
-    via: 'session' | 'api_key' | null;
+    /** How `user` proved itself: a session cookie, an API key, or (public paths) not at all. */
+    via: Via | null;
   }
+}
+
+export type Via = 'session' | 'api_key';
+
+/** Who a request acts for, and how it proved it. */
+interface Authenticated {
+  user: UserDoc;
+  via: Via;
 }
 
 export interface AuthOptions {
@@ -24,7 +33,7 @@ export interface AuthOptions {
 }
 
 /** Paths under /v1 that prove themselves another way (or are public documents). */
-const PUBLIC_PATHS = new Set(['/v1/openapi.json', '/v1/repohost/setup', '/v1/repohost/webhooks']);
+const PUBLIC_PATHS = new Set(['/v1/openapi.json', '/v1/repohost/setup', '/v1/repohost/webhooks', LOGIN_PATH]);
 
 /** Methods a cross-site page can trigger with the browser's cookies but must not. */
 const SAFE_METHODS = new Set(['GET', 'HEAD', 'OPTIONS']);
@@ -86,28 +95,34 @@ async function authenticate(
   request: FastifyRequest,
   options: AuthOptions,
   guesses: FailureLimiter,
-): Promise<UserDoc | null> {
+): Promise<Authenticated | null> {
   const authorization = request.headers.authorization;
   if (authorization !== undefined) {
     const key = bearerKey(authorization);
-    return key ? authenticateKey(key, request, options, guesses) : null;
+    const user = key ? await authenticateKey(key, request, options, guesses) : null;
+    return user && { user, via: 'api_key' };
   }
   const session = readCookie(request.headers.cookie, SESSION_COOKIE);
   if (session === null) return null;
-  const userId = verifySession(session, options.sessionSecret, Math.floor(Date.now() / 1000));
-  if (userId === null) return null;
+  const claims = verifySession(session, options.sessionSecret, Math.floor(Date.now() / 1000));
+  if (claims === null) return null;
   // A browser session must not be usable by another page (CSRF): browsers say where a request
   // comes from in Sec-Fetch-Site, and a write must come from the API's own origin. `same-site` is
   // not enough: a sibling subdomain is the same site, and it may be anyone's. Without the header
   // (older browsers, clients that are not browsers) the cookie's SameSite attribute is the guard.
   const site = request.headers['sec-fetch-site'];
   if (!SAFE_METHODS.has(request.method) && site !== undefined && site !== 'same-origin') return null;
-  return options.identity.findUser(userId);
+  // Looked up on every request, never remembered: signing out raises the user's epoch in the
+  // database, and every replica refuses the older cookies from the next request on.
+  const user = await options.identity.findUser(claims.userId);
+  if (!user || sessionEpochOf(user) !== claims.epoch) return null;
+  return { user, via: 'session' };
 }
 
 /**
  * Authentication before any other work: every path under /v1 but the public ones needs an API key
- * or a session cookie, else 401 (or 429 for an address that guesses keys). Sets `request.user`.
+ * or a session cookie, else 401 (or 429 for an address that guesses keys). Sets `request.user` and
+ * `request.via` (null on the public paths).
  */
 export const authentication = fp<AuthOptions>(
   async (app, options) => {
@@ -120,9 +135,9 @@ export const authentication = fp<AuthOptions>(
 
     /** True when the request has been answered here. */
     const guard = async (request: FastifyRequest, reply: FastifyReply): Promise<boolean> => {
-      let user: UserDoc | null;
+      let found: Authenticated | null;
       try {
-        user = await authenticate(request, options, guesses);
+        found = await authenticate(request, options, guesses);
       } catch (err) {
         if (!(err instanceof AddressLimited)) throw err;
         request.log.warn(
@@ -133,13 +148,12 @@ export const authentication = fp<AuthOptions>(
         await sendError(reply, 429, 'rate_limited', `${err.message}; retry in ${err.retryAfterSeconds} s`);
         return true;
       }
-      if (!user) {
+      if (!found) {
         await reply.code(401).send({ error: 'Unauthorized' });
         return true;
       }
-      request.user = user;
-      // The header alone decides, as in authenticate(): with it the user is a key's.
-      request.via = request.headers.authorization !== undefined ? 'api_key' : 'session';
+      request.user = found.user;
+      request.via = found.via;
       return false;
     };
 

@@ -1,13 +1,15 @@
 import fp from 'fastify-plugin';
+import { LOGIN_PATH } from '../domain/login-links.js';
 import type { PerAddressLimiter } from '../domain/per-address-limit.js';
 import { TokenBuckets, type RateLimit } from '../domain/rate-limit.js';
 import { sendError } from './errors.js';
 
 /**
  * The public paths that reach a backing service, limited per client address before any other work
- * (the body of a webhook is not read yet). The OpenAPI document is served from memory.
+ * (the body of a webhook is not read yet; a login link's token costs a database lookup). The
+ * OpenAPI document is served from memory.
  */
-const ADDRESS_LIMITED_PATHS = new Set(['/v1/repohost/setup', '/v1/repohost/webhooks']);
+const ADDRESS_LIMITED_PATHS = new Set(['/v1/repohost/setup', '/v1/repohost/webhooks', LOGIN_PATH]);
 
 /** Per client address, per replica, on the unauthenticated paths that reach a backing service. */
 export const PUBLIC_RATE_LIMIT: RateLimit = { perSecond: 5, burst: 50 };

@@ -9,11 +9,22 @@ import {
 } from '@threadwork/platform';
 import { newId } from '../domain/ids.js';
 import { generateKey, isWellFormedKey, keyMatches, keyPrefix } from '../domain/keys.js';
+import { loginLinkCollection } from './login-links.js';
 
 export interface UserDoc {
   _id: string;
   login: string;
   created_at: Date;
+  /**
+   * Session cookies count only while they carry this number; signing out raises it, ending every
+   * session of the user. Absent on users made before it existed: read as 0 (sessionEpochOf).
+   */
+  session_epoch?: number;
+}
+
+/** The user's current session epoch. */
+export function sessionEpochOf(user: UserDoc): number {
+  return user.session_epoch ?? 0;
 }
 
 export interface ApiKeyDoc {
@@ -75,6 +86,12 @@ export interface IdentityStore {
   listKeys(userId?: string): Promise<ApiKeyDoc[]>;
   /** The user a presented key belongs to, or null when it is malformed, unknown or revoked. */
   authenticate(key: string): Promise<UserDoc | null>;
+  /** Ends every session of the user (raises its session epoch); returns the new epoch. API keys are untouched. */
+  endSessions(userId: string): Promise<number>;
+  /** A one-time login link's token for the user, valid for `ttlMs` (login-links.ts). */
+  createLoginLink(userId: string, ttlMs: number): Promise<string>;
+  /** The user of an unused, unexpired login link, spending it; null for any other token. */
+  redeemLoginLink(token: string): Promise<UserDoc | null>;
   /**
    * The user of a key this store can answer for without the database (a key accepted moments ago:
    * auth-cache.ts), else null. A store that remembers nothing leaves it out.
@@ -105,6 +122,9 @@ export function createIdentityStore(db: Db, { timeoutMs, logger }: IdentityStore
     revokeOwnKey: (userId, id) => call(() => store.revokeOwnKey(userId, id)),
     listKeys: (userId) => call(() => store.listKeys(userId)),
     authenticate: (key) => call(() => store.authenticate(key)),
+    endSessions: (userId) => call(() => store.endSessions(userId)),
+    createLoginLink: (userId, ttlMs) => call(() => store.createLoginLink(userId, ttlMs)),
+    redeemLoginLink: (token) => call(() => store.redeemLoginLink(token)),
     ping: (pingTimeoutMs) =>
       mongoCall(() => db.command({ ping: 1 }).then(() => undefined), { timeoutMs: pingTimeoutMs }),
   };
@@ -113,6 +133,7 @@ export function createIdentityStore(db: Db, { timeoutMs, logger }: IdentityStore
 function identityCollections(db: Db, logger: Logger | undefined): Omit<IdentityStore, 'remembered' | 'ping'> {
   const users: Collection<UserDoc> = db.collection<UserDoc>('users');
   const keys: Collection<ApiKeyDoc> = db.collection<ApiKeyDoc>('api_keys');
+  const links = loginLinkCollection(db);
 
   /** Marks the key used, unless it was marked within the resolution: fire and forget. */
   function noteUse(key: ApiKeyDoc): void {
@@ -165,6 +186,7 @@ function identityCollections(db: Db, logger: Logger | undefined): Omit<IdentityS
           serves: 'the cap on active keys: one key per place, so racing creations cannot pass it',
         },
       ]);
+      await links.ensureIndexes();
     },
 
     async ensureUser(login) {
@@ -258,6 +280,23 @@ function identityCollections(db: Db, logger: Logger | undefined): Omit<IdentityS
       const user = await users.findOne({ _id: match.user_id });
       if (user) noteUse(match);
       return user;
+    },
+
+    async endSessions(userId) {
+      const user = await users.findOneAndUpdate(
+        { _id: userId },
+        { $inc: { session_epoch: 1 } },
+        { returnDocument: 'after' },
+      );
+      if (!user) throw new Error(`no user ${userId}`);
+      return sessionEpochOf(user);
+    },
+
+    createLoginLink: (userId, ttlMs) => links.create(userId, ttlMs),
+
+    async redeemLoginLink(token) {
+      const userId = await links.redeem(token);
+      return userId === null ? null : users.findOne({ _id: userId });
     },
   };
 }
