@@ -109,8 +109,8 @@ describe('local stack', () => {
       expect(authed.status).toBe(200);
       expect(await authed.json()).toEqual({ projects: [], next_cursor: null });
       const served = await fetch(`${base}/v1/harnesses`, { headers: { authorization: `Bearer ${key}` } });
-      const { harnesses } = (await served.json()) as { harnesses: { name: string; default: boolean }[] };
-      expect(harnesses.map(({ name, default: isDefault }) => [name, isDefault])).toEqual([
+      const { harnesses } = (await served.json()) as { harnesses: { id: string; default: boolean }[] };
+      expect(harnesses.map(({ id, default: isDefault }) => [id, isDefault])).toEqual([
         ['codex', true],
         ['claude-code', false],
       ]);

@@ -12,7 +12,7 @@ describe('harness catalog', () => {
       default_harness: 'codex',
       harnesses: [
         {
-          name: 'codex',
+          id: 'codex',
           default_model: 'gpt-5-codex',
           models: [],
           reasoning_efforts: ['minimal', 'low', 'medium', 'high', 'xhigh'],
@@ -29,7 +29,7 @@ describe('harness catalog', () => {
       CLAUDE_MODELS: 'claude-sonnet-4-5,claude-opus-4-1',
       CLAUDE_REASONING_EFFORT: 'max',
     });
-    expect(catalog.harnesses.map((h) => [h.name, h.default_model, h.models, h.default_reasoning_effort])).toEqual([
+    expect(catalog.harnesses.map((h) => [h.id, h.default_model, h.models, h.default_reasoning_effort])).toEqual([
       ['codex', 'demo-scripted', [], 'medium'],
       ['claude-code', 'claude-sonnet-4-5', ['claude-sonnet-4-5', 'claude-opus-4-1'], 'max'],
     ]);
@@ -45,7 +45,7 @@ describe('harness catalog', () => {
 
   it('serves a harness it does not know like codex', () => {
     const [, other] = catalogOf({ HARNESSES: 'codex,codex-gpu', CODEX_MODEL: 'o3' }).harnesses;
-    expect(other).toMatchObject({ name: 'codex-gpu', default_model: 'o3', default_reasoning_effort: 'medium' });
+    expect(other).toMatchObject({ id: 'codex-gpu', default_model: 'o3', default_reasoning_effort: 'medium' });
   });
 
   it('names each variable whose default the harness would not take', () => {

@@ -36,7 +36,7 @@ export const KNOWN_HARNESSES = {
 
 /** One harness as a deployment serves it. */
 export interface HarnessEntry {
-  name: string;
+  id: string;
   default_model: string;
   /** Empty: any model is accepted. */
   models: readonly string[];
@@ -109,7 +109,7 @@ export const harnessCatalogShape = {
 export type HarnessCatalogConfig = z.output<z.ZodObject<typeof harnessCatalogShape>>;
 
 interface Settings {
-  entry: Omit<HarnessEntry, 'name'>;
+  entry: Omit<HarnessEntry, 'id'>;
   /** The variables each setting comes from, for a configuration error. */
   vars: { model: string; models: string; effort: string };
 }
@@ -147,7 +147,7 @@ export function harnessCatalog(config: HarnessCatalogConfig): HarnessCatalog {
   const known = knownSettings(config);
   return {
     default_harness: config.DEFAULT_HARNESS,
-    harnesses: config.HARNESSES.map((name) => ({ name, ...known[isKnown(name) ? name : 'codex'].entry })),
+    harnesses: config.HARNESSES.map((name) => ({ id: name, ...known[isKnown(name) ? name : 'codex'].entry })),
   };
 }
 
@@ -176,12 +176,12 @@ export function harnessCatalogIssues(config: HarnessCatalogConfig): { path: stri
 
 /** The entry of a served harness; undefined for one this deployment does not serve. */
 export function findHarness(catalog: HarnessCatalog, name: string): HarnessEntry | undefined {
-  return catalog.harnesses.find((h) => h.name === name);
+  return catalog.harnesses.find((h) => h.id === name);
 }
 
 /** Why a harness is refused, naming the ones served. */
 export function unservedHarness(catalog: HarnessCatalog, prefix = ''): string {
-  return `${prefix}harness: not a harness this deployment serves (${catalog.harnesses.map((h) => h.name).join(', ')})`;
+  return `${prefix}harness: not a harness this deployment serves (${catalog.harnesses.map((h) => h.id).join(', ')})`;
 }
 
 /** A thread's or run's choice of harness, model and effort; unset fields take the defaults. */
@@ -211,8 +211,8 @@ export function harnessChoiceProblem(catalog: HarnessCatalog, choice: HarnessCho
 /** The entry of a served harness, as GET /v1/harnesses shows it. */
 export function harnessView(catalog: HarnessCatalog, entry: HarnessEntry): Harness {
   return {
-    name: entry.name,
-    default: entry.name === catalog.default_harness,
+    id: entry.id,
+    default: entry.id === catalog.default_harness,
     default_model: entry.default_model,
     models: [...entry.models],
     reasoning_efforts: [...entry.reasoning_efforts],

@@ -36,7 +36,7 @@ describe('harness catalog', () => {
     expect(HarnessList.parse(res.json())).toEqual({
       harnesses: [
         {
-          name: 'codex',
+          id: 'codex',
           default: true,
           default_model: 'gpt-5-codex',
           models: [],
@@ -45,7 +45,7 @@ describe('harness catalog', () => {
           collaboration_modes: ['default', 'plan'],
         },
         {
-          name: 'claude-code',
+          id: 'claude-code',
           default: false,
           default_model: 'claude-sonnet-4-5',
           models: CLAUDE_MODELS,

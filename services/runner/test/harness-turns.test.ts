@@ -240,7 +240,7 @@ describe.each(agent.HARNESS_NAMES)('a run with %s', (harness) => {
         });
         return approval;
       };
-      const firstPlan = await settle({ kind: 'reject', comment: 'Use NOTES.md, not the README.' });
+      const firstPlan = await settle({ kind: 'reject', text: 'Use NOTES.md, not the README.' });
       expect(firstPlan).toMatchObject({ kind: 'plan_approval', questions: [{ id: 'plan' }] });
       expect(firstPlan?.questions[0]?.question).toContain('append a line to README.md');
       const revised = await settle({ kind: 'approve' });

@@ -42,7 +42,7 @@ describe('runs harness catalog', () => {
 
   it('lists its catalog, the default harness marked', async () => {
     const { harnesses } = await request(h.nc, rpc.runs.harnesses, {});
-    expect(harnesses.map((e) => [e.name, e.default, e.default_model, e.models])).toEqual([
+    expect(harnesses.map((e) => [e.id, e.default, e.default_model, e.models])).toEqual([
       ['codex', false, 'gpt-5', ['gpt-5', 'o3']],
       ['claude-code', true, 'claude-opus-4-1', []],
     ]);

@@ -63,7 +63,7 @@ describe('plan approval answers', () => {
 
   it('takes reject with a comment, which reaches the runner as given', async () => {
     const { answer, settlement } = await raise('plan_approval', [planQuestion]);
-    const reject = { kind: 'reject', comment: 'Write the changelog entry for 2.0 only' };
+    const reject = { kind: 'reject', text: 'Write the changelog entry for 2.0 only' };
     expect((await answer({ plan: reject })).answers).toEqual({ plan: reject });
     expect((await settlement()).answers).toEqual({ plan: reject });
   });
@@ -79,16 +79,14 @@ describe('plan approval answers', () => {
     await refused({ plan: { kind: 'options', optionIds: ['yes'] } }, /answer it with approve or reject/);
     await refused({ other: { kind: 'approve' } }, /no question other/);
     // The schema takes a comment bounded like text, and nothing else beside it.
-    expect((await failure(answer({ plan: { kind: 'reject', comment: 'x'.repeat(4097) } }))).code).toBe(
-      'invalid_request',
-    );
-    expect((await failure(answer({ plan: { kind: 'approve', comment: 'why not' } }))).code).toBe('invalid_request');
+    expect((await failure(answer({ plan: { kind: 'reject', text: 'x'.repeat(4097) } }))).code).toBe('invalid_request');
+    expect((await failure(answer({ plan: { kind: 'approve', text: 'why not' } }))).code).toBe('invalid_request');
     expect((await answer({ plan: { kind: 'reject' } })).status).toBe('answered');
   });
 
   it('refuses approve and reject on a question interaction', async () => {
     const { answer } = await raise('question', [freeQuestion]);
-    for (const entry of [{ kind: 'approve' }, { kind: 'reject', comment: 'no' }]) {
+    for (const entry of [{ kind: 'approve' }, { kind: 'reject', text: 'no' }]) {
       const err = await failure(answer({ note: entry }));
       expect(err.code).toBe('invalid_request');
       expect(err.message).toBe('question note takes options or text: approve and reject answer a plan approval');

@@ -9,7 +9,7 @@ import { CollaborationMode } from '../values.js';
  */
 export const Harness = z
   .object({
-    name: Id.describe('What `harness` of a new thread or task names.'),
+    id: Id.describe('What `harness` of a new thread or task names.'),
     default: z.boolean().describe('Whether a thread or task that names no harness gets this one.'),
     default_model: Id.describe('The model of a thread or task on this harness that names none.'),
     models: z.array(Id).describe('The models a thread or task on this harness may name; empty: any model is accepted.'),

@@ -46,11 +46,11 @@ export const ApproveAnswer = z
   .describe('Accepts the plan of a `plan_approval` interaction: the turn carries on in the default mode.');
 export type ApproveAnswer = z.infer<typeof ApproveAnswer>;
 
-/** Turns the plan down; the agent revises it (along `comment`, bounded like a prompt) and asks again. */
+/** Turns the plan down; the agent revises it (along `text`, bounded like a prompt) and asks again. */
 export const RejectAnswer = z
-  .strictObject({ kind: z.literal('reject'), comment: z.string().min(1).max(PROMPT_MAX_LENGTH).optional() })
+  .strictObject({ kind: z.literal('reject'), text: z.string().min(1).max(PROMPT_MAX_LENGTH).optional() })
   .describe(
-    'Turns the plan of a `plan_approval` interaction down: the agent revises it, following `comment` when given, and asks again.',
+    'Turns the plan of a `plan_approval` interaction down: the agent revises it, following `text` when given, and asks again.',
   );
 export type RejectAnswer = z.infer<typeof RejectAnswer>;
 
@@ -65,7 +65,7 @@ export type PlanAnswerEntry = z.infer<typeof PlanAnswerEntry>;
 export const InteractionAnswerEntry = z
   .discriminatedUnion('kind', [OptionsAnswer, TextAnswer, ApproveAnswer, RejectAnswer])
   .describe(
-    'An answer to one question: `options` or `text` for a `question` interaction; `approve` or `reject` (with an optional `comment`) for a `plan_approval` one.',
+    'An answer to one question: `options` or `text` for a `question` interaction; `approve` or `reject` (with an optional `text`) for a `plan_approval` one.',
   );
 export type InteractionAnswerEntry = z.infer<typeof InteractionAnswerEntry>;
 
@@ -89,7 +89,7 @@ export type PublicAnswerEntry = z.infer<typeof PublicAnswerEntry>;
 export const AnswerMap = z
   .record(Id, InteractionAnswerEntry)
   .describe(
-    'Answers by question id. A `question` interaction takes `options` or `text` entries (unanswered questions allowed); a `plan_approval` takes exactly one entry for its one question (the plan): `approve` (the turn continues in the default mode) or `reject` with an optional `comment` (the agent revises the plan).',
+    'Answers by question id. A `question` interaction takes `options` or `text` entries (unanswered questions allowed); a `plan_approval` takes exactly one entry for its one question (the plan): `approve` (the turn continues in the default mode) or `reject` with an optional `text` (the agent revises the plan).',
   );
 export type AnswerMap = z.infer<typeof AnswerMap>;
 

@@ -76,7 +76,7 @@ describe('the end of a run', () => {
 
   it('turns a settled plan approval into the harness’s decision: anything but approve is a rejection', () => {
     expect(planDecision('answered', { plan: { kind: 'approve' } })).toEqual({ approved: true });
-    expect(planDecision('answered', { plan: { kind: 'reject', comment: 'smaller steps' } })).toEqual({
+    expect(planDecision('answered', { plan: { kind: 'reject', text: 'smaller steps' } })).toEqual({
       approved: false,
       comment: 'smaller steps',
     });

@@ -127,7 +127,5 @@ export function planDecision(status: string, answers: Record<string, unknown>): 
   if (status !== 'answered') return { approved: false, comment: null };
   const parsed = PlanAnswerEntry.safeParse(answers.plan);
   if (!parsed.success) return { approved: false, comment: null };
-  return parsed.data.kind === 'approve'
-    ? { approved: true }
-    : { approved: false, comment: parsed.data.comment ?? null };
+  return parsed.data.kind === 'approve' ? { approved: true } : { approved: false, comment: parsed.data.text ?? null };
 }

@@ -66,11 +66,7 @@ describe('plan approval answers', () => {
   const plan: Question = { ...free, id: 'plan', header: 'Plan', question: '1. Edit README.md\n2. Run the tests' };
 
   it('takes approve, or reject with or without a comment, on its one question', () => {
-    for (const answer of [
-      { kind: 'approve' },
-      { kind: 'reject' },
-      { kind: 'reject', comment: 'Test first' },
-    ] as const) {
+    for (const answer of [{ kind: 'approve' }, { kind: 'reject' }, { kind: 'reject', text: 'Test first' }] as const) {
       expect(checkAnswers([plan], { plan: answer }, 'plan_approval')).toEqual({ ok: true });
     }
   });
