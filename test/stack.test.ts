@@ -144,13 +144,13 @@ describe('local stack', () => {
       // browser in (the cookie), and it does not work twice.
       const printed = await waitFor(
         'the login link',
-        async () => /(http:\/\/\S+\/v1\/session\/login\?token=\S+)/.exec(stack.output())?.[1],
+        async () => /(http:\/\/\S+\/v1\/auth\/link\?code=\S+)/.exec(stack.output())?.[1],
       );
       const printedUrl = new URL(printed);
       expect(printedUrl.origin).toBe(`http://localhost:${stack.port}`);
       const linkHere = `${base}${printedUrl.pathname}${printedUrl.search}`;
       const opened = await fetch(linkHere, { redirect: 'manual' });
-      expect(opened.status).toBe(303);
+      expect(opened.status).toBe(302);
       const browser = { cookie: opened.headers.get('set-cookie')!.split(';')[0]! };
       const me = await fetch(`${base}/v1/session`, { headers: browser });
       expect(await me.json()).toMatchObject({ user: { login: 'local' }, via: 'session' });
@@ -159,10 +159,10 @@ describe('local stack', () => {
       const made = stack.admin('login-link', '--user', 'alice', '--minutes', '5', '--origin', base);
       expect(made.status, made.stderr).toBe(0);
       const link = made.stdout.trim().split('\n').at(-1)!;
-      expect(link.startsWith(`${base}/v1/session/login?token=`)).toBe(true);
-      expect((await fetch(link, { redirect: 'manual' })).status).toBe(303);
+      expect(link.startsWith(`${base}/v1/auth/link?code=`)).toBe(true);
+      expect((await fetch(link, { redirect: 'manual' })).status).toBe(302);
       // Signing out ends the session; a cookie the CLI signs afterwards carries the new epoch.
-      const out = await fetch(`${base}/v1/session/logout`, { method: 'POST', headers: browser });
+      const out = await fetch(`${base}/v1/auth/logout`, { method: 'POST', headers: browser });
       expect(out.status).toBe(204);
       expect((await fetch(`${base}/v1/session`, { headers: browser })).status).toBe(401);
       const signed = stack.admin('sessions', 'create', '--user', 'local').stdout.trim().split('\n').at(-1)!;

@@ -15,7 +15,7 @@ const SOURCE = 'openapi.json';
 const INTENDED: Record<string, string[]> = {
   'operation-2xx-response': [
     '#/paths/~1v1~1repohost~1setup/get/responses',
-    '#/paths/~1v1~1session~1login/get/responses',
+    '#/paths/~1v1~1auth~1link/get/responses',
   ],
   'operation-4xx-response': [
     '#/paths/~1healthz/get/responses',

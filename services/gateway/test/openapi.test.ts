@@ -32,7 +32,7 @@ const CONTRACT_OPERATIONS = [
   ['get', '/v1/threads/{id}/interactions'],
   ['get', '/v1/harnesses'],
   ['get', '/v1/session'],
-  ['post', '/v1/session/logout'],
+  ['post', '/v1/auth/logout'],
 ] as const;
 
 // Operations that prove themselves another way (a single-use `state`, a webhook signature, a
@@ -40,7 +40,7 @@ const CONTRACT_OPERATIONS = [
 const PUBLIC_OPERATIONS = [
   ['get', '/v1/repohost/setup', '302'],
   ['post', '/v1/repohost/webhooks', '202'],
-  ['get', '/v1/session/login', '303'],
+  ['get', '/v1/auth/link', '302'],
 ] as const;
 
 interface Operation {

@@ -22,13 +22,13 @@ export const ApiKey = z
   .describe('An API key of the caller, without the key itself.');
 export type ApiKey = z.infer<typeof ApiKey>;
 
-/** GET /v1/settings/api-keys */
+/** GET /v1/keys */
 export const ApiKeyList = z
-  .object({ api_keys: z.array(ApiKey) })
+  .object({ keys: z.array(ApiKey) })
   .describe("The caller's API keys, active and revoked, oldest first.");
 export type ApiKeyList = z.infer<typeof ApiKeyList>;
 
-/** POST /v1/settings/api-keys */
+/** POST /v1/keys */
 export const CreateApiKeyBody = z
   .strictObject({
     name: z
@@ -51,7 +51,3 @@ export const CreatedApiKey = z
   })
   .describe('A new API key, with the key shown this once.');
 export type CreatedApiKey = z.infer<typeof CreatedApiKey>;
-
-/** DELETE /v1/settings/api-keys/{id} */
-export const RevokedApiKey = z.object({ api_key: ApiKey }).describe('The key, revoked (now or before).');
-export type RevokedApiKey = z.infer<typeof RevokedApiKey>;

@@ -16,9 +16,9 @@ export const SessionInfo = z
   .describe('Who is signed in, and how.');
 export type SessionInfo = z.infer<typeof SessionInfo>;
 
-/** GET /v1/session/login */
+/** GET /v1/auth/link */
 export const LoginQuery = z.object({
-  token: z.string().min(1).max(256).describe('The one-time token of a login link (`npm run admin -- login-link`).'),
+  code: z.string().min(1).max(256).describe('The one-time code of a login link (`npm run admin -- login-link`).'),
   next: z
     .string()
     .max(2048)

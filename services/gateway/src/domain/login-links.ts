@@ -1,6 +1,6 @@
 import { createHash, randomBytes } from 'node:crypto';
 
-// One-time login links: `<origin>/v1/session/login?token=<token>`. The token is 32 random bytes; the
+// One-time login links: `<origin>/v1/auth/link?code=<token>`. The token is 32 random bytes; the
 // gateway's database keeps only its SHA-256 (a leaked database signs no one in), with its user,
 // expiry and when it was used. Redeeming inserts the link's use under the link's id, so exactly
 // one redemption wins however many replicas see it at once (store/login-links.ts).
@@ -12,7 +12,7 @@ const TOKEN_PATTERN = /^[A-Za-z0-9_-]{43}$/;
 /** How long a link lives unless told otherwise, and the bounds of what may be asked. */
 export const LOGIN_LINK_MINUTES = { default: 15, min: 1, max: 1440 } as const;
 
-export const LOGIN_PATH = '/v1/session/login';
+export const LOGIN_PATH = '/v1/auth/link';
 
 export function generateLoginToken(): string {
   return randomBytes(TOKEN_BYTES).toString('base64url');
@@ -30,6 +30,6 @@ export function hashLoginToken(token: string): string {
 /** The link a user opens; `origin` is the gateway's scheme, host and port as the browser reaches it. */
 export function loginUrl(origin: string, token: string): string {
   const url = new URL(LOGIN_PATH, origin);
-  url.searchParams.set('token', token);
+  url.searchParams.set('code', token);
   return url.toString();
 }

@@ -5,10 +5,10 @@ import {
   ErrorBody,
   IdParam,
   MAX_ACTIVE_API_KEYS_PER_USER,
-  RevokedApiKey,
   type ApiKey,
 } from '@threadwork/contracts';
 import { notFound } from '@threadwork/platform';
+import { z } from 'zod';
 import { DEFAULT_KEY_NAME, type ApiKeyDoc } from '../store/identity.js';
 import { announceRevocation } from '../store/revocations.js';
 import { sendError } from '../http/errors.js';
@@ -53,7 +53,7 @@ export const apiKeyRoutes: RoutePlugin = async (app, deps) => {
   });
 
   app.get(
-    '/v1/settings/api-keys',
+    '/v1/keys',
     {
       schema: {
         summary: "List the signed-in user's API keys (never the keys themselves)",
@@ -64,12 +64,12 @@ export const apiKeyRoutes: RoutePlugin = async (app, deps) => {
     },
     async (request) => {
       const keys = await deps.identity.listKeys(ownerOf(request));
-      return { api_keys: keys.map(apiKeyView) };
+      return { keys: keys.map(apiKeyView) };
     },
   );
 
   app.post(
-    '/v1/settings/api-keys',
+    '/v1/keys',
     {
       schema: {
         summary: 'Create an API key for the signed-in user; the key is in this answer only',
@@ -91,18 +91,18 @@ export const apiKeyRoutes: RoutePlugin = async (app, deps) => {
   );
 
   app.delete(
-    '/v1/settings/api-keys/:id',
+    '/v1/keys/:id',
     {
       schema: {
         summary: "Revoke one of the signed-in user's API keys, on every gateway at once",
-        description: "Revoking a key already revoked answers it as it is. Another user's key is 404.",
+        description: "Revoking a key already revoked answers 204 again. Another user's key is 404.",
         tags,
         security,
         params: IdParam,
-        response: { 200: RevokedApiKey, ...readErrors, ...sessionOnly },
+        response: { 204: z.null().describe('Revoked (now or before)'), ...readErrors, ...sessionOnly },
       },
     },
-    async (request) => {
+    async (request, reply) => {
       const doc = await deps.identity.revokeOwnKey(ownerOf(request), request.params.id);
       if (!doc) throw notFound('API key');
       // Every replica forgets the keys it remembers. Also on a repeat: it may follow an
@@ -114,7 +114,7 @@ export const apiKeyRoutes: RoutePlugin = async (app, deps) => {
         ),
       );
       request.log.info({ key_id: doc._id }, 'API key revoked');
-      return { api_key: apiKeyView(doc) };
+      return reply.code(204).send(null);
     },
   );
 };

@@ -36,15 +36,15 @@ export const sessionRoutes: RoutePlugin = async (app, deps) => {
       schema: {
         summary: 'Sign in with a one-time login link: sets the session cookie and redirects',
         description: [
-          'Opened by a browser from a link printed by `npm run admin -- login-link --user <login>` (and by `npm start` when the stack is ready). Unauthenticated: the token is the proof. It works once, before it expires (15 minutes by default), on whichever replica sees it first.',
+          'Opened by a browser from a link printed by `npm run admin -- login-link --user <login>` (and by `npm start` when the stack is ready). Unauthenticated: the code is the proof. It works once, before it expires (15 minutes by default), on whichever replica sees it first.',
           '',
-          `Answers 303 to \`next\` (a path on this origin; anything else, \`//host\` and \`/\\\\host\` included, becomes \`/\`) with \`Set-Cookie: tw_session=…; HttpOnly; Path=/; SameSite=Lax\`, plus \`Secure\` when the request came over TLS (directly or through a proxy trusted by TRUST_PROXY). An unknown, used or expired token is 401. Rate-limited per client address.`,
+          `Answers 302 to \`next\` (a path on this origin; anything else, \`//host\` and \`/\\\\host\` included, becomes \`/\`) with \`Set-Cookie: tw_session=…; HttpOnly; Path=/; SameSite=Lax\`, plus \`Secure\` when the request came over TLS (directly or through a proxy trusted by TRUST_PROXY). An unknown, used or expired code is 401. Rate-limited per client address.`,
         ].join('\n'),
         tags: ['session'],
         security: [],
         querystring: LoginQuery,
         response: {
-          303: z.null().describe('Signed in: redirect to `next` with the session cookie set'),
+          302: z.null().describe('Signed in: redirect to `next` with the session cookie set'),
           400: readErrors[400],
           401: UnauthorizedBody.describe('The link is unknown, already used or expired'),
           429: tooManyFromAddress,
@@ -54,7 +54,7 @@ export const sessionRoutes: RoutePlugin = async (app, deps) => {
       },
     },
     async (request, reply) => {
-      const user = await deps.identity.redeemLoginLink(request.query.token);
+      const user = await deps.identity.redeemLoginLink(request.query.code);
       if (!user) return reply.code(401).send({ error: 'Unauthorized' as const });
       const expiresAt = Math.floor(Date.now() / 1000) + deps.sessionTtlSeconds;
       const value = signSession(user._id, expiresAt, deps.sessionSecret, sessionEpochOf(user));
@@ -62,12 +62,12 @@ export const sessionRoutes: RoutePlugin = async (app, deps) => {
         .header('set-cookie', sessionSetCookie(value, deps.sessionTtlSeconds, request.protocol === 'https'))
         .header('cache-control', 'no-store')
         .header('referrer-policy', 'no-referrer')
-        .redirect(sameOriginPath(request.query.next), 303);
+        .redirect(sameOriginPath(request.query.next), 302);
     },
   );
 
   app.post(
-    '/v1/session/logout',
+    '/v1/auth/logout',
     {
       schema: {
         summary: "Sign out: end every session of the caller's user and clear the cookie",
