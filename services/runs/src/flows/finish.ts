@@ -122,13 +122,19 @@ async function cancelPendingInteractions(ctx: RunsContext, runId: string): Promi
   }
 }
 
-/** Copies a settlement into its interaction and logs it; the log never carries the answers. */
+/**
+ * Logs a settlement, then copies it into its interaction; the log never carries the answers. In
+ * this order: the runner takes the answers once the interaction says it is settled, and what the
+ * agent does with them must come after `interaction.settled` in the run's log. A copy that fails
+ * after the log is done again by the next reader of the settlement (readSettlement), the event
+ * being keyed.
+ */
 export async function applySettlement(ctx: RunsContext, doc: InteractionDoc, s: SettlementDoc): Promise<void> {
-  await ctx.interactions.applySettlement(s);
   await ctx.log.append(doc.run_id, [
     {
       key: `interaction:${doc._id}:settled`,
       chunk: { type: 'interaction.settled', interaction_id: doc._id, status: s.status },
     },
   ]);
+  await ctx.interactions.applySettlement(s);
 }
