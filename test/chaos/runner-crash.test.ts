@@ -1,3 +1,4 @@
+import { join } from 'node:path';
 import { agent } from '@threadwork/testing';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createThread, logProblems, readLog, rounds, statusTrail, waitFor, waitForTerminal } from './support/api.js';
@@ -46,6 +47,10 @@ describe.each(agent.HARNESS_NAMES)('kill -9 of a runner mid-run with %s', (harne
       const thread = await createThread(cluster, user, { repository_id: repoId, prompt, harness });
       await waitFor('the model to be asked', () =>
         cluster.agent(harness).requests.some((r) => r.lastUserText === prompt),
+      );
+      // Killed before its session held the prompt, the harness would resume a conversation without it.
+      await waitFor('the harness to record the prompt', () =>
+        agent.recorded(join(cluster.sandboxRoot, thread.id), prompt),
       );
       const victim = await waitFor('the runner holding the run', () => cluster.runnerHolding(thread.id));
       const harnesses = cluster.harnessPids(victim.pid, thread.id);

@@ -135,6 +135,10 @@ describe.each(agent.HARNESS_NAMES)('a runner frozen past its lease, then thawed,
 
         const thread = await createThread(cluster, user, { repository_id: repoId, prompt, harness });
         await waitFor('the model to be asked', () => fake.requests.some((r) => r.userTexts[0] === prompt));
+        // Frozen before its session held the prompt, the takeover would resume a conversation without it.
+        await waitFor('the harness to record the prompt', () =>
+          agent.recorded(join(cluster.sandboxRoot, thread.id), prompt),
+        );
         const frozen = await waitFor('the runner holding the run', () => cluster.runnerHolding(thread.id));
         const staleHarness = cluster.harnessPids(frozen.pid, thread.id);
         signalTree(frozen.pid, 'SIGSTOP');

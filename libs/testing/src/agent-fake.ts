@@ -1,3 +1,5 @@
+import { readdirSync, readFileSync } from 'node:fs';
+import { join } from 'node:path';
 import * as codex from './fake-model.js';
 import {
   startFakeMessages,
@@ -177,4 +179,28 @@ function toMessages(reply: AgentReply, req: FakeMessagesRequest): FakeMessagesRe
     }
   });
   return 'delayMs' in reply ? { blocks, delayMs: reply.delayMs } : blocks;
+}
+
+/**
+ * Whether a sandbox's harness has written `text` into a session file of its own (a Codex rollout,
+ * a Claude Code transcript, both `.jsonl` under the sandbox's harness home): what a session resumed
+ * after a crash will hold. A harness may ask its model before that turn's record is on disk.
+ */
+export function recorded(sandboxDir: string, text: string): boolean {
+  const home = join(sandboxDir, 'codex-home');
+  let names: string[];
+  try {
+    names = readdirSync(home, { recursive: true, encoding: 'utf8' });
+  } catch {
+    return false;
+  }
+  return names
+    .filter((name) => name.endsWith('.jsonl'))
+    .some((name) => {
+      try {
+        return readFileSync(join(home, name), 'utf8').includes(text);
+      } catch {
+        return false; // gone meanwhile, or a directory named *.jsonl
+      }
+    });
 }

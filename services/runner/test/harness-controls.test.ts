@@ -144,6 +144,10 @@ describe.each(agent.HARNESS_NAMES)('controls of a live run with %s', (harness) =
     await waitFor('the model to be asked', () =>
       stack.agent.requests.some((r) => r.lastUserText === 'RECOVER from a crash'),
     );
+    // Killed before its session held the prompt, the harness would resume a conversation without it.
+    await waitFor('the harness to record the prompt', () =>
+      agent.recorded(join(stack.sandboxRoot, admitted.threadId), 'RECOVER from a crash'),
+    );
     const crashedHarnesses = harnessesOf(stack.sandboxRoot, admitted.threadId);
     expect(crashedHarnesses.length).toBeGreaterThan(0);
 
