@@ -91,6 +91,41 @@ describe('interactions', () => {
     ).toBe('already_settled');
   });
 
+  it('keeps a question from its owner until it is in the log: an answer never comes before it', async () => {
+    // A create cut short after its insert (the runner crashed) left the question unannounced.
+    const live = await runningRun(h.nc);
+    const req = {
+      run_id: live.run.id,
+      attempt: live.attempt,
+      claim_id: live.claim_id,
+      key: 'call_cut_short',
+      kind: 'question' as const,
+      questions: [fileQuestion],
+    };
+    const raised = await request(h.nc, rpc.runs.interactionCreate, req);
+    await h.interactions.interactions.updateOne({ _id: raised.id }, { $set: { announced: false } });
+    const owned = { owner_id: live.owner, interaction_id: raised.id };
+    expect((await failure(request(h.nc, rpc.runs.interactionGet, owned))).code).toBe('not_found');
+    const answer = {
+      action: 'answer' as const,
+      answers: { file: { kind: 'options' as const, optionIds: ['README.md'] } },
+    };
+    expect((await failure(request(h.nc, rpc.runs.interactionAnswer, { ...owned, request: answer }))).code).toBe(
+      'not_found',
+    );
+    const hidden = await request(h.nc, rpc.runs.interactionList, { owner_id: live.owner, thread_id: live.thread_id });
+    expect(hidden.interactions).toEqual([]);
+
+    // The runner's retry announces it; from then on it is its owner's to answer.
+    expect(await request(h.nc, rpc.runs.interactionCreate, req)).toEqual(raised);
+    const listed = await request(h.nc, rpc.runs.interactionList, { owner_id: live.owner, thread_id: live.thread_id });
+    expect(listed.interactions.map((i) => i.id)).toEqual([raised.id]);
+    await request(h.nc, rpc.runs.interactionAnswer, { ...owned, request: answer });
+    const types = (await readLog(h, live.run.id)).map((e) => (e.chunk as { type: string }).type);
+    expect(types.filter((t) => t === 'interaction.requested')).toHaveLength(1);
+    expect(types.indexOf('interaction.requested')).toBeLessThan(types.indexOf('interaction.settled'));
+  });
+
   it('refuses the same key with other questions: an answer given to the first is not the second’s', async () => {
     const live = await runningRun(h.nc);
     const req = {

@@ -10,7 +10,7 @@ import { conflict, invalidRequest, isDuplicateKeyError, notFound, publishSignal 
 import type { z } from 'zod';
 import { checkAnswers, redactAnswers } from '../domain/interactions.js';
 import { newId } from '../domain/ids.js';
-import { settledDoc, type InteractionDoc, type SettlementDoc } from '../store/interactions.js';
+import { settledDoc, visibleToOwner, type InteractionDoc, type SettlementDoc } from '../store/interactions.js';
 import type { RunsContext } from './context.js';
 import { appendWhileLive } from './announce.js';
 import { applySettlement } from './finish.js';
@@ -50,6 +50,7 @@ export async function createInteraction(
     cancelled_by: null,
     created_at: new Date(),
     resolved_at: null,
+    announced: false,
   };
   try {
     await ctx.interactions.insertInteraction(doc);
@@ -79,6 +80,11 @@ export async function createInteraction(
       chunk: { type: 'interaction.requested', interaction_id: doc._id, kind: doc.kind },
     },
   ]);
+  // Only now may its owner see it (and answer it): a settlement is logged after its request.
+  if (doc.announced === false) {
+    await ctx.interactions.markAnnounced(doc._id);
+    doc = { ...doc, announced: true };
+  }
   return doc;
 }
 
@@ -90,6 +96,7 @@ export async function getInteraction(
   const doc = await ctx.interactions.interaction(interactionId);
   if (!doc || doc.owner_id !== ownerId) throw notFound('interaction');
   const [current] = await ctx.interactions.withSettlements([doc]);
+  if (!visibleToOwner(current ?? doc)) throw notFound('interaction');
   return current ?? doc;
 }
 
@@ -101,7 +108,7 @@ export async function listInteractions(
   status: InteractionStatus | undefined,
 ): Promise<InteractionDoc[]> {
   const docs = await ctx.interactions.threadInteractions(ownerId, threadId);
-  const current = await ctx.interactions.withSettlements(docs);
+  const current = (await ctx.interactions.withSettlements(docs)).filter(visibleToOwner);
   return status ? current.filter((d) => d.status === status) : current;
 }
 

@@ -24,6 +24,12 @@ export interface InteractionDoc {
   cancelled_by: CancelledBy | null;
   created_at: Date;
   resolved_at: Date | null;
+  /**
+   * False from its insert until its `interaction.requested` is in the run's log; absent on
+   * interactions older than the field, which were announced. Until then its owner cannot see it,
+   * so no answer can be logged ahead of the question.
+   */
+  announced?: boolean;
 }
 
 /**
@@ -55,6 +61,8 @@ export interface InteractionStore {
   settlement(interactionId: string): Promise<SettlementDoc | null>;
   /** Settles an interaction; a duplicate-key error says it was settled before. */
   insertSettlement(settlement: SettlementDoc): Promise<void>;
+  /** Notes that the interaction's `interaction.requested` is in the run's log. */
+  markAnnounced(interactionId: string): Promise<void>;
   /** Copies a settlement into its interaction. */
   applySettlement(settlement: SettlementDoc): Promise<void>;
   ensureIndexes(): Promise<void>;
@@ -82,6 +90,9 @@ export function createInteractionStore(db: Db): InteractionStore {
     settlement: (interactionId) => mongoCall(() => settlements.findOne({ _id: interactionId })),
     async insertSettlement(settlement) {
       await mongoCall(() => settlements.insertOne(settlement));
+    },
+    async markAnnounced(interactionId) {
+      await mongoCall(() => interactions.updateOne({ _id: interactionId }, { $set: { announced: true } }));
     },
     async applySettlement(s) {
       await mongoCall(() =>
@@ -122,6 +133,11 @@ export function createInteractionStore(db: Db): InteractionStore {
       });
     },
   };
+}
+
+/** Whether its owner may see the interaction: not while it is pending and not yet announced in the log. */
+export function visibleToOwner(doc: InteractionDoc): boolean {
+  return doc.status !== 'pending' || doc.announced !== false;
 }
 
 export function settledDoc(doc: InteractionDoc, s: SettlementDoc): InteractionDoc {
