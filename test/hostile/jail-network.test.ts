@@ -68,9 +68,27 @@ describe('an agent in its jail', () => {
       .map((e) => e.chunk as { type: string; host?: string; port?: number; reason?: string })
       .filter((c) => c.type === 'network.refused');
     expect(refused).toEqual([
-      { type: 'network.refused', host: 'example.com', port: 443, reason: 'not in SANDBOX_EGRESS_ALLOW' },
-      { type: 'network.refused', host: '169.254.169.254', port: 80, reason: 'not in SANDBOX_EGRESS_ALLOW' },
-      { type: 'network.refused', host: natsHost, port: Number(natsPort), reason: 'not in SANDBOX_EGRESS_ALLOW' },
+      {
+        type: 'network.refused',
+        code: 'egress_denied',
+        host: 'example.com',
+        port: 443,
+        reason: 'not in SANDBOX_EGRESS_ALLOW',
+      },
+      {
+        type: 'network.refused',
+        code: 'egress_denied',
+        host: '169.254.169.254',
+        port: 80,
+        reason: 'not in SANDBOX_EGRESS_ALLOW',
+      },
+      {
+        type: 'network.refused',
+        code: 'egress_denied',
+        host: natsHost,
+        port: Number(natsPort),
+        reason: 'not in SANDBOX_EGRESS_ALLOW',
+      },
     ]);
     const logged = cluster
       .runners()[0]!
@@ -120,6 +138,7 @@ describe('an agent whose runner lets it reach any public host (SANDBOX_EGRESS=op
     expect(events.filter((c) => c.type === 'network.refused')).toEqual(
       targets.map(([, host, port]) => ({
         type: 'network.refused',
+        code: 'egress_denied',
         host,
         port,
         reason: 'it resolves to an internal address',

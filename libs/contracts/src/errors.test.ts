@@ -14,6 +14,7 @@ describe('error codes', () => {
       ['too_many_api_keys', 409],
       ['payload_too_large', 413],
       ['rate_limited', 429],
+      ['too_many_streams', 429],
       ['unavailable', 503],
       ['internal', 500],
       ['unauthorized', 401],

@@ -183,10 +183,12 @@ export type UsageChunk = z.infer<typeof UsageChunk>;
 
 /**
  * The sandbox refused a connection the agent tried to make (SANDBOX_EGRESS): to which host and
- * port, and why. Connections that bypass the proxy find no network and are not seen.
+ * port, and why. Connections that bypass the proxy find no network and are not seen. `code` is
+ * `egress_denied` (absent on events logged before it was added).
  */
 export const NetworkRefusedChunk = z.looseObject({
   type: z.literal('network.refused'),
+  code: z.literal('egress_denied').optional(),
   host: z.string(),
   port: z.int().min(0).max(65535),
   reason: z.string(),

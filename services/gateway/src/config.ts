@@ -99,7 +99,7 @@ export const GatewayConfig = z
      * is refused with 401.
      */
     GITHUB_WEBHOOK_SECRET: z.preprocess((value) => (value === '' ? undefined : value), z.string().min(1).optional()),
-    /** Event streams and long-polls one user may hold open at once, per replica; past it 429 `rate_limited`. */
+    /** Event streams and long-polls one user may hold open at once, per replica; past it 429 `too_many_streams`. */
     MAX_FOLLOWERS_PER_USER: z.coerce.number().int().min(1).default(32),
     /**
      * Key that signs `tw_session` cookies (at least 32 characters; the admin CLI must use the same

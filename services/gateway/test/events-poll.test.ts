@@ -25,7 +25,7 @@ describe('run events', () => {
         await harness.pages.reached('run_id', run.id, 2);
         const third = await poll();
         expect(third.statusCode).toBe(429);
-        expect(third.json()).toMatchObject({ error: { code: 'rate_limited' } });
+        expect(third.json()).toMatchObject({ error: { code: 'too_many_streams' } });
         expect(third.headers['retry-after']).toBe('1');
         // Another user is not held back by this one.
         const bob = await harness.caller();

@@ -9,12 +9,12 @@ export class Followers {
 
   constructor(readonly maxPerUser: number) {}
 
-  /** Takes a place for the user, answering how to give it back; throws 429 `rate_limited` when none is left. */
+  /** Takes a place for the user, answering how to give it back; throws 429 `too_many_streams` when none is left. */
   enter(userId: string): () => void {
     const now = this.open.get(userId) ?? 0;
     if (now >= this.maxPerUser) {
       throw new AppError(
-        'rate_limited',
+        'too_many_streams',
         `at most ${this.maxPerUser} event streams and long-polls open at once per user; close one or retry later`,
       );
     }

@@ -5,7 +5,7 @@ const errorResponses = {
   401: UnauthorizedBody.describe('Missing or invalid API key or session'),
   404: ErrorBody.describe("No such resource for this caller (others' resources are reported the same way)"),
   429: ErrorBody.describe(
-    'Rate limited (per caller, per gateway replica; for event streams and long-polls also their number open at once; for thread and task creation THREADS_PER_MINUTE_PER_USER); `Retry-After` says when to retry',
+    '`rate_limited`: too many requests (per caller, per gateway replica; for thread and task creation THREADS_PER_MINUTE_PER_USER), `Retry-After` says when to retry. `too_many_streams`: the caller already holds MAX_FOLLOWERS_PER_USER event streams and long-polls open on this replica; close one, or retry after `Retry-After`',
   ),
   500: ErrorBody.describe('Unexpected failure; the message never carries details'),
   503: ErrorBody.describe('A backing service did not answer in time; retry'),

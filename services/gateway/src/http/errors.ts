@@ -67,8 +67,8 @@ export const errorMapping = fp<{ bodyLimit: number }>(
         return sendError(reply, 500, 'internal', INTERNAL_MESSAGE);
       }
       if (appErr.code === 'unauthorized') return reply.code(401).send({ error: 'Unauthorized' });
-      // Both are worth retrying; say when: as the service that refused says, else soon.
-      if (appErr.code === 'unavailable' || appErr.code === 'rate_limited') {
+      // Worth retrying; say when: as the service that refused says, else soon.
+      if (appErr.code === 'unavailable' || appErr.code === 'rate_limited' || appErr.code === 'too_many_streams') {
         reply.header('retry-after', String(retryAfterSeconds(appErr)));
       }
       return sendError(reply, HTTP_STATUS_BY_CODE[appErr.code], appErr.code, appErr.message);

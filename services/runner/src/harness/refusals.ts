@@ -40,6 +40,12 @@ export function reportRefusal(refusal: GateRefusal, turn: RefusedTurn | null, se
     const reason = last
       ? `${refusal.reason} (further refusals in this turn are counted, not reported)`
       : refusal.reason;
-    turn.listener.chunk({ type: 'network.refused', host: refusal.host, port: refusal.port, reason });
+    turn.listener.chunk({
+      type: 'network.refused',
+      code: 'egress_denied',
+      host: refusal.host,
+      port: refusal.port,
+      reason,
+    });
   }
 }
