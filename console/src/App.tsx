@@ -1,8 +1,10 @@
 import { useCallback, useEffect, useState } from 'react';
-import { Route, Routes } from 'react-router';
+import { Navigate, Route, Routes } from 'react-router';
 import { fetchSession, type Session } from './api/session.js';
 import { Header } from './components/Header.js';
 import { NotFoundPage } from './pages/NotFoundPage.js';
+import { ApiKeysPage } from './pages/settings/ApiKeysPage.js';
+import { GitHubPage } from './pages/settings/GitHubPage.js';
 import { SignedOutPage } from './pages/SignedOutPage.js';
 import { ThreadPage } from './pages/ThreadPage.js';
 import { WorkPage } from './pages/WorkPage.js';
@@ -25,7 +27,7 @@ export function App() {
 
   return (
     <>
-      <Header session={session} />
+      <Header session={session} onSignedOut={signedOut} />
       <main id="main">
         {failure ? (
           <p role="alert">The gateway did not answer as expected ({failure}). Reload to try again.</p>
@@ -37,6 +39,9 @@ export function App() {
           <Routes>
             <Route path="/" element={<WorkPage onSignedOut={signedOut} />} />
             <Route path="/threads/:id" element={<ThreadPage onSignedOut={signedOut} />} />
+            <Route path="/settings" element={<Navigate to="/settings/keys" replace />} />
+            <Route path="/settings/keys" element={<ApiKeysPage onSignedOut={signedOut} />} />
+            <Route path="/settings/github" element={<GitHubPage onSignedOut={signedOut} />} />
             <Route path="*" element={<NotFoundPage />} />
           </Routes>
         )}

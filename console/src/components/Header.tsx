@@ -1,7 +1,8 @@
 import { Link } from 'react-router';
 import type { Session } from '../api/session.js';
+import { SignOutButton } from './SignOutButton.js';
 
-export function Header({ session }: { session: Session }) {
+export function Header({ session, onSignedOut }: { session: Session; onSignedOut: () => void }) {
   return (
     <header className="header">
       <a className="skip" href="#main">
@@ -14,10 +15,12 @@ export function Header({ session }: { session: Session }) {
         <>
           <nav aria-label="Main">
             <Link to="/">Work</Link>
+            <Link to="/settings/keys">Settings</Link>
           </nav>
           <span className="user" data-testid="user">
-            {session.login ? `Signed in as ${session.login}` : 'Signed in'}
+            {`Signed in as ${session.login}`}
           </span>
+          <SignOutButton onSignedOut={onSignedOut} />
         </>
       )}
     </header>
