@@ -2,7 +2,9 @@ import { useCallback, useEffect, useState } from 'react';
 import { Route, Routes } from 'react-router';
 import { fetchSession, type Session } from './api/session.js';
 import { Header } from './components/Header.js';
+import { NewThreadPage } from './pages/NewThreadPage.js';
 import { NotFoundPage } from './pages/NotFoundPage.js';
+import { ReviewPage } from './pages/ReviewPage.js';
 import { SignedOutPage } from './pages/SignedOutPage.js';
 import { ThreadPage } from './pages/ThreadPage.js';
 import { WorkPage } from './pages/WorkPage.js';
@@ -37,6 +39,8 @@ export function App() {
           <Routes>
             <Route path="/" element={<WorkPage onSignedOut={signedOut} />} />
             <Route path="/threads/:id" element={<ThreadPage onSignedOut={signedOut} />} />
+            <Route path="/new" element={<NewThreadPage onSignedOut={signedOut} />} />
+            <Route path="/threads/:id/review" element={<ReviewPage onSignedOut={signedOut} />} />
             <Route path="*" element={<NotFoundPage />} />
           </Routes>
         )}

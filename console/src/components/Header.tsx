@@ -14,6 +14,7 @@ export function Header({ session }: { session: Session }) {
         <>
           <nav aria-label="Main">
             <Link to="/">Work</Link>
+            <Link to="/new">New thread</Link>
           </nav>
           <span className="user" data-testid="user">
             {session.login ? `Signed in as ${session.login}` : 'Signed in'}
