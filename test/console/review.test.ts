@@ -370,6 +370,36 @@ describe.skipIf(chromiumMissing)('the New thread and Review pages in Chromium', 
     }
   });
 
+  it('says so when the thread or the repository is not there', async () => {
+    const page = await browser.context.newPage();
+    const errors = watchErrors(page);
+    try {
+      await page.goto(`${stack.baseUrl}/threads/thr_nowhere/review`);
+      await page.getByRole('alert').filter({ hasText: 'No such thread.' }).waitFor();
+      const created = await json(
+        await stack.fetch('/v1/threads', {
+          method: 'POST',
+          user: alice,
+          body: JSON.stringify({ repository_id: gizmos.id, prompt: 'Nothing yet' }),
+        }),
+        202,
+        ThreadWithRun,
+      );
+      await page.goto(`${stack.baseUrl}/threads/${created.id}/review?repository=prr_elsewhere`);
+      await page.getByRole('alert').filter({ hasText: 'No review for this thread and repository.' }).waitFor();
+      // Before any candidate: said plainly, with nothing to list.
+      await page.goto(`${stack.baseUrl}/threads/${created.id}/review`);
+      expect(await page.getByTestId('diff-status').textContent()).toBe('No run has produced a candidate yet.');
+      expect(await page.getByRole('main').innerText()).toContain('No pull request has been opened yet.');
+      expect(await page.getByRole('main').innerText()).toContain('No files changed.');
+      // Chromium logs the two refused reads (404) as errors: the answers the page asked for.
+      expect(errors.unexpected((message) => /status of 404/.test(message.text()))).toEqual([]);
+      expect(errors.console.filter((message) => /status of 404/.test(message.text()))).toHaveLength(2);
+    } finally {
+      await page.close();
+    }
+  });
+
   async function primaryRepositoryOf(threadId: string): Promise<string> {
     const work = await json(await stack.fetch('/v1/work', { user: alice }), 200, WorkList);
     return work.projects.find((p) => p.threads.some((t) => t.id === threadId))!.repositories[0]!.id;

@@ -79,6 +79,7 @@ export function ReviewPage({ onSignedOut }: { onSignedOut: () => void }) {
           if (found.status === 401) return onSignedOut();
           return setFailure(found.status === 404 ? 'No such thread.' : `HTTP ${found.status}`);
         }
+        if (found.repositories.length === 0) return setFailure('This thread has no repository to review.');
         setRepositories(found.repositories);
       },
       (err: unknown) => {
