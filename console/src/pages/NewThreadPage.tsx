@@ -94,7 +94,7 @@ export function NewThreadPage({ onSignedOut }: { onSignedOut: () => void }) {
     setModel(next.default_model);
     setEffort(next.default_reasoning_effort);
     setMode((current) =>
-      next.collaboration_modes.includes(current as never) ? current : (next.collaboration_modes[0] ?? ''),
+      (next.collaboration_modes as readonly string[]).includes(current) ? current : (next.collaboration_modes[0] ?? ''),
     );
   }
 
@@ -165,7 +165,9 @@ export function NewThreadPage({ onSignedOut }: { onSignedOut: () => void }) {
           />
           <label htmlFor={listId}>
             Repository{' '}
-            <span className="muted">{repositories === null ? '(searching…)' : `(${repositories.length} found)`}</span>
+            <span className="muted" aria-live="polite">
+              {repositories === null ? '(searching…)' : `(${repositories.length} found)`}
+            </span>
           </label>
           <select
             id={listId}
