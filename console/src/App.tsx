@@ -2,9 +2,11 @@ import { useCallback, useEffect, useState } from 'react';
 import { Navigate, Route, Routes } from 'react-router';
 import { fetchSession, type Session } from './api/session.js';
 import { Header } from './components/Header.js';
+import { NewThreadPage } from './pages/NewThreadPage.js';
 import { NotFoundPage } from './pages/NotFoundPage.js';
 import { ApiKeysPage } from './pages/settings/ApiKeysPage.js';
 import { GitHubPage } from './pages/settings/GitHubPage.js';
+import { ReviewPage } from './pages/ReviewPage.js';
 import { SignedOutPage } from './pages/SignedOutPage.js';
 import { ThreadPage } from './pages/ThreadPage.js';
 import { WorkPage } from './pages/WorkPage.js';
@@ -42,6 +44,8 @@ export function App() {
             <Route path="/settings" element={<Navigate to="/settings/keys" replace />} />
             <Route path="/settings/keys" element={<ApiKeysPage onSignedOut={signedOut} />} />
             <Route path="/settings/github" element={<GitHubPage onSignedOut={signedOut} />} />
+            <Route path="/new" element={<NewThreadPage onSignedOut={signedOut} />} />
+            <Route path="/threads/:id/review" element={<ReviewPage onSignedOut={signedOut} />} />
             <Route path="*" element={<NotFoundPage />} />
           </Routes>
         )}

@@ -15,6 +15,7 @@ export function Header({ session, onSignedOut }: { session: Session; onSignedOut
         <>
           <nav aria-label="Main">
             <Link to="/">Work</Link>
+            <Link to="/new">New thread</Link>
             <Link to="/settings/keys">Settings</Link>
           </nav>
           <span className="user" data-testid="user">

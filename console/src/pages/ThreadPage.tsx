@@ -37,6 +37,9 @@ export function ThreadPage({ onSignedOut }: { onSignedOut: () => void }) {
       </p>
       <h1 id="thread-title">{thread?.name ?? `Thread ${id}`}</h1>
       {failure && <p role="alert">{failure}</p>}
+      <p>
+        <Link to={`/threads/${encodeURIComponent(id)}/review`}>Review the changes</Link>
+      </p>
       {thread && (
         <dl className="facts">
           <div>

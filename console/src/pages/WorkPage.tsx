@@ -45,9 +45,12 @@ export function WorkPage({ onSignedOut }: { onSignedOut: () => void }) {
   return (
     <section aria-labelledby="work-title" className="page">
       <h1 id="work-title">Work</h1>
+      <p>
+        <Link to="/new">New thread</Link>
+      </p>
       {failure && <p role="alert">{failure}</p>}
       {projects === null && !failure && <p aria-busy="true">Loading…</p>}
-      {projects?.length === 0 && <p>No threads yet. Create one through the API (POST /v1/threads).</p>}
+      {projects?.length === 0 && <p>No threads yet: start one with New thread.</p>}
       {projects?.map((project) => (
         <ProjectSection key={project.id} project={project} />
       ))}
