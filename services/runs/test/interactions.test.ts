@@ -1,3 +1,4 @@
+import { randomBytes } from 'node:crypto';
 import { rpc, RunSignal, subjects, type Question } from '@threadwork/contracts';
 import { decodeJson, request } from '@threadwork/platform';
 import { newClaimId, uniqueId } from '@threadwork/testing';
@@ -91,8 +92,8 @@ describe('interactions', () => {
     ).toBe('already_settled');
   });
 
-  it('keeps a question from its owner until it is in the log: an answer never comes before it', async () => {
-    // A create cut short after its insert (the runner crashed) left the question unannounced.
+  it('logs the question before its answer when the answer comes before the question is logged', async () => {
+    // The interaction is readable from its insert, its owner may answer before the request is logged.
     const live = await runningRun(h.nc);
     const req = {
       run_id: live.run.id,
@@ -102,28 +103,34 @@ describe('interactions', () => {
       kind: 'question' as const,
       questions: [fileQuestion],
     };
-    const raised = await request(h.nc, rpc.runs.interactionCreate, req);
-    await h.interactions.interactions.updateOne({ _id: raised.id }, { $set: { announced: false } });
-    const owned = { owner_id: live.owner, interaction_id: raised.id };
-    expect((await failure(request(h.nc, rpc.runs.interactionGet, owned))).code).toBe('not_found');
-    const answer = {
-      action: 'answer' as const,
-      answers: { file: { kind: 'options' as const, optionIds: ['README.md'] } },
-    };
-    expect((await failure(request(h.nc, rpc.runs.interactionAnswer, { ...owned, request: answer }))).code).toBe(
-      'not_found',
-    );
-    const hidden = await request(h.nc, rpc.runs.interactionList, { owner_id: live.owner, thread_id: live.thread_id });
-    expect(hidden.interactions).toEqual([]);
+    // What a create cut short after its insert leaves: the interaction, its request not logged.
+    const raised = { id: `int_${randomBytes(16).toString('hex')}` };
+    await h.interactions.interactions.insertOne({
+      _id: raised.id,
+      run_id: live.run.id,
+      thread_id: live.thread_id,
+      owner_id: live.owner,
+      key: req.key,
+      kind: req.kind,
+      questions: req.questions,
+      status: 'pending',
+      answers: {},
+      cancelled_by: null,
+      created_at: new Date(),
+      resolved_at: null,
+      announced: false,
+    });
 
-    // The runner's retry announces it; from then on it is its owner's to answer.
-    expect(await request(h.nc, rpc.runs.interactionCreate, req)).toEqual(raised);
-    const listed = await request(h.nc, rpc.runs.interactionList, { owner_id: live.owner, thread_id: live.thread_id });
-    expect(listed.interactions.map((i) => i.id)).toEqual([raised.id]);
-    await request(h.nc, rpc.runs.interactionAnswer, { ...owned, request: answer });
-    const types = (await readLog(h, live.run.id)).map((e) => (e.chunk as { type: string }).type);
-    expect(types.filter((t) => t === 'interaction.requested')).toHaveLength(1);
-    expect(types.indexOf('interaction.requested')).toBeLessThan(types.indexOf('interaction.settled'));
+    await request(h.nc, rpc.runs.interactionAnswer, {
+      owner_id: live.owner,
+      interaction_id: raised.id,
+      request: { action: 'answer', answers: { file: { kind: 'options', optionIds: ['README.md'] } } },
+    });
+    // The runner's retry of the create logs nothing twice.
+    expect(await request(h.nc, rpc.runs.interactionCreate, req)).toMatchObject({ id: raised.id, status: 'answered' });
+    const chunks = (await readLog(h, live.run.id)).map((e) => e.chunk as { type: string; interaction_id?: string });
+    const ofIt = chunks.filter((c) => c.interaction_id === raised.id).map((c) => c.type);
+    expect(ofIt).toEqual(['interaction.requested', 'interaction.settled']);
   });
 
   it('refuses the same key with other questions: an answer given to the first is not the second’s', async () => {

@@ -1,5 +1,6 @@
 import type { RunError, RunUsage, TerminalRunStatus } from '@threadwork/contracts';
 import { isDuplicateKeyError } from '@threadwork/platform';
+import type { LogEntry } from '../store/event-log.js';
 import type { InteractionDoc, SettlementDoc } from '../store/interactions.js';
 import type { RunDoc, TerminalDoc } from '../store/runs.js';
 import { publishRunStatus, statusChunk } from './announce.js';
@@ -122,19 +123,36 @@ async function cancelPendingInteractions(ctx: RunsContext, runId: string): Promi
   }
 }
 
+/** The log's pointer at a question or plan approval (never the questions themselves). */
+export function requestedEntry(doc: InteractionDoc): LogEntry {
+  return {
+    key: `interaction:${doc._id}:requested`,
+    chunk: { type: 'interaction.requested', interaction_id: doc._id, kind: doc.kind },
+  };
+}
+
 /**
  * Logs a settlement, then copies it into its interaction; the log never carries the answers. In
  * this order: the runner takes the answers once the interaction says it is settled, and what the
  * agent does with them must come after `interaction.settled` in the run's log. A copy that fails
  * after the log is done again by the next reader of the settlement (readSettlement), the event
  * being keyed.
+ *
+ * An interaction is readable (and answerable) from its insert, a moment before the runs service
+ * logs its request: a settlement in that moment logs the request first, keyed as the raiser's own
+ * append is, so the log never settles what it has not asked and asks it once.
  */
 export async function applySettlement(ctx: RunsContext, doc: InteractionDoc, s: SettlementDoc): Promise<void> {
-  await ctx.log.append(doc.run_id, [
-    {
-      key: `interaction:${doc._id}:settled`,
-      chunk: { type: 'interaction.settled', interaction_id: doc._id, status: s.status },
-    },
-  ]);
+  const current = doc.announced === false ? ((await ctx.interactions.interaction(doc._id)) ?? doc) : doc;
+  const settled: LogEntry = {
+    key: `interaction:${doc._id}:settled`,
+    chunk: { type: 'interaction.settled', interaction_id: doc._id, status: s.status },
+  };
+  if (current.announced === false) {
+    await ctx.log.append(doc.run_id, [requestedEntry(doc), settled]);
+    await ctx.interactions.markAnnounced(doc._id);
+  } else {
+    await ctx.log.append(doc.run_id, [settled]);
+  }
   await ctx.interactions.applySettlement(s);
 }

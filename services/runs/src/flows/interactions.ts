@@ -10,10 +10,10 @@ import { conflict, invalidRequest, isDuplicateKeyError, notFound, publishSignal 
 import type { z } from 'zod';
 import { checkAnswers, redactAnswers } from '../domain/interactions.js';
 import { newId } from '../domain/ids.js';
-import { settledDoc, visibleToOwner, type InteractionDoc, type SettlementDoc } from '../store/interactions.js';
+import { settledDoc, type InteractionDoc, type SettlementDoc } from '../store/interactions.js';
 import type { RunsContext } from './context.js';
 import { appendWhileLive } from './announce.js';
-import { applySettlement } from './finish.js';
+import { applySettlement, requestedEntry } from './finish.js';
 import { moveRun } from './lifecycle.js';
 import { fencedRun } from './runner-holder.js';
 
@@ -73,14 +73,8 @@ export async function createInteraction(
     await moveRun(ctx, run, 'waiting_for_input', { cause: `interaction:${doc._id}` });
   }
   // Conditional like the runner's own events: a cancel that ended the run meanwhile keeps its
-  // terminal event last, and the question is then simply not announced.
-  await appendWhileLive(ctx, run._id, [
-    {
-      key: `interaction:${doc._id}:requested`,
-      chunk: { type: 'interaction.requested', interaction_id: doc._id, kind: doc.kind },
-    },
-  ]);
-  // Only now may its owner see it (and answer it): a settlement is logged after its request.
+  // terminal event last (the run's end logged the question with its cancellation, if at all).
+  await appendWhileLive(ctx, run._id, [requestedEntry(doc)]);
   if (doc.announced === false) {
     await ctx.interactions.markAnnounced(doc._id);
     doc = { ...doc, announced: true };
@@ -96,7 +90,6 @@ export async function getInteraction(
   const doc = await ctx.interactions.interaction(interactionId);
   if (!doc || doc.owner_id !== ownerId) throw notFound('interaction');
   const [current] = await ctx.interactions.withSettlements([doc]);
-  if (!visibleToOwner(current ?? doc)) throw notFound('interaction');
   return current ?? doc;
 }
 
@@ -108,7 +101,7 @@ export async function listInteractions(
   status: InteractionStatus | undefined,
 ): Promise<InteractionDoc[]> {
   const docs = await ctx.interactions.threadInteractions(ownerId, threadId);
-  const current = (await ctx.interactions.withSettlements(docs)).filter(visibleToOwner);
+  const current = await ctx.interactions.withSettlements(docs);
   return status ? current.filter((d) => d.status === status) : current;
 }
 

@@ -26,8 +26,8 @@ export interface InteractionDoc {
   resolved_at: Date | null;
   /**
    * False from its insert until its `interaction.requested` is in the run's log; absent on
-   * interactions older than the field, which were announced. Until then its owner cannot see it,
-   * so no answer can be logged ahead of the question.
+   * interactions older than the field, which were announced. A settlement logged meanwhile logs
+   * the request first, so the log never settles a question it has not asked.
    */
   announced?: boolean;
 }
@@ -133,11 +133,6 @@ export function createInteractionStore(db: Db): InteractionStore {
       });
     },
   };
-}
-
-/** Whether its owner may see the interaction: not while it is pending and not yet announced in the log. */
-export function visibleToOwner(doc: InteractionDoc): boolean {
-  return doc.status !== 'pending' || doc.announced !== false;
 }
 
 export function settledDoc(doc: InteractionDoc, s: SettlementDoc): InteractionDoc {
