@@ -24,8 +24,8 @@ export type HostedRepository = z.infer<typeof HostedRepository>;
 export const AccessResponse = z.object({ repositories: z.array(HostedRepository) });
 
 /**
- * POST /v1/repohost/install-session: `return_to` is checked against the configured app scheme by
- * repohost; `code_challenge` binds the one-time code the setup callback mints to this caller's verifier.
+ * POST /v1/repohost/install-session: `return_to` is checked against the configured app scheme and
+ * public URL by repohost; `code_challenge` binds the one-time code the setup callback mints to this caller's verifier.
  */
 export const InstallSessionCreateRequest = z.object({
   owner_id: OwnerId,

@@ -38,7 +38,7 @@ export const githubSignInRoutes: RoutePlugin = async (app, deps) => {
           'Unauthenticated, for the signed-out page: `github` is true when `GET /v1/auth/github` works (repohost has the GitHub App with its OAuth client and PUBLIC_BASE_URL).',
         tags: ['session'],
         security: [],
-        response: { 200: AuthProviders, 500: readErrors[500], 503: readErrors[503] },
+        response: { 200: AuthProviders, 429: tooManyFromAddress, 500: readErrors[500], 503: readErrors[503] },
       },
     },
     async (_request, reply) => {
