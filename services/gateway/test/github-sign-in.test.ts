@@ -219,6 +219,19 @@ describe('sign in with GitHub', () => {
     expect(res.json()).toEqual({ error: 'Unauthorized' });
   });
 
+  it('answers 503 when GitHub does not answer, and the spent state is not signed in with later', async () => {
+    const login = uniqueId('outage');
+    gh.fake.account(login);
+    const { authorize, cookie } = await start();
+    const back = await atGitHub(authorize, login);
+    gh.fake.failNext('GET', /^\/user$/, { status: 503, message: 'Service Unavailable' });
+    const res = await callback(back, cookie);
+    expect(res.statusCode).toBe(503);
+    expect(res.json()).toMatchObject({ error: { code: 'unavailable' } });
+    expect(setCookie(res, SESSION_COOKIE)).toBeUndefined();
+    expect((await callback(back, cookie)).statusCode).toBe(401);
+  });
+
   it('logs each refusal with the request id, and never the client secret anywhere', async () => {
     const res = await callback(new URL(`${PUBLIC_BASE_URL}/v1/auth/github/callback?code=x&state=${'a'.repeat(43)}`));
     expect(res.statusCode).toBe(401);
