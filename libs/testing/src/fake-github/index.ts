@@ -26,8 +26,10 @@ export { signWebhook } from './webhooks.js';
 // through `git http-backend`, so `git clone` and `git push` work against it with an installation
 // token as the password. Its web side has the app's install page (which installs the app for the
 // login given in an `x-fake-login` header, or on an organisation it owns, and redirects to the
-// setup URL), the OAuth web flow (authorize page and code exchange, oauth.ts). Webhooks are sent signed to the configured URL by the helpers. Every success answer
-// and every webhook is checked against GitHub's published OpenAPI descriptions as it goes out.
+// setup URL) and the OAuth web flow (the authorize page and the code exchange: oauth.ts). Webhooks
+// are sent signed to the configured URL by the helpers. Every success answer and every webhook is
+// checked against GitHub's published OpenAPI descriptions as it goes out (the OAuth web pages are
+// not in them: oauth.ts follows GitHub's documented web flow).
 //
 // Every part reads and changes one GitHubState; this file only puts the parts behind one server.
 
