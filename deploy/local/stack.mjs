@@ -197,6 +197,9 @@ async function main() {
     PORT: String(port),
     HOST: process.env.HOST ?? '127.0.0.1',
     HARNESSES: harnesses,
+    // Where a browser reaches the gateway (and the console): install sessions may return to the
+    // console's setup page, and sign-in with GitHub (with an OAuth client configured) comes back here.
+    PUBLIC_BASE_URL: process.env.PUBLIC_BASE_URL ?? `http://localhost:${port}`,
   };
   if (demo) {
     // The runner plays a scripted model for both APIs; runs admitted meanwhile say so in their `model`.

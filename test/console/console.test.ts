@@ -97,8 +97,12 @@ describe.skipIf(chromiumMissing)('the web console in Chromium', () => {
     const page = await browser.context.newPage();
     const errors = watchErrors(page);
     try {
+      const providers = page.waitForResponse((res) => new URL(res.url()).pathname === '/v1/auth/providers');
       await page.goto(`${stack.baseUrl}/`);
       await page.getByRole('heading', { name: 'Sign in to Threadwork' }).waitFor();
+      // No GitHub App here: the page asked, and offers no GitHub button.
+      expect(await (await providers).json()).toEqual({ github: false });
+      expect(await page.getByRole('link', { name: 'Sign in with GitHub' }).count()).toBe(0);
       const text = await page.locator('main').innerText();
       expect(text).toContain('npm start');
       expect(text).toContain('npm run admin -- login-link --user <you>');

@@ -62,6 +62,8 @@ const GRANTS: Record<NatsIdentity, Grant> = {
       repohost.subjects.setup,
       repohost.subjects.link,
       repohost.subjects.webhook,
+      repohost.subjects.oauthClient,
+      repohost.subjects.oauthUser,
       review.subjects.get,
     ],
     publishes: [subjects.keysRevoked],

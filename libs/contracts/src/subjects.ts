@@ -115,6 +115,8 @@ export const SERVICES = {
       webhook: 'repohost.webhook',
       token: 'repohost.token',
       publication: 'repohost.publication',
+      oauthClient: 'repohost.oauth_client',
+      oauthUser: 'repohost.oauth_user',
     },
   },
   review: {

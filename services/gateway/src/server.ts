@@ -17,6 +17,7 @@ import { interactionRoutes } from './handlers/interactions.js';
 import { repohostRoutes } from './handlers/repohost.js';
 import { repohostAppRoutes, webhookRoutes } from './handlers/repohost-app.js';
 import { reviewRoutes } from './handlers/review.js';
+import { githubSignInRoutes } from './handlers/github-sign-in.js';
 import { sessionRoutes } from './handlers/session.js';
 import { runRoutes } from './handlers/runs.js';
 import { threadRoutes } from './handlers/threads.js';
@@ -84,6 +85,7 @@ const ROUTES: RoutePlugin[] = [
   harnessRoutes,
   apiKeyRoutes,
   sessionRoutes,
+  githubSignInRoutes,
 ];
 
 /** Longer path segments are not routed at all (414); anything up to it is validated by schema. */

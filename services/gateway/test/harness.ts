@@ -51,6 +51,8 @@ export interface HarnessOptions {
   deps?: Partial<GatewayDeps>;
   /** Environment of the real services beyond the defaults (the harness catalog, say). */
   peerEnv?: Record<string, string>;
+  /** Where the real repohost logs, for a test that reads its lines. */
+  repohostLogger?: Logger;
 }
 
 /**
@@ -93,7 +95,7 @@ export async function startHarness(opts: HarnessOptions = {}): Promise<Harness> 
   const identity = createIdentityStore(mongo.db(identityDbName));
   await identity.ensureIndexes();
   const kind = opts.peers ?? 'real';
-  const peers: Peers | null = kind === 'real' ? await startPeers(nats, opts.peerEnv) : null;
+  const peers: Peers | null = kind === 'real' ? await startPeers(nats, opts.peerEnv, opts.repohostLogger) : null;
   const faulty: RpcServer[] = kind === 'faulty' ? await serveFaultyPeers(nc, logger) : [];
   const repositories = new Map<string, number>();
   for (const name of opts.repositories ?? ['app']) {

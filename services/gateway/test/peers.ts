@@ -2,7 +2,13 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { NatsIdentity } from '@threadwork/contracts';
-import { loadConfig, mongoUrlWithDatabase, serviceDbName, type StartedService } from '@threadwork/platform';
+import {
+  loadConfig,
+  mongoUrlWithDatabase,
+  serviceDbName,
+  type Logger,
+  type StartedService,
+} from '@threadwork/platform';
 import { RepohostConfig, startRepohost } from '@threadwork/repohost';
 import { RunsConfig, startRuns } from '@threadwork/runs';
 import { ThreadsConfig, startThreads } from '@threadwork/threads';
@@ -22,7 +28,12 @@ export interface Peers {
  * raised out of the way: a file's tests make many threads for few users, and the limits have tests
  * of their own in the threads service.
  */
-export async function startPeers(nats: IsolatedNats, extraEnv: Record<string, string> = {}): Promise<Peers> {
+export async function startPeers(
+  nats: IsolatedNats,
+  extraEnv: Record<string, string> = {},
+  /** Where repohost's log lines go (a test that reads them), instead of standard output. */
+  repohostLogger?: Logger,
+): Promise<Peers> {
   const dbPrefix = uniqueDbPrefix();
   const reposDir = mkdtempSync(join(tmpdir(), 'threadwork-gateway-repos-'));
   const env: Record<string, string> = {
@@ -44,7 +55,9 @@ export async function startPeers(nats: IsolatedNats, extraEnv: Record<string, st
   };
   try {
     started.push(await startRuns(loadConfig(RunsConfig, as('runs'))));
-    started.push(await startRepohost(loadConfig(RepohostConfig, as('repohost'))));
+    started.push(
+      await startRepohost(loadConfig(RepohostConfig, as('repohost')), repohostLogger ? { logger: repohostLogger } : {}),
+    );
     started.push(await startThreads(loadConfig(ThreadsConfig, as('threads'))));
   } catch (err) {
     await stopAll();

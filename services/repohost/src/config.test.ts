@@ -19,6 +19,18 @@ describe('GitHub App settings', () => {
     GITHUB_APP_SLUG: 'my-app',
   };
 
+  it('take PUBLIC_BASE_URL as an origin only', () => {
+    expect(
+      githubAppConfig(loadConfig(RepohostConfig, { ...app, PUBLIC_BASE_URL: 'https://tw.example/' })),
+    ).toMatchObject({
+      publicBaseUrl: 'https://tw.example',
+    });
+    expect(githubAppConfig(loadConfig(RepohostConfig, app))).toMatchObject({ publicBaseUrl: null });
+    for (const bad of ['https://tw.example/console', 'https://tw.example/?x=1', 'ftp://tw.example']) {
+      expect(() => loadConfig(RepohostConfig, { ...app, PUBLIC_BASE_URL: bad })).toThrow(/PUBLIC_BASE_URL/);
+    }
+  });
+
   it('are off without an app id and key, with the local provider alone', () => {
     expect(githubAppConfig(loadConfig(RepohostConfig, {}))).toBeNull();
     expect(githubAppConfig(loadConfig(RepohostConfig, { GITHUB_APP_ID: '', GITHUB_APP_PRIVATE_KEY: '' }))).toBeNull();

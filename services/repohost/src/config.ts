@@ -56,10 +56,23 @@ export const RepohostConfig = z
     /** `production` makes the OAuth client (GITHUB_CLIENT_ID, GITHUB_CLIENT_SECRET) mandatory with a GitHub App. */
     NODE_ENV: z.string().default('development'),
     /**
-     * Where the gateway is reachable from GitHub and browsers. Only used to log the app's Setup URL
-     * (`<PUBLIC_BASE_URL>/v1/repohost/setup`) and Webhook URL (`…/v1/repohost/webhooks`) at start.
+     * Where browsers and GitHub reach the gateway (and the console it serves at `/`): an origin,
+     * `https://threadwork.example.com`, no path. Install sessions may return to the console's
+     * `<PUBLIC_BASE_URL>/settings/github`; sign-in with GitHub sends users back to
+     * `<PUBLIC_BASE_URL>/v1/auth/github/callback` (unset: sign-in with GitHub is off). Also logged
+     * at start as the app's Setup URL and Webhook URL.
      */
-    PUBLIC_BASE_URL: optional(z.url()),
+    PUBLIC_BASE_URL: optional(
+      z
+        .url()
+        .refine((value) => {
+          const url = new URL(value);
+          return (
+            (url.protocol === 'https:' || url.protocol === 'http:') && url.pathname === '/' && !url.search && !url.hash
+          );
+        }, 'must be an http(s) origin with no path, query or fragment (https://threadwork.example.com)')
+        .transform((value) => new URL(value).origin),
+    ),
     /** Open pull requests as drafts. */
     PR_DRAFT: env.bool(true),
     /** A cached repository list or installation older than this is read again from GitHub. */
@@ -116,6 +129,8 @@ export interface GitHubAppConfig {
   apiUrl: string;
   webUrl: string;
   appScheme: string;
+  /** The gateway's public origin (PUBLIC_BASE_URL), or null when not configured. */
+  publicBaseUrl: string | null;
   installSessionTtlMs: number;
   linkCodeTtlMs: number;
   prDraft: boolean;
@@ -138,6 +153,7 @@ export function githubAppConfig(config: RepohostConfig): GitHubAppConfig | null 
     apiUrl: config.GITHUB_API_URL.replace(/\/+$/, ''),
     webUrl: config.GITHUB_WEB_URL.replace(/\/+$/, ''),
     appScheme: config.APP_SCHEME,
+    publicBaseUrl: config.PUBLIC_BASE_URL ?? null,
     installSessionTtlMs: config.INSTALL_SESSION_TTL_MS,
     linkCodeTtlMs: config.INSTALL_LINK_CODE_TTL_MS,
     prDraft: config.PR_DRAFT,

@@ -10,6 +10,7 @@ import {
 } from '@threadwork/platform';
 import { createRunsClient } from './clients/runs.js';
 import { threadName } from './clients/threads.js';
+import { signInCallbackUrl } from './domain/github.js';
 import { githubAppConfig, localRepositoriesDir, type RepohostConfig } from './config.js';
 import { eventRoutes } from './handlers/events.js';
 import { repohostRoutes, type RoutesDeps } from './handlers/rpc.js';
@@ -70,8 +71,9 @@ export async function startRepohost(config: RepohostConfig, opts: { logger?: Log
           api: appConfig.apiUrl,
           ...(config.PUBLIC_BASE_URL
             ? {
-                setup_url: `${config.PUBLIC_BASE_URL.replace(/\/+$/, '')}/v1/repohost/setup`,
-                webhook_url: `${config.PUBLIC_BASE_URL.replace(/\/+$/, '')}/v1/repohost/webhooks`,
+                setup_url: `${config.PUBLIC_BASE_URL}/v1/repohost/setup`,
+                webhook_url: `${config.PUBLIC_BASE_URL}/v1/repohost/webhooks`,
+                ...(appConfig.oauth ? { oauth_callback_url: signInCallbackUrl(config.PUBLIC_BASE_URL) } : {}),
               }
             : {}),
         },

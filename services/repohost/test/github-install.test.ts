@@ -3,7 +3,18 @@ import { ProviderConnection, rpc } from '@threadwork/contracts';
 import { AppError, request, serviceDbName } from '@threadwork/platform';
 import { pkcePair } from '@threadwork/testing';
 import { describe, expect, it } from 'vitest';
-import { RETURN_TO, SCHEME, SLUG, alice, bob, outcome, refusal, useGitHubProvider } from './support/github.js';
+import {
+  CONSOLE_RETURN_TO,
+  PUBLIC_BASE_URL,
+  RETURN_TO,
+  SCHEME,
+  SLUG,
+  alice,
+  bob,
+  outcome,
+  refusal,
+  useGitHubProvider,
+} from './support/github.js';
 
 describe('repohost GitHub App provider', () => {
   const gh = useGitHubProvider();
@@ -11,9 +22,26 @@ describe('repohost GitHub App provider', () => {
 
   let aliceInstallation: number;
 
-  it('refuses an install session that would return anywhere but the app', async () => {
+  it('refuses an install session that would return anywhere but the app or the console’s setup page', async () => {
     const { challenge } = pkcePair();
-    for (const return_to of ['https://evil.example/cb', `${SCHEME}://repohost/setup?x=1`, 'other://repohost/setup']) {
+    for (const return_to of [
+      'https://evil.example/cb',
+      `${SCHEME}://repohost/setup?x=1`,
+      'other://repohost/setup',
+      // The console's page on another origin, or another page, or the page with anything added.
+      'https://evil.example/settings/github',
+      'http://threadwork.test/settings/github',
+      'https://threadwork.test:8443/settings/github',
+      'https://threadwork.test.evil.example/settings/github',
+      'https://user@threadwork.test/settings/github',
+      `${PUBLIC_BASE_URL}/settings`,
+      `${PUBLIC_BASE_URL}/settings/github/`,
+      `${PUBLIC_BASE_URL}/settings/github?next=https://evil.example`,
+      `${PUBLIC_BASE_URL}/settings/github#x`,
+      `${PUBLIC_BASE_URL}/settings/GitHub`,
+      `${PUBLIC_BASE_URL}//settings/github`,
+      `${PUBLIC_BASE_URL}/x/../settings/github`,
+    ]) {
       const err = await request(gh.nc, rpc.repohost.installSession, {
         owner_id: alice,
         return_to,
@@ -22,6 +50,19 @@ describe('repohost GitHub App provider', () => {
       expect(err).toBeInstanceOf(AppError);
       expect((err as AppError).code).toBe('invalid_request');
     }
+  });
+
+  it('returns an install session to the console’s setup page, on the gateway’s own origin', async () => {
+    gh.fake.account('dora-gh');
+    const session = await startSession('usr_dora', CONSOLE_RETURN_TO);
+    const callback = await installAs('dora-gh', session.install_url);
+    const { redirect_to } = await request(gh.nc, rpc.repohost.setup, callback);
+    expect(outcome(redirect_to)).toEqual({
+      base: CONSOLE_RETURN_TO,
+      outcome: 'installed',
+      installation_id: String(callback.installation_id),
+      code: expect.stringMatching(/^[A-Za-z0-9_-]{43}$/),
+    });
   });
 
   it('reports not_connected before anything is linked, with the local folder beside it', async () => {

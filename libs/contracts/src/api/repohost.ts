@@ -88,8 +88,9 @@ export const CodeVerifier = z
 export type CodeVerifier = z.infer<typeof CodeVerifier>;
 
 /**
- * POST /v1/repohost/install-session. Only the native app's `<app_scheme>://repohost/setup` is
- * allowed, but the scheme is configuration, so the exact-URI check belongs to the service.
+ * POST /v1/repohost/install-session. Only the native app's `<app_scheme>://repohost/setup` and the
+ * web console's `<PUBLIC_BASE_URL>/settings/github` are allowed, but both are configuration, so
+ * the exact-URI check belongs to the service.
  * `code_challenge` is required: the setup callback links nothing by itself, it hands a one-time
  * code back to `return_to`, and only this caller, presenting the verifier behind the challenge,
  * can redeem it (POST /v1/repohost/installations).

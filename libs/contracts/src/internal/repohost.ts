@@ -24,8 +24,8 @@ export type HostedRepository = z.infer<typeof HostedRepository>;
 export const AccessResponse = z.object({ repositories: z.array(HostedRepository) });
 
 /**
- * POST /v1/repohost/install-session: `return_to` is checked against the configured app scheme by
- * repohost; `code_challenge` binds the one-time code the setup callback mints to this caller's verifier.
+ * POST /v1/repohost/install-session: `return_to` is checked against the configured app scheme and
+ * public URL by repohost; `code_challenge` binds the one-time code the setup callback mints to this caller's verifier.
  */
 export const InstallSessionCreateRequest = z.object({
   owner_id: OwnerId,
@@ -76,3 +76,24 @@ export const TokenRequest = z.object({
 export const TokenResponse = z.object({ token: z.string().min(1).nullable(), expires_at: Timestamp.nullable() });
 /** The pull request of a thread's repository; null when none was opened (local repositories never get one). */
 export const PublicationRequest = z.object({ owner_id: OwnerId, thread_id: Id, project_repository_id: Id });
+
+/**
+ * Sign in with GitHub, step 1 (GET /v1/auth/github): where a browser authorizes the GitHub App's
+ * OAuth client — GitHub's `/login/oauth/authorize` with `client_id` and `redirect_uri` (the
+ * gateway's `/v1/auth/github/callback` under PUBLIC_BASE_URL); the gateway adds its `state`. Null
+ * when no OAuth client (or no PUBLIC_BASE_URL) is configured: sign-in with GitHub is off.
+ */
+export const OAuthClientRequest = z.object({});
+export const OAuthClientResponse = z.object({ authorize_url: z.url() }).nullable();
+export type OAuthClientResponse = z.infer<typeof OAuthClientResponse>;
+/**
+ * Sign in with GitHub, step 2 (GET /v1/auth/github/callback): the code GitHub handed the browser,
+ * exchanged by repohost (the client secret never leaves it) for a user token, with which it reads
+ * `GET /user`. The token is dropped; only who the user is comes back. A code GitHub refuses is
+ * `invalid_request`; GitHub not answering is `unavailable`.
+ */
+export const OAuthUserRequest = z.object({ code: z.string().min(1).max(512) });
+export const OAuthUserResponse = z.object({
+  github_user: z.object({ id: z.int().positive(), login: z.string().min(1).max(256) }),
+});
+export type OAuthUserResponse = z.infer<typeof OAuthUserResponse>;

@@ -26,8 +26,10 @@ export { signWebhook } from './webhooks.js';
 // through `git http-backend`, so `git clone` and `git push` work against it with an installation
 // token as the password. Its web side has the app's install page (which installs the app for the
 // login given in an `x-fake-login` header, or on an organisation it owns, and redirects to the
-// setup URL) and the OAuth code exchange. Webhooks are sent signed to the configured URL by the helpers. Every success answer
-// and every webhook is checked against GitHub's published OpenAPI descriptions as it goes out.
+// setup URL) and the OAuth web flow (the authorize page and the code exchange: oauth.ts). Webhooks
+// are sent signed to the configured URL by the helpers. Every success answer and every webhook is
+// checked against GitHub's published OpenAPI descriptions as it goes out (the OAuth web pages are
+// not in them: oauth.ts follows GitHub's documented web flow).
 //
 // Every part reads and changes one GitHubState; this file only puts the parts behind one server.
 
@@ -58,7 +60,12 @@ export async function startFakeGitHub(options: FakeGitHubOptions): Promise<FakeG
     tokenTtlMs: options.tokenTtlMs ?? 60 * 60 * 1000,
   });
   const rest = createRestApi(state, shapes, schemas, auth, apiUrl);
-  const web = createOAuth(state, () => fake.setupUrl, options.oauth);
+  const web = createOAuth(
+    state,
+    () => fake.setupUrl,
+    options.oauth,
+    () => fake.callbackUrl,
+  );
   const webhooks = createWebhooks(state, shapes, schemas, options, { apiUrl, webhookUrl: () => fake.webhookUrl });
 
   async function route(req: IncomingMessage, res: ServerResponse): Promise<void> {
@@ -82,6 +89,7 @@ export async function startFakeGitHub(options: FakeGitHubOptions): Promise<FakeG
     if (/^\/[^/]+\/[^/]+\.git(\/|$)/.test(path)) return gitHttp(state, req, res, url);
     if (req.method === 'GET' && path === `/apps/${options.slug}/installations/new`)
       return web.installPage(req, res, url);
+    if (req.method === 'GET' && path === '/login/oauth/authorize') return web.authorizePage(req, res, url);
     if (req.method === 'POST' && path === '/login/oauth/access_token') return web.oauthExchange(req, res);
     throw new HttpError(404, 'Not Found');
   }
@@ -90,6 +98,7 @@ export async function startFakeGitHub(options: FakeGitHubOptions): Promise<FakeG
     webUrl,
     apiUrl,
     setupUrl: `${webUrl}/setup-not-configured`,
+    callbackUrl: `${webUrl}/callback-not-configured`,
     webhookUrl: `${webUrl}/webhook-not-configured`,
     accounts: state.accounts,
     memberships: state.memberships,
@@ -110,6 +119,7 @@ export async function startFakeGitHub(options: FakeGitHubOptions): Promise<FakeG
     cloneUrl: (fullName) => `${webUrl}/${state.repository(fullName).full_name}.git`,
     branchSha: (fullName, branch) => state.branchSha(state.repository(fullName), branch),
     oauthCode: (login) => state.oauthCode(login),
+    renameAccount: (from, to) => state.renameAccount(from, to),
     addCheckRun: (fullName, sha, run) => state.addCheckRun(fullName, sha, run),
     updateCheckRun: (checkId, change) => state.updateCheckRun(checkId, change),
     setStatus: (fullName, sha, status) => state.setStatus(fullName, sha, status),

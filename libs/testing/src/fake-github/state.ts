@@ -28,6 +28,16 @@ export interface IssuedToken {
   expires_at: number;
 }
 
+/** A code of the OAuth web flow: single use, ten minutes, tied to the redirect URI it went to. */
+export interface OAuthCode {
+  login: string;
+  redirect_uri: string | null;
+  expires_at: number;
+}
+
+/** GitHub's lifetime of an OAuth web-flow code. */
+export const OAUTH_CODE_TTL_MS = 10 * 60 * 1000;
+
 /** A failure a test asked for (`failNext`), answered in place of the next matching requests. */
 export interface PlannedFailure {
   method: string;
@@ -47,8 +57,8 @@ export class GitHubState {
   readonly checkRuns: FakeCheckRun[] = [];
   readonly statuses: FakeCommitStatus[] = [];
   readonly tokens = new Map<string, IssuedToken>();
-  /** OAuth code → the login it signs in. */
-  readonly codes = new Map<string, string>();
+  /** OAuth code → whom it signs in, the redirect URI it was issued for (if any), and its expiry. */
+  readonly codes = new Map<string, OAuthCode>();
   readonly jwtsSeen = new Set<string>();
   readonly tokensIssued = new Map<number, number>();
   readonly requests: string[] = [];
@@ -135,10 +145,37 @@ export class GitHubState {
     return installation;
   }
 
-  oauthCode(login: string): string {
+  oauthCode(login: string, redirectUri: string | null = null): string {
     const code = randomBytes(10).toString('hex');
-    this.codes.set(code, login);
+    this.codes.set(code, { login, redirect_uri: redirectUri, expires_at: Date.now() + OAUTH_CODE_TTL_MS });
     return code;
+  }
+
+  /**
+   * A user changes their login, as GitHub allows: the account keeps its id, and the tokens and
+   * codes issued to it follow it. Only for users who own no repository (whose names would change).
+   */
+  renameAccount(from: string, to: string): FakeAccount {
+    const account = this.accounts.get(from);
+    if (!account || account.type !== 'User') throw new Error(`fake GitHub has no user ${from}`);
+    if (this.accounts.has(to)) throw new Error(`fake GitHub already has an account ${to}`);
+    if ([...this.repositories.values()].some((r) => r.owner.id === account.id)) {
+      throw new Error(`${from} owns repositories; renaming them is not modelled`);
+    }
+    this.accounts.delete(from);
+    account.login = to;
+    account.avatar_url = `${this.webUrl}/avatars/${encodeURIComponent(to)}.png`;
+    this.accounts.set(to, account);
+    for (const members of this.memberships.values()) {
+      const role = members.get(from);
+      if (role) {
+        members.delete(from);
+        members.set(to, role);
+      }
+    }
+    for (const token of this.tokens.values()) if (token.login === from) token.login = to;
+    for (const code of this.codes.values()) if (code.login === from) code.login = to;
+    return account;
   }
 
   addCheckRun(fullName: string, sha: string, run: Partial<Omit<FakeCheckRun, 'id' | 'repository_id'>>): FakeCheckRun {

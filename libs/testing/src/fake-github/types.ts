@@ -106,6 +106,11 @@ export interface FakeGitHub {
   setupUrl: string;
   /** Where webhooks go (the app's Webhook URL). */
   webhookUrl: string;
+  /**
+   * The app's Callback URL: the authorize page sends the browser back to it, and refuses any other
+   * `redirect_uri` (`error=redirect_uri_mismatch`).
+   */
+  callbackUrl: string;
   readonly accounts: Map<string, FakeAccount>;
   /** Organisation login → member login → role. */
   readonly memberships: Map<string, Map<string, 'admin' | 'member'>>;
@@ -144,6 +149,8 @@ export interface FakeGitHub {
   branchSha(fullName: string, branch: string): string | null;
   /** A user token as the OAuth exchange would issue it, for tests that skip the web page. */
   oauthCode(login: string): string;
+  /** The user changes their login on GitHub; the account keeps its id (users without repositories only). */
+  renameAccount(from: string, to: string): FakeAccount;
   addCheckRun(fullName: string, sha: string, run: Partial<Omit<FakeCheckRun, 'id' | 'repository_id'>>): FakeCheckRun;
   updateCheckRun(id: number, change: Partial<Omit<FakeCheckRun, 'id' | 'repository_id'>>): FakeCheckRun;
   setStatus(fullName: string, sha: string, status: Pick<FakeCommitStatus, 'context' | 'state'>): FakeCommitStatus;

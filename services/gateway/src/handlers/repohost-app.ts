@@ -44,7 +44,7 @@ export const repohostAppRoutes: RoutePlugin = async (app, deps) => {
       schema: {
         summary: 'Start installing the GitHub App: a short-lived, single-use install URL',
         description: [
-          '`return_to` must be exactly `<app scheme>://repohost/setup`. `code_challenge` is required: base64url(SHA-256(code_verifier)) without padding (PKCE S256, RFC 7636), where `code_verifier` is a random secret of 43 to 128 characters the client keeps; a request without it is 400 `invalid_request` naming `body.code_challenge`.',
+          "`return_to` must be exactly the native app's `<app scheme>://repohost/setup`, or the web console's own setup page `<PUBLIC_BASE_URL>/settings/github` (repohost's PUBLIC_BASE_URL, the gateway's public origin; only when it is configured). Nothing else, compared as written: no other origin, path, query or fragment. `code_challenge` is required: base64url(SHA-256(code_verifier)) without padding (PKCE S256, RFC 7636), where `code_verifier` is a random secret of 43 to 128 characters the client keeps; a request without it is 400 `invalid_request` naming `body.code_challenge`.",
           '',
           'After installing, the browser comes back to `return_to` with `outcome`: `installed` (with `installation_id` and a one-time `code`), `requested` (an organisation member asked an owner to install; nothing to link) or `error` (with `error`). Nothing is linked yet: redeem `code` with `POST /v1/repohost/installations` and the verifier, as this same caller, before it expires.',
         ].join('\n'),

@@ -4,6 +4,7 @@ import { isWellFormedKey } from '../domain/keys.js';
 import { FailureLimiter } from '../domain/per-address-limit.js';
 import type { RateLimit } from '../domain/rate-limit.js';
 import { readCookie, SESSION_COOKIE, verifySession } from '../domain/session.js';
+import { AUTH_PROVIDERS_PATH, GITHUB_CALLBACK_PATH, GITHUB_SIGN_IN_PATH } from '../domain/github-sign-in.js';
 import { LOGIN_PATH } from '../domain/login-links.js';
 import { sessionEpochOf, type IdentityStore, type UserDoc } from '../store/identity.js';
 import { sendError } from './errors.js';
@@ -33,7 +34,15 @@ export interface AuthOptions {
 }
 
 /** Paths under /v1 that prove themselves another way (or are public documents). */
-const PUBLIC_PATHS = new Set(['/v1/openapi.json', '/v1/repohost/setup', '/v1/repohost/webhooks', LOGIN_PATH]);
+const PUBLIC_PATHS = new Set([
+  '/v1/openapi.json',
+  '/v1/repohost/setup',
+  '/v1/repohost/webhooks',
+  LOGIN_PATH,
+  AUTH_PROVIDERS_PATH,
+  GITHUB_SIGN_IN_PATH,
+  GITHUB_CALLBACK_PATH,
+]);
 
 /** Methods a cross-site page can trigger with the browser's cookies but must not. */
 const SAFE_METHODS = new Set(['GET', 'HEAD', 'OPTIONS']);

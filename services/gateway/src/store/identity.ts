@@ -8,7 +8,9 @@ import {
   type Logger,
 } from '@threadwork/platform';
 import { newId } from '../domain/ids.js';
+import { githubLogin } from '../domain/github-sign-in.js';
 import { generateKey, isWellFormedKey, keyMatches, keyPrefix } from '../domain/keys.js';
+import { gitHubStateCollection, type GitHubUserDoc } from './github-sign-in.js';
 import { loginLinkCollection } from './login-links.js';
 
 export interface UserDoc {
@@ -92,6 +94,16 @@ export interface IdentityStore {
   createLoginLink(userId: string, ttlMs: number): Promise<string>;
   /** The user of an unused, unexpired login link, spending it; null for any other token. */
   redeemLoginLink(token: string): Promise<UserDoc | null>;
+  /** A new sign-in-with-GitHub state (github-sign-in.ts), stored as its hash. */
+  createGitHubState(): Promise<string>;
+  /** Whether the state is known and unexpired, spending it; false for any other. */
+  consumeGitHubState(state: string): Promise<boolean>;
+  /**
+   * The user a GitHub user signs in as, by GitHub's numeric id: made on their first sign-in (login
+   * `github:<login>`), its login brought up to date on each later one. Concurrent first sign-ins
+   * converge on one user.
+   */
+  signInWithGitHub(github: { id: number; login: string }): Promise<UserDoc>;
   /**
    * The user of a key this store can answer for without the database (a key accepted moments ago:
    * auth-cache.ts), else null. A store that remembers nothing leaves it out.
@@ -125,6 +137,9 @@ export function createIdentityStore(db: Db, { timeoutMs, logger }: IdentityStore
     endSessions: (userId) => call(() => store.endSessions(userId)),
     createLoginLink: (userId, ttlMs) => call(() => store.createLoginLink(userId, ttlMs)),
     redeemLoginLink: (token) => call(() => store.redeemLoginLink(token)),
+    createGitHubState: () => call(() => store.createGitHubState()),
+    consumeGitHubState: (state) => call(() => store.consumeGitHubState(state)),
+    signInWithGitHub: (github) => call(() => store.signInWithGitHub(github)),
     ping: (pingTimeoutMs) =>
       mongoCall(() => db.command({ ping: 1 }).then(() => undefined), { timeoutMs: pingTimeoutMs }),
   };
@@ -134,6 +149,37 @@ function identityCollections(db: Db, logger: Logger | undefined): Omit<IdentityS
   const users: Collection<UserDoc> = db.collection<UserDoc>('users');
   const keys: Collection<ApiKeyDoc> = db.collection<ApiKeyDoc>('api_keys');
   const links = loginLinkCollection(db);
+  const githubStates = gitHubStateCollection(db);
+  const githubUsers: Collection<GitHubUserDoc> = db.collection<GitHubUserDoc>('github_users');
+
+  /** A new user for a GitHub user: `github:<login>`, or with the id when that login is taken. */
+  async function insertGitHubUser(github: { id: number; login: string }): Promise<UserDoc> {
+    for (const taken of [false, true]) {
+      const user: UserDoc = { _id: newId('usr'), login: githubLogin(github, taken), created_at: new Date() };
+      try {
+        await users.insertOne(user);
+        return user;
+      } catch (err) {
+        if (!isDuplicateKeyError(err) || taken) throw err;
+      }
+    }
+    throw new Error('unreachable');
+  }
+
+  /** The user's login brought up to the GitHub user's current one (or its form with the id, when taken). */
+  async function followGitHubLogin(user: UserDoc, github: { id: number; login: string }): Promise<UserDoc> {
+    for (const taken of [false, true]) {
+      const login = githubLogin(github, taken);
+      if (user.login === login) return user;
+      try {
+        await users.updateOne({ _id: user._id }, { $set: { login } });
+        return { ...user, login };
+      } catch (err) {
+        if (!isDuplicateKeyError(err) || taken) throw err;
+      }
+    }
+    return user;
+  }
 
   /** Marks the key used, unless it was marked within the resolution: fire and forget. */
   function noteUse(key: ApiKeyDoc): void {
@@ -187,6 +233,7 @@ function identityCollections(db: Db, logger: Logger | undefined): Omit<IdentityS
         },
       ]);
       await links.ensureIndexes();
+      await githubStates.ensureIndexes();
     },
 
     async ensureUser(login) {
@@ -297,6 +344,42 @@ function identityCollections(db: Db, logger: Logger | undefined): Omit<IdentityS
     async redeemLoginLink(token) {
       const userId = await links.redeem(token);
       return userId === null ? null : users.findOne({ _id: userId });
+    },
+
+    createGitHubState: () => githubStates.create(),
+    consumeGitHubState: (state) => githubStates.consume(state),
+
+    async signInWithGitHub(github) {
+      const now = new Date();
+      const linked = await githubUsers.findOne({ _id: github.id });
+      if (linked) {
+        const user = await users.findOne({ _id: linked.user_id });
+        if (!user)
+          throw new Error(`GitHub user ${github.id} is linked to user ${linked.user_id}, which does not exist`);
+        const current = await followGitHubLogin(user, github);
+        await githubUsers.updateOne({ _id: github.id }, { $set: { login: github.login, signed_in_at: now } });
+        return current;
+      }
+      // The user first, then the link under GitHub's id (unique `_id`), so a link never names a
+      // missing user; the loser of concurrent first sign-ins drops its unlinked user and takes the winner's.
+      const user = await insertGitHubUser(github);
+      try {
+        await githubUsers.insertOne({
+          _id: github.id,
+          user_id: user._id,
+          login: github.login,
+          created_at: now,
+          signed_in_at: now,
+        });
+        return user;
+      } catch (err) {
+        if (!isDuplicateKeyError(err)) throw err;
+        await users.deleteOne({ _id: user._id });
+        const winner = await githubUsers.findOne({ _id: github.id });
+        const winnerUser = winner ? await users.findOne({ _id: winner.user_id }) : null;
+        if (!winnerUser) throw err;
+        return winnerUser;
+      }
     },
   };
 }

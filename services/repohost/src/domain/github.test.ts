@@ -2,6 +2,8 @@ import type { AppError } from '@threadwork/platform';
 import { describe, expect, it } from 'vitest';
 import {
   administersAccount,
+  authorizeUrl,
+  signInCallbackUrl,
   codeChallengeOf,
   eventMismatch,
   githubRepository,
@@ -28,6 +30,31 @@ describe('install sessions', () => {
     ]) {
       expect(isAllowedReturnTo(other, 'tw')).toBe(false);
     }
+  });
+
+  it('accept the console’s setup page too, exactly, once the public URL is configured', () => {
+    expect(isAllowedReturnTo('https://tw.example/settings/github', 'tw')).toBe(false);
+    expect(isAllowedReturnTo('https://tw.example/settings/github', 'tw', 'https://tw.example')).toBe(true);
+    expect(isAllowedReturnTo('tw://repohost/setup', 'tw', 'https://tw.example')).toBe(true);
+    for (const other of [
+      'https://tw.example/settings/github/',
+      'https://tw.example/settings/github?x',
+      'https://tw.example/settings/',
+      'https://tw.example.evil/settings/github',
+      'http://tw.example/settings/github',
+      'https://evil.example/settings/github',
+    ]) {
+      expect(isAllowedReturnTo(other, 'tw', 'https://tw.example')).toBe(false);
+    }
+  });
+
+  it('build the sign-in authorize URL with the client and the gateway’s callback', () => {
+    const url = new URL(authorizeUrl('https://ghe.example/', 'Iv1.abc', signInCallbackUrl('https://tw.example')));
+    expect(`${url.origin}${url.pathname}`).toBe('https://ghe.example/login/oauth/authorize');
+    expect(Object.fromEntries(url.searchParams)).toEqual({
+      client_id: 'Iv1.abc',
+      redirect_uri: 'https://tw.example/v1/auth/github/callback',
+    });
   });
 
   it('build the install URL with the state', () => {

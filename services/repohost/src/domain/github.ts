@@ -7,13 +7,45 @@ import type { GhRepository } from '../providers/github/shapes.js';
 // callback redirects to, who may redeem its code, how a webhook proves itself, and how GitHub's
 // shapes become ours.
 
-/** The one `return_to` an install session accepts: the native app's setup callback. */
+/** The native app's setup callback, an install session's `return_to`. */
 export function setupReturnTo(appScheme: string): string {
   return `${appScheme}://repohost/setup`;
 }
 
-export function isAllowedReturnTo(returnTo: string, appScheme: string): boolean {
-  return returnTo === setupReturnTo(appScheme);
+/** The web console's setup page, the other `return_to` an install session accepts (same origin as the gateway). */
+export function consoleSetupUrl(publicBaseUrl: string): string {
+  return `${publicBaseUrl}/settings/github`;
+}
+
+/**
+ * An install session returns to exactly one of two URLs, compared as strings (no parsing, so no
+ * look-alike passes): the native app's `<APP_SCHEME>://repohost/setup`, or the console's
+ * `<PUBLIC_BASE_URL>/settings/github` when the public URL is configured. Nothing else: the
+ * redirect carries a one-time code, so it must never lead off to anyone else's page.
+ */
+export function isAllowedReturnTo(returnTo: string, appScheme: string, publicBaseUrl: string | null = null): boolean {
+  if (returnTo === setupReturnTo(appScheme)) return true;
+  return publicBaseUrl !== null && returnTo === consoleSetupUrl(publicBaseUrl);
+}
+
+/** What `return_to` may be, for the refusal's message. */
+export function allowedReturnTos(appScheme: string, publicBaseUrl: string | null): string {
+  const app = setupReturnTo(appScheme);
+  return publicBaseUrl === null ? app : `${app} or ${consoleSetupUrl(publicBaseUrl)}`;
+}
+
+/** Where GitHub sends a browser back after sign-in with GitHub: the gateway's callback. */
+export function signInCallbackUrl(publicBaseUrl: string): string {
+  return `${publicBaseUrl}/v1/auth/github/callback`;
+}
+
+/** GitHub's authorize page for the app's OAuth client, returning to `redirectUri`; the gateway adds `state`. */
+export function authorizeUrl(webUrl: string, clientId: string, redirectUri: string): string {
+  const url = new URL(`${webUrl.replace(/\/+$/, '')}/login/oauth/authorize`);
+  url.searchParams.set('client_id', clientId);
+  url.searchParams.set('redirect_uri', redirectUri);
+  // No `scope`: a GitHub App's user token carries the app's permissions, not OAuth scopes.
+  return url.href;
 }
 
 /** The app's install page; `state` comes back on the setup callback. */

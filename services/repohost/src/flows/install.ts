@@ -4,6 +4,7 @@ import { invalidRequest, type Logger } from '@threadwork/platform';
 import type { GitHubAppConfig } from '../config.js';
 import {
   administersAccount,
+  allowedReturnTos,
   identityConflict,
   installUrl,
   isAllowedReturnTo,
@@ -38,8 +39,8 @@ export async function createInstallSession(
   { config, store }: Pick<InstallDeps, 'config' | 'store'>,
   { owner_id, return_to, code_challenge }: { owner_id: string; return_to: string; code_challenge: string },
 ): Promise<InstallSession> {
-  if (!isAllowedReturnTo(return_to, config.appScheme)) {
-    throw invalidRequest(`body.return_to: must be ${setupReturnTo(config.appScheme)}`);
+  if (!isAllowedReturnTo(return_to, config.appScheme, config.publicBaseUrl)) {
+    throw invalidRequest(`body.return_to: must be ${allowedReturnTos(config.appScheme, config.publicBaseUrl)}`);
   }
   const now = new Date();
   const state = randomBytes(24).toString('hex');

@@ -11,6 +11,7 @@ import {
   type InstallDeps,
 } from '../flows/install.js';
 import { readPublication, type PublicationDeps } from '../flows/publication.js';
+import { oauthClient, oauthUser } from '../flows/sign-in.js';
 import { runnerToken } from '../flows/token.js';
 import { receiveWebhook } from '../flows/webhook-intake.js';
 import type { CombinedProvider } from '../providers/combined.js';
@@ -58,5 +59,8 @@ export function repohostRoutes({ provider, js, github, runs, logger }: RoutesDep
     ),
 
     route(rpc.repohost.publication, async (input) => (github ? readPublication(github, input) : null)),
+
+    route(rpc.repohost.oauthClient, async () => oauthClient(github)),
+    route(rpc.repohost.oauthUser, (input) => oauthUser(github, input)),
   ];
 }

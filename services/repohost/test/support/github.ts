@@ -42,6 +42,9 @@ export const SLUG = 'threadwork-test';
 export const SECRET = 'webhook-secret-for-tests';
 export const SCHEME = 'twtest';
 export const RETURN_TO = `${SCHEME}://repohost/setup`;
+/** Where browsers reach the gateway (PUBLIC_BASE_URL), and the console's setup page under it. */
+export const PUBLIC_BASE_URL = 'https://threadwork.test';
+export const CONSOLE_RETURN_TO = `${PUBLIC_BASE_URL}/settings/github`;
 
 export const alice = 'usr_alice';
 export const bob = 'usr_bob';
@@ -105,6 +108,7 @@ export class GitHubProvider {
         ...app.env,
         // One line with `\n`, as in an env file.
         GITHUB_APP_PRIVATE_KEY: app.env.GITHUB_APP_PRIVATE_KEY!.replace(/\n/g, '\\n'),
+        PUBLIC_BASE_URL,
         // Only webhooks move publications in these tests.
         PUBLICATION_SYNC_MS: String(60 * 60_000),
       }),
@@ -204,11 +208,11 @@ export class GitHubProvider {
   };
 
   /** An install session of `owner`'s, with the PKCE verifier its client keeps. */
-  startSession = async (owner: string) => {
+  startSession = async (owner: string, returnTo = RETURN_TO) => {
     const pkce = pkcePair();
     const session = await request(this.nc, rpc.repohost.installSession, {
       owner_id: owner,
-      return_to: RETURN_TO,
+      return_to: returnTo,
       code_challenge: pkce.challenge,
     });
     return { ...session, state: new URL(session.install_url).searchParams.get('state')!, verifier: pkce.verifier };

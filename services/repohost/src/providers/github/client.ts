@@ -135,8 +135,11 @@ export interface GitHubClient {
   installationRepositories(installationId: number): Promise<GhRepository[]>;
   /** A token for git over HTTPS to these repositories, with at least `minLifetimeMs` left. */
   installationToken(installationId: number, repositoryIds: number[], minLifetimeMs: number): Promise<InstallationToken>;
-  /** The OAuth web-flow code of the setup callback → the user's token. */
-  exchangeCode(code: string): Promise<string>;
+  /**
+   * An OAuth web-flow code → the user's token: the setup callback's, or sign-in's, which names the
+   * `redirectUri` it was issued for (GitHub checks it against the authorization's).
+   */
+  exchangeCode(code: string, redirectUri?: string): Promise<string>;
   user(userToken: string): Promise<GhAccountT>;
   /** The user's membership of organisation `org` (`GET /user/memberships/orgs/{org}`); null when none. */
   orgMembership(userToken: string, org: string): Promise<GhOrgMembership | null>;
@@ -218,13 +221,18 @@ export function createGitHubClient(config: {
         return token;
       }),
 
-    async exchangeCode(code) {
+    async exchangeCode(code, redirectUri) {
       if (!config.oauth) throw new GitHubError('exchange code: no OAuth client configured', 400);
       const res = await github('exchange code', () =>
         timedFetch(`${config.webUrl}/login/oauth/access_token`, {
           method: 'POST',
           headers: { accept: 'application/json', 'content-type': 'application/json' },
-          body: JSON.stringify({ client_id: config.oauth!.clientId, client_secret: config.oauth!.clientSecret, code }),
+          body: JSON.stringify({
+            client_id: config.oauth!.clientId,
+            client_secret: config.oauth!.clientSecret,
+            code,
+            ...(redirectUri === undefined ? {} : { redirect_uri: redirectUri }),
+          }),
         }),
       );
       if (!res.ok) throw new GitHubError('exchange code: GitHub refused', res.status);
