@@ -128,6 +128,13 @@ describe('Thread', () => {
     expect(ThreadWithRun.parse({ ...thread, ...runRef })).toEqual({ ...thread, ...runRef });
   });
 
+  it('carries the latest run when the gateway sends it', () => {
+    const withRun = { ...thread, latest_run: { id: 'run_1', status: 'waiting_for_input' } };
+    expect(Thread.parse(withRun)).toEqual(withRun);
+    expect(Thread.parse({ ...thread, latest_run: null })).toEqual({ ...thread, latest_run: null });
+    expect(Thread.safeParse({ ...thread, latest_run: { id: 'run_1', status: 'done' } }).success).toBe(false);
+  });
+
   it('requires nullable fields to be present', () => {
     const { name: _name, ...withoutName } = thread;
     expect(Thread.safeParse(withoutName).success).toBe(false);

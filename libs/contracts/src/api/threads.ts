@@ -3,6 +3,7 @@ import { BranchName, Cursor, Id, Prompt, Timestamp, optionalQueryParam, pageLimi
 import { CollaborationMode, SandboxStatus, TaskStatus, ThreadStatus } from '../values.js';
 import { Message } from './messages.js';
 import { RunRef } from './runs.js';
+import { LatestRun } from './work.js';
 
 /** The contract leaves required-ness open; we always send every field, null where it has no value. */
 export const Thread = z.object({
@@ -17,6 +18,11 @@ export const Thread = z.object({
   model: Id,
   reasoning_effort: Id,
   collaboration_mode: CollaborationMode,
+  // Not in the contract's table (so optional here, and the contract's example still parses); this
+  // gateway always sends it, like the work list's: where a client follows the thread's current run.
+  latest_run: LatestRun.nullable()
+    .optional()
+    .describe("The thread's newest run and its status, null before the first; always sent by this gateway"),
   created_at: Timestamp,
   updated_at: Timestamp,
 });

@@ -38,6 +38,7 @@ export function threadView(thread: RecordedThread, latest: RunState | null): Thr
     model: thread.model,
     reasoning_effort: thread.reasoning_effort,
     collaboration_mode: thread.collaboration_mode,
+    latest_run: latest ? { id: latest.id, status: latest.status } : null,
     created_at: thread.created_at.toISOString(),
     updated_at: thread.updated_at.toISOString(),
   };
