@@ -1,0 +1,187 @@
+import { existsSync, mkdirSync } from 'node:fs';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { ThreadWithRun } from '@threadwork/contracts';
+import { createBareRepo, waitFor } from '@threadwork/testing';
+import type { ConsoleMessage, Page } from 'playwright-core';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { startProcessStack, type ProcessStack } from '../support/process-stack.js';
+import { chromiumMissing, launchChromium, watchErrors, type Browser } from './browser.js';
+
+// The Thread page as a newcomer meets it: `npm start` in demo mode (the scripted agent of DESIGN.md
+// section 4b), signed in by the login link the stack prints, a plan-mode thread whose agent asks a
+// question, answered in the page, the run followed live to its end over SSE.
+
+const CONSOLE_DIST = fileURLToPath(new URL('../../console/dist', import.meta.url));
+const RESULTS = fileURLToPath(new URL('../../.test-results/console', import.meta.url));
+const PROMPT = 'Say hello in the demo file';
+
+if (chromiumMissing) process.stderr.write(`test/console: skipped, ${chromiumMissing}\n`);
+
+describe.skipIf(chromiumMissing)('the Thread page in Chromium, against the demo stack', () => {
+  let stack: ProcessStack;
+  let browser: Browser;
+  let base: string;
+  let localKey: string;
+  let repositoryId: number;
+
+  const keyFor = (login: string) => stack.admin('keys', 'create', '--user', login).stdout.trim().split('\n').at(-1)!;
+  const api = (key: string, path: string, init: RequestInit = {}) =>
+    fetch(`${base}${path}`, {
+      ...init,
+      headers: { authorization: `Bearer ${key}`, 'content-type': 'application/json', ...init.headers },
+    });
+  async function createThread(key: string, prompt: string): Promise<ThreadWithRun> {
+    const res = await api(key, '/v1/threads', {
+      method: 'POST',
+      body: JSON.stringify({ repository_id: repositoryId, prompt, collaboration_mode: 'plan' }),
+    });
+    expect(res.status).toBe(202);
+    return ThreadWithRun.parse(await res.json());
+  }
+
+  beforeAll(async () => {
+    if (!existsSync(`${CONSOLE_DIST}/index.html`)) {
+      throw new Error(`no built console in ${CONSOLE_DIST}: run \`npm run build\` first`);
+    }
+    mkdirSync(RESULTS, { recursive: true });
+    stack = await startProcessStack({ THREADWORK_DEMO: '1' });
+    base = `http://127.0.0.1:${stack.port}`;
+    createBareRepo(join(stack.dataDir, 'repos'), 'greetings');
+    localKey = keyFor('local');
+    const repos = (await (await api(localKey, '/v1/repohost/repositories')).json()) as {
+      repositories: { repository_id: number; name: string }[];
+    };
+    repositoryId = repos.repositories.find((r) => r.name === 'greetings')!.repository_id;
+    browser = await launchChromium();
+
+    // Signed in as the printed link does it: opened in the browser, which keeps the cookie it sets.
+    const printed = await waitFor(
+      'the login link',
+      () => /(http:\/\/\S+\/v1\/auth\/link\?code=\S+)/.exec(stack.output())?.[1],
+    );
+    const link = new URL(printed);
+    const page = await browser.context.newPage();
+    try {
+      await page.goto(`${base}${link.pathname}${link.search}`);
+      await page.getByTestId('user').filter({ hasText: 'Signed in as local' }).waitFor();
+    } finally {
+      await page.close();
+    }
+  }, 120_000);
+  afterAll(async () => {
+    await browser?.close();
+    await stack?.stop();
+    stack?.cleanUp();
+  });
+
+  it('shows the question, takes the answer and follows the run live to its end', { timeout: 120_000 }, async () => {
+    const thread = await createThread(localKey, PROMPT);
+    const page = await browser.context.newPage();
+    // A second tab on the same thread: it sees the question settled by the first, from the log.
+    const other = await browser.context.newPage();
+    const errors = watchErrors(page);
+    const otherErrors = watchErrors(other);
+    try {
+      await page.goto(`${base}/threads/${thread.id}`);
+      await other.goto(`${base}/threads/${thread.id}`);
+
+      const question = page.getByTestId('interaction');
+      await question.getByRole('group', { name: /Which file should I change\?/ }).waitFor();
+      await other.getByTestId('interaction').waitFor();
+      await page
+        .getByTestId('run-status')
+        .filter({ hasText: /^waiting_for_input$/ })
+        .waitFor();
+      // The demo's two options (and, as Codex asks, free text under "Other").
+      for (const option of ['README.md', 'NOTES.md']) {
+        expect(await question.getByRole('radio', { name: new RegExp(`^${option.replace('.', '\\.')}`) }).count()).toBe(
+          1,
+        );
+      }
+
+      // From the keyboard: the option, then the button.
+      await question.getByRole('radio', { name: /NOTES\.md/ }).focus();
+      await page.keyboard.press('Space');
+      expect(await question.getByRole('radio', { name: /NOTES\.md/ }).isChecked()).toBe(true);
+      await question.getByRole('button', { name: 'Send answer' }).focus();
+      await page.keyboard.press('Enter');
+      // Settled: the form goes, the log says so.
+      await question.waitFor({ state: 'detached' });
+
+      // The run goes on and ends, shown as it happens: the command, the file, the reply.
+      const status = page.getByTestId('run-status');
+      await status.filter({ hasText: /^completed$/ }).waitFor({ timeout: 90_000 });
+      const log = page.getByTestId('run-log');
+      const fileItem = log.locator('li.file').filter({ hasText: `threadwork-demo-${thread.run_id}.md` });
+      await fileItem.waitFor();
+      expect(await fileItem.innerText()).toMatch(/^File added: /);
+      // The answer took: the line goes to NOTES.md, not to the README.
+      expect(await log.locator('li.command').filter({ hasText: ">> 'NOTES.md'" }).count()).toBe(1);
+
+      const command = log.locator('li.command').filter({ hasText: 'ls -la; git log --oneline -3' });
+      expect(await command.locator('summary').innerText()).toMatch(/exit 0/);
+      expect(await command.locator('details').getAttribute('open')).toBeNull();
+      await command.locator('summary').focus();
+      await page.keyboard.press('Enter');
+      await command.locator('pre.output').waitFor();
+      expect(await command.locator('pre.output').innerText()).toContain('README.md');
+
+      // The closing reply as Markdown: its `ls -la` is code, not backticks.
+      const reply = log.locator('li.message').filter({ hasText: 'This reply is scripted' });
+      expect(await reply.locator('code').first().textContent()).toBe('ls -la');
+      expect(await reply.innerText()).not.toContain('`');
+
+      // Each event once, the question settled, and idle again: a new message may be sent.
+      const items = await log.locator('li.status').allInnerTexts();
+      expect(items.filter((t) => /completed/.test(t))).toHaveLength(1);
+      await log.locator('li.interaction').filter({ hasText: 'answered' }).waitFor();
+      expect(await page.getByTestId('interaction').count()).toBe(0);
+      await page.getByRole('button', { name: 'Send' }).waitFor();
+      expect(await page.getByRole('button', { name: 'Cancel run' }).count()).toBe(0);
+
+      // The other tab: the form went away when the settlement arrived in its log.
+      await other
+        .getByTestId('run-status')
+        .filter({ hasText: /^completed$/ })
+        .waitFor({ timeout: 90_000 });
+      expect(await other.getByTestId('interaction').count()).toBe(0);
+      await other.getByTestId('run-log').locator('li.interaction').filter({ hasText: 'answered' }).waitFor();
+
+      expect(await fitsWidth(page)).toBe(true);
+      await page.screenshot({ path: `${RESULTS}/thread.png`, fullPage: true });
+      expect(errors.unexpected()).toEqual([]);
+      expect(otherErrors.unexpected()).toEqual([]);
+    } finally {
+      await page.close();
+      await other.close();
+    }
+  });
+
+  it('says "not found" for a thread that is not the user’s, or none at all', async () => {
+    const theirs = await createThread(keyFor('mallory'), 'Not for local');
+    const page = await browser.context.newPage();
+    const errors = watchErrors(page);
+    try {
+      for (const id of [theirs.id, 'thr_no_such_thread']) {
+        await page.goto(`${base}/threads/${id}`);
+        await page.getByRole('heading', { level: 1, name: 'Not found' }).waitFor();
+        expect(await page.getByRole('alert').textContent()).toContain(`No thread ${id} of yours`);
+        expect(await page.getByText('Not for local').count()).toBe(0);
+      }
+      // Chromium logs the refused reads; they are the answer the page shows.
+      expect(errors.unexpected(is404)).toEqual([]);
+    } finally {
+      await page.close();
+    }
+  });
+});
+
+/** No sideways scrolling on a 360 px wide screen. */
+function fitsWidth(page: Page): Promise<boolean> {
+  return page.evaluate<boolean>('document.documentElement.scrollWidth <= window.innerWidth');
+}
+
+function is404(message: ConsoleMessage): boolean {
+  return /status of 404/.test(message.text());
+}
