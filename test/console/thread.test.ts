@@ -1,4 +1,5 @@
 import { existsSync, mkdirSync } from 'node:fs';
+import { connect, createServer, type AddressInfo, type Socket } from 'node:net';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { ThreadWithRun } from '@threadwork/contracts';
@@ -22,6 +23,9 @@ describe.skipIf(chromiumMissing)('the Thread page in Chromium, against the demo 
   let stack: ProcessStack;
   let browser: Browser;
   let base: string;
+  /** Where the browser goes: a TCP proxy to the gateway, whose connections the test can cut. */
+  let web: string;
+  let proxy: TcpProxy;
   let localKey: string;
   let repositoryId: number;
 
@@ -47,6 +51,8 @@ describe.skipIf(chromiumMissing)('the Thread page in Chromium, against the demo 
     mkdirSync(RESULTS, { recursive: true });
     stack = await startProcessStack({ THREADWORK_DEMO: '1' });
     base = `http://127.0.0.1:${stack.port}`;
+    proxy = await startTcpProxy(stack.port);
+    web = `http://127.0.0.1:${proxy.port}`;
     createBareRepo(join(stack.dataDir, 'repos'), 'greetings');
     localKey = keyFor('local');
     const repos = (await (await api(localKey, '/v1/repohost/repositories')).json()) as {
@@ -63,7 +69,7 @@ describe.skipIf(chromiumMissing)('the Thread page in Chromium, against the demo 
     const link = new URL(printed);
     const page = await browser.context.newPage();
     try {
-      await page.goto(`${base}${link.pathname}${link.search}`);
+      await page.goto(`${web}${link.pathname}${link.search}`);
       await page.getByTestId('user').filter({ hasText: 'Signed in as local' }).waitFor();
     } finally {
       await page.close();
@@ -71,6 +77,7 @@ describe.skipIf(chromiumMissing)('the Thread page in Chromium, against the demo 
   }, 120_000);
   afterAll(async () => {
     await browser?.close();
+    await proxy?.close();
     await stack?.stop();
     stack?.cleanUp();
   });
@@ -83,16 +90,29 @@ describe.skipIf(chromiumMissing)('the Thread page in Chromium, against the demo 
     const errors = watchErrors(page);
     const otherErrors = watchErrors(other);
     try {
-      await page.goto(`${base}/threads/${thread.id}`);
-      await other.goto(`${base}/threads/${thread.id}`);
+      await page.goto(`${web}/threads/${thread.id}`);
+      await other.goto(`${web}/threads/${thread.id}`);
 
       const question = page.getByTestId('interaction');
+      const log = page.getByTestId('run-log');
       await question.getByRole('group', { name: /Which file should I change\?/ }).waitFor();
       await other.getByTestId('interaction').waitFor();
       await page
         .getByTestId('run-status')
         .filter({ hasText: /^waiting_for_input$/ })
         .waitFor();
+      // The connection drops while the agent waits (every socket through the proxy is cut): the page
+      // says so, then goes on from the last event it had, showing none twice (checked below, sequence
+      // by sequence).
+      const streamState = page.getByTestId('stream-state');
+      await streamState.filter({ hasText: /^live$/ }).waitFor();
+      const seenBefore = await log.locator('li[data-sequence]').count();
+      proxy.dropAll();
+      await streamState.filter({ hasText: /reconnecting/ }).waitFor();
+      await streamState.filter({ hasText: /^live$/ }).waitFor();
+      expect(proxy.connections()).toBeGreaterThan(0);
+      expect(await log.locator('li[data-sequence]').count()).toBe(seenBefore);
+
       // The demo's two options (and, as Codex asks, free text under "Other").
       for (const option of ['README.md', 'NOTES.md']) {
         expect(await question.getByRole('radio', { name: new RegExp(`^${option.replace('.', '\\.')}`) }).count()).toBe(
@@ -112,7 +132,6 @@ describe.skipIf(chromiumMissing)('the Thread page in Chromium, against the demo 
       // The run goes on and ends, shown as it happens: the command, the file, the reply.
       const status = page.getByTestId('run-status');
       await status.filter({ hasText: /^completed$/ }).waitFor({ timeout: 90_000 });
-      const log = page.getByTestId('run-log');
       const fileItem = log.locator('li.file').filter({ hasText: `threadwork-demo-${thread.run_id}.md` });
       await fileItem.waitFor();
       expect(await fileItem.innerText()).toMatch(/^File added: /);
@@ -133,6 +152,11 @@ describe.skipIf(chromiumMissing)('the Thread page in Chromium, against the demo 
       expect(await reply.innerText()).not.toContain('`');
 
       // Each event once, the question settled, and idle again: a new message may be sent.
+      const sequences = (await log
+        .locator('li[data-sequence]')
+        .evaluateAll((lis) => lis.map((li) => Number(li.getAttribute('data-sequence'))))) as number[];
+      expect(new Set(sequences).size).toBe(sequences.length);
+      expect(sequences).toEqual([...sequences].sort((x, y) => x - y));
       const items = await log.locator('li.status').allInnerTexts();
       expect(items.filter((t) => /completed/.test(t))).toHaveLength(1);
       await log.locator('li.interaction').filter({ hasText: 'answered' }).waitFor();
@@ -150,8 +174,9 @@ describe.skipIf(chromiumMissing)('the Thread page in Chromium, against the demo 
 
       expect(await fitsWidth(page)).toBe(true);
       await page.screenshot({ path: `${RESULTS}/thread.png`, fullPage: true });
-      expect(errors.unexpected()).toEqual([]);
-      expect(otherErrors.unexpected()).toEqual([]);
+      // Chromium logs the streams the proxy cut; they are the drop this test made, nothing else is.
+      expect(errors.unexpected(isCutStream)).toEqual([]);
+      expect(otherErrors.unexpected(isCutStream)).toEqual([]);
     } finally {
       await page.close();
       await other.close();
@@ -164,7 +189,7 @@ describe.skipIf(chromiumMissing)('the Thread page in Chromium, against the demo 
     const errors = watchErrors(page);
     try {
       for (const id of [theirs.id, 'thr_no_such_thread']) {
-        await page.goto(`${base}/threads/${id}`);
+        await page.goto(`${web}/threads/${id}`);
         await page.getByRole('heading', { level: 1, name: 'Not found' }).waitFor();
         expect(await page.getByRole('alert').textContent()).toContain(`No thread ${id} of yours`);
         expect(await page.getByText('Not for local').count()).toBe(0);
@@ -177,9 +202,59 @@ describe.skipIf(chromiumMissing)('the Thread page in Chromium, against the demo 
   });
 });
 
+interface TcpProxy {
+  port: number;
+  /** Connections made through it so far. */
+  connections(): number;
+  /** Cuts every open connection, as a network drop does. */
+  dropAll(): void;
+  close(): Promise<void>;
+}
+
+/** Passes TCP through to the gateway on `target`, so a test can cut the browser's connections. */
+async function startTcpProxy(target: number): Promise<TcpProxy> {
+  const open = new Set<Socket>();
+  let made = 0;
+  const server = createServer((client) => {
+    made += 1;
+    const upstream = connect(target, '127.0.0.1');
+    for (const socket of [client, upstream]) {
+      open.add(socket);
+      socket.on('close', () => open.delete(socket));
+      socket.on('error', () => {
+        client.destroy();
+        upstream.destroy();
+      });
+    }
+    client.pipe(upstream);
+    upstream.pipe(client);
+  });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  return {
+    port: (server.address() as AddressInfo).port,
+    connections: () => made,
+    dropAll: () => {
+      made = 0;
+      for (const socket of open) socket.destroy();
+    },
+    close: () =>
+      new Promise<void>((resolve) => {
+        for (const socket of open) socket.destroy();
+        server.close(() => resolve());
+      }),
+  };
+}
+
 /** No sideways scrolling on a 360 px wide screen. */
 function fitsWidth(page: Page): Promise<boolean> {
   return page.evaluate<boolean>('document.documentElement.scrollWidth <= window.innerWidth');
+}
+
+function isCutStream(message: ConsoleMessage): boolean {
+  return (
+    /ERR_INCOMPLETE_CHUNKED_ENCODING/.test(message.text()) &&
+    /\/v1\/runs\/[^/]+\/events\/stream/.test(message.location().url)
+  );
 }
 
 function is404(message: ConsoleMessage): boolean {

@@ -36,7 +36,9 @@ export function RunFacts({
         </div>
         <div>
           <dt>Log</dt>
-          <dd aria-live="polite">{STREAM_NOTE[streamState]}</dd>
+          <dd aria-live="polite" data-testid="stream-state">
+            {STREAM_NOTE[streamState]}
+          </dd>
         </div>
         {run && run.attempt > 0 && (
           <div>
@@ -100,7 +102,7 @@ export function RunLogView({ log }: { log: RunLog }) {
       ) : (
         <ol className="log" data-testid="run-log">
           {log.items.map((item) => (
-            <li key={`${item.kind}:${item.sequence}`} className={`item ${item.kind}`}>
+            <li key={`${item.kind}:${item.sequence}`} className={`item ${item.kind}`} data-sequence={item.sequence}>
               <Item item={item} />
             </li>
           ))}
