@@ -60,6 +60,8 @@ describe('a thread from creation to completion', () => {
 
     const thread = await json(await stack.fetch(`/v1/threads/${created.id}`, { user: alice }), 200, Thread);
     expect(thread).toMatchObject({ id: created.id, status: 'active', name: 'changelog' });
+    // Its newest run, for a client to follow from the thread alone.
+    expect(thread.latest_run).toEqual({ id: created.run_id, status: 'queued' });
 
     const run = await runOf(alice, created.run_id);
     expect(run).toMatchObject({

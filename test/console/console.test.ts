@@ -81,7 +81,7 @@ describe.skipIf(chromiumMissing)('the web console in Chromium', () => {
       await page.keyboard.press('Enter');
       await page.waitForURL(`${stack.baseUrl}/threads/${threadId}`);
       await page.getByText('trunk').waitFor();
-      await page.screenshot({ path: `${RESULTS}/thread.png`, fullPage: true });
+      await page.screenshot({ path: `${RESULTS}/thread-opened.png`, fullPage: true });
 
       // A deep link loads the console itself (the gateway falls back to index.html).
       await page.reload();
