@@ -183,6 +183,69 @@ describe.skipIf(chromiumMissing)('the Thread page in Chromium, against the demo 
     }
   });
 
+  it(
+    'queues behind a live run, cancels it, follows the run the queue starts, and sends when idle',
+    { timeout: 120_000 },
+    async () => {
+      const thread = await createThread(localKey, 'Wait for my word');
+      const page = await browser.context.newPage();
+      const errors = watchErrors(page);
+      try {
+        await page.goto(`${web}/threads/${thread.id}`);
+        await page.getByTestId('interaction').waitFor();
+        const prompt = page.getByLabel('Message for the running agent');
+        await prompt.fill('Then say goodbye');
+        await page.getByRole('button', { name: 'Queue' }).click();
+        await page.getByRole('status').filter({ hasText: 'Queued: it starts a new run when this one ends.' }).waitFor();
+        expect(await prompt.inputValue()).toBe('');
+
+        // Cancelled while it waits: its question goes with it, and the queued message starts the next run.
+        await page.getByRole('button', { name: 'Cancel run' }).click();
+        const runs = page.getByRole('navigation', { name: 'Runs of this thread' });
+        await runs.getByRole('button').nth(1).waitFor();
+        const first = runs.getByRole('button', { name: new RegExp(thread.run_id) });
+        await first.filter({ hasText: 'cancelled' }).waitFor();
+        const secondId = /run_\w+/.exec((await runs.getByRole('button', { pressed: true }).textContent()) ?? '')?.[0];
+        expect(secondId).toBeDefined();
+        expect(secondId).not.toBe(thread.run_id);
+        const second = runs.getByRole('button', { name: new RegExp(secondId!) });
+        await page.getByTestId('interaction').waitFor();
+        await page
+          .getByTestId('run-status')
+          .filter({ hasText: /^waiting_for_input$/ })
+          .waitFor();
+
+        // The first run's log, picked from the list: cancelled, and so was its question.
+        await first.click();
+        const log = page.getByTestId('run-log');
+        await log
+          .locator('li.status')
+          .filter({ hasText: /→ cancelled$/ })
+          .waitFor();
+        await log.locator('li.interaction').filter({ hasText: 'cancelled' }).waitFor();
+        expect(await page.getByTestId('interaction').count()).toBe(0);
+
+        // The second run cancelled too, the thread is idle: a message starts a third, which is followed.
+        await second.click();
+        await page.getByRole('button', { name: 'Cancel run' }).click();
+        await page
+          .getByTestId('run-status')
+          .filter({ hasText: /^cancelled$/ })
+          .waitFor();
+        await page.getByLabel('New message').fill('Start over');
+        await page.getByRole('button', { name: 'Send' }).click();
+        await runs.getByRole('button').nth(2).waitFor();
+        await page.getByTestId('interaction').waitFor();
+        expect(await runs.getByRole('button', { pressed: true }).textContent()).toMatch(/waiting_for_input$/);
+        const conversation = await page.locator('.conversation').innerText();
+        for (const said of ['Wait for my word', 'Then say goodbye', 'Start over']) expect(conversation).toContain(said);
+        expect(errors.unexpected()).toEqual([]);
+      } finally {
+        await page.close();
+      }
+    },
+  );
+
   it('says "not found" for a thread that is not the user’s, or none at all', async () => {
     const theirs = await createThread(keyFor('mallory'), 'Not for local');
     const page = await browser.context.newPage();

@@ -40,6 +40,8 @@ export function ThreadPage({ onSignedOut }: { onSignedOut: () => void }) {
   const [log, setLog] = useState<RunLog>(emptyLog);
   const [streamState, setStreamState] = useState<StreamState>('connecting');
   const [pending, setPending] = useState<Interaction[]>([]);
+  // A queued message not yet applied: when the run before it ends, it starts the next run.
+  const [queued, setQueued] = useState(false);
   const [reload, setReload] = useState(0);
   const refresh = useCallback(() => setReload((n) => n + 1), []);
 
@@ -78,7 +80,9 @@ export function ThreadPage({ onSignedOut }: { onSignedOut: () => void }) {
       .GET('/v1/threads/{id}/messages', { params: { ...path, query: { limit: 200 } }, signal })
       .then(({ data }) => data && setMessages(data.messages), failed);
     api.GET('/v1/threads/{id}/controls', { params: path, signal }).then(({ data }) => {
-      if (data) knowRuns(data.controls.map((c) => c.created_run_id));
+      if (!data) return;
+      knowRuns(data.controls.map((c) => c.created_run_id));
+      setQueued(data.controls.some((c) => c.kind === 'queue' && c.status === 'pending'));
     }, failed);
     api
       .GET('/v1/threads/{id}/interactions', { params: { ...path, query: { status: 'pending' } }, signal })
@@ -134,6 +138,18 @@ export function ThreadPage({ onSignedOut }: { onSignedOut: () => void }) {
       onRefused: (status) => refused(status),
     });
   }, [shownRunId, id, readRun, refresh, refused]);
+
+  // The threads service admits a queued message's run once it learns the run before ended, a moment
+  // after the log's `end`: until the thread shows it, read the thread again (no thread event stream).
+  const waitingForQueued = queued && !!thread && !isLive(thread.latest_run?.status) && !isLive(log.status);
+  // An earlier run is shown while the latest is live: its status (which decides what can be sent)
+  // comes from reading the thread now and then, since only the shown run's log is followed.
+  const latestUnfollowed = !!latestRunId && shownRunId !== latestRunId && isLive(thread?.latest_run?.status);
+  useEffect(() => {
+    if (!waitingForQueued && !latestUnfollowed) return;
+    const timer = setTimeout(refresh, waitingForQueued ? 1_000 : 3_000);
+    return () => clearTimeout(timer);
+  }, [waitingForQueued, latestUnfollowed, reload, refresh]);
 
   if (notFound) {
     return (
@@ -213,8 +229,18 @@ export function ThreadPage({ onSignedOut }: { onSignedOut: () => void }) {
           <ul>
             {runIds.map((runId) => (
               <li key={runId}>
-                <button type="button" aria-pressed={runId === shownRunId} onClick={() => setChosenRunId(runId)}>
-                  {runId} · {runId === shownRunId && status ? status : (runs[runId]?.status ?? '…')}
+                <button
+                  type="button"
+                  aria-pressed={runId === shownRunId}
+                  // Picking the latest goes back to following whichever run is latest.
+                  onClick={() => setChosenRunId(runId === latestRunId ? null : runId)}
+                >
+                  {runId} ·{' '}
+                  {runId === shownRunId && status
+                    ? status
+                    : runId === latestRunId
+                      ? thread?.latest_run?.status
+                      : (runs[runId]?.status ?? '…')}
                 </button>
               </li>
             ))}
@@ -236,7 +262,7 @@ export function ThreadPage({ onSignedOut }: { onSignedOut: () => void }) {
           />
 
           {pending
-            .filter((i) => i.status === 'pending')
+            .filter((i) => i.status === 'pending' && i.run_id === shownRunId)
             .map((interaction) => (
               <InteractionForm
                 key={interaction.id}
@@ -256,6 +282,7 @@ export function ThreadPage({ onSignedOut }: { onSignedOut: () => void }) {
           runId={latestRunId}
           runStatus={latestStatus ?? null}
           onSignedOut={onSignedOut}
+          onChanged={refresh}
           onRun={(runId, runStatus) => {
             setThread((t) => (t ? { ...t, status: 'active', latest_run: { id: runId, status: runStatus } } : t));
             knowRuns([runId]);
@@ -279,12 +306,15 @@ function Composer({
   runId,
   runStatus,
   onSignedOut,
+  onChanged,
   onRun,
 }: {
   threadId: string;
   runId: string | null;
   runStatus: string | null;
   onSignedOut: () => void;
+  /** Something was sent that changes what the thread shows (a queued message, a cancel). */
+  onChanged: () => void;
   onRun: (runId: string, status: RunStatus) => void;
 }) {
   const [prompt, setPrompt] = useState('');
@@ -316,7 +346,10 @@ function Composer({
         if (!data) return setNote({ tone: 'alert', text: describeError(error, response.status) });
         setPrompt('');
         if (data.run) onRun(data.run.run_id, data.run.run_status as RunStatus);
-        else setNote({ tone: 'status', text: 'Queued: it starts a new run when this one ends.' });
+        else {
+          setNote({ tone: 'status', text: 'Queued: it starts a new run when this one ends.' });
+          onChanged();
+        }
       } else if (action === 'steer') {
         const { data, error, response } = await api.POST('/v1/threads/{id}/steer', {
           params: path,
@@ -334,6 +367,7 @@ function Composer({
           tone: 'status',
           text: data.terminal ? `The run had already ended (${data.status}).` : 'Cancelling…',
         });
+        onChanged();
       }
     } catch (err) {
       setNote({ tone: 'alert', text: `Not sent (${String(err)}). Try again.` });
