@@ -35,10 +35,10 @@ describe.skipIf(chromiumMissing)('the Thread page in Chromium, against the demo 
       ...init,
       headers: { authorization: `Bearer ${key}`, 'content-type': 'application/json', ...init.headers },
     });
-  async function createThread(key: string, prompt: string): Promise<ThreadWithRun> {
+  async function createThread(key: string, prompt: string, harness = 'codex'): Promise<ThreadWithRun> {
     const res = await api(key, '/v1/threads', {
       method: 'POST',
-      body: JSON.stringify({ repository_id: repositoryId, prompt, collaboration_mode: 'plan' }),
+      body: JSON.stringify({ repository_id: repositoryId, prompt, harness, collaboration_mode: 'plan' }),
     });
     expect(res.status).toBe(202);
     return ThreadWithRun.parse(await res.json());
@@ -246,6 +246,73 @@ describe.skipIf(chromiumMissing)('the Thread page in Chromium, against the demo 
     },
   );
 
+  it(
+    'approves a plan once; a tab that missed the approval is told it was already answered',
+    { timeout: 120_000 },
+    async () => {
+      // Claude Code's plan mode: after the question the agent proposes a plan and waits for approval.
+      const thread = await createThread(localKey, 'Plan it first', 'claude-code');
+      const page = await browser.context.newPage();
+      const stale = await browser.context.newPage();
+      const errors = watchErrors(page);
+      const staleErrors = watchErrors(stale);
+      try {
+        await page.goto(`${web}/threads/${thread.id}`);
+        const form = page.getByTestId('interaction');
+        await form.getByRole('radio', { name: /^README\.md/ }).check();
+        await form.getByRole('button', { name: 'Send answer' }).click();
+
+        await form.getByRole('heading', { name: 'The agent proposes a plan' }).waitFor();
+        // The plan as Markdown: its title a heading, its steps a list, its file names code.
+        await form.getByRole('heading', { name: 'Demo plan (scripted)' }).waitFor();
+        expect(await form.getByRole('listitem').count()).toBe(3);
+        expect(await form.locator('li code').first().textContent()).toBe('ls -la');
+
+        // A tab whose log never arrives (its streams are refused), so it does not see the approval.
+        await stale.route('**/events/stream**', (route) => route.abort());
+        await stale.goto(`${web}/threads/${thread.id}`);
+        const staleForm = stale.getByTestId('interaction');
+        await staleForm.getByRole('button', { name: 'Approve plan' }).waitFor();
+
+        await form.getByRole('button', { name: 'Approve plan' }).click();
+        await form.waitFor({ state: 'detached' });
+        await page
+          .getByTestId('run-status')
+          .filter({ hasText: /^completed$/ })
+          .waitFor({ timeout: 90_000 });
+        const log = page.getByTestId('run-log');
+        await log
+          .locator('li.file')
+          .filter({ hasText: `threadwork-demo-${thread.run_id}.md` })
+          .waitFor();
+        expect(
+          await log
+            .locator('li.interaction')
+            .filter({ hasText: /^Plan approval answered$/ })
+            .count(),
+        ).toBe(1);
+
+        await staleForm.getByLabel('What to change (for a rejection, optional)').fill('Smaller steps');
+        // The page reads the interactions again on a 409; the form stays up to say what happened.
+        const reread = stale.waitForResponse((r) => r.url().includes('/interactions?status=pending'));
+        await staleForm.getByRole('button', { name: 'Reject plan' }).click();
+        const already = staleForm.getByRole('alert').filter({ hasText: /^Already answered/ });
+        await already.waitFor();
+        await reread;
+        await stale.evaluate('new Promise((resolve) => requestAnimationFrame(() => resolve(null)))');
+        expect(await already.count()).toBe(1);
+        expect(await staleForm.getByRole('button', { name: 'Reject plan' }).isDisabled()).toBe(true);
+
+        expect(errors.unexpected()).toEqual([]);
+        // The stale tab's console: its refused streams and the 409 of its late answer, nothing else.
+        expect(staleErrors.unexpected((m) => isRefusedStream(m) || isLateAnswer(m))).toEqual([]);
+      } finally {
+        await page.close();
+        await stale.close();
+      }
+    },
+  );
+
   it('says "not found" for a thread that is not the user’s, or none at all', async () => {
     const theirs = await createThread(keyFor('mallory'), 'Not for local');
     const page = await browser.context.newPage();
@@ -318,6 +385,14 @@ function isCutStream(message: ConsoleMessage): boolean {
     /ERR_INCOMPLETE_CHUNKED_ENCODING/.test(message.text()) &&
     /\/v1\/runs\/[^/]+\/events\/stream/.test(message.location().url)
   );
+}
+
+function isRefusedStream(message: ConsoleMessage): boolean {
+  return /ERR_FAILED/.test(message.text()) && /\/events\/stream/.test(message.location().url);
+}
+
+function isLateAnswer(message: ConsoleMessage): boolean {
+  return /status of 409/.test(message.text()) && /\/v1\/interactions\/[^/]+\/answer$/.test(message.location().url);
 }
 
 function is404(message: ConsoleMessage): boolean {

@@ -40,6 +40,8 @@ export function ThreadPage({ onSignedOut }: { onSignedOut: () => void }) {
   const [log, setLog] = useState<RunLog>(emptyLog);
   const [streamState, setStreamState] = useState<StreamState>('connecting');
   const [pending, setPending] = useState<Interaction[]>([]);
+  // Answered here too late (someone else settled them first): kept up to say so.
+  const [late, setLate] = useState<Interaction[]>([]);
   // A queued message not yet applied: when the run before it ends, it starts the next run.
   const [queued, setQueued] = useState(false);
   const [reload, setReload] = useState(0);
@@ -261,13 +263,19 @@ export function ThreadPage({ onSignedOut }: { onSignedOut: () => void }) {
             streamState={streamState}
           />
 
-          {pending
-            .filter((i) => i.status === 'pending' && i.run_id === shownRunId)
+          {[
+            ...pending.filter((i) => i.status === 'pending'),
+            ...late.filter((i) => !pending.some((p) => p.id === i.id)),
+          ]
+            .filter((i) => i.run_id === shownRunId)
             .map((interaction) => (
               <InteractionForm
                 key={interaction.id}
                 interaction={interaction}
-                onSettled={refresh}
+                onSettled={(wasLate) => {
+                  if (wasLate) setLate((l) => [...l, interaction]);
+                  refresh();
+                }}
                 onSignedOut={onSignedOut}
               />
             ))}

@@ -11,8 +11,8 @@ const OTHER = '\u0000other';
 
 /**
  * A pending question or plan approval, answered once (POST /v1/interactions/{id}/answer). A 409
- * means another tab or client settled it first: said as "already answered", and `onSettled` lets
- * the page read the interactions again.
+ * means another tab or client settled it first: said as "already answered". Either way `onSettled`
+ * lets the page read the interactions again (`late`: the page keeps this form up, so what it says stays).
  */
 export function InteractionForm({
   interaction,
@@ -20,7 +20,7 @@ export function InteractionForm({
   onSignedOut,
 }: {
   interaction: Interaction;
-  onSettled: () => void;
+  onSettled: (late: boolean) => void;
   onSignedOut: () => void;
 }) {
   const [busy, setBusy] = useState(false);
@@ -38,10 +38,13 @@ export function InteractionForm({
       if (response.status === 401) return onSignedOut();
       if (data) {
         setOutcome({ tone: 'done', text: 'Answered.' });
-        onSettled();
+        onSettled(false);
       } else if (response.status === 409) {
-        setOutcome({ tone: 'alert', text: 'Already answered (elsewhere); the run goes on with that answer.' });
-        onSettled();
+        setOutcome({
+          tone: 'alert',
+          text: 'Already answered, in another tab or by another client: that answer stands.',
+        });
+        onSettled(true);
       } else {
         setOutcome({ tone: 'alert', text: describeError(error, response.status) });
       }
