@@ -30,6 +30,11 @@ function requestId(prefix: string): string {
  */
 export function ThreadPage({ onSignedOut }: { onSignedOut: () => void }) {
   const { id = '' } = useParams();
+  // Another thread is another page: nothing of this one's state carries over.
+  return <ThreadView key={id} id={id} onSignedOut={onSignedOut} />;
+}
+
+function ThreadView({ id, onSignedOut }: { id: string; onSignedOut: () => void }) {
   const [thread, setThread] = useState<Thread | null>(null);
   const [failure, setFailure] = useState<string | null>(null);
   const [notFound, setNotFound] = useState(false);
@@ -106,15 +111,19 @@ export function ThreadPage({ onSignedOut }: { onSignedOut: () => void }) {
     [onSignedOut],
   );
 
+  // Each run is read once here; the one shown is read again as its status changes.
+  const requested = useRef(new Set<string>());
   useEffect(() => {
-    for (const runId of runIds) if (!runs[runId]) void readRun(runId).catch(() => undefined);
-  }, [runIds, runs, readRun]);
+    for (const runId of runIds) {
+      if (requested.current.has(runId)) continue;
+      requested.current.add(runId);
+      void readRun(runId).catch(() => undefined);
+    }
+  }, [runIds, readRun]);
 
   // The live log of the run shown: from its first event, then as they are stored, until `end`.
-  const lastStatus = useRef<string | null>(null);
   useEffect(() => {
     setLog(emptyLog());
-    lastStatus.current = null;
     if (!shownRunId) return;
     return followRun(shownRunId, {
       after: 0,
