@@ -43,7 +43,9 @@ async function follow(runId: string, options: FollowOptions, signal: AbortSignal
     let ended = false;
     try {
       const res = await fetch(`/v1/runs/${encodeURIComponent(runId)}/events/stream?from=${last + 1}`, {
+        // Same-origin only, like every request of the console (api/client.ts).
         credentials: 'same-origin',
+        mode: 'same-origin',
         headers: { accept: 'text/event-stream' },
         cache: 'no-store',
         signal,
