@@ -128,6 +128,14 @@ describe.skipIf(chromiumMissing)('a walk through the console on the demo stack',
         expect(await added.count()).toBeGreaterThan(0);
         await shot(page, '5-review');
 
+        // Back on Work: the thread with its status and the lines its candidate changed.
+        await nav(page, 'Work');
+        const row = page.getByTestId('thread').filter({ hasText: PROMPT });
+        await row.waitFor();
+        const changes = await row.getByTestId('thread-changes').innerText();
+        expect(changes).toMatch(/^\+\d+ −\d+$/);
+        expect(Number(/\+(\d+)/.exec(changes)![1])).toBeGreaterThan(0);
+
         // Settings: a key made here works from any program until it is revoked here.
         await nav(page, 'Settings');
         await page.getByRole('heading', { name: 'API keys', level: 1 }).waitFor();
@@ -140,9 +148,9 @@ describe.skipIf(chromiumMissing)('a walk through the console on the demo stack',
         expect(JSON.stringify(await work.json())).toContain(threadPath.split('/')[2]);
         await shot(page, '6-settings-key');
         await page.getByRole('button', { name: 'Done' }).click();
-        const row = page.getByRole('list', { name: 'Active keys' }).locator(`[data-prefix="${key.slice(0, 12)}"]`);
-        await row.getByRole('button', { name: `Revoke key ${KEY_NAME}` }).click();
-        await row.getByRole('button', { name: 'Yes, revoke' }).click();
+        const keyRow = page.getByRole('list', { name: 'Active keys' }).locator(`[data-prefix="${key.slice(0, 12)}"]`);
+        await keyRow.getByRole('button', { name: `Revoke key ${KEY_NAME}` }).click();
+        await keyRow.getByRole('button', { name: 'Yes, revoke' }).click();
         await page
           .getByRole('list', { name: 'Revoked keys' })
           .locator(`[data-prefix="${key.slice(0, 12)}"]`)

@@ -97,6 +97,15 @@ function ThreadRow({ thread }: { thread: WorkThread }) {
           <dt>Latest run</dt>
           <dd>{thread.latest_run?.status ?? '—'}</dd>
         </div>
+        {(thread.additions !== undefined || thread.deletions !== undefined) && (
+          <div>
+            <dt>Changes</dt>
+            <dd data-testid="thread-changes">
+              <span className="added">{`+${thread.additions ?? 0}`}</span>{' '}
+              <span className="deleted">{`−${thread.deletions ?? 0}`}</span>
+            </dd>
+          </div>
+        )}
         <div>
           <dt>Updated</dt>
           <dd>
