@@ -1,3 +1,4 @@
+import { connect, type AddressInfo } from 'node:net';
 import { uniqueId } from '@threadwork/testing';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { isWellFormedKey, keyPrefix } from '../src/domain/keys.js';
@@ -45,6 +46,23 @@ describe('gateway authentication', () => {
     expect(res.statusCode).toBe(401);
     const dotted = await app.inject({ url: '/v1/runs/a.b' });
     expect(dotted.statusCode).toBe(401);
+  });
+
+  it('decides on the path the router takes: a percent-escaped or absolute-form spelling needs a caller too', async () => {
+    // `/%761/…` routes to `/v1/…`: the same route, so the same guard.
+    for (const url of ['/%761/harnesses', '/%761/work', '/v%31/keys']) {
+      const res = await app.inject({ url });
+      expect(res.statusCode, url).toBe(401);
+      expect(res.json()).toEqual({ error: 'Unauthorized' });
+    }
+    // An absolute-form request target (as to a proxy), over a real connection.
+    await app.listen({ port: 0, host: '127.0.0.1' });
+    const { port } = app.server.address() as AddressInfo;
+    const head = await rawRequest(
+      port,
+      `GET http://127.0.0.1:${port}/v1/harnesses HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n`,
+    );
+    expect(head.split('\r\n')[0]).toBe('HTTP/1.1 401 Unauthorized');
   });
 
   it('accepts a key it issued until the key is revoked', async () => {
@@ -181,3 +199,15 @@ describe('gateway session cookies', () => {
     expect(sameOrigin.statusCode).toBe(202);
   });
 });
+
+/** Sends raw bytes of an HTTP request and resolves with everything the server answered. */
+function rawRequest(port: number, bytes: string): Promise<string> {
+  return new Promise((resolve, reject) => {
+    const socket = connect(port, '127.0.0.1', () => socket.end(bytes));
+    let answer = '';
+    socket.setEncoding('utf8');
+    socket.on('data', (chunk: string) => (answer += chunk));
+    socket.on('end', () => resolve(answer));
+    socket.on('error', reject);
+  });
+}

@@ -73,6 +73,10 @@ describe('rate limit of the public paths, per client address', () => {
     expect((await app.inject({ url: '/v1/repohost/setup?state=s', remoteAddress: '198.51.100.1' })).statusCode).toBe(
       429,
     );
+    // Another spelling of a limited path routes to the same handler, and takes from the same bucket.
+    expect((await app.inject({ url: '/%761/repohost/setup?state=s', remoteAddress: '198.51.100.1' })).statusCode).toBe(
+      429,
+    );
   });
 
   it('keys on the client a trusted proxy names, and on the peer when an untrusted one names any', async () => {

@@ -44,6 +44,24 @@ const PUBLIC_PATHS = new Set([
   GITHUB_CALLBACK_PATH,
 ]);
 
+/**
+ * What a request was routed by: its route's pattern when one matched. The router decodes
+ * percent-escapes (`/%761/harnesses` is `/v1/harnesses`) and takes absolute-form targets
+ * (`GET http://host/v1/…`), so deciding on the raw URL would let such spellings of a path pass as
+ * another; a decision on the path is made on this, and on the raw path only where no route matched
+ * (or the console's catch-all did, which hands `/v1` paths to the 404).
+ */
+export function routedPath(request: FastifyRequest): { route: string | null; raw: string } {
+  return { route: request.routeOptions.url ?? null, raw: request.url.split('?')[0] ?? '' };
+}
+
+/** Whether a request needs a caller: anything routed or addressed under /v1 but the public paths. */
+function needsCaller(request: FastifyRequest): boolean {
+  const { route, raw } = routedPath(request);
+  if (route !== null && PUBLIC_PATHS.has(route)) return false;
+  return route?.startsWith('/v1/') === true || raw.startsWith('/v1/');
+}
+
 /** Methods a cross-site page can trigger with the browser's cookies but must not. */
 const SAFE_METHODS = new Set(['GET', 'HEAD', 'OPTIONS']);
 
@@ -168,8 +186,7 @@ export const authentication = fp<AuthOptions>(
 
     // Callback style, so probes and public paths pass without a promise or a tick.
     app.addHook('onRequest', (request, reply, done) => {
-      const path = request.url.split('?')[0] ?? '';
-      if (!path.startsWith('/v1/') || PUBLIC_PATHS.has(path)) {
+      if (!needsCaller(request)) {
         done();
         return;
       }

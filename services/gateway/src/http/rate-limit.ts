@@ -3,6 +3,7 @@ import { AUTH_PROVIDERS_PATH, GITHUB_CALLBACK_PATH, GITHUB_SIGN_IN_PATH } from '
 import { LOGIN_PATH } from '../domain/login-links.js';
 import type { PerAddressLimiter } from '../domain/per-address-limit.js';
 import { TokenBuckets, type RateLimit } from '../domain/rate-limit.js';
+import { routedPath } from './auth.js';
 import { sendError } from './errors.js';
 
 /**
@@ -49,8 +50,8 @@ export const rateLimits = fp<RateLimitOptions>(
         done();
         return;
       }
-      const path = request.url.split('?')[0] ?? '';
-      if (ADDRESS_LIMITED_PATHS.has(path)) {
+      const { route, raw } = routedPath(request);
+      if (ADDRESS_LIMITED_PATHS.has(route ?? raw)) {
         const decision = perAddress.take(request.ip);
         if (!decision.allowed) {
           reply.header('retry-after', String(decision.retryAfterSeconds));
