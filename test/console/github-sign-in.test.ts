@@ -44,6 +44,7 @@ describe.skipIf(chromiumMissing)('sign in with GitHub in Chromium', () => {
         PUBLIC_BASE_URL: base,
         CONSOLE_DIR: CONSOLE_DIST,
         SESSION_SECRET: 'a-console-signin-session-secret-of-32-characters',
+        GITHUB_SIGN_IN_ALLOW: '*',
       },
     );
     gh.fake.callbackUrl = `${base}/v1/auth/github/callback`;

@@ -2,6 +2,7 @@ import { isIP } from 'node:net';
 import { fileURLToPath } from 'node:url';
 import { baseConfigShape, env } from '@threadwork/platform';
 import { z } from 'zod';
+import { parseSignInAllow } from './domain/github-sign-in.js';
 
 /** fastify's `trustProxy`: believe no proxy, every one, so many hops, or the proxies at these addresses. */
 export type TrustProxy = boolean | number | string[];
@@ -99,6 +100,21 @@ export const GatewayConfig = z
      * is refused with 401.
      */
     GITHUB_WEBHOOK_SECRET: z.preprocess((value) => (value === '' ? undefined : value), z.string().min(1).optional()),
+    /**
+     * Who may sign in with GitHub: `*` (anyone with a GitHub account — a public GitHub App lets
+     * anyone run agents on this deployment's model key), or GitHub logins and numeric user ids,
+     * comma-separated. Empty (the default): sign-in with GitHub is off, whatever repohost offers.
+     */
+    GITHUB_SIGN_IN_ALLOW: z
+      .string()
+      .default('')
+      .superRefine((value, ctx) => {
+        try {
+          parseSignInAllow(value);
+        } catch (err) {
+          ctx.addIssue({ code: 'custom', message: (err as Error).message });
+        }
+      }),
     /** Event streams and long-polls one user may hold open at once, per replica; past it 429 `too_many_streams`. */
     MAX_FOLLOWERS_PER_USER: z.coerce.number().int().min(1).default(32),
     /**

@@ -1,5 +1,6 @@
 import { natsAnswers, startRuntime, type Logger, type StartedService } from '@threadwork/platform';
 import type { GatewayConfig } from './config.js';
+import { parseSignInAllow } from './domain/github-sign-in.js';
 import { AUTH_CACHE_DEFAULTS, cacheAuthentication } from './store/auth-cache.js';
 import { forgetOnRevocation } from './store/revocations.js';
 import { generateSessionSecret } from './domain/session.js';
@@ -60,6 +61,7 @@ export async function startGateway(config: GatewayConfig): Promise<Gateway> {
       maxFollowersPerUser: config.MAX_FOLLOWERS_PER_USER,
       sessionSecret: sessionSecretOf(config, runtime.logger),
       sessionTtlSeconds: config.SESSION_TTL_HOURS * 3600,
+      githubSignInAllow: parseSignInAllow(config.GITHUB_SIGN_IN_ALLOW),
       ready: async () => {
         // Leaves the endpoint list while NATS is away instead of answering 503 to every request.
         if (!(await natsAnswers(runtime.nc, config.MONGO_SERVER_SELECTION_TIMEOUT_MS))) return false;

@@ -5,6 +5,7 @@ import { serializerCompiler, validatorCompiler, type ZodTypeProvider } from 'fas
 import { backingServices } from './clients/backing-services.js';
 import type { TrustProxy } from './config.js';
 import { Followers } from './domain/followers.js';
+import type { SignInAllowList } from './domain/github-sign-in.js';
 import { newRequestId } from './domain/ids.js';
 import { PerAddressLimiter } from './domain/per-address-limit.js';
 import type { RateLimit } from './domain/rate-limit.js';
@@ -65,6 +66,8 @@ export interface GatewayDeps {
   maxFollowersPerUser?: number;
   /** The built web console, served at `/` (CONSOLE_DIR); without it only the API is served. */
   consoleDir?: string | null;
+  /** Who may sign in with GitHub (GITHUB_SIGN_IN_ALLOW); default nobody (not offered). */
+  githubSignInAllow?: SignInAllowList | null;
 }
 
 const HEARTBEAT_MS = 15_000;
@@ -164,6 +167,7 @@ export async function buildServer(deps: GatewayDeps) {
     refundAddress: (request) => perAddress.refund(request.ip),
     sessionSecret: deps.sessionSecret,
     sessionTtlSeconds: deps.sessionTtlSeconds ?? SESSION_TTL_SECONDS,
+    githubSignInAllow: deps.githubSignInAllow ?? null,
   };
   for (const routes of ROUTES) await app.register(routes, handlerDeps);
   if (deps.consoleDir) await app.register(consoleRoutes, { dir: deps.consoleDir });

@@ -46,6 +46,8 @@ function setCookie(res: Answer, name: string): string | undefined {
 }
 
 describe('sign in with GitHub', () => {
+  /** GITHUB_SIGN_IN_ALLOW as the gateway holds it: anyone, but where a test says otherwise. */
+  const allow = { anyone: true, ids: new Set<number>(), logins: new Set<string>() };
   let gh: GitHubApp;
   let h: Harness;
   let app: App;
@@ -62,7 +64,7 @@ describe('sign in with GitHub', () => {
     h = await startHarness({
       peerEnv: { ...gh.env, PUBLIC_BASE_URL },
       repohostLogger: capture('repohost'),
-      deps: { logger: capture('gateway') },
+      deps: { logger: capture('gateway'), githubSignInAllow: allow },
     });
     app = h.app;
   });
@@ -157,6 +159,44 @@ describe('sign in with GitHub', () => {
     const { user } = (await whoAmI(res)).json<{ user: { id: string; login: string } }>();
     expect(user.id).not.toBe(byHand._id);
     expect(user.login).toBe(`github:${login}#${account.id}`);
+  });
+
+  it('lets in only the GitHub users GITHUB_SIGN_IN_ALLOW names, by login or by id, and makes no user of another', async () => {
+    allow.anyone = false;
+    try {
+      const byLogin = uniqueId('Listed');
+      gh.fake.account(byLogin);
+      allow.logins.add(byLogin.toLowerCase());
+      expect((await signIn(byLogin)).statusCode).toBe(302);
+      // An id outlives a rename.
+      const byId = uniqueId('listed-id');
+      allow.ids.add(gh.fake.account(byId).id);
+      const renamed = uniqueId('listed-renamed');
+      gh.fake.renameAccount(byId, renamed);
+      expect((await signIn(renamed)).statusCode).toBe(302);
+
+      const stranger = uniqueId('stranger');
+      gh.fake.account(stranger);
+      const refused = await signIn(stranger);
+      expect(refused.statusCode).toBe(401);
+      expect(refused.json()).toEqual({ error: 'Unauthorized' });
+      expect(setCookie(refused, SESSION_COOKIE)).toBeUndefined();
+      const users = h.mongo.db(h.identityDbName).collection('users');
+      expect(await users.countDocuments({ login: `github:${stranger}` })).toBe(0);
+      expect(seen.some((line) => line.includes('"reason":"not_in_github_sign_in_allow"'))).toBe(true);
+    } finally {
+      allow.anyone = true;
+    }
+  });
+
+  it('is off without GITHUB_SIGN_IN_ALLOW, though repohost has the OAuth client', async () => {
+    const closed = await h.gateway({ githubSignInAllow: null });
+    expect((await closed.inject({ url: '/v1/auth/providers' })).json()).toEqual({ github: false });
+    for (const url of ['/v1/auth/github', `/v1/auth/github/callback?code=x&state=${'a'.repeat(43)}`]) {
+      const res = await closed.inject({ url });
+      expect(res.statusCode, url).toBe(404);
+      expect(res.json()).toMatchObject({ error: { code: 'not_found' } });
+    }
   });
 
   it('refuses a state used once already', async () => {

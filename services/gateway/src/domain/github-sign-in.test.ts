@@ -1,5 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import {
+  maySignIn,
+  parseSignInAllow,
   clearStateCookie,
   generateState,
   githubLogin,
@@ -49,5 +51,25 @@ describe('logins of GitHub users', () => {
   it('are github:<login>, with the GitHub id when that is taken', () => {
     expect(githubLogin({ id: 7, login: 'octocat' })).toBe('github:octocat');
     expect(githubLogin({ id: 7, login: 'octocat' }, true)).toBe('github:octocat#7');
+  });
+});
+
+describe('GITHUB_SIGN_IN_ALLOW', () => {
+  it('is nobody when empty, anyone with `*`, else the logins (any case) and ids it names', () => {
+    expect(parseSignInAllow('')).toBeNull();
+    expect(parseSignInAllow(' , ')).toBeNull();
+    const anyone = parseSignInAllow('*')!;
+    expect(maySignIn(anyone, { id: 1, login: 'whoever' })).toBe(true);
+    const named = parseSignInAllow('Alice, 583231 bob-the-builder')!;
+    expect(maySignIn(named, { id: 9, login: 'alice' })).toBe(true);
+    expect(maySignIn(named, { id: 9, login: 'BOB-the-builder' })).toBe(true);
+    expect(maySignIn(named, { id: 583231, login: 'octocat-renamed' })).toBe(true);
+    expect(maySignIn(named, { id: 9, login: 'mallory' })).toBe(false);
+  });
+
+  it('refuses what is neither a login nor an id', () => {
+    for (const bad of ['al ice@x', '-alice', 'a--b', 'x'.repeat(40), 'github:alice']) {
+      expect(() => parseSignInAllow(bad), bad).toThrow(/GITHUB_SIGN_IN_ALLOW/);
+    }
   });
 });

@@ -12,6 +12,44 @@ export const GITHUB_CALLBACK_PATH = '/v1/auth/github/callback';
 /** Which sign-in methods the console may offer; public, so the signed-out page can ask. */
 export const AUTH_PROVIDERS_PATH = '/v1/auth/providers';
 
+/**
+ * Who may sign in with GitHub (GITHUB_SIGN_IN_ALLOW): anyone with a GitHub account (`*`), or the
+ * GitHub users named, by login or by numeric id (an id outlives a rename). Checked on every sign-in.
+ */
+export interface SignInAllowList {
+  anyone: boolean;
+  ids: ReadonlySet<number>;
+  /** Lowercase: GitHub logins are case-insensitive. */
+  logins: ReadonlySet<string>;
+}
+
+/** GITHUB_LOGIN: what GitHub allows in a login (alphanumerics and single inner hyphens, ≤ 39). */
+const GITHUB_LOGIN = /^[A-Za-z0-9](?:[A-Za-z0-9]|-(?=[A-Za-z0-9])){0,38}$/;
+
+/**
+ * Reads GITHUB_SIGN_IN_ALLOW: comma- or space-separated GitHub logins and numeric user ids, or `*`.
+ * Empty is null: nobody may, and sign-in with GitHub is not offered. Anything else is an error.
+ */
+export function parseSignInAllow(value: string): SignInAllowList | null {
+  const entries = value.split(/[\s,]+/).filter(Boolean);
+  if (entries.length === 0) return null;
+  const ids = new Set<number>();
+  const logins = new Set<string>();
+  let anyone = false;
+  for (const entry of entries) {
+    if (entry === '*') anyone = true;
+    else if (/^[0-9]{1,15}$/.test(entry)) ids.add(Number(entry));
+    else if (GITHUB_LOGIN.test(entry)) logins.add(entry.toLowerCase());
+    else
+      throw new Error(`GITHUB_SIGN_IN_ALLOW: ${JSON.stringify(entry)} is neither \`*\`, a GitHub login nor a user id`);
+  }
+  return { anyone, ids, logins };
+}
+
+export function maySignIn(allow: SignInAllowList, github: { id: number; login: string }): boolean {
+  return allow.anyone || allow.ids.has(github.id) || allow.logins.has(github.login.toLowerCase());
+}
+
 /** Holds the hash of the browser's pending state; sent only to the callback (its path). */
 export const STATE_COOKIE = 'tw_github_state';
 /** How long a started sign-in may take at GitHub. */

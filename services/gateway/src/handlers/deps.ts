@@ -11,6 +11,7 @@ import type {
 import type { ZodTypeProvider } from 'fastify-type-provider-zod';
 import type { BackingServices } from '../clients/backing-services.js';
 import type { Followers } from '../domain/followers.js';
+import type { SignInAllowList } from '../domain/github-sign-in.js';
 import type { IdentityStore } from '../store/identity.js';
 
 /** What route handlers need: the backing services, run events, and this replica's shared state. */
@@ -34,6 +35,8 @@ export interface HandlerDeps {
   sessionSecret: string;
   /** How long a session made from a login link lasts. */
   sessionTtlSeconds: number;
+  /** Who may sign in with GitHub (GITHUB_SIGN_IN_ALLOW); null: nobody, and it is not offered. */
+  githubSignInAllow: SignInAllowList | null;
 }
 
 /** The fastify instance routes are added to: zod schemas type requests and replies. */

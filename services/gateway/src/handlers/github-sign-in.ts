@@ -8,6 +8,7 @@ import {
   GITHUB_CALLBACK_PATH,
   GITHUB_SIGN_IN_PATH,
   hashState,
+  maySignIn,
   STATE_COOKIE,
   stateMatchesCookie,
   stateSetCookie,
@@ -19,7 +20,12 @@ import type { RoutePlugin } from './deps.js';
 import { readErrors, tooManyFromAddress } from './error-responses.js';
 
 /** Why a callback was refused, for the log (the browser only sees 401). */
-type Refusal = 'state_not_this_browsers' | 'state_unknown_used_or_expired' | 'declined_at_github' | 'code_refused';
+type Refusal =
+  | 'state_not_this_browsers'
+  | 'state_unknown_used_or_expired'
+  | 'declined_at_github'
+  | 'code_refused'
+  | 'not_in_github_sign_in_allow';
 
 /**
  * Sign in with GitHub: the GitHub App's OAuth web flow, with repohost holding the client (its
@@ -29,6 +35,7 @@ type Refusal = 'state_not_this_browsers' | 'state_unknown_used_or_expired' | 'de
  * that GitHub user (made on the first sign-in) with the same `tw_session` cookie as a login link.
  */
 export const githubSignInRoutes: RoutePlugin = async (app, deps) => {
+  const oauthClient = () => deps.services.request(rpc.repohost.oauthClient, {});
   app.get(
     AUTH_PROVIDERS_PATH,
     {
@@ -42,8 +49,8 @@ export const githubSignInRoutes: RoutePlugin = async (app, deps) => {
       },
     },
     async (_request, reply) => {
-      const client = await deps.services.request(rpc.repohost.oauthClient, {});
-      return reply.header('cache-control', 'no-store').send({ github: client !== null });
+      const offered = deps.githubSignInAllow !== null && (await oauthClient()) !== null;
+      return reply.header('cache-control', 'no-store').send({ github: offered });
     },
   );
 
@@ -69,7 +76,7 @@ export const githubSignInRoutes: RoutePlugin = async (app, deps) => {
       },
     },
     async (request, reply) => {
-      const client = await deps.services.request(rpc.repohost.oauthClient, {});
+      const client = deps.githubSignInAllow === null ? null : await oauthClient();
       if (client === null) throw new AppError('not_found', 'sign-in with GitHub is not configured');
       const state = await deps.identity.createGitHubState();
       return reply
@@ -107,6 +114,8 @@ export const githubSignInRoutes: RoutePlugin = async (app, deps) => {
       },
     },
     async (request, reply) => {
+      const allow = deps.githubSignInAllow;
+      if (allow === null) throw new AppError('not_found', 'sign-in with GitHub is not configured');
       const secure = request.protocol === 'https';
       // Whatever happens, this browser's pending sign-in is over.
       reply.header('set-cookie', clearStateCookie(secure)).header('cache-control', 'no-store');
@@ -126,6 +135,14 @@ export const githubSignInRoutes: RoutePlugin = async (app, deps) => {
       } catch (err) {
         if (err instanceof AppError && err.code === 'invalid_request') return refuse('code_refused');
         throw err;
+      }
+      // Before any user is made: a GitHub account is not by itself a right to this deployment.
+      if (!maySignIn(allow, githubUser)) {
+        request.log.warn(
+          { github_id: githubUser.id, github_login: githubUser.login },
+          'GitHub user not allowed to sign in',
+        );
+        return refuse('not_in_github_sign_in_allow');
       }
       const user = await deps.identity.signInWithGitHub(githubUser);
       request.log.info({ user_id: user._id, github_id: githubUser.id }, 'signed in with GitHub');
