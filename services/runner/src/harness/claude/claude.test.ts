@@ -181,6 +181,9 @@ describe('the Claude Code adapter', () => {
     expect(resumed.pid).not.toBe(first.pid);
     await turn(resumed, 'what was the number?');
     expect(fake.requests.at(-1)?.userTexts).toEqual(['remember the number 7', 'what was the number?']);
+    // One live session per sandbox, as the runner keeps it: a start clears the state directory the
+    // previous process may still be writing to until it has stopped.
+    await resumed.stop();
 
     const never = await harness.start(box.options('0e3a49a4-9c1c-4c8e-9d53-3d0f1f1a5b0b')).catch((err: unknown) => err);
     expect(never).toBeInstanceOf(ResumeFailedError);
