@@ -122,6 +122,9 @@ export function createEventLog({
     const failure = pipelined[k - 1];
     if (failure?.status === 'rejected' && !isTransientPublishError(failure.reason)) throw failure.reason;
     const later = new Set(payloads.slice(k + 1).map(({ key }) => msgIdOf(key)));
+    // One retry window for the rest of the batch, not one per entry: an outage that outlasts it
+    // fails the append once, whatever the batch's size.
+    const deadline = Date.now() + publishRetryWindowOf(js);
     for (; k < payloads.length; k++) {
       const { key, stored } = payloads[k]!;
       const msgId = msgIdOf(key);
@@ -139,13 +142,17 @@ export function createEventLog({
           } catch (err) {
             if (!(err instanceof JetStreamApiError && err.code === JetStreamApiCodes.StreamWrongLastSequence))
               throw err;
-            last = await lastBeforeLaterEntry(subject, last, later);
-            throw new AppError('unavailable', `event ${key}: the log moved on; chaining after ${last}`);
+            // Read failures (the stream still electing) are retried like the publish; a later
+            // entry of the batch found stored (internal) is not.
+            last = await lastBeforeLaterEntry(subject, last, later).catch((readErr: unknown) => {
+              throw isAppError(readErr) ? readErr : unavailable('run event log unavailable', readErr);
+            });
+            throw unavailable(`event ${key}: the log moved on; chaining after ${last}`);
           }
         },
         {
           ...PUBLISH_BACKOFF,
-          untilMs: publishRetryWindowOf(js),
+          untilMs: Math.max(0, deadline - Date.now()),
           shouldRetry: (err) => isTransientPublishError(err) || (isAppError(err) && err.code === 'unavailable'),
         },
       );
