@@ -139,6 +139,7 @@ describe('charts/threadwork', () => {
     it('reads shared settings from the ConfigMap, and the MongoDB URL on each service but the runner', () => {
       const [config] = byKind(objects, 'ConfigMap');
       expect(config!.data?.NATS_URL).toBe('nats://nats.nats.svc:4222');
+      expect(config!.data?.NATS_STREAM_REPLICAS).toBe('1');
       expect(config!.data?.MONGO_URL).toBeUndefined();
       expect(config!.data?.MONGO_DB_PREFIX).toBe('threadwork');
       for (const workload of workloads(objects)) {

@@ -74,6 +74,8 @@ describe('charts/threadwork', () => {
       const [config] = byKind(objects, 'ConfigMap');
       expect(config!.data?.MONGO_URL).toBeUndefined();
       expect(config!.data?.OTEL_EXPORTER_OTLP_ENDPOINT).toMatch(/^http:\/\/.+:4318$/);
+      // Every service reads the ConfigMap; the runs service creates the streams on three servers.
+      expect(config!.data?.NATS_STREAM_REPLICAS).toBe('3');
       expect(byKind(objects, 'Secret')).toEqual([]);
       for (const workload of workloads(objects)) {
         const env = workload.spec.template.spec.containers[0]!.env ?? [];

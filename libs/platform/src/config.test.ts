@@ -12,6 +12,19 @@ describe('loadConfig', () => {
     expect(config.NATS_URL).toBe('nats://127.0.0.1:4222');
     expect(config.MONGO_DB_PREFIX).toBe('threadwork');
     expect(config.SHUTDOWN_TIMEOUT_MS).toBe(10_000);
+    expect(config.NATS_STREAM_REPLICAS).toBe(1);
+    expect(config.NATS_PUBLISH_RETRY_MS).toBe(15_000);
+  });
+
+  it('takes a stream replica count a cluster can have, and a publish retry inside the dedupe window', () => {
+    expect(loadConfig(Schema, { NATS_STREAM_REPLICAS: '3' }).NATS_STREAM_REPLICAS).toBe(3);
+    for (const bad of [
+      { NATS_STREAM_REPLICAS: '0' },
+      { NATS_STREAM_REPLICAS: '6' },
+      { NATS_PUBLISH_RETRY_MS: '120000' },
+    ]) {
+      expect(() => loadConfig(Schema, bad)).toThrow(ConfigError);
+    }
   });
 
   it('names the variable and the bad value in one line', () => {

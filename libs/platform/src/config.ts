@@ -72,6 +72,18 @@ export const natsConfigShape = {
    * encrypts on its own (a service mesh with mutual TLS); it is logged at start.
    */
   NATS_ALLOW_PLAINTEXT: env.bool(false),
+  /**
+   * How many NATS servers keep each stream (RUN_EVENTS, RUN_JOBS, DOMAIN): 3 on a cluster of three
+   * or more, so losing one loses nothing. Applied when the runs service creates the streams and
+   * raised on existing ones when it grows; never lowered (a smaller value is logged and ignored).
+   */
+  NATS_STREAM_REPLICAS: z.coerce.number().int().min(1).max(5).default(1),
+  /**
+   * How long a JetStream publish keeps retrying a timeout or "no responders" (a stream leader's
+   * election takes about two seconds) before the operation fails `unavailable`. Retries carry the
+   * same Nats-Msg-Id, so it must stay well inside the streams' two-minute duplicate window.
+   */
+  NATS_PUBLISH_RETRY_MS: z.coerce.number().int().min(0).max(60_000).default(15_000),
 };
 
 /** Settings every service shares, the runner included. Spread into a service's own schema. */

@@ -14,7 +14,7 @@ import {
   type PubAck,
   type StreamConfig,
 } from '@nats-io/jetstream';
-import { headers as natsHeaders, type NatsConnection } from '@nats-io/nats-core';
+import { headers as natsHeaders, TimeoutError, type NatsConnection } from '@nats-io/nats-core';
 import type { ConsumerDefinition, StreamDefinition } from '@threadwork/contracts';
 import { toAppError } from './errors.js';
 import type { Logger } from './logger.js';
@@ -31,15 +31,30 @@ const RETENTION = {
   interest: RetentionPolicy.Interest,
 } as const;
 
+export interface EnsureStreamOptions {
+  /**
+   * How many servers keep the stream (NATS_STREAM_REPLICAS): raised on an existing stream whose
+   * count is lower, never lowered. Absent: 1 for a new stream, an existing one's count kept.
+   */
+  replicas?: number;
+  /** Told when an existing stream keeps more replicas than asked for. */
+  logger?: Logger;
+  overrides?: Partial<StreamConfig>;
+}
+
 /**
  * Creates the stream, or brings its mutable settings up to date; safe to run from every replica.
  * Only the streams' owner (the runs service) does this: every other service waits for the stream
  * (`awaitStream`), since its NATS grant allows it to look streams up, not to create them.
+ *
+ * The replica count only grows: during a rolling upgrade that raises NATS_STREAM_REPLICAS an old
+ * replica starting with the smaller value must not undo it, and lowering it by accident would drop
+ * copies of the log. Lowering is an operator's deliberate act (`nats stream edit --replicas`).
  */
 export async function ensureStream(
   jsm: JetStreamManager,
   def: StreamDefinition,
-  overrides: Partial<StreamConfig> = {},
+  opts: EnsureStreamOptions = {},
 ): Promise<void> {
   const config: Partial<StreamConfig> & { name: string } = {
     name: def.name,
@@ -48,17 +63,43 @@ export async function ensureStream(
     storage: StorageType.File,
     allow_direct: def.allow_direct ?? false,
     max_age: (def.max_age_ms ?? 0) * 1_000_000,
+    num_replicas: opts.replicas ?? 1,
     ...(def.republish ? { republish: { src: def.republish.src, dest: def.republish.dest } } : {}),
-    ...overrides,
+    ...opts.overrides,
   };
   try {
     await jsm.streams.add(config);
   } catch (err) {
     // "stream name already in use" with different settings: update what may be updated.
     if (err instanceof JetStreamApiError && err.code === 10058) {
+      const current = (await jsm.streams.info(def.name)).config.num_replicas;
+      const wanted = config.num_replicas ?? 1;
+      if (opts.replicas === undefined || current > wanted) {
+        if (opts.replicas !== undefined) {
+          opts.logger?.warn(
+            { stream: def.name, replicas: current, configured: wanted },
+            'stream keeps its larger replica count; NATS_STREAM_REPLICAS never lowers it',
+          );
+        }
+        config.num_replicas = current;
+        // Only the replica count differed: creating it again with the count it has is a no-op
+        // (an update that changes nothing is not: on a cluster it can go unanswered).
+        if (await createdAsIs(jsm, config)) return;
+      }
       await jsm.streams.update(def.name, config);
       return;
     }
+    throw err;
+  }
+}
+
+/** Whether adding the stream succeeds (it is new, or exists with exactly this config). */
+async function createdAsIs(jsm: JetStreamManager, config: Partial<StreamConfig> & { name: string }): Promise<boolean> {
+  try {
+    await jsm.streams.add(config);
+    return true;
+  } catch (err) {
+    if (err instanceof JetStreamApiError && err.code === 10058) return false;
     throw err;
   }
 }
@@ -144,9 +185,40 @@ export interface JetStreamHandles {
   jsm: JetStreamManager;
 }
 
-export async function jetStreamOf(nc: NatsConnection): Promise<JetStreamHandles> {
-  return { js: jetstream(nc), jsm: await jetstreamManager(nc) };
+/** How long a publish keeps trying through a stream leader's election by default (NATS_PUBLISH_RETRY_MS). */
+export const DEFAULT_PUBLISH_RETRY_MS = 15_000;
+
+// The publish retry window of each client, set where the client is made (jetStreamOf), so every
+// publish through it retries as the deployment says without each caller passing it along.
+const publishRetryWindows = new WeakMap<JetStreamClient, number>();
+
+export async function jetStreamOf(
+  nc: NatsConnection,
+  { publishRetryMs = DEFAULT_PUBLISH_RETRY_MS }: { publishRetryMs?: number } = {},
+): Promise<JetStreamHandles> {
+  const js = jetstream(nc);
+  publishRetryWindows.set(js, publishRetryMs);
+  return { js, jsm: await jetstreamManager(nc) };
 }
+
+/** The publish retry window of `js` (DEFAULT_PUBLISH_RETRY_MS unless jetStreamOf was told otherwise). */
+export function publishRetryWindowOf(js: JetStreamClient): number {
+  return publishRetryWindows.get(js) ?? DEFAULT_PUBLISH_RETRY_MS;
+}
+
+/**
+ * Whether a publish that failed so may succeed if sent again: no ack in time (the stream's leader
+ * died with it, or the server was slow), or no one to take it at all (503 no responders, which the
+ * client reports as `JetStreamNotEnabled`: between a leader's death and its successor's election
+ * the stream's subjects have no listener). Neither says the message was not stored, so it is sent
+ * again with the same Nats-Msg-Id, and a copy already stored is acked as a duplicate instead.
+ */
+export function isTransientPublishError(err: unknown): boolean {
+  return err instanceof TimeoutError || (err instanceof Error && err.name === 'JetStreamNotEnabled');
+}
+
+/** Between retries of a publish: short at first, since an election takes about two seconds. */
+export const PUBLISH_BACKOFF = { minDelayMs: 100, maxDelayMs: 1_000, jitter: true } as const;
 
 export interface PublishOptions {
   /** Dedupe key within the stream's duplicate window: a retry with the same id is stored once. */
@@ -156,21 +228,41 @@ export interface PublishOptions {
   headers?: Record<string, string>;
   /** A span per publish; off for high-volume paths that trace the batch instead. */
   span?: boolean;
+  /**
+   * How long to keep trying after a transient failure (isTransientPublishError), with the same
+   * Nats-Msg-Id and expectation; 0 tries once. By default the client's window (jetStreamOf), which
+   * must stay well inside the stream's duplicate window (2 minutes) for the dedupe to hold.
+   */
+  retryForMs?: number;
 }
 
-/** Publishes JSON to a stream with trace context, dedupe id and optional expectations. */
+/**
+ * Publishes JSON to a stream with trace context, dedupe id and optional expectations. A transient
+ * failure is retried (see `retryForMs`) so that a stream leader's election costs a pause rather
+ * than an error; a retried publish without a Nats-Msg-Id could be stored twice, so only one with
+ * an id is retried.
+ */
 export async function publishJson(
   js: JetStreamClient,
   subject: string,
   payload: unknown,
   opts: PublishOptions = {},
 ): Promise<PubAck> {
-  if (opts.span === false) return publishTraced(js, subject, payload, opts);
+  const untilMs = opts.msgId ? (opts.retryForMs ?? publishRetryWindowOf(js)) : 0;
+  const once = () =>
+    untilMs > 0
+      ? retry(() => publishTraced(js, subject, payload, opts), {
+          ...PUBLISH_BACKOFF,
+          untilMs,
+          shouldRetry: isTransientPublishError,
+        })
+      : publishTraced(js, subject, payload, opts);
+  if (opts.span === false) return once();
   // Named by the subject's first three tokens (`run.jobs.codex`, `evt.runs.run`): ids stay out of span names.
   return withSpan(
     `publish ${subject.split('.').slice(0, 3).join('.')}`,
     { kind: SpanKind.PRODUCER, attributes: { 'messaging.destination.name': subject } },
-    () => publishTraced(js, subject, payload, opts),
+    once,
   );
 }
 

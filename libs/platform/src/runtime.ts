@@ -81,7 +81,7 @@ export async function startRuntime({
     lifecycle.add('nats', async () => {
       if (!nc.isClosed()) await nc.drain();
     });
-    const { js, jsm } = await jetStreamOf(nc);
+    const { js, jsm } = await jetStreamOf(nc, { publishRetryMs: config.NATS_PUBLISH_RETRY_MS });
 
     let mongo: MongoClient | undefined;
     let db: Db | undefined;

@@ -1,6 +1,7 @@
 export * from './env.js';
 export * from './events.js';
 export * from './nats.js';
+export * from './nats-cluster.js';
 export * from './servers.js';
 export { createBareRepo, type BareRepoOptions } from './git.js';
 export * from './fake-model.js';

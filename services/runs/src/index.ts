@@ -25,7 +25,7 @@ export async function startRuns(config: RunsConfig): Promise<StartedService> {
     // here (idempotently, from every replica) means no separate set-up step is needed, and no
     // other service may create one: the others wait for theirs, then only pull and ack.
     for (const stream of allStreams({ runEventsMaxAgeMs: config.RUN_EVENTS_MAX_AGE_MS })) {
-      await ensureStream(runtime.jsm, stream);
+      await ensureStream(runtime.jsm, stream, { replicas: config.NATS_STREAM_REPLICAS, logger: runtime.logger });
     }
     const consumers = consumerDefinitions({
       harnesses: config.HARNESSES,

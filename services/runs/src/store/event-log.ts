@@ -1,9 +1,15 @@
 import { JetStreamApiCodes, JetStreamApiError, JetStreamError } from '@nats-io/jetstream';
 import { STREAM_NAMES, subjects } from '@threadwork/contracts';
+import type { PubAck } from '@nats-io/jetstream';
 import {
   AppError,
   encodeJson,
+  isAppError,
+  isTransientPublishError,
+  PUBLISH_BACKOFF,
   publishJson,
+  publishRetryWindowOf,
+  retry,
   SpanKind,
   unavailable,
   withSpan,
@@ -74,29 +80,141 @@ export function createEventLog({
     return { key, stored };
   };
 
+  /**
+   * Stores a batch in the order given. The first entry goes alone (retried through a stream
+   * leader's election); the rest are published without waiting for each ack, tried once: one
+   * connection's publishes reach the stream in the order they were sent, so the common case costs
+   * two round trips whatever the batch's size.
+   *
+   * When one of the pipelined publishes fails, the ones after it may or may not have been stored
+   * (a timeout does not say), and sending the failed one again could store it after a later one.
+   * So from the first failure on, entries go one at a time, each only once the one before it is
+   * acked, and each carries the expectation that the subject's last event is the one before it
+   * (Nats-Expected-Last-Subject-Sequence). An entry already stored is acked as a duplicate (the
+   * dedupe is checked first) with its original sequence; one that is not can only land directly
+   * after its predecessor. When the expectation fails, the events after the predecessor are read:
+   * another writer's events there are fine (the chain goes on after them), but one of this batch's
+   * later entries there means the earlier one can no longer be stored in order — that is refused
+   * (internal) rather than written out of order.
+   */
+  async function appendInOrder(
+    runId: string,
+    subject: string,
+    payloads: readonly { key: string; stored: StoredEvent }[],
+  ): Promise<PubAck[]> {
+    const msgIdOf = (key: string) => `${runId}:${key}`;
+    const [first, ...rest] = payloads;
+    if (!first) return [];
+    const acks: PubAck[] = [await publishJson(js, subject, first.stored, { msgId: msgIdOf(first.key), span: false })];
+    const pipelined = await Promise.allSettled(
+      rest.map(({ key, stored }) =>
+        publishJson(js, subject, stored, { msgId: msgIdOf(key), span: false, retryForMs: 0 }),
+      ),
+    );
+    let k = 1;
+    for (const result of pipelined) {
+      if (result.status === 'rejected') break;
+      acks.push(result.value);
+      k++;
+    }
+    if (k === payloads.length) return acks;
+
+    const failure = pipelined[k - 1];
+    if (failure?.status === 'rejected' && !isTransientPublishError(failure.reason)) throw failure.reason;
+    const later = new Set(payloads.slice(k + 1).map(({ key }) => msgIdOf(key)));
+    // One retry window for the rest of the batch, not one per entry: an outage that outlasts it
+    // fails the append once, whatever the batch's size.
+    const deadline = Date.now() + publishRetryWindowOf(js);
+    for (; k < payloads.length; k++) {
+      const { key, stored } = payloads[k]!;
+      const msgId = msgIdOf(key);
+      later.delete(msgId);
+      let last = acks[k - 1]!.seq;
+      const ack = await retry(
+        async () => {
+          try {
+            return await publishJson(js, subject, stored, {
+              msgId,
+              expectedLastSubjectSequence: last,
+              span: false,
+              retryForMs: 0,
+            });
+          } catch (err) {
+            if (!(err instanceof JetStreamApiError && err.code === JetStreamApiCodes.StreamWrongLastSequence))
+              throw err;
+            // Read failures (the stream still electing) are retried like the publish; a later
+            // entry of the batch found stored (internal) is not.
+            last = await lastBeforeLaterEntry(subject, last, later).catch((readErr: unknown) => {
+              throw isAppError(readErr) ? readErr : unavailable('run event log unavailable', readErr);
+            });
+            throw unavailable(`event ${key}: the log moved on; chaining after ${last}`);
+          }
+        },
+        {
+          ...PUBLISH_BACKOFF,
+          untilMs: Math.max(0, deadline - Date.now()),
+          shouldRetry: (err) => isTransientPublishError(err) || (isAppError(err) && err.code === 'unavailable'),
+        },
+      );
+      if (ack.seq <= acks[k - 1]!.seq) {
+        throw new AppError('internal', `event ${key} of run ${runId} was stored before the one it follows`, {
+          retryable: false,
+        });
+      }
+      acks.push(ack);
+    }
+    return acks;
+  }
+
+  /**
+   * The sequence of the subject's last event after `after`, read when a chained publish found the
+   * log moved on; fails (internal) if one of `later` (this batch's entries still to come) is among
+   * them, since the entry being stored would then land after it.
+   */
+  async function lastBeforeLaterEntry(subject: string, after: number, later: ReadonlySet<string>): Promise<number> {
+    let last = after;
+    for (;;) {
+      let seen = 0;
+      const batch = await jsm.direct.getBatch(STREAM_NAMES.runEvents, {
+        seq: last + 1,
+        next_by_subj: subject,
+        batch: 256,
+      });
+      try {
+        for await (const m of batch) {
+          seen++;
+          const id = m.header?.get('Nats-Msg-Id');
+          if (id && later.has(id)) {
+            throw new AppError('internal', `event ${id} was stored ahead of an earlier event of its batch`, {
+              retryable: false,
+            });
+          }
+          last = m.seq;
+        }
+      } catch (err) {
+        if (!isNotFoundStatus(err)) throw err;
+      }
+      if (seen < 256) return last;
+    }
+  }
+
   return {
     async append(runId, entries, at = new Date()) {
       const subject = subjects.runEvents(runId);
       const payloads = entries.map((entry) => storedEntry(entry, at));
       try {
-        // Published without waiting for each ack: one connection's publishes reach the stream in
-        // the order they were sent, so the events keep their order and the batch costs one round trip.
         const acks = await withSpan(
           'append run events',
           {
             kind: SpanKind.PRODUCER,
             attributes: { 'messaging.destination.name': subject, 'messaging.batch.message_count': payloads.length },
           },
-          () =>
-            Promise.all(
-              payloads.map(({ key, stored }) =>
-                publishJson(js, subject, stored, { msgId: `${runId}:${key}`, span: false }),
-              ),
-            ),
+          () => appendInOrder(runId, subject, payloads),
         );
         runMetrics().eventsAppended.add(acks.filter((ack) => !ack.duplicate).length);
         return acks.map((ack) => ack.seq);
       } catch (err) {
+        if (isAppError(err)) throw err;
         throw unavailable('run event log unavailable', err);
       }
     },
