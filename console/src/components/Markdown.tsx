@@ -1,4 +1,4 @@
-import type { ReactNode } from 'react';
+import { useMemo, type ReactNode } from 'react';
 import { parseMarkdown, type Block, type Inline } from './markdown-parse.js';
 
 /**
@@ -6,7 +6,10 @@ import { parseMarkdown, type Block, type Inline } from './markdown-parse.js';
  * React elements of a fixed set. Nothing of the text is ever interpreted as HTML.
  */
 export function Markdown({ text }: { text: string }) {
-  return <div className="markdown">{parseMarkdown(text).map(block)}</div>;
+  // Read again only when the text changes, not on every render of the page around it (a streamed
+  // delta re-renders the whole log).
+  const blocks = useMemo(() => parseMarkdown(text), [text]);
+  return <div className="markdown">{blocks.map(block)}</div>;
 }
 
 function block(b: Block, key: number): ReactNode {
