@@ -78,6 +78,19 @@ describe('the console’s Markdown reader', () => {
     expect(safeHref('//example.com')).toBeNull();
   });
 
+  it('makes no link inside a link', () => {
+    expect(parseInline('[https://a.example/x **see https://b.example**](https://c.example/)')).toEqual([
+      {
+        t: 'link',
+        href: 'https://c.example/',
+        c: [
+          { t: 'text', v: 'https://a.example/x ' },
+          { t: 'strong', c: [{ t: 'text', v: 'see https://b.example' }] },
+        ],
+      },
+    ]);
+  });
+
   it('reads nothing inside code', () => {
     expect(parseInline('`**not bold** [x](https://a.example)`')).toEqual([
       { t: 'code', v: '**not bold** [x](https://a.example)' },

@@ -319,7 +319,7 @@ describe.skipIf(chromiumMissing)('the Thread page in Chromium, against the demo 
     // stack and blanked the console) and 100,000 `[` (once read in quadratic time). The reply is
     // stored as the threads service stores an assistant message, as the agent could have made it.
     const thread = await createThread(localKey, 'Read the issue and summarise it');
-    const hostile = `Summary:\n\n${'>'.repeat(20_000)} deep\n\n${'['.repeat(100_000)}\n\nAll done.`;
+    const hostile = `Summary:\n\n${'>'.repeat(20_000)} deep\n\n${'['.repeat(100_000)}\n\nSign in at [https://github.com/login](https://github.example/login) or https://github.com/login.\n\nAll done.`;
     const mongo = await connectMongo({ url: stack.info().mongoUrl, appName: 'thread-page-test' });
     try {
       const messages = mongo
@@ -352,8 +352,16 @@ describe.skipIf(chromiumMissing)('the Thread page in Chromium, against the demo 
           .innerText(),
       ).toContain('>'.repeat(1_000));
       expect(await reply.innerText()).toContain('['.repeat(1_000));
+      // A label naming another site than the link's is followed by the host it really goes to; a
+      // link that shows its own address is not.
+      const spoofed = reply.getByRole('link', { name: 'https://github.com/login' }).first();
+      expect(await spoofed.getAttribute('href')).toBe('https://github.example/login');
+      expect(await reply.locator('.link-host').allInnerTexts()).toEqual(['(github.example)']);
+      expect(await reply.getByRole('link').count()).toBe(2);
       await page.getByRole('heading', { level: 1 }).waitFor();
       await page.getByTestId('run-status').waitFor();
+      // Readable at 360 px: the long runs wrap rather than widen the page.
+      expect(await fitsWidth(page)).toBe(true);
       const composer = page.locator('#composer-prompt');
       await composer.fill('Still here');
       expect(await composer.inputValue()).toBe('Still here');

@@ -163,7 +163,7 @@ const INLINE = new RegExp(
 );
 
 /** One block's text read as inline Markdown. */
-export function parseInline(text: string, depth = 0): Inline[] {
+export function parseInline(text: string, depth = 0, inLink = false): Inline[] {
   const out: Inline[] = [];
   let at = 0;
   const push = (v: string) => {
@@ -176,17 +176,19 @@ export function parseInline(text: string, depth = 0): Inline[] {
     if (start > at) push(text.slice(at, start));
     at = start + m[0].length;
     const [, , code, label, href, strong1, strong2, em1, em2, bare] = m;
-    const nested = (s: string): Inline[] => (depth < 4 ? parseInline(s, depth + 1) : [{ t: 'text', v: s }]);
+    // A link holds no link (an <a> inside an <a> is not HTML): inside one, links stay text.
+    const nested = (s: string, link = inLink): Inline[] =>
+      depth < 4 ? parseInline(s, depth + 1, link) : [{ t: 'text', v: s }];
     if (code !== undefined) out.push({ t: 'code', v: code.trim() === '' ? code : code.trim() });
     else if (label !== undefined) {
-      const safe = safeHref(href!);
-      if (safe) out.push({ t: 'link', href: safe, c: nested(label) });
+      const safe = inLink ? null : safeHref(href!);
+      if (safe) out.push({ t: 'link', href: safe, c: nested(label, true) });
       else push(m[0]);
     } else if (strong1 !== undefined || strong2 !== undefined)
       out.push({ t: 'strong', c: nested((strong1 ?? strong2)!) });
     else if (em1 !== undefined || em2 !== undefined) out.push({ t: 'em', c: nested((em1 ?? em2)!) });
     else if (bare !== undefined) {
-      const safe = safeHref(bare);
+      const safe = inLink ? null : safeHref(bare);
       if (safe) out.push({ t: 'link', href: safe, c: [{ t: 'text', v: bare }] });
       else push(bare);
     }
