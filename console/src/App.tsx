@@ -1,6 +1,7 @@
 import { useCallback, useEffect, useState } from 'react';
-import { Navigate, Route, Routes } from 'react-router';
+import { Navigate, Route } from 'react-router';
 import { fetchSession, type Session } from './api/session.js';
+import { PageRoutes } from './components/ErrorBoundary.js';
 import { Header } from './components/Header.js';
 import { NewThreadPage } from './pages/NewThreadPage.js';
 import { NotFoundPage } from './pages/NotFoundPage.js';
@@ -38,7 +39,7 @@ export function App() {
         ) : session.state === 'signed-out' ? (
           <SignedOutPage />
         ) : (
-          <Routes>
+          <PageRoutes>
             <Route path="/" element={<WorkPage onSignedOut={signedOut} />} />
             <Route path="/threads/:id" element={<ThreadPage onSignedOut={signedOut} />} />
             <Route path="/settings" element={<Navigate to="/settings/keys" replace />} />
@@ -47,7 +48,7 @@ export function App() {
             <Route path="/new" element={<NewThreadPage onSignedOut={signedOut} />} />
             <Route path="/threads/:id/review" element={<ReviewPage onSignedOut={signedOut} />} />
             <Route path="*" element={<NotFoundPage />} />
-          </Routes>
+          </PageRoutes>
         )}
       </main>
     </>

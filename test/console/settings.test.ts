@@ -214,6 +214,32 @@ describe.skipIf(chromiumMissing)('console settings in Chromium', () => {
       expect(await fitsWidth(page)).toBe(true);
       await page.screenshot({ path: `${RESULTS}/settings-github.png`, fullPage: true });
 
+      // A crafted link's text is never shown as the console's own: an error code repohost does not
+      // send (nor one that names a property of every object), an outcome it does not send, a
+      // non-numeric installation id all give the one fixed message.
+      const generic =
+        'GitHub came back with an answer this console does not know; nothing was linked. Start again with “Install the GitHub App” here.';
+      for (const query of [
+        'outcome=error&error=Call+0800+123+456+to+restore+your+account&installation_id=42',
+        'outcome=error&error=constructor',
+        'outcome=Your+account+is+locked.+Call+0800+123+456',
+        'outcome=error&error=invalid_state&installation_id=42+%E2%80%94+call+0800+123+456',
+      ]) {
+        await page.goto(`${stack.baseUrl}/settings/github?${query}`);
+        const shown = page.getByRole('alert').filter({ hasText: /does not know|not linked/ });
+        await shown.waitFor();
+        const text = await shown.innerText();
+        expect(text).not.toContain('0800');
+        expect(text).not.toContain('constructor');
+        if (!query.includes('invalid_state')) expect(text).toBe(generic);
+        else
+          expect(text).toBe(
+            'The GitHub App was not linked: the installation link had expired or was already used; start again.',
+          );
+        await page.waitForURL(`${stack.baseUrl}/settings/github`);
+        expect(await page.locator('main').innerText()).not.toContain('0800');
+      }
+
       await page.goto(`${stack.baseUrl}/settings/github?outcome=requested`);
       await page.getByRole('status').filter({ hasText: 'Installation requested' }).waitFor();
       await page.waitForURL(`${stack.baseUrl}/settings/github`);

@@ -3,6 +3,7 @@ import { connect, createServer, type AddressInfo, type Socket } from 'node:net';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { ThreadWithRun } from '@threadwork/contracts';
+import { connectMongo, serviceDbName } from '@threadwork/platform';
 import { createBareRepo, waitFor } from '@threadwork/testing';
 import type { ConsoleMessage, Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -312,6 +313,63 @@ describe.skipIf(chromiumMissing)('the Thread page in Chromium, against the demo 
       }
     },
   );
+
+  it('keeps the page alive when an agent writes hostile Markdown', { timeout: 120_000 }, async () => {
+    // What a prompt-injected agent may write: a quote nested 20,000 deep (it once overflowed the
+    // stack and blanked the console) and 100,000 `[` (once read in quadratic time). The reply is
+    // stored as the threads service stores an assistant message, as the agent could have made it.
+    const thread = await createThread(localKey, 'Read the issue and summarise it');
+    const hostile = `Summary:\n\n${'>'.repeat(20_000)} deep\n\n${'['.repeat(100_000)}\n\nSign in at [https://github.com/login](https://github.example/login) or https://github.com/login.\n\nAll done.`;
+    const mongo = await connectMongo({ url: stack.info().mongoUrl, appName: 'thread-page-test' });
+    try {
+      const messages = mongo
+        .db(serviceDbName(stack.env.MONGO_DB_PREFIX ?? 'threadwork', 'threads'))
+        .collection('messages');
+      await messages.insertOne({
+        _id: `${thread.id}/msg_hostile` as never,
+        thread_id: thread.id,
+        message_id: 'msg_hostile',
+        role: 'assistant',
+        parts: [{ type: 'text', text: hostile }],
+        run_id: thread.run_id,
+        visible: true,
+        created_at: new Date(),
+      });
+    } finally {
+      await mongo.close();
+    }
+    const page = await browser.context.newPage();
+    const errors = watchErrors(page);
+    try {
+      await page.goto(`${web}/threads/${thread.id}`);
+      const reply = page.locator('li.message.assistant').filter({ hasText: 'All done.' });
+      await reply.waitFor();
+      // Quotes nest 8 deep; the `>` beyond stay text, and the page around the reply is all there.
+      expect(await reply.locator('blockquote').count()).toBe(8);
+      expect(
+        await reply
+          .locator('blockquote blockquote blockquote blockquote blockquote blockquote blockquote blockquote')
+          .innerText(),
+      ).toContain('>'.repeat(1_000));
+      expect(await reply.innerText()).toContain('['.repeat(1_000));
+      // A label naming another site than the link's is followed by the host it really goes to; a
+      // link that shows its own address is not.
+      const spoofed = reply.getByRole('link', { name: 'https://github.com/login' }).first();
+      expect(await spoofed.getAttribute('href')).toBe('https://github.example/login');
+      expect(await reply.locator('.link-host').allInnerTexts()).toEqual(['(github.example)']);
+      expect(await reply.getByRole('link').count()).toBe(2);
+      await page.getByRole('heading', { level: 1 }).waitFor();
+      await page.getByTestId('run-status').waitFor();
+      // Readable at 360 px: the long runs wrap rather than widen the page.
+      expect(await fitsWidth(page)).toBe(true);
+      const composer = page.locator('#composer-prompt');
+      await composer.fill('Still here');
+      expect(await composer.inputValue()).toBe('Still here');
+      expect(errors.unexpected()).toEqual([]);
+    } finally {
+      await page.close();
+    }
+  });
 
   it('says "not found" for a thread that is not the user’s, or none at all', async () => {
     const theirs = await createThread(keyFor('mallory'), 'Not for local');

@@ -1,12 +1,16 @@
-import type { ReactNode } from 'react';
-import { parseMarkdown, type Block, type Inline } from './markdown-parse.js';
+import { useMemo, type ReactNode } from 'react';
+import './Markdown.css';
+import { parseMarkdown, safeHref, type Block, type Inline } from './markdown-parse.js';
 
 /**
  * `text` (an agent's, so untrusted) as Markdown: the tree markdown-parse.ts reads, rendered as
  * React elements of a fixed set. Nothing of the text is ever interpreted as HTML.
  */
 export function Markdown({ text }: { text: string }) {
-  return <div className="markdown">{parseMarkdown(text).map(block)}</div>;
+  // Read again only when the text changes, not on every render of the page around it (a streamed
+  // delta re-renders the whole log).
+  const blocks = useMemo(() => parseMarkdown(text), [text]);
+  return <div className="markdown">{blocks.map(block)}</div>;
 }
 
 function block(b: Block, key: number): ReactNode {
@@ -57,12 +61,26 @@ function inline(node: Inline, key: number): ReactNode {
       return <strong key={key}>{node.c.map(inline)}</strong>;
     case 'em':
       return <em key={key}>{node.c.map(inline)}</em>;
-    case 'link':
+    case 'link': {
       // Only http(s) targets reach here (safeHref); they open apart from the console and learn nothing of it.
-      return (
+      const link = (
         <a key={key} href={node.href} rel="noopener noreferrer nofollow" target="_blank">
           {node.c.map(inline)}
         </a>
       );
+      // A label that is not the target itself (it may name another site) is followed by where the
+      // link really goes.
+      if (safeHref(textOf(node.c).trim()) === node.href) return link;
+      return (
+        <span key={key}>
+          {link} <span className="link-host">({new URL(node.href).host})</span>
+        </span>
+      );
+    }
   }
+}
+
+/** The text `nodes` show, marks left out. */
+function textOf(nodes: Inline[]): string {
+  return nodes.map((n) => (n.t === 'text' || n.t === 'code' ? n.v : textOf(n.c))).join('');
 }

@@ -31,16 +31,52 @@ export function safeHref(href: string): string | null {
   }
 }
 
+// Every pattern here is anchored or bounded, so none backtracks more than a bounded amount at a
+// position: an agent's text can be long and crafted (a line of 100,000 `[`), and the console reads
+// it again on every streamed delta. Parts that would need unbounded backtracking (a heading's
+// closing `#`s, a rule's marks) are read by code instead.
 const FENCE = /^\s{0,3}(`{3,}|~{3,})/;
-const HEADING = /^\s{0,3}(#{1,6})\s+(.*?)\s*#*\s*$/;
+const HEADING = /^\s{0,3}(#{1,6})\s+(.*)$/;
 const BULLET = /^\s{0,3}[-*+]\s+(.*)$/;
 const ORDERED = /^\s{0,3}(\d{1,9})[.)]\s+(.*)$/;
 const QUOTE = /^\s{0,3}>\s?(.*)$/;
-const RULE = /^\s{0,3}([-*_])(\s*\1){2,}\s*$/;
+/** Quotes nest this deep; a `>` deeper than that stays text. */
+export const MAX_QUOTE_DEPTH = 8;
+
+/** A heading's text without the optional closing run of `#`s (which must follow a space). */
+function headingText(raw: string): string {
+  const text = raw.trim();
+  let end = text.length;
+  while (end > 0 && text[end - 1] === '#') end -= 1;
+  if (end === 0) return '';
+  return end < text.length && /\s/.test(text[end - 1]!) ? text.slice(0, end).trimEnd() : text;
+}
+
+/** A thematic break: up to three spaces, then three or more of one of `-`, `*`, `_`, spaces between. */
+function isRule(line: string): boolean {
+  const text = line.trimEnd();
+  const indent = text.length - text.trimStart().length;
+  if (indent > 3) return false;
+  const mark = text[indent];
+  if (mark !== '-' && mark !== '*' && mark !== '_') return false;
+  let marks = 0;
+  for (let k = indent; k < text.length; k += 1) {
+    const c = text[k]!;
+    if (c === mark) marks += 1;
+    else if (c !== ' ' && c !== '\t') return false;
+  }
+  return marks >= 3;
+}
 
 /** `text` read as Markdown blocks. */
 export function parseMarkdown(text: string): Block[] {
-  const lines = text.replace(/\r\n?/g, '\n').split('\n');
+  return parseBlocks(text.replace(/\r\n?/g, '\n').split('\n'), 0);
+}
+
+/** `lines` read as blocks inside `depth` quotes. */
+function parseBlocks(lines: string[], depth: number): Block[] {
+  // Quotes nest by recursion, so their depth is capped: past it, a `>` line is a paragraph's text.
+  const isQuote = (line: string) => depth < MAX_QUOTE_DEPTH && QUOTE.test(line);
   const out: Block[] = [];
   let i = 0;
   while (i < lines.length) {
@@ -61,19 +97,19 @@ export function parseMarkdown(text: string): Block[] {
     }
     const heading = HEADING.exec(line);
     if (heading) {
-      out.push({ t: 'h', level: heading[1]!.length, c: parseInline(heading[2]!) });
+      out.push({ t: 'h', level: heading[1]!.length, c: parseInline(headingText(heading[2]!)) });
       i += 1;
       continue;
     }
-    if (RULE.test(line)) {
+    if (isRule(line)) {
       out.push({ t: 'hr' });
       i += 1;
       continue;
     }
-    if (QUOTE.test(line)) {
+    if (isQuote(line)) {
       const body: string[] = [];
-      while (i < lines.length && QUOTE.test(lines[i]!)) body.push(QUOTE.exec(lines[i++]!)![1]!);
-      out.push({ t: 'quote', c: parseMarkdown(body.join('\n')) });
+      while (i < lines.length && isQuote(lines[i]!)) body.push(QUOTE.exec(lines[i++]!)![1]!);
+      out.push({ t: 'quote', c: parseBlocks(body, depth + 1) });
       continue;
     }
     const bullet = BULLET.test(line);
@@ -97,8 +133,8 @@ export function parseMarkdown(text: string): Block[] {
     const paragraph: string[] = [];
     while (i < lines.length) {
       const current = lines[i]!;
-      if (current.trim() === '' || FENCE.test(current) || HEADING.test(current) || QUOTE.test(current)) break;
-      if (paragraph.length > 0 && (BULLET.test(current) || ORDERED.test(current) || RULE.test(current))) break;
+      if (current.trim() === '' || FENCE.test(current) || HEADING.test(current) || isQuote(current)) break;
+      if (paragraph.length > 0 && (BULLET.test(current) || ORDERED.test(current) || isRule(current))) break;
       paragraph.push(current.trim());
       i += 1;
     }
@@ -107,12 +143,27 @@ export function parseMarkdown(text: string): Block[] {
   return out;
 }
 
-// Code first (nothing inside it is Markdown), then links, strong, emphasis and bare URLs.
-const INLINE =
-  /(`+)([^`]|[^`][\s\S]*?[^`])\1(?!`)|\[([^\]\n]+)\]\(\s*<?([^()\s<>]+)>?\s*\)|\*\*(?=\S)([\s\S]+?)\*\*|__(?=\S)([\s\S]+?)__|\*(?=[^\s*])([^*]+?)\*|(?<![\w])_(?=[^\s_])([^_]+?)_(?![\w])|(https?:\/\/[^\s<>()]+[^\s<>().,;:!?'"])/g;
+// Code first (nothing inside it is Markdown), then links, strong, emphasis and bare URLs. Each
+// alternative opens with a fixed mark and its parts are bounded (a code span's run of backticks,
+// a link's label and target, what emphasis holds, a bare URL), so a failed attempt costs a bounded
+// amount and the whole reading stays linear in the text's length. Longer spans stay text.
+const INLINE = new RegExp(
+  [
+    // A code span: a whole run of up to 16 backticks, then the same run closing it.
+    '(?<!`)(`{1,16})([^`]|[^`][\\s\\S]{0,2000}?[^`])\\1(?!`)',
+    // A link: a label without brackets, an absolute target without spaces or parentheses.
+    '\\[([^\\[\\]\\n]{1,500})\\]\\(\\s{0,16}<?([^()\\s<>]{1,2000})>?\\s{0,16}\\)',
+    '\\*\\*(?=\\S)([\\s\\S]{1,2000}?)\\*\\*',
+    '__(?=\\S)([\\s\\S]{1,2000}?)__',
+    '\\*(?=[^\\s*])([^*]{1,2000}?)\\*',
+    '(?<![\\w])_(?=[^\\s_])([^_]{1,2000}?)_(?![\\w])',
+    '(https?:\\/\\/[^\\s<>()]{0,2000}[^\\s<>().,;:!?\'"])',
+  ].join('|'),
+  'g',
+);
 
 /** One block's text read as inline Markdown. */
-export function parseInline(text: string, depth = 0): Inline[] {
+export function parseInline(text: string, depth = 0, inLink = false): Inline[] {
   const out: Inline[] = [];
   let at = 0;
   const push = (v: string) => {
@@ -120,22 +171,24 @@ export function parseInline(text: string, depth = 0): Inline[] {
     if (last?.t === 'text') last.v += v;
     else out.push({ t: 'text', v });
   };
-  for (const m of text.matchAll(new RegExp(INLINE.source, 'g'))) {
+  for (const m of text.matchAll(new RegExp(INLINE))) {
     const start = m.index;
     if (start > at) push(text.slice(at, start));
     at = start + m[0].length;
     const [, , code, label, href, strong1, strong2, em1, em2, bare] = m;
-    const nested = (s: string): Inline[] => (depth < 4 ? parseInline(s, depth + 1) : [{ t: 'text', v: s }]);
+    // A link holds no link (an <a> inside an <a> is not HTML): inside one, links stay text.
+    const nested = (s: string, link = inLink): Inline[] =>
+      depth < 4 ? parseInline(s, depth + 1, link) : [{ t: 'text', v: s }];
     if (code !== undefined) out.push({ t: 'code', v: code.trim() === '' ? code : code.trim() });
     else if (label !== undefined) {
-      const safe = safeHref(href!);
-      if (safe) out.push({ t: 'link', href: safe, c: nested(label) });
+      const safe = inLink ? null : safeHref(href!);
+      if (safe) out.push({ t: 'link', href: safe, c: nested(label, true) });
       else push(m[0]);
     } else if (strong1 !== undefined || strong2 !== undefined)
       out.push({ t: 'strong', c: nested((strong1 ?? strong2)!) });
     else if (em1 !== undefined || em2 !== undefined) out.push({ t: 'em', c: nested((em1 ?? em2)!) });
     else if (bare !== undefined) {
-      const safe = safeHref(bare);
+      const safe = inLink ? null : safeHref(bare);
       if (safe) out.push({ t: 'link', href: safe, c: [{ t: 'text', v: bare }] });
       else push(bare);
     }

@@ -2,6 +2,7 @@ import { useCallback, useEffect, useRef, useState } from 'react';
 import { Link, useParams } from 'react-router';
 import { api } from '../api/client.js';
 import type { components } from '../api/generated/schema.js';
+import { ItemBoundary } from '../components/ErrorBoundary.js';
 import { Markdown } from '../components/Markdown.js';
 import { When } from '../components/When.js';
 import { describeError, InteractionForm, type Interaction } from './thread/InteractionForm.js';
@@ -223,11 +224,13 @@ function ThreadView({ id, onSignedOut }: { id: string; onSignedOut: () => void }
             {messages.map((m) => (
               <li key={m.id} className={`message ${m.role}`}>
                 <span className="who">{m.role === 'user' ? 'You' : 'Agent'}</span>
-                {m.role === 'assistant' ? (
-                  <Markdown text={m.parts.map((p) => p.text).join('\n\n')} />
-                ) : (
-                  <p className="plain">{m.parts.map((p) => p.text).join('\n\n')}</p>
-                )}
+                <ItemBoundary resetKey={m}>
+                  {m.role === 'assistant' ? (
+                    <Markdown text={m.parts.map((p) => p.text).join('\n\n')} />
+                  ) : (
+                    <p className="plain">{m.parts.map((p) => p.text).join('\n\n')}</p>
+                  )}
+                </ItemBoundary>
               </li>
             ))}
           </ol>

@@ -160,8 +160,15 @@ async function startInstall(): Promise<string | 'signed-out' | null> {
   return null;
 }
 
+// The query this page comes back with can be crafted by anyone who sends the user a link, so none
+// of its text is shown: only outcomes and error codes repohost's setup callback appends, each in
+// this console's own words, and a numeric installation id.
+const UNKNOWN_RETURN =
+  'GitHub came back with an answer this console does not know; nothing was linked. Start again with “Install the GitHub App” here.';
+
 function noticeOf(back: SetupReturn): Notice {
-  const installation = back.installationId ? ` (installation ${back.installationId})` : '';
+  const installation =
+    back.installationId && /^\d{1,20}$/.test(back.installationId) ? ` (installation ${back.installationId})` : '';
   switch (back.outcome) {
     case 'installed':
       return { kind: 'ok', text: `GitHub App installed${installation}; linking it…` };
@@ -171,11 +178,12 @@ function noticeOf(back: SetupReturn): Notice {
         text: 'Installation requested: an owner of the organisation has been asked to approve it. Nothing to link until they do.',
       };
     case 'error': {
-      const reason = back.error ? (SETUP_ERRORS[back.error] ?? back.error) : 'no reason given';
+      const reason = back.error && Object.hasOwn(SETUP_ERRORS, back.error) ? SETUP_ERRORS[back.error] : undefined;
+      if (!reason) return { kind: 'problem', text: UNKNOWN_RETURN };
       return { kind: 'problem', text: `The GitHub App was not linked${installation}: ${reason}.` };
     }
     default:
-      return { kind: 'problem', text: `GitHub came back with an outcome this console does not know: ${back.outcome}.` };
+      return { kind: 'problem', text: UNKNOWN_RETURN };
   }
 }
 

@@ -1,6 +1,7 @@
 import { useId, useState, type FormEvent } from 'react';
 import { api } from '../../api/client.js';
 import type { components } from '../../api/generated/schema.js';
+import { ItemBoundary } from '../../components/ErrorBoundary.js';
 import { Markdown } from '../../components/Markdown.js';
 
 export type Interaction = components['schemas']['Interaction'];
@@ -209,7 +210,11 @@ function PlanApproval({
         onAnswer({ plan: { kind: 'approve' } });
       }}
     >
-      {plan && <Markdown text={plan.question} />}
+      {plan && (
+        <ItemBoundary resetKey={plan.question}>
+          <Markdown text={plan.question} />
+        </ItemBoundary>
+      )}
       <label htmlFor={textId}>What to change (for a rejection, optional)</label>
       <textarea id={textId} rows={3} value={text} disabled={disabled} onChange={(e) => setText(e.target.value)} />
       <div className="buttons">

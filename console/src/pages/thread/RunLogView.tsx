@@ -1,4 +1,5 @@
 import type { components } from '../../api/generated/schema.js';
+import { ItemBoundary } from '../../components/ErrorBoundary.js';
 import { Markdown } from '../../components/Markdown.js';
 import { When } from '../../components/When.js';
 import type { LogItem, RunError, RunLog, Usage } from './log.js';
@@ -95,7 +96,11 @@ function describeUsage(u: Usage): string {
 export function RunLogView({ log }: { log: RunLog }) {
   return (
     <>
-      {log.plan && <Plan steps={log.plan.steps} explanation={log.plan.explanation} />}
+      {log.plan && (
+        <ItemBoundary resetKey={log.plan}>
+          <Plan steps={log.plan.steps} explanation={log.plan.explanation} />
+        </ItemBoundary>
+      )}
       <h3>Log</h3>
       {log.items.length === 0 ? (
         <p className="muted">Nothing yet.</p>
@@ -103,7 +108,9 @@ export function RunLogView({ log }: { log: RunLog }) {
         <ol className="log" data-testid="run-log">
           {log.items.map((item) => (
             <li key={`${item.kind}:${item.sequence}`} className={`item ${item.kind}`} data-sequence={item.sequence}>
-              <Item item={item} />
+              <ItemBoundary resetKey={item}>
+                <Item item={item} />
+              </ItemBoundary>
             </li>
           ))}
         </ol>
