@@ -6,6 +6,7 @@ import { When } from '../components/When.js';
 import { DiffView } from '../review/DiffView.js';
 import { parseUnifiedDiff } from '../review/unified-diff.js';
 import './review.css';
+import { useLoad } from '../api/useLoad.js';
 
 type Evidence = components['schemas']['ReviewEvidence'];
 type Publication = NonNullable<Evidence['publication']>;
@@ -113,13 +114,7 @@ export function ReviewPage({ onSignedOut }: { onSignedOut: () => void }) {
     [id, repositoryId, onSignedOut],
   );
 
-  useEffect(() => {
-    const abort = new AbortController();
-    load(abort.signal).catch((err: unknown) => {
-      if (!abort.signal.aborted) setFailure(String(err));
-    });
-    return () => abort.abort();
-  }, [load]);
+  useLoad(load, setFailure);
 
   const repository = repositories?.find((r) => r.id === repositoryId);
 

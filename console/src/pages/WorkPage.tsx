@@ -1,7 +1,8 @@
-import { useCallback, useEffect, useState } from 'react';
+import { useCallback, useState } from 'react';
 import { Link } from 'react-router';
 import { api, type Project, type WorkThread } from '../api/client.js';
 import { When } from '../components/When.js';
+import { useLoad } from '../api/useLoad.js';
 
 /** Pages of GET /v1/work merged: a project whose threads span pages appears on each (merge by id). */
 function merge(into: Project[], page: Project[]): Project[] {
@@ -34,13 +35,8 @@ export function WorkPage({ onSignedOut }: { onSignedOut: () => void }) {
     [onSignedOut],
   );
 
-  useEffect(() => {
-    const abort = new AbortController();
-    load(null, abort.signal).catch((err: unknown) => {
-      if (!abort.signal.aborted) setFailure(String(err));
-    });
-    return () => abort.abort();
-  }, [load]);
+  const loadFirst = useCallback((signal: AbortSignal) => load(null, signal), [load]);
+  useLoad(loadFirst, setFailure);
 
   return (
     <section aria-labelledby="work-title" className="page">

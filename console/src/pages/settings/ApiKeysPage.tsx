@@ -3,6 +3,7 @@ import { api, problemOf } from '../../api/client.js';
 import type { paths } from '../../api/generated/schema.js';
 import { When } from '../../components/When.js';
 import { SettingsNav } from './SettingsNav.js';
+import { useLoad } from '../../api/useLoad.js';
 
 type ApiKey = paths['/v1/keys']['get']['responses'][200]['content']['application/json']['keys'][number];
 
@@ -34,13 +35,7 @@ export function ApiKeysPage({ onSignedOut }: { onSignedOut: () => void }) {
     [onSignedOut],
   );
 
-  useEffect(() => {
-    const abort = new AbortController();
-    load(abort.signal).catch((err: unknown) => {
-      if (!abort.signal.aborted) setFailure(String(err));
-    });
-    return () => abort.abort();
-  }, [load]);
+  useLoad(load, setFailure);
 
   const reload = () => load().catch((err: unknown) => setFailure(String(err)));
 

@@ -4,6 +4,7 @@ import { api, problemOf } from '../../api/client.js';
 import type { components } from '../../api/generated/schema.js';
 import { SettingsNav } from './SettingsNav.js';
 import { challengeOf, newVerifier, VERIFIER_STORAGE_KEY } from './pkce.js';
+import { useLoad } from '../../api/useLoad.js';
 
 type Connection = components['schemas']['ProviderConnection'];
 
@@ -58,13 +59,7 @@ export function GitHubPage({ onSignedOut }: { onSignedOut: () => void }) {
     [onSignedOut],
   );
 
-  useEffect(() => {
-    const abort = new AbortController();
-    load(abort.signal).catch((err: unknown) => {
-      if (!abort.signal.aborted) setFailure(String(err));
-    });
-    return () => abort.abort();
-  }, [load]);
+  useLoad(load, setFailure);
 
   // The setup callback's outcome: shown once, then taken out of the address (the code is a secret).
   const outcome = params.get('outcome');
