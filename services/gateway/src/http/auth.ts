@@ -33,9 +33,12 @@ export interface AuthOptions {
   authFailureLimit?: RateLimit;
 }
 
+/** Where the OpenAPI document is served (public). */
+export const OPENAPI_PATH = '/v1/openapi.json';
+
 /** Paths under /v1 that prove themselves another way (or are public documents). */
-const PUBLIC_PATHS = new Set([
-  '/v1/openapi.json',
+export const PUBLIC_PATHS: ReadonlySet<string> = new Set([
+  OPENAPI_PATH,
   '/v1/repohost/setup',
   '/v1/repohost/webhooks',
   LOGIN_PATH,

@@ -6,6 +6,7 @@ import { jsonSchemaTransform, type ZodTypeProvider } from 'fastify-type-provider
 import { z } from 'zod';
 import { SESSION_COOKIE } from '../domain/session.js';
 import { STREAM_DESCRIPTION } from '../handlers/events.js';
+import { OPENAPI_PATH } from './auth.js';
 import { componentsTransform } from './openapi-components.js';
 import { OPERATION_IDS } from './operation-ids.js';
 
@@ -100,7 +101,7 @@ export const openApi = fp(
 /** `GET /v1/openapi.json`, served from memory. */
 export const openApiDocument: FastifyPluginAsync<object, RawServerDefault, ZodTypeProvider> = async (app) => {
   app.get(
-    '/v1/openapi.json',
+    OPENAPI_PATH,
     {
       schema: {
         summary: 'This OpenAPI document',

@@ -1,24 +1,15 @@
 import fp from 'fastify-plugin';
-import { AUTH_PROVIDERS_PATH, GITHUB_CALLBACK_PATH, GITHUB_SIGN_IN_PATH } from '../domain/github-sign-in.js';
-import { LOGIN_PATH } from '../domain/login-links.js';
 import type { PerAddressLimiter } from '../domain/per-address-limit.js';
 import { TokenBuckets, type RateLimit } from '../domain/rate-limit.js';
-import { routedPath } from './auth.js';
+import { OPENAPI_PATH, PUBLIC_PATHS, routedPath } from './auth.js';
 import { sendError } from './errors.js';
 
 /**
- * The public paths that reach a backing service, limited per client address before any other work
- * (the body of a webhook is not read yet; a login link's token costs a database lookup). The
- * OpenAPI document is served from memory.
+ * The public paths that reach a backing service — all but the OpenAPI document, served from memory
+ * — limited per client address before any other work (the body of a webhook is not read yet; a
+ * login link's token costs a database lookup).
  */
-const ADDRESS_LIMITED_PATHS = new Set([
-  '/v1/repohost/setup',
-  '/v1/repohost/webhooks',
-  LOGIN_PATH,
-  AUTH_PROVIDERS_PATH,
-  GITHUB_SIGN_IN_PATH,
-  GITHUB_CALLBACK_PATH,
-]);
+const ADDRESS_LIMITED_PATHS: ReadonlySet<string> = new Set([...PUBLIC_PATHS].filter((path) => path !== OPENAPI_PATH));
 
 /** Per client address, per replica, on the unauthenticated paths that reach a backing service. */
 export const PUBLIC_RATE_LIMIT: RateLimit = { perSecond: 5, burst: 50 };
