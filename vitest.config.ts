@@ -15,8 +15,9 @@ export default defineConfig({
       'services/*/test/**/*.test.ts',
       'test/**/*.test.ts',
     ],
-    // The fault tests have a config of their own (vitest.chaos.config.ts).
-    exclude: ['**/node_modules/**', 'test/chaos/**'],
+    // The fault tests and the cluster test have configs of their own (vitest.chaos.config.ts,
+    // vitest.cluster.config.ts).
+    exclude: ['**/node_modules/**', 'test/chaos/**', 'test/cluster/**'],
     globalSetup: ['libs/testing/src/global-setup.ts'],
     // Hang guards, not budgets: on a loaded two-core machine a real codex turn can take long.
     testTimeout: 120_000,

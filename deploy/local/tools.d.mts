@@ -1,12 +1,29 @@
+export type ToolName =
+  | 'nats-server'
+  | 'ferretdb'
+  | 'helm'
+  | 'etcd'
+  | 'kube-apiserver'
+  | 'kube-controller-manager'
+  | 'kube-scheduler'
+  | 'kwok';
 export declare const TOOLS: Record<
-  string,
-  { version: string; about: string; minutes: string; module?: string; launcher?: string; binary?: string }
+  ToolName,
+  {
+    version: string;
+    about: string;
+    minutes: string;
+    module?: string;
+    launcher?: string;
+    package?: string;
+    binary?: string;
+  }
 >;
+export declare const CONTROL_PLANE_TOOLS: ToolName[];
 export declare function toolsDir(): string;
-export declare function toolPath(name: 'nats-server' | 'ferretdb' | 'helm'): string;
-export declare function ensureTool(
-  name: 'nats-server' | 'ferretdb' | 'helm',
-  opts?: { log?: (line: string) => void },
-): string;
-export declare function ensureTools(names: ('nats-server' | 'ferretdb' | 'helm')[]): Record<string, string>;
-export declare function ensureSystemPackages(names?: 'bubblewrap'[]): void;
+export declare function toolPath(name: ToolName): string;
+export declare function ensureTool(name: ToolName, opts?: { log?: (line: string) => void }): string;
+export declare function ensureTools(names: ToolName[]): Record<string, string>;
+export declare function ensureSystemPackages(names?: ('bubblewrap' | 'chromium')[]): void;
+export declare function haveGo(): boolean;
+export declare function toolsCached(names: ToolName[]): boolean;

@@ -1,6 +1,8 @@
-// Pinned local infrastructure: nats-server, FerretDB (through our launcher) and helm, built with
-// the Go toolchain and cached outside the repository, so a second run is instant and a fresh
-// machine builds each one once. Dependency-free on purpose: it runs before `pnpm install`.
+// Pinned local infrastructure: nats-server, FerretDB (through our launcher), helm and a Kubernetes
+// control plane (etcd, kube-apiserver, kube-controller-manager, kube-scheduler and kwok, for the
+// chart's cluster test), built with the Go toolchain and cached outside the repository, so a second
+// run is instant and a fresh machine builds each one once. Dependency-free on purpose: it runs
+// before `pnpm install`.
 import { spawnSync } from 'node:child_process';
 import { existsSync, mkdirSync, readFileSync, renameSync, rmSync, statSync } from 'node:fs';
 import { homedir } from 'node:os';
@@ -8,6 +10,15 @@ import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 
 const here = dirname(fileURLToPath(import.meta.url));
+
+const KUBE_VERSION = 'v1.37.2';
+
+/** What Kubernetes' release build stamps in: without it `/version` says v0.0.0, which charts' `kubeVersion` checks refuse. */
+function kubeVersionFlags(version) {
+  const [major, minor] = version.slice(1).split('.');
+  const pkg = 'k8s.io/component-base/version';
+  return [`-X ${pkg}.gitVersion=${version}`, `-X ${pkg}.gitMajor=${major}`, `-X ${pkg}.gitMinor=${minor}`];
+}
 
 export const TOOLS = {
   'nats-server': {
@@ -42,7 +53,50 @@ export const TOOLS = {
     // Bumped when the build itself changes, so caches of an older build are not reused.
     revision: 1,
   },
+  // The control plane is built from our own module (deploy/local/kube-control-plane): `go install`
+  // of these commands fails, since k8s.io/kubernetes replaces its staging modules with directories.
+  etcd: {
+    version: 'v3.7.0',
+    launcher: join(here, 'kube-control-plane'),
+    package: './etcd',
+    about: 'etcd',
+    minutes: '1',
+  },
+  'kube-apiserver': {
+    version: KUBE_VERSION,
+    launcher: join(here, 'kube-control-plane'),
+    package: 'k8s.io/kubernetes/cmd/kube-apiserver',
+    about: 'kube-apiserver',
+    minutes: '20-40',
+    ldflags: kubeVersionFlags(KUBE_VERSION),
+  },
+  'kube-controller-manager': {
+    version: KUBE_VERSION,
+    launcher: join(here, 'kube-control-plane'),
+    package: 'k8s.io/kubernetes/cmd/kube-controller-manager',
+    about: 'kube-controller-manager',
+    minutes: '5-10',
+    ldflags: kubeVersionFlags(KUBE_VERSION),
+  },
+  'kube-scheduler': {
+    version: KUBE_VERSION,
+    launcher: join(here, 'kube-control-plane'),
+    package: 'k8s.io/kubernetes/cmd/kube-scheduler',
+    about: 'kube-scheduler',
+    minutes: '1-3',
+    ldflags: kubeVersionFlags(KUBE_VERSION),
+  },
+  // Simulated nodes: pods on them turn Running and Ready without a container runtime.
+  kwok: {
+    version: 'v0.8.0',
+    module: 'sigs.k8s.io/kwok/cmd/kwok',
+    about: 'kwok',
+    minutes: '3-6',
+  },
 };
+
+/** The control plane's tools, in the order a cold build should take them (the longest last). */
+export const CONTROL_PLANE_TOOLS = ['etcd', 'kube-scheduler', 'kwok', 'kube-controller-manager', 'kube-apiserver'];
 
 export function toolsDir() {
   const base =
@@ -69,6 +123,19 @@ function findGo() {
 }
 
 class MissingGoError extends Error {}
+
+/** Whether a Go toolchain is here to build the tools that are not cached yet. */
+export function haveGo() {
+  return findGo() !== null;
+}
+
+/** Whether every named tool is built and cached already. */
+export function toolsCached(names) {
+  return names.every((name) => {
+    const target = toolPath(name);
+    return existsSync(target) && statSync(target).size > 0;
+  });
+}
 
 /**
  * Builds `name` unless its pinned binary is already cached; returns the binary's path.
@@ -98,7 +165,7 @@ export function ensureTool(name, { log = (line) => process.stderr.write(line + '
   const env = { ...process.env, GOBIN: tmpDir, CGO_ENABLED: '0', GOFLAGS: '-mod=mod' };
   const ldflags = tool.ldflags ? ['-ldflags', tool.ldflags.join(' ')] : [];
   const result = tool.launcher
-    ? spawnSync(go, ['build', '-trimpath', '-o', join(tmpDir, tool.binary), '.'], {
+    ? spawnSync(go, ['build', '-trimpath', ...ldflags, '-o', join(tmpDir, tool.binary ?? name), tool.package ?? '.'], {
         cwd: tool.launcher,
         env,
         stdio: ['ignore', 'inherit', 'inherit'],

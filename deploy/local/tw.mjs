@@ -7,7 +7,17 @@ import { spawn, spawnSync } from 'node:child_process';
 import { existsSync, mkdirSync, readFileSync, rmSync } from 'node:fs';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { ensureNode, ensureSystemPackages, ensureTools, isPinnedNode, NODE_VERSION, toolsDir } from './tools.mjs';
+import {
+  CONTROL_PLANE_TOOLS,
+  ensureNode,
+  ensureSystemPackages,
+  ensureTools,
+  haveGo,
+  isPinnedNode,
+  NODE_VERSION,
+  toolsCached,
+  toolsDir,
+} from './tools.mjs';
 
 const root = resolve(dirname(fileURLToPath(import.meta.url)), '..', '..');
 const pkg = JSON.parse(readFileSync(join(root, 'package.json'), 'utf8'));
@@ -108,6 +118,7 @@ function foreground(cmd, args, env) {
 }
 
 const CHAOS_CONFIG = 'vitest.chaos.config.ts';
+const CLUSTER_CONFIG = 'vitest.cluster.config.ts';
 
 // Everything runs on the pinned Node LTS line, as in the image: on another Node this script only
 // installs that one and runs itself again on it, first on PATH so that every child (pnpm, vitest,
@@ -171,6 +182,23 @@ switch (command) {
     process.exitCode = await foreground(pnpm, ['exec', 'vitest', 'run', '--config', CHAOS_CONFIG, ...rest], env);
     break;
   }
+  case 'test:cluster': {
+    // The chart on a real Kubernetes control plane, built once from the Go module proxy (the first
+    // build takes long: kube-apiserver alone is 20-40 min on two cores; cached after that).
+    const pnpm = ensurePnpm();
+    pnpmInstall(pnpm);
+    // Without Go (and nothing cached) the test skips itself, saying why.
+    if (toolsCached(CONTROL_PLANE_TOOLS) || haveGo()) {
+      if (!toolsCached(CONTROL_PLANE_TOOLS)) {
+        log('building the Kubernetes control plane for the cluster test (first time only: 30-50 min on two cores)');
+      }
+      ensureTools(['helm', ...CONTROL_PLANE_TOOLS]);
+    }
+    const env = withPnpmOnPath(pnpm);
+    run(pnpm, ['-r', '--workspace-concurrency=2', 'build'], { env });
+    process.exitCode = await foreground(pnpm, ['exec', 'vitest', 'run', '--config', CLUSTER_CONFIG, ...rest], env);
+    break;
+  }
   case 'start': {
     const pnpm = ensurePnpm();
     pnpmInstall(pnpm);
@@ -192,6 +220,8 @@ switch (command) {
     break;
   }
   default:
-    process.stderr.write('usage: node deploy/local/tw.mjs start|test|test:chaos|admin|tools|pnpm|node …\n');
+    process.stderr.write(
+      'usage: node deploy/local/tw.mjs start|test|test:chaos|test:cluster|admin|tools|pnpm|node …\n',
+    );
     process.exit(command === 'help' ? 0 : 2);
 }

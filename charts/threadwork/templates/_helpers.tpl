@@ -433,3 +433,18 @@ the runner, and so the agents, reach everything: refused.
 {{- end -}}
 {{- toYaml $peers -}}
 {{- end -}}
+
+{{/*
+A byte quantity (values.schema.json byteQuantity, or the canonical form the API server stores it
+in) as a number of bytes, so that 1Gi and 1024Mi compare equal.
+*/}}
+{{- define "threadwork.bytes" -}}
+{{- $q := toString . -}}
+{{- $digits := regexFind "^[0-9]+" $q -}}
+{{- $suffix := trimPrefix $digits $q -}}
+{{- $factors := dict "" "1" "k" "1000" "M" "1000000" "G" "1000000000" "T" "1000000000000" "P" "1000000000000000" "E" "1000000000000000000" "Ki" "1024" "Mi" "1048576" "Gi" "1073741824" "Ti" "1099511627776" "Pi" "1125899906842624" "Ei" "1152921504606846976" -}}
+{{- if or (not $digits) (not (hasKey $factors $suffix)) -}}
+{{- fail (printf "%q is not a whole number of bytes (e.g. 20Gi)" $q) -}}
+{{- end -}}
+{{- mul (atoi $digits) (atoi (get $factors $suffix)) -}}
+{{- end -}}

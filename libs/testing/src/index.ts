@@ -15,3 +15,4 @@ export * from './github-schemas.js';
 export * from './run-driver.js';
 export * from './wait.js';
 export * from './sse.js';
+export * from './control-plane.js';

@@ -1,0 +1,361 @@
+import { generateKeyPairSync, randomBytes } from 'node:crypto';
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { request } from 'node:https';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import type { ChildProcess } from 'node:child_process';
+import { freePort } from '../../../deploy/local/launcher.mjs';
+import { spawnGuarded } from '../../../deploy/local/servers.mjs';
+import { waitFor } from './wait.js';
+
+// A real Kubernetes control plane on loopback, for what only an API server decides: etcd,
+// kube-apiserver (token auth, RBAC and the built-in admission plugins), kube-controller-manager
+// (Deployments, StatefulSets, PersistentVolume binding, garbage collection, autoscaling's bounds),
+// kube-scheduler, and kwok, which plays the kubelet of simulated nodes: their pods turn Running and
+// Ready without a container. No container ever runs, so nothing in an image is exercised here.
+
+/** The binaries, as deploy/local/tools.mjs builds them. */
+export interface ControlPlaneBinaries {
+  etcd: string;
+  'kube-apiserver': string;
+  'kube-controller-manager': string;
+  'kube-scheduler': string;
+  kwok: string;
+}
+
+export interface KubeResponse<T = unknown> {
+  status: number;
+  body: T;
+}
+
+export interface ControlPlane {
+  /** https://127.0.0.1:<port> */
+  server: string;
+  /** A kubeconfig for the cluster admin (system:masters), as helm and client libraries read it. */
+  kubeconfig: string;
+  /** The admin's bearer token. */
+  token: string;
+  /** The API server's serving certificate (self-signed), to trust it. */
+  ca: string;
+  /** Issues a request as the admin (or with another bearer token); JSON in, JSON (or text) out. */
+  api<T = unknown>(
+    method: string,
+    path: string,
+    body?: unknown,
+    opts?: { token?: string; contentType?: string },
+  ): Promise<KubeResponse<T>>;
+  stop(): Promise<void>;
+}
+
+interface Started {
+  name: string;
+  child: ChildProcess;
+  output: () => string;
+}
+
+function start(name: string, binary: string, args: string[], dir: string): Started {
+  const child = spawnGuarded(binary, args, { cwd: dir, stdio: ['ignore', 'pipe', 'pipe'] });
+  let out = '';
+  const keep = (chunk: Buffer) => {
+    out = (out + chunk.toString()).slice(-16_000);
+  };
+  child.stdout?.on('data', keep);
+  child.stderr?.on('data', keep);
+  return { name, child, output: () => out };
+}
+
+function alive(p: Started): void {
+  if (p.child.exitCode !== null || p.child.signalCode !== null) {
+    throw new Error(`${p.name} exited (${p.child.exitCode ?? p.child.signalCode}):\n${p.output()}`);
+  }
+}
+
+async function stopProcess(p: Started): Promise<void> {
+  if (p.child.exitCode !== null || p.child.signalCode !== null) return;
+  const exited = new Promise<void>((resolve) => p.child.once('exit', () => resolve()));
+  p.child.kill('SIGTERM');
+  const force = setTimeout(() => p.child.kill('SIGKILL'), 10_000);
+  await exited;
+  clearTimeout(force);
+}
+
+function kubeRequest<T>(
+  server: string,
+  ca: string,
+  token: string,
+  method: string,
+  path: string,
+  body?: unknown,
+  contentType = 'application/json',
+): Promise<KubeResponse<T>> {
+  const payload = body === undefined ? undefined : typeof body === 'string' ? body : JSON.stringify(body);
+  return new Promise((resolve, reject) => {
+    const req = request(
+      new URL(path, server),
+      {
+        method,
+        ca,
+        headers: {
+          authorization: `Bearer ${token}`,
+          accept: 'application/json',
+          ...(payload === undefined ? {} : { 'content-type': contentType }),
+        },
+      },
+      (res) => {
+        const chunks: Buffer[] = [];
+        res.on('data', (c: Buffer) => chunks.push(c));
+        res.on('end', () => {
+          const text = Buffer.concat(chunks).toString('utf8');
+          let parsed: unknown = text;
+          try {
+            parsed = JSON.parse(text);
+          } catch {
+            // Not JSON (readyz says "ok"): kept as text.
+          }
+          resolve({ status: res.statusCode ?? 0, body: parsed as T });
+        });
+      },
+    );
+    req.on('error', reject);
+    req.end(payload);
+  });
+}
+
+function kubeconfigFor(server: string, ca: string, user: string, token: string): string {
+  return JSON.stringify({
+    apiVersion: 'v1',
+    kind: 'Config',
+    clusters: [
+      { name: 'local', cluster: { server, 'certificate-authority-data': Buffer.from(ca).toString('base64') } },
+    ],
+    users: [{ name: user, user: { token } }],
+    contexts: [{ name: 'local', context: { cluster: 'local', user } }],
+    'current-context': 'local',
+  });
+}
+
+/** Users the API server authenticates by bearer token: name → {token, groups}. */
+export interface TokenUser {
+  token: string;
+  groups?: string[];
+}
+
+export interface ControlPlaneOptions {
+  binaries: ControlPlaneBinaries;
+  /** Extra token users (beyond the admin), for RBAC checks as a service account would be checked. */
+  users?: Record<string, TokenUser>;
+  /** Simulated nodes to create (kwok manages them): default one, `kwok-node-0`. */
+  nodes?: number;
+}
+
+/**
+ * Starts the control plane and resolves once the API server is ready, the controllers run and the
+ * simulated nodes are Ready. Everything lives in a temporary directory removed on stop.
+ */
+export async function startControlPlane(options: ControlPlaneOptions): Promise<ControlPlane> {
+  const { binaries } = options;
+  const dir = mkdtempSync(join(tmpdir(), 'threadwork-kube-'));
+  const processes: Started[] = [];
+  const stopAll = async () => {
+    for (const p of [...processes].reverse()) await stopProcess(p);
+    rmSync(dir, { recursive: true, force: true });
+  };
+  try {
+    // etcd
+    const [etcdClient, etcdPeer] = [await freePort(), await freePort()];
+    const etcdUrl = `http://127.0.0.1:${etcdClient}`;
+    const etcd = start(
+      'etcd',
+      binaries.etcd,
+      [
+        '--name=local',
+        `--data-dir=${join(dir, 'etcd')}`,
+        `--listen-client-urls=${etcdUrl}`,
+        `--advertise-client-urls=${etcdUrl}`,
+        `--listen-peer-urls=http://127.0.0.1:${etcdPeer}`,
+        `--initial-advertise-peer-urls=http://127.0.0.1:${etcdPeer}`,
+        `--initial-cluster=local=http://127.0.0.1:${etcdPeer}`,
+        '--log-level=warn',
+      ],
+      dir,
+    );
+    processes.push(etcd);
+    await waitFor(
+      'etcd to serve',
+      async () => {
+        alive(etcd);
+        const res = await fetch(`${etcdUrl}/health`).catch(() => null);
+        return res?.ok === true;
+      },
+      60_000,
+    );
+
+    // kube-apiserver
+    const token = randomBytes(24).toString('hex');
+    const users: Record<string, TokenUser> = { admin: { token, groups: ['system:masters'] }, ...options.users };
+    const tokens = Object.entries(users)
+      .map(([name, u]) => `${u.token},${name},${name}${u.groups?.length ? `,"${u.groups.join(',')}"` : ''}`)
+      .join('\n');
+    writeFileSync(join(dir, 'tokens.csv'), tokens + '\n', { mode: 0o600 });
+    const { privateKey, publicKey } = generateKeyPairSync('rsa', { modulusLength: 2048 });
+    writeFileSync(join(dir, 'sa.key'), privateKey.export({ type: 'pkcs1', format: 'pem' }), { mode: 0o600 });
+    writeFileSync(join(dir, 'sa.pub'), publicKey.export({ type: 'spki', format: 'pem' }));
+    const certDir = join(dir, 'certs');
+    mkdirSync(certDir);
+    const apiPort = await freePort();
+    const server = `https://127.0.0.1:${apiPort}`;
+    const apiserver = start(
+      'kube-apiserver',
+      binaries['kube-apiserver'],
+      [
+        `--etcd-servers=${etcdUrl}`,
+        '--bind-address=127.0.0.1',
+        '--advertise-address=127.0.0.1',
+        `--secure-port=${apiPort}`,
+        `--cert-dir=${certDir}`,
+        `--token-auth-file=${join(dir, 'tokens.csv')}`,
+        '--authorization-mode=Node,RBAC',
+        '--service-account-issuer=https://kubernetes.default.svc.cluster.local',
+        `--service-account-key-file=${join(dir, 'sa.pub')}`,
+        `--service-account-signing-key-file=${join(dir, 'sa.key')}`,
+        '--service-cluster-ip-range=10.96.0.0/16',
+        '--allow-privileged=true',
+        '--anonymous-auth=false',
+      ],
+      dir,
+    );
+    processes.push(apiserver);
+    const caFile = join(certDir, 'apiserver.crt');
+    await waitFor(
+      'kube-apiserver to be ready',
+      async () => {
+        alive(apiserver);
+        if (!existsSync(caFile)) return false;
+        const ca = readFileSync(caFile, 'utf8');
+        const res = await kubeRequest(server, ca, token, 'GET', '/readyz').catch(() => null);
+        return res?.status === 200;
+      },
+      120_000,
+    );
+    const ca = readFileSync(caFile, 'utf8');
+    const kubeconfig = join(dir, 'admin.kubeconfig');
+    writeFileSync(kubeconfig, kubeconfigFor(server, ca, 'admin', token), { mode: 0o600 });
+    const api = <T>(
+      method: string,
+      path: string,
+      body?: unknown,
+      opts: { token?: string; contentType?: string } = {},
+    ) => kubeRequest<T>(server, ca, opts.token ?? token, method, path, body, opts.contentType);
+
+    // Controllers and the scheduler, as the admin (one process each: no leader election).
+    const controllers = start(
+      'kube-controller-manager',
+      binaries['kube-controller-manager'],
+      [
+        `--kubeconfig=${kubeconfig}`,
+        `--authentication-kubeconfig=${kubeconfig}`,
+        `--authorization-kubeconfig=${kubeconfig}`,
+        '--leader-elect=false',
+        '--bind-address=127.0.0.1',
+        `--secure-port=${await freePort()}`,
+        `--service-account-private-key-file=${join(dir, 'sa.key')}`,
+        `--root-ca-file=${caFile}`,
+        '--use-service-account-credentials=false',
+        '--cluster-cidr=10.244.0.0/16',
+        '--service-cluster-ip-range=10.96.0.0/16',
+        '--controllers=*,-nodeipam,-cloud-node-lifecycle,-service-lb-controller,-node-route-controller',
+      ],
+      dir,
+    );
+    processes.push(controllers);
+    const scheduler = start(
+      'kube-scheduler',
+      binaries['kube-scheduler'],
+      [
+        `--kubeconfig=${kubeconfig}`,
+        `--authentication-kubeconfig=${kubeconfig}`,
+        `--authorization-kubeconfig=${kubeconfig}`,
+        '--leader-elect=false',
+        '--bind-address=127.0.0.1',
+        `--secure-port=${await freePort()}`,
+      ],
+      dir,
+    );
+    processes.push(scheduler);
+    const kwok = start(
+      'kwok',
+      binaries.kwok,
+      [
+        `--kubeconfig=${kubeconfig}`,
+        '--manage-all-nodes=false',
+        '--manage-nodes-with-annotation-selector=kwok.x-k8s.io/node=fake',
+        '--node-ip=127.0.0.1',
+        `--server-address=127.0.0.1:${await freePort()}`,
+      ],
+      dir,
+    );
+    processes.push(kwok);
+
+    // The simulated nodes. kwok marks them Ready and plays their kubelet.
+    const nodeCount = options.nodes ?? 1;
+    for (let i = 0; i < nodeCount; i++) {
+      const name = `kwok-node-${i}`;
+      const created = await api('POST', '/api/v1/nodes', {
+        apiVersion: 'v1',
+        kind: 'Node',
+        metadata: {
+          name,
+          annotations: { 'kwok.x-k8s.io/node': 'fake', 'node.alpha.kubernetes.io/ttl': '0' },
+          labels: {
+            'kubernetes.io/hostname': name,
+            'kubernetes.io/os': 'linux',
+            'kubernetes.io/arch': 'amd64',
+            type: 'kwok',
+          },
+        },
+        status: {
+          allocatable: { cpu: '64', memory: '256Gi', pods: '250', 'ephemeral-storage': '1Ti' },
+          capacity: { cpu: '64', memory: '256Gi', pods: '250', 'ephemeral-storage': '1Ti' },
+        },
+      });
+      if (created.status !== 201)
+        throw new Error(`creating node ${name}: ${created.status} ${JSON.stringify(created.body)}`);
+    }
+    await waitFor(
+      'the simulated nodes to be Ready',
+      async () => {
+        for (const p of processes) alive(p);
+        const res = await api<{ items: { status?: { conditions?: { type: string; status: string }[] } }[] }>(
+          'GET',
+          '/api/v1/nodes',
+        );
+        const ready = res.body.items.filter((n) =>
+          n.status?.conditions?.some((c) => c.type === 'Ready' && c.status === 'True'),
+        );
+        return ready.length === nodeCount;
+      },
+      120_000,
+    );
+    // The default ServiceAccount in `default` shows that the controllers run.
+    await waitFor(
+      'the controllers to run',
+      async () => {
+        for (const p of processes) alive(p);
+        return (await api('GET', '/api/v1/namespaces/default/serviceaccounts/default')).status === 200;
+      },
+      120_000,
+    );
+
+    return {
+      server,
+      kubeconfig,
+      token,
+      ca,
+      api,
+      stop: stopAll,
+    };
+  } catch (err) {
+    await stopAll();
+    throw err;
+  }
+}
