@@ -14,6 +14,94 @@ import { waitFor } from './wait.js';
 // kube-scheduler, and kwok, which plays the kubelet of simulated nodes: their pods turn Running and
 // Ready without a container. No container ever runs, so nothing in an image is exercised here.
 
+/**
+ * What kwok does for the nodes and pods it manages, as its Stage resources: a node turns Ready and
+ * keeps sending heartbeats (else the node lifecycle controller would evict its pods); a pod bound to
+ * it turns Running with every container ready; a pod being deleted goes at once (no kubelet to
+ * wait for).
+ */
+const KWOK_STAGES = `
+apiVersion: kwok.x-k8s.io/v1alpha1
+kind: Stage
+metadata:
+  name: node-ready
+spec:
+  resourceRef: { apiGroup: v1, kind: Node }
+  selector:
+    matchExpressions:
+      - { key: '.status.conditions.[] | select( .type == "Ready" ) | .status', operator: NotIn, values: ['True'] }
+  next:
+    statusTemplate: |
+      {{ $now := Now }}
+      conditions:
+      {{ range NodeConditions }}
+      - { type: {{ .type | Quote }}, status: {{ .status | Quote }}, reason: {{ .reason | Quote }}, message: {{ .message | Quote }}, lastHeartbeatTime: {{ $now | Quote }}, lastTransitionTime: {{ $now | Quote }} }
+      {{ end }}
+      addresses:
+      - { type: InternalIP, address: {{ NodeIP | Quote }} }
+      - { type: Hostname, address: {{ NodeName | Quote }} }
+      phase: Running
+---
+apiVersion: kwok.x-k8s.io/v1alpha1
+kind: Stage
+metadata:
+  name: node-heartbeat
+spec:
+  resourceRef: { apiGroup: v1, kind: Node }
+  selector:
+    matchExpressions:
+      - { key: '.status.conditions.[] | select( .type == "Ready" ) | .status', operator: In, values: ['True'] }
+  delay:
+    durationMilliseconds: 10000
+  next:
+    statusTemplate: |
+      {{ $now := Now }}
+      conditions:
+      {{ range NodeConditions }}
+      - { type: {{ .type | Quote }}, status: {{ .status | Quote }}, reason: {{ .reason | Quote }}, message: {{ .message | Quote }}, lastHeartbeatTime: {{ $now | Quote }}, lastTransitionTime: {{ $now | Quote }} }
+      {{ end }}
+  immediateNextStage: true
+---
+apiVersion: kwok.x-k8s.io/v1alpha1
+kind: Stage
+metadata:
+  name: pod-running
+spec:
+  resourceRef: { apiGroup: v1, kind: Pod }
+  selector:
+    matchExpressions:
+      - { key: '.metadata.deletionTimestamp', operator: DoesNotExist }
+      - { key: '.status.podIP', operator: DoesNotExist }
+  next:
+    statusTemplate: |
+      {{ $now := Now }}
+      phase: Running
+      startTime: {{ $now | Quote }}
+      hostIP: {{ NodeIPWith .spec.nodeName | Quote }}
+      podIP: {{ PodIPWith .spec.nodeName false ( or .metadata.uid "" ) ( or .metadata.name "" ) ( or .metadata.namespace "" ) | Quote }}
+      conditions:
+      {{ range list "PodScheduled" "Initialized" "ContainersReady" "Ready" }}
+      - { type: {{ . | Quote }}, status: "True", lastTransitionTime: {{ $now | Quote }} }
+      {{ end }}
+      containerStatuses:
+      {{ range .spec.containers }}
+      - { name: {{ .name | Quote }}, image: {{ .image | Quote }}, ready: true, started: true, restartCount: 0, state: { running: { startedAt: {{ $now | Quote }} } } }
+      {{ end }}
+---
+apiVersion: kwok.x-k8s.io/v1alpha1
+kind: Stage
+metadata:
+  name: pod-gone
+spec:
+  resourceRef: { apiGroup: v1, kind: Pod }
+  selector:
+    matchExpressions:
+      - { key: '.metadata.deletionTimestamp', operator: Exists }
+  next:
+    finalizers: { empty: true }
+    delete: true
+`;
+
 /** The binaries, as deploy/local/tools.mjs builds them. */
 export interface ControlPlaneBinaries {
   etcd: string;
@@ -98,7 +186,9 @@ function kubeRequest<T>(
         headers: {
           authorization: `Bearer ${token}`,
           accept: 'application/json',
-          ...(payload === undefined ? {} : { 'content-type': contentType }),
+          ...(payload === undefined
+            ? {}
+            : { 'content-type': contentType, 'content-length': String(Buffer.byteLength(payload)) }),
         },
       },
       (res) => {
@@ -211,6 +301,8 @@ export async function startControlPlane(options: ControlPlaneOptions): Promise<C
         `--etcd-servers=${etcdUrl}`,
         '--bind-address=127.0.0.1',
         '--advertise-address=127.0.0.1',
+        // The `kubernetes` Service's endpoints would be this loopback address, which is refused.
+        '--endpoint-reconciler-type=none',
         `--secure-port=${apiPort}`,
         `--cert-dir=${certDir}`,
         `--token-auth-file=${join(dir, 'tokens.csv')}`,
@@ -263,7 +355,7 @@ export async function startControlPlane(options: ControlPlaneOptions): Promise<C
         '--use-service-account-credentials=false',
         '--cluster-cidr=10.244.0.0/16',
         '--service-cluster-ip-range=10.96.0.0/16',
-        '--controllers=*,-nodeipam,-cloud-node-lifecycle,-service-lb-controller,-node-route-controller',
+        '--controllers=*,-node-ipam-controller',
       ],
       dir,
     );
@@ -282,6 +374,7 @@ export async function startControlPlane(options: ControlPlaneOptions): Promise<C
       dir,
     );
     processes.push(scheduler);
+    writeFileSync(join(dir, 'kwok.yaml'), KWOK_STAGES);
     const kwok = start(
       'kwok',
       binaries.kwok,
@@ -290,6 +383,7 @@ export async function startControlPlane(options: ControlPlaneOptions): Promise<C
         '--manage-all-nodes=false',
         '--manage-nodes-with-annotation-selector=kwok.x-k8s.io/node=fake',
         '--node-ip=127.0.0.1',
+        `--config=${join(dir, 'kwok.yaml')}`,
         `--server-address=127.0.0.1:${await freePort()}`,
       ],
       dir,
