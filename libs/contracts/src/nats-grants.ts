@@ -22,6 +22,8 @@ interface StreamAccess {
   owns?: boolean;
   /** Reads messages by sequence or subject (direct gets). */
   directGet?: boolean;
+  /** Reads a message through the stream's leader (STREAM.MSG.GET): never behind what it acked. */
+  leaderGet?: boolean;
   /** Durable pull consumers it pulls from and acks (never creates); `*`: any on the stream. */
   consumers?: readonly string[];
 }
@@ -94,7 +96,7 @@ const GRANTS: Record<NatsIdentity, Grant> = {
     publishes: [subjects.runEventsAll, subjects.runJobsAll, runSignals, evt('runs')],
     subscribes: [],
     streams: [
-      { stream: STREAM_NAMES.runEvents, owns: true, directGet: true },
+      { stream: STREAM_NAMES.runEvents, owns: true, directGet: true, leaderGet: true },
       { stream: STREAM_NAMES.runJobs, owns: true },
       { stream: STREAM_NAMES.domain, owns: true },
     ],
@@ -176,6 +178,7 @@ function streamApi(access: StreamAccess): string[] {
     );
   }
   if (access.directGet) publish.push(`${JS}.DIRECT.GET.${s}`, `${JS}.DIRECT.GET.${s}.>`);
+  if (access.leaderGet) publish.push(`${JS}.STREAM.MSG.GET.${s}`);
   for (const consumer of access.consumers ?? []) {
     publish.push(
       `${JS}.CONSUMER.INFO.${s}.${consumer}`,

@@ -2,13 +2,14 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { connectNats, createLogger, jetStreamOf } from '@threadwork/platform';
+import { connectNats, createLogger, jetStreamOf, type NatsAuth } from '@threadwork/platform';
 import { startNatsServer, type LocalServer } from './servers.js';
 import { waitFor } from './wait.js';
 
 export interface ClusterNode {
   /** The server's name (`n1`, `n2`, …): what stream info reports as `cluster.leader`. */
   name: string;
+  /** Its current process (a restart replaces it). */
   server: LocalServer;
 }
 
@@ -18,7 +19,23 @@ export interface NatsCluster {
   url: string;
   /** The node named `name`. */
   node(name: string): ClusterNode;
+  /**
+   * Stops a node (`crash`: kill -9) and starts it again on the same client port, routes and store:
+   * it rejoins the cluster and catches its streams up from their leaders.
+   */
+  restart(name: string, opts?: { crash?: boolean }): Promise<ClusterNode>;
   stop(): Promise<void>;
+}
+
+export interface NatsClusterOptions {
+  binary: string;
+  size?: number;
+  /** More of each server's configuration file (an `authorization` block: who may connect). */
+  config?: string;
+  /** How the cluster's own check connects, when `config` asks for credentials. */
+  auth?: NatsAuth;
+  /** Each line a server prints, with the server's name. */
+  onLine?: (name: string, line: string) => void;
 }
 
 /** A free TCP port on loopback, for a cluster route (nats-server picks client ports itself). */
@@ -39,26 +56,42 @@ async function freePort(): Promise<number> {
  * store directory of its own and a route to every other. Resolves once JetStream answers, i.e. the
  * cluster has elected its meta leader and streams can be created.
  */
-export async function startNatsCluster({ binary, size = 3 }: { binary: string; size?: number }): Promise<NatsCluster> {
+export async function startNatsCluster({
+  binary,
+  size = 3,
+  config: extra = '',
+  auth,
+  onLine,
+}: NatsClusterOptions): Promise<NatsCluster> {
   const root = mkdtempSync(join(tmpdir(), 'threadwork-nats-cluster-'));
   const routePorts: number[] = [];
   for (let i = 0; i < size; i++) routePorts.push(await freePort());
   const routes = routePorts.map((port) => `nats-route://127.0.0.1:${port}`);
   const nodes: ClusterNode[] = [];
+  const configOf = (name: string, port: number) =>
+    [
+      `server_name: ${name}`,
+      'cluster {',
+      '  name: threadwork-test',
+      `  listen: 127.0.0.1:${port}`,
+      `  routes: [${routes.join(', ')}]`,
+      '}',
+      extra,
+      '',
+    ].join('\n');
+  const start = (name: string, routePort: number, port?: number) =>
+    startNatsServer({
+      binary,
+      dir: join(root, name),
+      config: configOf(name, routePort),
+      ...(port === undefined ? {} : { port }),
+      ...(onLine ? { onLine: (line: string) => onLine(name, line) } : {}),
+    });
   try {
     const started = await Promise.all(
       routePorts.map(async (port, i) => {
         const name = `n${i + 1}`;
-        const config = [
-          `server_name: ${name}`,
-          'cluster {',
-          '  name: threadwork-test',
-          `  listen: 127.0.0.1:${port}`,
-          `  routes: [${routes.join(', ')}]`,
-          '}',
-          '',
-        ].join('\n');
-        return { name, server: await startNatsServer({ binary, dir: join(root, name), config }) };
+        return { name, server: await start(name, port) };
       }),
     );
     nodes.push(...started);
@@ -70,7 +103,7 @@ export async function startNatsCluster({ binary, size = 3 }: { binary: string; s
   const url = nodes.map(({ server }) => server.url).join(',');
 
   const logger = createLogger({ service: 'test-cluster', level: 'silent' });
-  const nc = await connectNats({ servers: url, name: 'test-cluster', logger });
+  const nc = await connectNats({ servers: url, name: 'test-cluster', logger, ...(auth ? { auth } : {}) });
   try {
     await waitFor(
       'the JetStream cluster to elect its meta leader',
@@ -85,12 +118,19 @@ export async function startNatsCluster({ binary, size = 3 }: { binary: string; s
     await nc.close();
   }
 
+  const node = (name: string) => {
+    const found = nodes.find((n) => n.name === name);
+    if (!found) throw new Error(`no cluster node named ${name}`);
+    return found;
+  };
   return {
     nodes,
     url,
-    node(name) {
-      const found = nodes.find((n) => n.name === name);
-      if (!found) throw new Error(`no cluster node named ${name}`);
+    node,
+    async restart(name, { crash = false } = {}) {
+      const found = node(name);
+      await found.server.stop(crash ? 'SIGKILL' : 'SIGTERM');
+      found.server = await start(name, routePorts[nodes.indexOf(found)]!, found.server.port);
       return found;
     },
     async stop() {

@@ -1,4 +1,4 @@
-import { allStreams, consumerDefinitions, SERVICES } from '@threadwork/contracts';
+import { allStreams, consumerDefinitions, SERVICES, STREAM_NAMES } from '@threadwork/contracts';
 import {
   bootService,
   ensureDefinedConsumer,
@@ -37,7 +37,9 @@ export async function startRuns(config: RunsConfig): Promise<StartedService> {
     const interactions = createInteractionStore(runtime.db);
     await store.ensureIndexes();
     await interactions.ensureIndexes();
-    const log = createEventLog(runtime);
+    // RUN_EVENTS kept by more than one server: reads of the log's end are checked with its leader.
+    const replicated = (await runtime.jsm.streams.info(STREAM_NAMES.runEvents)).config.num_replicas > 1;
+    const log = createEventLog({ ...runtime, replicated });
     const ctx: RunsContext = {
       store,
       interactions,

@@ -145,6 +145,37 @@ describe.skipIf(!inject('natsServerBin'))('streams on a three-server JetStream c
     expect((await logged(log2, overtaken)).map((e) => e.key)).toEqual(['a', 'c']);
   });
 
+  it('reads every acknowledged append at once, whichever replica answers the direct get', async () => {
+    // Each reader is connected to one server only, so each replica answers some of the reads; a
+    // follower a few messages behind its leader answers too, and a read must not stop short there.
+    const logger = createLogger({ service: 'test', level: 'silent' });
+    const readers = await Promise.all(
+      cluster.nodes.map((node) => connectNats({ servers: node.server.url, name: `reader-${node.name}`, logger })),
+    );
+    try {
+      const handles = await jetStreamOf(nc);
+      for (const stream of allStreams({ runEventsMaxAgeMs: 0 }))
+        await ensureStream(handles.jsm, stream, { replicas: 3 });
+      const writer = createEventLog({ nc, ...handles });
+      const logs = await Promise.all(
+        readers.map(async (reader) => createEventLog({ nc: reader, ...(await jetStreamOf(reader)), replicated: true })),
+      );
+      const runId = 'run_read_after_append';
+      const missed: string[] = [];
+      for (let i = 0; i < 500; i++) {
+        const [seq] = await writer.append(runId, [{ key: `${i}`, chunk: { i } }]);
+        for (const [k, log] of logs.entries()) {
+          const page = await log.read(runId, seq!, 10);
+          const last = await log.lastSequence(runId);
+          if (last !== seq || page.at(-1)?.sequence !== seq) missed.push(`${i} on n${k + 1}`);
+        }
+      }
+      expect(missed).toEqual([]);
+    } finally {
+      await Promise.all(readers.map((reader) => reader.close()));
+    }
+  });
+
   it('keeps every acknowledged append exactly once and in order when the stream leader is killed', async () => {
     const { js, jsm } = await jetStreamOf(nc, { publishRetryMs: 20_000 });
     // All three copies current before the leader goes, so the election has a full follower to pick.

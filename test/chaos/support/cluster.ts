@@ -5,11 +5,13 @@ import { join } from 'node:path';
 import { createLogger, connectNats, type NatsConnection } from '@threadwork/platform';
 import {
   createBareRepo,
+  startNatsCluster,
   testNatsAuth,
   uniqueDbPrefix,
   uniqueId,
   type agent,
   type FakeModelServer,
+  type NatsCluster,
 } from '@threadwork/testing';
 import {
   createStack,
@@ -20,15 +22,17 @@ import {
   type LocalStack,
   type ServiceSpec,
 } from '../../../deploy/local/launcher.mjs';
+import { ensureTool } from '../../../deploy/local/tools.mjs';
 import { startModels, type ModelOptions, type Models } from './models.js';
 import { commandLine, descendantsOf } from './processes.js';
 
 export { commandLine, descendantsOf };
 
 // A whole Threadwork deployment on this machine for fault tests, started by the local launcher as
-// `npm start` starts it: its own nats-server and FerretDB (restartable on the same store and port),
-// and every service as a process of its own, run from its build (`services/<name>/dist`). Faults
-// are injected by pid; the tests look at the outcome through the public API.
+// `npm start` starts it: its own nats-server (or a JetStream cluster of them) and FerretDB
+// (restartable on the same store and port), and every service as a process of its own, run from
+// its build (`services/<name>/dist`). Faults are injected by pid; the tests look at the outcome
+// through the public API.
 
 export type Role = 'runs' | 'repohost' | 'review' | 'threads' | 'runner' | 'gateway';
 
@@ -51,6 +55,12 @@ export interface ClusterOptions extends ModelOptions {
   restartRunners?: boolean;
   /** Where runners keep sandboxes, when not in the cluster's own directory (it is removed on stop too). */
   sandboxRoot?: string;
+  /**
+   * Run NATS as a JetStream cluster of this many nats-servers (`natsCluster`) instead of one: the
+   * services get every server's address in NATS_URL and keep the streams on all of them
+   * (NATS_STREAM_REPLICAS).
+   */
+  natsServers?: number;
 }
 
 export interface ChaosUser {
@@ -66,6 +76,9 @@ export class Cluster {
   private ncs: NatsConnection[] = [];
   /** What each runner started by `startRunner` was given on top, for its supervisor to start it again so. */
   private readonly extraEnvOf = new Map<string, Record<string, string>>();
+
+  /** The JetStream cluster, when started with `natsServers`. */
+  natsCluster: NatsCluster | undefined;
 
   private constructor(
     readonly dir: string,
@@ -100,6 +113,7 @@ export class Cluster {
   get env(): Record<string, string> {
     return this.stack.env;
   }
+  /** The single nats-server (a cluster started with `natsServers` has `natsCluster` instead). */
   get nats(): LaunchedServer {
     return this.stack.process('nats-server') as LaunchedServer;
   }
@@ -144,6 +158,21 @@ export class Cluster {
       ...options.env,
     };
     const cluster = new Cluster(dir, gatewayPort, natsAuth, models, options);
+    if (options.natsServers !== undefined) {
+      try {
+        cluster.natsCluster = await startNatsCluster({
+          binary: ensureTool('nats-server'),
+          size: options.natsServers,
+          config: natsAuth.config,
+          auth: natsAuth.testAuth,
+        });
+      } catch (err) {
+        await models.close();
+        rmSync(dir, { recursive: true, force: true });
+        throw err;
+      }
+      env.NATS_STREAM_REPLICAS = String(options.natsServers);
+    }
     const core = CORE.map((role): ServiceSpec => {
       const replicas = options.replicas?.[role];
       // Replicas of the gateway beyond the first serve on ports of their own.
@@ -162,7 +191,7 @@ export class Cluster {
     };
     cluster.stack = createStack({
       dir,
-      nats: { config: natsAuth.config },
+      nats: cluster.natsCluster ? { url: cluster.natsCluster.url } : { config: natsAuth.config },
       ferret: {},
       natsKeys: natsAuth.keys,
       env,
@@ -294,9 +323,15 @@ export class Cluster {
     return repo.repository_id;
   }
 
-  fetch(path: string, init: RequestInit & { user?: ChaosUser } = {}): Promise<Response> {
-    const { user, headers, ...rest } = init;
-    return fetch(`${this.gatewayUrl}${path}`, {
+  /** The address of one gateway replica (`gateway-2`, …), when started with `replicas.gateway`. */
+  gatewayUrlOf(name: string): string {
+    return `http://127.0.0.1:${this.service(name).port}`;
+  }
+
+  /** A request to the gateway: the first one, or the replica named `via`. */
+  fetch(path: string, init: RequestInit & { user?: ChaosUser; via?: string } = {}): Promise<Response> {
+    const { user, headers, via, ...rest } = init;
+    return fetch(`${via === undefined ? this.gatewayUrl : this.gatewayUrlOf(via)}${path}`, {
       ...rest,
       headers: { ...(user?.headers ?? {}), ...(headers as Record<string, string> | undefined) },
     });
@@ -305,7 +340,7 @@ export class Cluster {
   /** A NATS connection of the test's own (reconnecting like the services' do). */
   async connect(): Promise<NatsConnection> {
     const nc = await connectNats({
-      servers: this.nats.url,
+      servers: this.env.NATS_URL as string,
       auth: this.natsAuth.testAuth,
       name: 'chaos-test',
       logger: createLogger({ service: 'chaos-test', level: 'silent' }),
@@ -322,6 +357,7 @@ export class Cluster {
   async stop(): Promise<void> {
     for (const nc of this.ncs) await nc.close().catch(() => undefined);
     await this.stack.stop();
+    await this.natsCluster?.stop();
     await this.models.close();
     rmSync(this.dir, { recursive: true, force: true });
     if (this.options.sandboxRoot) rmSync(this.options.sandboxRoot, { recursive: true, force: true });

@@ -44,6 +44,8 @@ export interface FollowOptions {
   label?: () => string;
   /** Called with the number of events received so far, whenever it grows. */
   onProgress?: (events: number) => void;
+  /** The gateway replica to ask (`gateway-2`, …); the first one when not given. */
+  via?: string;
 }
 
 const BACKOFF_MS = 150;
@@ -68,6 +70,7 @@ export async function followByLongPoll(
     deadlineMs = 180_000,
     hangMs = 30_000,
     onProgress = () => {},
+    via,
   }: FollowOptions & { limit: number; wait?: number },
 ): Promise<FollowResult> {
   const result = emptyResult();
@@ -80,6 +83,7 @@ export async function followByLongPoll(
       const res = await cluster.fetch(`/v1/runs/${runId}/events?from=${from}&limit=${limit}&wait=${wait}`, {
         user,
         signal: AbortSignal.timeout(hangMs),
+        ...(via === undefined ? {} : { via }),
       });
       status = res.status;
       text = await res.text();
@@ -119,7 +123,7 @@ export async function followBySse(
   cluster: Cluster,
   user: ChaosUser,
   runId: string,
-  { deadlineMs = 180_000, hangMs = 30_000, label = () => '', onProgress = () => {} }: FollowOptions = {},
+  { deadlineMs = 180_000, hangMs = 30_000, label = () => '', onProgress = () => {}, via }: FollowOptions = {},
 ): Promise<SseResult> {
   const result: SseResult = { ...emptyResult(), endings: [] };
   const deadline = AbortSignal.timeout(deadlineMs);
@@ -142,6 +146,7 @@ export async function followBySse(
         user,
         headers: lastId === undefined ? {} : { 'last-event-id': String(lastId) },
         signal: connection.signal,
+        ...(via === undefined ? {} : { via }),
       });
     } catch (err) {
       deadline.removeEventListener('abort', onDeadline);

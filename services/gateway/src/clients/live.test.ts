@@ -88,4 +88,25 @@ describe('followRun', () => {
     expect(warnings).toEqual([{ run_id: 'run_e', reply: '_INBOX_elsewhere.1' }]);
     sub.close();
   });
+  it('wakes every listener when its connection comes back: wake-ups sent while it was away are lost', async () => {
+    const logger = createLogger({ service: 'live-test', level: 'silent' });
+    const own = await connectNats({ servers: nats.url, name: 'reconnecting', logger, auth: nats.testAuth });
+    try {
+      const seen: string[] = [];
+      let woken: () => void = () => {};
+      const wokenTwice = new Promise<void>((resolve) => (woken = resolve));
+      const listen = (name: string) =>
+        followRun(own, 'run_reconnect', () => {
+          seen.push(name);
+          if (seen.length === 2) woken();
+        });
+      const subs = [listen('first'), listen('second')];
+      await own.reconnect();
+      await wokenTwice;
+      expect(seen.sort()).toEqual(['first', 'second']);
+      for (const sub of subs) sub.close();
+    } finally {
+      await own.close();
+    }
+  });
 });

@@ -25,6 +25,20 @@ interface Logger {
 }
 
 /**
+ * Wakes everyone listening on the connection each time it reconnects: live messages sent while it
+ * was away (its server died, a stream leader republished meanwhile) are lost, and a follower that
+ * missed the last one would wait for good. A wake-up too many costs one read.
+ */
+function wakeOnReconnect(nc: NatsConnection, topics: Map<string, LiveTopic>): void {
+  void (async () => {
+    for await (const status of nc.status()) {
+      if (status.type !== 'reconnect') continue;
+      for (const topic of [...topics.values()]) for (const listener of [...topic.listeners]) listener();
+    }
+  })();
+}
+
+/**
  * Hears a run's live subject. All listeners of a run on a connection share one subscription, so a
  * message crosses the wire once however many follow the run; the last one to leave unsubscribes.
  * Subscribing never needs ownership: a wake-up carries nothing to show. `onWake` must not throw.
@@ -34,6 +48,7 @@ export function followRun(nc: NatsConnection, runId: string, onWake: () => void,
   if (!topics) {
     topics = new Map();
     topicsByConnection.set(nc, topics);
+    wakeOnReconnect(nc, topics);
   }
   let topic = topics.get(runId);
   if (!topic) {

@@ -61,14 +61,27 @@ const EVENT_SHARE = 4;
 const PAGE_SHARE = 2;
 const DEFAULT_MAX_PAYLOAD = 1024 * 1024;
 
+/**
+ * How long a read waits for the replica that answered to catch up with the leader before failing
+ * `unavailable`: well inside the gateway's request timeout (5 s), so the client hears the 503.
+ */
+const CATCH_UP_MS = 2_000;
+
 export function createEventLog({
   nc,
   js,
   jsm,
+  replicated = false,
 }: {
   nc: NatsConnection;
   js: JetStreamClient;
   jsm: JetStreamManager;
+  /**
+   * RUN_EVENTS is kept by more than one server. Direct gets are then answered by any replica,
+   * one a few messages behind its leader too: the log's end is asked of the leader instead, and a
+   * page that stops short of it is read again.
+   */
+  replicated?: boolean;
 }): EventLog {
   const storedEntry = ({ key, chunk }: LogEntry, at: Date) => {
     const stored: StoredEvent = { chunk, created_at: at.toISOString() };
@@ -221,8 +234,7 @@ export function createEventLog({
 
     async lastSequence(runId) {
       try {
-        const last = await jsm.direct.getMessage(STREAM_NAMES.runEvents, { last_by_subj: subjects.runEvents(runId) });
-        return last?.seq ?? 0;
+        return await lastOf(subjects.runEvents(runId));
       } catch (err) {
         throw unavailable('run event log unavailable', err);
       }
@@ -244,32 +256,71 @@ export function createEventLog({
     },
 
     async read(runId, from, limit) {
-      const events: LoggedEvent[] = [];
+      const subject = subjects.runEvents(runId);
+      if (!replicated) return readBatch(subject, from, limit);
+      // A page that reaches the end of what its replica holds is checked against the leader's
+      // end: a reader woken by an event (the leader republishes what it stores) must find it.
       try {
-        const batch = await jsm.direct.getBatch(STREAM_NAMES.runEvents, {
-          seq: from,
-          next_by_subj: subjects.runEvents(runId),
-          batch: limit,
-          max_bytes: Math.floor(maxPayload(nc) / PAGE_SHARE),
-        });
-        for await (const m of batch) {
-          const stored = m.json<Partial<StoredEvent>>();
-          events.push({
-            sequence: m.seq,
-            pending: m.pending,
-            chunk: stored.chunk ?? null,
-            created_at: typeof stored.created_at === 'string' ? stored.created_at : m.time.toISOString(),
-          });
-        }
+        return await retry(
+          async () => {
+            const events = await readBatch(subject, from, limit);
+            const last = events.at(-1);
+            const full = last !== undefined && (last.pending > 0 || (last.pending < 0 && events.length === limit));
+            if (full) return events;
+            const end = await lastOf(subject);
+            if (end < from || (last !== undefined && last.sequence >= end)) return events;
+            throw unavailable(
+              `a replica of the log of run ${runId} is behind its leader (at ${last?.sequence ?? from - 1} of ${end})`,
+            );
+          },
+          {
+            minDelayMs: 20,
+            maxDelayMs: 250,
+            untilMs: CATCH_UP_MS,
+            shouldRetry: (err) => isAppError(err) && err.code === 'unavailable',
+          },
+        );
       } catch (err) {
-        // Nothing at or after `from` is answered with a 404 status (surfacing while iterating),
-        // which is an ordinary empty page.
-        if (isNotFoundStatus(err)) return events;
+        if (isAppError(err)) throw err;
         throw unavailable('run event log unavailable', err);
       }
-      return events;
     },
   };
+
+  /** The sequence of the subject's last message (0: none), as the stream's leader has it when replicated. */
+  async function lastOf(subject: string): Promise<number> {
+    const last = replicated
+      ? await jsm.streams.getMessage(STREAM_NAMES.runEvents, { last_by_subj: subject })
+      : await jsm.direct.getMessage(STREAM_NAMES.runEvents, { last_by_subj: subject });
+    return last?.seq ?? 0;
+  }
+
+  async function readBatch(subject: string, from: number, limit: number): Promise<LoggedEvent[]> {
+    const events: LoggedEvent[] = [];
+    try {
+      const batch = await jsm.direct.getBatch(STREAM_NAMES.runEvents, {
+        seq: from,
+        next_by_subj: subject,
+        batch: limit,
+        max_bytes: Math.floor(maxPayload(nc) / PAGE_SHARE),
+      });
+      for await (const m of batch) {
+        const stored = m.json<Partial<StoredEvent>>();
+        events.push({
+          sequence: m.seq,
+          pending: m.pending,
+          chunk: stored.chunk ?? null,
+          created_at: typeof stored.created_at === 'string' ? stored.created_at : m.time.toISOString(),
+        });
+      }
+    } catch (err) {
+      // Nothing at or after `from` is answered with a 404 status (surfacing while iterating),
+      // which is an ordinary empty page.
+      if (isNotFoundStatus(err)) return events;
+      throw unavailable('run event log unavailable', err);
+    }
+    return events;
+  }
 }
 
 function maxPayload(nc: NatsConnection): number {
