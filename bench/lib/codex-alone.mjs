@@ -98,16 +98,19 @@ function within(promise, ms, what) {
 /**
  * A started Codex app-server in its jail, in a workspace of its own: `turn(prompt)` times one turn
  * from just before turn/start to its first harness event and to turn/completed; `stop()` ends it
- * and removes the workspace. `startedAt` is when the process was spawned.
+ * and removes the workspace. `startedAt` is when the process was spawned. `jailed: false` starts
+ * it without the jail, to tell the jail's share from the harness's own.
  */
-export async function startCodexAlone({ baseUrl, model = 'gpt-5-codex' }) {
+export async function startCodexAlone({ baseUrl, model = 'gpt-5-codex', jailed = true }) {
   const dir = mkdtempSync(join(tmpdir(), 'threadwork-codex-alone-'));
   const cwd = join(dir, 'workspace');
   const home = join(dir, 'home');
   const codexHome = join(dir, 'codex-home');
   for (const path of [cwd, home, codexHome]) mkdirSync(path);
   writeFileSync(join(cwd, 'README.md'), '# Bench\n');
-  const [command, ...args] = jailedCommand(codexBinary(), { cwd, writable: [cwd, home, codexHome] });
+  const [command, ...args] = jailed
+    ? jailedCommand(codexBinary(), { cwd, writable: [cwd, home, codexHome] })
+    : [codexBinary()];
   const startedAt = nowMs();
   const child = spawn(command, [...args, ...appServerArgs(baseUrl, model)], {
     cwd,

@@ -9,14 +9,14 @@ import { rpc } from '@threadwork/contracts';
 import { request } from '@threadwork/platform';
 import { cpuMeter } from '../lib/proc.mjs';
 import { createHeldRun, outputChunk } from '../lib/runs.mjs';
-import { follow, nowMs } from '../lib/sse.mjs';
+import { followRaw, nowMs } from '../lib/sse.mjs';
 
 /** The runner's flush interval (services/runner/src/clients/run-events.ts). */
 const BATCH_EVERY_MS = 50;
 /** Followers connecting at once: each connection costs the gateway an authentication and a page read. */
 const CONNECT_WAVE = 50;
 /** Where outputChunk(n, { sent_at }) puts its stamp in the frame's JSON. */
-const SENT_AT = /"sent_at":([0-9.e+]+)/;
+const SENT_AT = /"sent_at":([0-9.e+]+)/g;
 /** The uncounted first round of each side. */
 const WARMUP_SECONDS = 2;
 /** How long deliveries may trail the last append before the missing ones count as lost. */
@@ -51,13 +51,12 @@ function percentile(sorted, p) {
 async function openFollowers(urls, headers, count, latencies, followers) {
   // The stamp is read without parsing the whole event: the receiving side is on the same cores
   // as the servers, and what it spends per delivery is taken from them.
-  const onFrame = ({ data }, receivedAt) => {
-    const stamp = SENT_AT.exec(data);
-    if (stamp) latencies.push(receivedAt - Number(stamp[1]));
+  const onFrames = (text, receivedAt) => {
+    for (const stamp of text.matchAll(SENT_AT)) latencies.push(receivedAt - Number(stamp[1]));
   };
   for (let i = 0; i < count; i += CONNECT_WAVE) {
     const wave = Array.from({ length: Math.min(CONNECT_WAVE, count - i) }, (_, j) =>
-      follow(urls[(i + j) % urls.length], headers, onFrame),
+      followRaw(urls[(i + j) % urls.length], headers, onFrames),
     );
     followers.push(...wave);
     await Promise.all(wave.map((f) => f.opened));
