@@ -283,8 +283,10 @@ export function report(results, { opts, profile, profileDir }) {
       table(
         ['trivial Codex turn (median)', 'samples', 'through Threadwork ms', 'Codex alone ms', 'ratio'],
         [
+          ['cold → sandbox.ready (runner)', alone.ours.cold.samples, int(alone.ours.cold.sandboxReadyMs), '—', '—'],
           row('cold → first harness event', 'cold', 'firstEventMs'),
           row('cold → completed', 'cold', 'completedMs'),
+          ['warm → sandbox.ready (runner)', alone.ours.warm.samples, int(alone.ours.warm.sandboxReadyMs), '—', '—'],
           row('warm → first harness event', 'warm', 'firstEventMs'),
           row('warm → completed', 'warm', 'completedMs'),
         ],

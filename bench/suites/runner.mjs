@@ -15,6 +15,21 @@ import { follow, nowMs } from '../lib/sse.mjs';
 const TRIVIAL = 'TRIVIAL';
 const HOLD = 'HOLD';
 const TURN_TIMEOUT_MS = 60_000;
+/**
+ * Events that come from the harness's turn. The runner's own (`run.status`, `sandbox.ready` once
+ * the sandbox is prepared, before any harness starts, gate refusals, controls, interactions) do not
+ * count as the first harness event.
+ */
+const HARNESS_EVENT_TYPES = new Set([
+  'message.delta',
+  'message.completed',
+  'reasoning.delta',
+  'command.started',
+  'command.output',
+  'command.completed',
+  'file.changed',
+  'plan.updated',
+]);
 
 /**
  * The fake model's script, for either harness: a prompt starting with HOLD gets a reply that stays
@@ -49,6 +64,7 @@ function withTimeout(promise, ms, what) {
 async function timeTurn(stack, start) {
   const { runId, sentAt } = await start();
   let firstEventAt = null;
+  let sandboxReadyAt = null;
   let terminal = null;
   let streamError = null;
   const stream = follow(`${stack.base}/v1/runs/${runId}/events/stream`, stack.headers, ({ event, data }, at) => {
@@ -58,8 +74,9 @@ async function timeTurn(stack, start) {
       return;
     }
     const { chunk } = JSON.parse(data);
-    if (chunk.type !== 'run.status') firstEventAt ??= at;
-    else if (isTerminalRunStatus(chunk.status)) terminal = { status: chunk.status, at };
+    if (HARNESS_EVENT_TYPES.has(chunk.type)) firstEventAt ??= at;
+    else if (chunk.type === 'sandbox.ready') sandboxReadyAt ??= at;
+    else if (chunk.type === 'run.status' && isTerminalRunStatus(chunk.status)) terminal = { status: chunk.status, at };
   });
   await stream.opened;
   await withTimeout(stream.ended, TURN_TIMEOUT_MS, `run ${runId}`).finally(() => stream.close());
@@ -68,7 +85,11 @@ async function timeTurn(stack, start) {
     const run = await api(stack, 'GET', `/v1/runs/${runId}`);
     throw new Error(`run ${runId} ended ${run.status}: ${JSON.stringify(run.error)}`);
   }
-  return { firstEventMs: firstEventAt - sentAt, completedMs: terminal.at - sentAt };
+  return {
+    firstEventMs: firstEventAt - sentAt,
+    completedMs: terminal.at - sentAt,
+    sandboxReadyMs: sandboxReadyAt === null ? null : sandboxReadyAt - sentAt,
+  };
 }
 
 /** Sends a follow-up; the thread turns idle a moment after its run ends, so `thread_busy` is retried. */
@@ -138,11 +159,16 @@ export async function turnsBenchmark(stack, { turns, harnesses }) {
   return { byHarness, createRetriedAfter500: retried.count };
 }
 
-const summaryOf = (list) => ({
-  firstEventMs: median(list.map((t) => t.firstEventMs)),
-  completedMs: median(list.map((t) => t.completedMs)),
-  samples: list.length,
-});
+const summaryOf = (list) => {
+  const ready = list.map((t) => t.sandboxReadyMs).filter((ms) => ms !== null && ms !== undefined);
+  return {
+    firstEventMs: median(list.map((t) => t.firstEventMs)),
+    completedMs: median(list.map((t) => t.completedMs)),
+    // Ours only: the runner's sandbox.ready, before the harness is started (or given the turn).
+    sandboxReadyMs: ready.length ? median(ready) : null,
+    samples: list.length,
+  };
+};
 
 /**
  * Benchmark 9: Codex turns through Threadwork against the same turns of Codex alone (lib/codex-alone.mjs:
