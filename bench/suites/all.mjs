@@ -86,19 +86,6 @@ export async function runBenchmarks(stack, fakes, { opts, selected }) {
     `benchmark 9: ${opts.turns} Codex turns, cold and warm, through Threadwork and alone`,
     () => harnessAloneBenchmark(stack, codex, { turns: opts.turns }),
   );
-  await step(
-    'throughput',
-    `benchmark 10: ${opts['throughput-runs']} trivial runs, ${opts.concurrency} at a time, ${opts.runners} runners against Codex alone`,
-    async () => {
-      const runners = () => [...stack.services.values()].filter((p) => p.role === 'runner').length;
-      while (runners() < opts.runners) await stack.addRunner();
-      return throughputBenchmark(stack, codex, {
-        runs: opts['throughput-runs'],
-        concurrency: opts.concurrency,
-        rounds: opts.rounds,
-      });
-    },
-  );
   await step('jail', `benchmark 8: ${opts.turns} trivial turns, cold and warm, jailed and not`, async () => {
     // The same turns through a runner that jails each sandbox, then through one that does not. The
     // jailed one keeps its sandboxes outside the temporary directory, as deployed: there Codex's own
@@ -116,8 +103,24 @@ export async function runBenchmarks(stack, fakes, { opts, selected }) {
       const bare = await codexTurns();
       return { jailed, bare };
     } finally {
+      // Back to its own settings for what follows.
+      await stack.restartRunner();
       rmSync(sandboxes, { recursive: true, force: true });
     }
   });
+  // Last: it adds a runner, which stays.
+  await step(
+    'throughput',
+    `benchmark 10: ${opts['throughput-runs']} trivial runs, ${opts.concurrency} at a time, ${opts.runners} runners against Codex alone`,
+    async () => {
+      const runners = () => [...stack.services.values()].filter((p) => p.role === 'runner').length;
+      while (runners() < opts.runners) await stack.addRunner();
+      return throughputBenchmark(stack, codex, {
+        runs: opts['throughput-runs'],
+        concurrency: opts.concurrency,
+        rounds: opts.rounds,
+      });
+    },
+  );
   return results;
 }
