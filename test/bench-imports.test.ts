@@ -1,5 +1,6 @@
 import { readdirSync, readFileSync } from 'node:fs';
 import { join, relative, resolve } from 'node:path';
+import { pathToFileURL } from 'node:url';
 import { describe, expect, it } from 'vitest';
 import { root } from './support/process-stack.js';
 
@@ -29,5 +30,26 @@ describe('the benchmarks', () => {
       }
     }
     expect(byPath).toEqual([]);
+  });
+
+  // Modules, not scripts (a script starts with `#!` and runs when loaded): each loads, so an export
+  // one of them takes from another, a package's or a sibling's, that is gone fails here.
+  it('load, every module of them, with what they import from each other', async () => {
+    const modules = scripts(join(root, 'bench')).filter(
+      (file) => file.endsWith('.mjs') && !readFileSync(file, 'utf8').startsWith('#!'),
+    );
+    expect(modules.map((file) => relative(root, file))).toEqual(
+      expect.arrayContaining(['bench/lib/load.mjs', 'bench/lib/codex-alone.mjs', 'bench/suites/all.mjs']),
+    );
+    // autocannon first, as the runner script loads it (see bench/run.mjs).
+    await import(pathToFileURL(join(root, 'bench', 'lib', 'load.mjs')).href);
+    for (const file of modules) {
+      const loaded: Record<string, unknown> = await import(pathToFileURL(file).href);
+      expect(Object.keys(loaded).length, relative(root, file)).toBeGreaterThan(0);
+    }
+    const options: Record<string, unknown> = await import(
+      pathToFileURL(join(root, 'bench', 'lib', 'options.mjs')).href
+    );
+    expect(options.BENCHMARKS).toEqual(expect.arrayContaining(['harness-alone', 'throughput', 'followers']));
   });
 });

@@ -12,11 +12,12 @@ let stack: Stack;
 let user: TestUser;
 let runId: string;
 let driver: RunDriver;
+let repoId: number;
 
 beforeAll(async () => {
   stack = await startStack();
   user = await stack.createUser('reader');
-  const repoId = await stack.addRepo('long-run');
+  repoId = await stack.addRepo('long-run');
   const created = ThreadWithRun.parse(
     await (
       await stack.fetch('/v1/threads', {
@@ -125,4 +126,71 @@ describe('following a 10,000-event run', () => {
     expect(ended).toBe(true);
     expect(received.map((e) => e.id)).toEqual(sequences);
   });
+});
+
+describe('following a run live', () => {
+  // Large events, so that the follower that does not read fills its socket's buffers: the gateway
+  // must wait for them to drain, then go on, while the others are written as events come.
+  const LIVE_TOTAL = 2_000;
+  const PADDING = 'x'.repeat(10_000);
+
+  /** Every `command.output` index a follower got, in order, and whether its stream ended. */
+  async function readAll(res: Response): Promise<{ indices: number[]; ids: number[]; ended: boolean }> {
+    const indices: number[] = [];
+    const ids: number[] = [];
+    for await (const frame of sseFrames(res)) {
+      if (frame.event === 'end') return { indices, ids, ended: true };
+      if (frame.id === undefined) continue;
+      ids.push(Number(frame.id));
+      const chunk = (JSON.parse(frame.data) as RunEvent).chunk as { type: string; delta?: string };
+      if (chunk.type === 'command.output') indices.push(Number(chunk.delta!.split(' ')[1]));
+    }
+    return { indices, ids, ended: false };
+  }
+
+  it(
+    'gives each follower every event once and in order, one that reads nothing meanwhile too',
+    { timeout: 240_000 },
+    async () => {
+      const created = ThreadWithRun.parse(
+        await (
+          await stack.fetch('/v1/threads', {
+            method: 'POST',
+            user,
+            body: JSON.stringify({ repository_id: repoId, prompt: 'Talk live' }),
+          })
+        ).json(),
+      );
+      const live = await RunDriver.claim(stack.nc, created.run_id);
+      await live.start();
+      const open = async () => {
+        const res = await stack.fetch(`/v1/runs/${created.run_id}/events/stream`, { user });
+        expect(res.status).toBe(200);
+        return res;
+      };
+      const readers = await Promise.all([open(), open(), open()]);
+      const idle = await open();
+      const reading = readers.map(readAll);
+
+      const batch = 20;
+      for (let i = 0; i < LIVE_TOTAL; i += batch) {
+        await live.append(
+          ...Array.from({ length: batch }, (_, j) => ({
+            type: 'command.output',
+            item_id: 'c1',
+            delta: `line ${i + j} ${PADDING}`,
+          })),
+        );
+      }
+      await live.to('completed');
+
+      const expected = Array.from({ length: LIVE_TOTAL }, (_, i) => i);
+      for (const got of [...(await Promise.all(reading)), await readAll(idle)]) {
+        expect(got.ended).toBe(true);
+        expect(got.indices).toEqual(expected);
+        expect(new Set(got.ids).size).toBe(got.ids.length);
+        expect([...got.ids].sort((a, b) => a - b)).toEqual(got.ids);
+      }
+    },
+  );
 });

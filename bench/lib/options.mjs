@@ -6,7 +6,18 @@ import { join } from 'node:path';
 import { parseArgs } from 'node:util';
 import { SERVICES } from '../../deploy/local/launcher.mjs';
 
-const BENCHMARKS = ['run-read', 'healthz', 'event-pages', 'append', 'followers', 'sandboxes', 'turns', 'jail'];
+export const BENCHMARKS = [
+  'run-read',
+  'healthz',
+  'event-pages',
+  'append',
+  'followers',
+  'sandboxes',
+  'turns',
+  'jail',
+  'harness-alone',
+  'throughput',
+];
 
 const FULL = {
   seconds: 10,
@@ -14,11 +25,16 @@ const FULL = {
   connections: 10,
   events: 100_000,
   'append-events': 20_000,
-  followers: 1_000,
-  'sse-rate': 20,
+  // 10,000 followers at 2 events/s: 20,000 deliveries/s, as 1,000 at 20.
+  followers: 10_000,
+  'sse-rate': 2,
   'sse-seconds': 10,
+  gateways: 2,
   turns: 20,
   sandboxes: 4,
+  'throughput-runs': 24,
+  concurrency: 4,
+  runners: 2,
 };
 const QUICK = {
   ...FULL,
@@ -26,10 +42,13 @@ const QUICK = {
   rounds: 3,
   events: 10_000,
   'append-events': 5_000,
-  followers: 200,
+  followers: 1_000,
+  'sse-rate': 20,
   'sse-seconds': 5,
   turns: 5,
   sandboxes: 2,
+  'throughput-runs': 8,
+  concurrency: 2,
 };
 
 /** The command line's options, checked: a bad value stops the run before anything starts. */

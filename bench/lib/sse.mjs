@@ -14,6 +14,36 @@ export const nowMs = () => performance.timeOrigin + performance.now();
  * server closes the stream; `close()` ends it from our side.
  */
 export function follow(url, headers, onFrame) {
+  return open(url, headers, () => {
+    const decoder = new SseDecoder();
+    return (chunk, receivedAt) => {
+      for (const { event, data } of decoder.push(chunk)) onFrame({ event: event ?? 'message', data }, receivedAt);
+    };
+  });
+}
+
+/**
+ * As `follow`, but unparsed: `onFrames(text, receivedAt)` gets the complete frames of what arrived
+ * (a frame cut at a chunk's end comes whole with the next). For many followers in this process,
+ * where parsing every frame would take the servers' cores.
+ */
+export function followRaw(url, headers, onFrames) {
+  return open(url, headers, () => {
+    let rest = '';
+    return (chunk, receivedAt) => {
+      const text = rest + chunk.toString('utf8');
+      const end = text.lastIndexOf('\n\n');
+      if (end < 0) {
+        rest = text;
+        return;
+      }
+      rest = text.slice(end + 2);
+      onFrames(text.slice(0, end + 2), receivedAt);
+    };
+  });
+}
+
+function open(url, headers, handler) {
   let resolveOpened;
   let rejectOpened;
   const opened = new Promise((resolve, reject) => {
@@ -31,11 +61,8 @@ export function follow(url, headers, onFrame) {
       return;
     }
     resolveOpened();
-    const decoder = new SseDecoder();
-    res.on('data', (chunk) => {
-      const receivedAt = nowMs();
-      for (const { event, data } of decoder.push(chunk)) onFrame({ event: event ?? 'message', data }, receivedAt);
-    });
+    const onChunk = handler();
+    res.on('data', (chunk) => onChunk(chunk, nowMs()));
     res.once('close', () => resolveEnded());
   });
   req.once('error', (err) => {

@@ -173,6 +173,30 @@ export async function startStack({ runnerEnv = {}, harnesses = ['codex'], profil
       });
     };
 
+    /** Starts one more gateway replica on a port of its own; resolves with its base URL once it is ready. */
+    stack.addGateway = async () => {
+      const replicaPort = await freePort();
+      await launched.add('gateway', { PORT: String(replicaPort) });
+      const replicaBase = `http://127.0.0.1:${replicaPort}`;
+      await waitUntil('gateway replica', async () => (await fetch(`${replicaBase}/readyz`)).ok);
+      return replicaBase;
+    };
+
+    /**
+     * Starts one more runner, with sandboxes of its own (as each replica has its own disk); resolves
+     * once Codex's consumer (what benchmark 10 drives) has a waiting pull per runner.
+     */
+    stack.addRunner = async () => {
+      const runners = () => [...stack.services.values()].filter((p) => p.role === 'runner');
+      const runner = await launched.add('runner', { SANDBOX_ROOT: join(dir, `sandboxes-${runners().length + 1}`) });
+      const count = runners().length;
+      await waitUntil('runner replica', async () => {
+        if (!runner.alive()) throw new Error(`the runner replica exited:\n${runner.output()}`);
+        return (await jsm.consumers.info(STREAM_NAMES.runJobs, runnerConsumer('codex'))).num_waiting >= count;
+      });
+      return runner;
+    };
+
     return Object.assign(stack, {
       base,
       baselineBase,

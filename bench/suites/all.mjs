@@ -7,7 +7,7 @@ import { log } from '../lib/stack.mjs';
 import { appendBenchmark, appendLikeRunner } from './append.mjs';
 import { eventPagesBenchmark, healthBenchmark, runReadBenchmark } from './api.mjs';
 import { followersBenchmark } from './followers.mjs';
-import { sandboxMemoryBenchmark, turnsBenchmark } from './runner.mjs';
+import { harnessAloneBenchmark, sandboxMemoryBenchmark, throughputBenchmark, turnsBenchmark } from './runner.mjs';
 
 /** Memory of every process of the stack now, by name. */
 function memoryNow(stack) {
@@ -51,13 +51,20 @@ export async function runBenchmarks(stack, fakes, { opts, selected }) {
   await step('append', `benchmark 4: ${opts['append-events']} events through the runner's path and raw`, () =>
     appendBenchmark(stack, { events: opts['append-events'], rounds: opts.rounds }),
   );
-  await step('followers', `benchmark 5: ${opts.followers} SSE followers at ${opts['sse-rate']} events/s`, () =>
-    followersBenchmark(stack, {
-      followers: opts.followers,
-      eventsPerSecond: opts['sse-rate'],
-      seconds: opts['sse-seconds'],
-      rounds: opts.rounds,
-    }),
+  const gatewayBases = [stack.base];
+  await step(
+    'followers',
+    `benchmark 5: ${opts.followers} SSE followers over ${opts.gateways} gateways at ${opts['sse-rate']} events/s`,
+    async () => {
+      while (gatewayBases.length < opts.gateways) gatewayBases.push(await stack.addGateway());
+      return followersBenchmark(stack, {
+        followers: opts.followers,
+        eventsPerSecond: opts['sse-rate'],
+        seconds: opts['sse-seconds'],
+        rounds: opts.rounds,
+        gatewayBases,
+      });
+    },
   );
   await step(
     'sandboxes',
@@ -72,6 +79,12 @@ export async function runBenchmarks(stack, fakes, { opts, selected }) {
   );
   await step('turns', `benchmark 6: ${opts.turns} trivial turns of each harness, cold and warm`, () =>
     turnsBenchmark(stack, { turns: opts.turns, harnesses }),
+  );
+  const codex = fakes.get('codex');
+  await step(
+    'harness-alone',
+    `benchmark 9: ${opts.turns} Codex turns, cold and warm, through Threadwork and alone`,
+    () => harnessAloneBenchmark(stack, codex, { turns: opts.turns }),
   );
   await step('jail', `benchmark 8: ${opts.turns} trivial turns, cold and warm, jailed and not`, async () => {
     // The same turns through a runner that jails each sandbox, then through one that does not. The
@@ -90,8 +103,24 @@ export async function runBenchmarks(stack, fakes, { opts, selected }) {
       const bare = await codexTurns();
       return { jailed, bare };
     } finally {
+      // Back to its own settings for what follows.
+      await stack.restartRunner();
       rmSync(sandboxes, { recursive: true, force: true });
     }
   });
+  // Last: it adds a runner, which stays.
+  await step(
+    'throughput',
+    `benchmark 10: ${opts['throughput-runs']} trivial runs, ${opts.concurrency} at a time, ${opts.runners} runners against Codex alone`,
+    async () => {
+      const runners = () => [...stack.services.values()].filter((p) => p.role === 'runner').length;
+      while (runners() < opts.runners) await stack.addRunner();
+      return throughputBenchmark(stack, codex, {
+        runs: opts['throughput-runs'],
+        concurrency: opts.concurrency,
+        rounds: opts.rounds,
+      });
+    },
+  );
   return results;
 }

@@ -1,7 +1,8 @@
 // Benchmarks 1–3, the read paths of the public API, each side by side with a baseline in the same
 // run: a run read through gateway → NATS → runs → FerretDB against a bare fastify route doing the
 // runs service's findOne; the gateway's /healthz against a bare one; and an event page at the
-// tail of a long log against the first page.
+// tail of a long log against the first page, and each against a raw JetStream batch direct get of
+// the same 100 events.
 import { STREAM_NAMES, subjects } from '@threadwork/contracts';
 import { compareLoad } from '../lib/load.mjs';
 import { sampleMemory } from '../lib/proc.mjs';
@@ -41,9 +42,39 @@ export async function healthBenchmark(stack, opts) {
   return { ours, baseline };
 }
 
-/** Benchmark 3: `runId` has a long log; the tail page starts 100 events before its end. */
+const LIMIT = 100;
+
+/**
+ * The floor under an event page: one batch direct get of the page's events from RUN_EVENTS by this
+ * process's own NATS connection, every message taken (its payload not parsed). Throws unless it
+ * got exactly the page's events.
+ */
+export function rawPage(stack, runId, from, lastSeq) {
+  return async () => {
+    const batch = await stack.jsm.direct.getBatch(STREAM_NAMES.runEvents, {
+      seq: from,
+      next_by_subj: subjects.runEvents(runId),
+      batch: LIMIT,
+    });
+    let count = 0;
+    let bytes = 0;
+    let last = 0;
+    for await (const m of batch) {
+      count += 1;
+      bytes += m.data.length;
+      last = m.seq;
+    }
+    if (count !== LIMIT || bytes === 0 || (lastSeq !== undefined && last !== lastSeq)) {
+      throw new Error(`raw page from ${from}: ${count} events, the last ${last}`);
+    }
+  };
+}
+
+/**
+ * Benchmark 3: `runId` has a long log; the tail page starts 100 events before its end. Each page
+ * through the API, and the same page by a raw batch direct get, alternating in rounds.
+ */
 export async function eventPagesBenchmark(stack, { runId, ...opts }) {
-  const LIMIT = 100;
   const path = (from) => `/v1/runs/${runId}/events?from=${from}&limit=${LIMIT}`;
   const last = await stack.jsm.streams.getMessage(STREAM_NAMES.runEvents, {
     last_by_subj: subjects.runEvents(runId),
@@ -55,12 +86,17 @@ export async function eventPagesBenchmark(stack, { runId, ...opts }) {
   if (head.events.length !== LIMIT || tail.events.length !== LIMIT || tail.events.at(-1).sequence !== last.seq) {
     throw new Error(`unexpected pages: head ${head.events.length} events, tail ${tail.events.length} events`);
   }
-  const [tailResult, headResult] = await compareLoad(
+  const headLast = head.events.at(-1).sequence;
+  await rawPage(stack, runId, tailFrom, last.seq)();
+  await rawPage(stack, runId, 1, headLast)();
+  const [tailResult, headResult, rawTail, rawHead] = await compareLoad(
     [
       { url: `${stack.base}${path(tailFrom)}`, headers: stack.headers },
       { url: `${stack.base}${path(1)}`, headers: stack.headers },
+      { op: rawPage(stack, runId, tailFrom, last.seq) },
+      { op: rawPage(stack, runId, 1, headLast) },
     ],
     { pids: stack.processIds(), ...opts },
   );
-  return { tailFrom, tail: tailResult, head: headResult };
+  return { tailFrom, tail: tailResult, head: headResult, rawTail, rawHead };
 }

@@ -1,31 +1,40 @@
 // Benchmark 5: many Server-Sent Events followers of one run. Events are appended the way the
-// runner sends them (a `runs.append` batch every 50 ms, one at a time), each stamped with the time
-// its batch was sent; every follower notes when each event reached it. Ours: the gateway's
-// /v1/runs/{id}/events/stream. Baseline: a bare fastify route forwarding the run's live subject.
+// runner sends them (a `runs.append` batch at most every 50 ms, one at a time), each stamped with
+// the time its batch was sent; every follower notes when each event reached it. Ours: the
+// gateway's /v1/runs/{id}/events/stream, the followers spread evenly over its replicas. Baseline:
+// a bare fastify route forwarding the run's live subject.
 import { readFileSync } from 'node:fs';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { rpc } from '@threadwork/contracts';
 import { request } from '@threadwork/platform';
 import { cpuMeter } from '../lib/proc.mjs';
 import { createHeldRun, outputChunk } from '../lib/runs.mjs';
-import { follow, nowMs } from '../lib/sse.mjs';
+import { followRaw, nowMs } from '../lib/sse.mjs';
 
 /** The runner's flush interval (services/runner/src/clients/run-events.ts). */
 const BATCH_EVERY_MS = 50;
 /** Followers connecting at once: each connection costs the gateway an authentication and a page read. */
 const CONNECT_WAVE = 50;
 /** Where outputChunk(n, { sent_at }) puts its stamp in the frame's JSON. */
-const SENT_AT = /"sent_at":([0-9.e+]+)/;
+const SENT_AT = /"sent_at":([0-9.e+]+)/g;
 /** The uncounted first round of each side. */
 const WARMUP_SECONDS = 2;
 /** How long deliveries may trail the last append before the missing ones count as lost. */
 const DRAIN_MS = 10_000;
 
+/** Descriptors beyond the followers' sockets this process needs (NATS, the HTTP client, files). */
+const FILE_MARGIN = 200;
+
+/** This process's soft limit of open files (`ulimit -n`). */
+function fileLimit() {
+  const limits = readFileSync('/proc/self/limits', 'utf8');
+  return Number(/^Max open files\s+(\d+)/m.exec(limits)?.[1] ?? Infinity);
+}
+
 /** Fails early when this process may not hold a socket per follower (`ulimit -n`). */
 export function assertEnoughFiles(followers) {
-  const limits = readFileSync('/proc/self/limits', 'utf8');
-  const soft = Number(/^Max open files\s+(\d+)/m.exec(limits)?.[1] ?? Infinity);
-  if (soft < followers + 200) {
+  const soft = fileLimit();
+  if (soft < followers + FILE_MARGIN) {
     throw new Error(`${followers} followers need more open files than this shell allows (ulimit -n is ${soft})`);
   }
 }
@@ -39,32 +48,35 @@ function percentile(sorted, p) {
  * Opens `count` followers of `url` into `followers` (so a failure half-way still leaves every open
  * one there to close); each delivery of a stamped event adds its latency to `latencies`.
  */
-async function openFollowers(url, headers, count, latencies, followers) {
+async function openFollowers(urls, headers, count, latencies, followers) {
   // The stamp is read without parsing the whole event: the receiving side is on the same cores
   // as the servers, and what it spends per delivery is taken from them.
-  const onFrame = ({ data }, receivedAt) => {
-    const stamp = SENT_AT.exec(data);
-    if (stamp) latencies.push(receivedAt - Number(stamp[1]));
+  const onFrames = (text, receivedAt) => {
+    for (const stamp of text.matchAll(SENT_AT)) latencies.push(receivedAt - Number(stamp[1]));
   };
   for (let i = 0; i < count; i += CONNECT_WAVE) {
-    const wave = Array.from({ length: Math.min(CONNECT_WAVE, count - i) }, () => follow(url, headers, onFrame));
+    const wave = Array.from({ length: Math.min(CONNECT_WAVE, count - i) }, (_, j) =>
+      followRaw(urls[(i + j) % urls.length], headers, onFrames),
+    );
     followers.push(...wave);
     await Promise.all(wave.map((f) => f.opened));
   }
 }
 
 /**
- * Appends to one side's run for `seconds`, a batch every 50 ms, each awaited before the next as
- * the runner does, then waits until every follower has every event (or DRAIN_MS passed). Returns
- * how many events it appended and the seconds from its first append to the last delivery.
+ * Appends to one side's run for `seconds`, a batch every 50 ms (or one event at a time, less
+ * often, below 20 events/s), each awaited before the next as the runner does, then waits until
+ * every follower has every event (or DRAIN_MS passed). Returns how many events it appended and
+ * the seconds from its first append to the last delivery.
  */
 async function appendRound(stack, side, { eventsPerSecond, seconds }) {
-  const perBatch = Math.max(1, Math.round((eventsPerSecond * BATCH_EVERY_MS) / 1000));
-  const batches = Math.round((seconds * 1000) / BATCH_EVERY_MS);
+  const every = Math.max(BATCH_EVERY_MS, 1000 / eventsPerSecond);
+  const perBatch = Math.max(1, Math.round((eventsPerSecond * every) / 1000));
+  const batches = Math.max(1, Math.round((seconds * 1000) / every));
   const expected = side.latencies.length + perBatch * batches * side.followers.length;
   const started = nowMs();
   for (let b = 0; b < batches; b++) {
-    const due = started + b * BATCH_EVERY_MS;
+    const due = started + b * every;
     if (due > nowMs()) await sleep(due - nowMs());
     const events = Array.from({ length: perBatch }, () => {
       side.appended += 1;
@@ -96,6 +108,7 @@ function summarize(side) {
   const sorted = Float64Array.from(side.latencies).sort();
   return {
     followers: side.followers.length,
+    connectSeconds: side.connectSeconds,
     events: side.events,
     offeredPerSecond: side.events / side.appendSeconds,
     delivered: side.latencies.length,
@@ -110,47 +123,71 @@ function summarize(side) {
   };
 }
 
+/** Closes `followers` and waits until each has ended. */
+async function closeAll(followers) {
+  for (const f of followers) f.close();
+  await Promise.all(followers.map((f) => f.ended));
+}
+
 /**
  * Both sides' followers stay connected throughout; appends alternate between our run and the
  * baseline's in `rounds` rounds (see lib/load.mjs for why), so one side's followers idle while
  * the other's are fed. A first round of each side warms it up and is not counted: the first
- * events a server fans out to many new streams run through code that is not optimised yet.
+ * events a server fans out to many new streams run through code that is not optimised yet. When
+ * this process may not hold both sides' sockets at once (`ulimit -n`), the sides run one after
+ * the other instead, each with its followers connected only for its own rounds.
+ * Ours is spread over `gatewayBases` (every replica of the gateway).
  */
-export async function followersBenchmark(stack, { followers, eventsPerSecond, seconds, rounds }) {
-  assertEnoughFiles(2 * followers);
+export async function followersBenchmark(stack, { followers, eventsPerSecond, seconds, rounds, gatewayBases }) {
+  const together = fileLimit() >= 2 * followers + FILE_MARGIN;
+  assertEnoughFiles(together ? 2 * followers : followers);
+  const bases = gatewayBases ?? [stack.base];
+  const specs = [
+    [(runId) => bases.map((base) => `${base}/v1/runs/${runId}/events/stream`), stack.headers],
+    [(runId) => [`${stack.baselineBase}/runs/${runId}/stream`], {}],
+  ];
   const sides = [];
+  const open = async ([urls, headers]) => {
+    const held = await createHeldRun(stack, 'followers benchmark');
+    const side = {
+      held,
+      followers: [],
+      latencies: [],
+      appended: 0,
+      events: 0,
+      appendSeconds: 0,
+      elapsedSeconds: 0,
+      cpuSeconds: new Map(),
+    };
+    sides.push(side);
+    const connecting = nowMs();
+    await openFollowers(urls(held.runId), headers, followers, side.latencies, side.followers);
+    side.connectSeconds = (nowMs() - connecting) / 1000;
+    await appendRound(stack, side, { eventsPerSecond, seconds: WARMUP_SECONDS });
+    side.latencies.length = 0;
+    return side;
+  };
+  const pids = () => new Map([...stack.processIds(), ['load generator', process.pid]]);
   try {
-    for (const [url, headers] of [
-      [(runId) => `${stack.base}/v1/runs/${runId}/events/stream`, stack.headers],
-      [(runId) => `${stack.baselineBase}/runs/${runId}/stream`, {}],
-    ]) {
-      const held = await createHeldRun(stack, 'followers benchmark');
-      const side = {
-        held,
-        followers: [],
-        latencies: [],
-        appended: 0,
-        events: 0,
-        appendSeconds: 0,
-        elapsedSeconds: 0,
-        cpuSeconds: new Map(),
-      };
-      sides.push(side);
-      await openFollowers(url(held.runId), headers, followers, side.latencies, side.followers);
-    }
-    for (const side of sides) {
-      await appendRound(stack, side, { eventsPerSecond, seconds: WARMUP_SECONDS });
-      side.latencies.length = 0;
-    }
-    const pids = new Map([...stack.processIds(), ['load generator', process.pid]]);
-    for (let i = 0; i < rounds; i++) {
-      for (const side of sides) await measuredRound(stack, side, { eventsPerSecond, seconds: seconds / rounds, pids });
+    if (together) {
+      for (const spec of specs) await open(spec);
+      for (let i = 0; i < rounds; i++) {
+        for (const side of sides) {
+          await measuredRound(stack, side, { eventsPerSecond, seconds: seconds / rounds, pids: pids() });
+        }
+      }
+    } else {
+      for (const spec of specs) {
+        const side = await open(spec);
+        for (let i = 0; i < rounds; i++) {
+          await measuredRound(stack, side, { eventsPerSecond, seconds: seconds / rounds, pids: pids() });
+        }
+        await closeAll(side.followers);
+      }
     }
     const [ours, baseline] = sides.map(summarize);
-    return { ours, baseline };
+    return { ours, baseline, together, gateways: bases.length };
   } finally {
-    const all = sides.flatMap((side) => side.followers);
-    for (const f of all) f.close();
-    await Promise.all(all.map((f) => f.ended));
+    await closeAll(sides.flatMap((side) => side.followers));
   }
 }

@@ -7,6 +7,7 @@ import { randomUUID } from 'node:crypto';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { isTerminalRunStatus } from '@threadwork/contracts';
 import { agent } from '@threadwork/testing';
+import { codexAloneTurns, startCodexAlone } from '../lib/codex-alone.mjs';
 import { commandName, descendants, residentMemory } from '../lib/proc.mjs';
 import { api } from '../lib/stack.mjs';
 import { follow, nowMs } from '../lib/sse.mjs';
@@ -14,6 +15,21 @@ import { follow, nowMs } from '../lib/sse.mjs';
 const TRIVIAL = 'TRIVIAL';
 const HOLD = 'HOLD';
 const TURN_TIMEOUT_MS = 60_000;
+/**
+ * Events that come from the harness's turn. The runner's own (`run.status`, `sandbox.ready` once
+ * the sandbox is prepared, before any harness starts, gate refusals, controls, interactions) do not
+ * count as the first harness event.
+ */
+const HARNESS_EVENT_TYPES = new Set([
+  'message.delta',
+  'message.completed',
+  'reasoning.delta',
+  'command.started',
+  'command.output',
+  'command.completed',
+  'file.changed',
+  'plan.updated',
+]);
 
 /**
  * The fake model's script, for either harness: a prompt starting with HOLD gets a reply that stays
@@ -48,6 +64,7 @@ function withTimeout(promise, ms, what) {
 async function timeTurn(stack, start) {
   const { runId, sentAt } = await start();
   let firstEventAt = null;
+  let sandboxReadyAt = null;
   let terminal = null;
   let streamError = null;
   const stream = follow(`${stack.base}/v1/runs/${runId}/events/stream`, stack.headers, ({ event, data }, at) => {
@@ -57,8 +74,9 @@ async function timeTurn(stack, start) {
       return;
     }
     const { chunk } = JSON.parse(data);
-    if (chunk.type !== 'run.status') firstEventAt ??= at;
-    else if (isTerminalRunStatus(chunk.status)) terminal = { status: chunk.status, at };
+    if (HARNESS_EVENT_TYPES.has(chunk.type)) firstEventAt ??= at;
+    else if (chunk.type === 'sandbox.ready') sandboxReadyAt ??= at;
+    else if (chunk.type === 'run.status' && isTerminalRunStatus(chunk.status)) terminal = { status: chunk.status, at };
   });
   await stream.opened;
   await withTimeout(stream.ended, TURN_TIMEOUT_MS, `run ${runId}`).finally(() => stream.close());
@@ -67,7 +85,11 @@ async function timeTurn(stack, start) {
     const run = await api(stack, 'GET', `/v1/runs/${runId}`);
     throw new Error(`run ${runId} ended ${run.status}: ${JSON.stringify(run.error)}`);
   }
-  return { firstEventMs: firstEventAt - sentAt, completedMs: terminal.at - sentAt };
+  return {
+    firstEventMs: firstEventAt - sentAt,
+    completedMs: terminal.at - sentAt,
+    sandboxReadyMs: sandboxReadyAt === null ? null : sandboxReadyAt - sentAt,
+  };
 }
 
 /** Sends a follow-up; the thread turns idle a moment after its run ends, so `thread_busy` is retried. */
@@ -135,6 +157,135 @@ export async function turnsBenchmark(stack, { turns, harnesses }) {
     [...samples].map(([harness, { cold, warm }]) => [harness, { cold: summary(cold), warm: summary(warm) }]),
   );
   return { byHarness, createRetriedAfter500: retried.count };
+}
+
+const summaryOf = (list) => {
+  const ready = list.map((t) => t.sandboxReadyMs).filter((ms) => ms !== null && ms !== undefined);
+  return {
+    firstEventMs: median(list.map((t) => t.firstEventMs)),
+    completedMs: median(list.map((t) => t.completedMs)),
+    // Ours only: the runner's sandbox.ready, before the harness is started (or given the turn).
+    sandboxReadyMs: ready.length ? median(ready) : null,
+    samples: list.length,
+  };
+};
+
+/**
+ * Benchmark 9: Codex turns through Threadwork against the same turns of Codex alone (lib/codex-alone.mjs:
+ * the same binary in a jail of the runner's shape, the same fake model), `turns` rounds, each
+ * side's cold turn then its warm one, the side going first alternating from round to round.
+ * Ours: POST /v1/threads → first harness event (cold), the follow-up → its first event (warm), as
+ * benchmark 6. Alone: spawn → the first turn's first event (cold), a second turn/start on the
+ * started process → its first event (warm).
+ */
+export async function harnessAloneBenchmark(stack, fake, { turns }) {
+  const ours = { cold: [], warm: [] };
+  const alone = { cold: [], warm: [] };
+  const retried = { count: 0 };
+  const oursRound = async (i) => {
+    let threadId;
+    ours.cold.push(
+      await timeTurn(stack, async () => {
+        const sentAt = nowMs();
+        const created = await createThread(stack, { prompt: `${TRIVIAL} cold ${i}`, harness: 'codex' }, retried);
+        threadId = created.id;
+        return { runId: created.run_id, sentAt };
+      }),
+    );
+    ours.warm.push(await timeTurn(stack, () => sendMessage(stack, threadId, `${TRIVIAL} warm ${i}`)));
+  };
+  const aloneRound = async (i) => {
+    const { cold, warm } = await codexAloneTurns(fake, `${TRIVIAL} alone ${i}`);
+    alone.cold.push(cold);
+    alone.warm.push(warm);
+  };
+  // One of each first, not counted: the first start of a binary reads it from disk.
+  await aloneRound(0);
+  alone.cold.length = 0;
+  alone.warm.length = 0;
+  for (let i = 1; i <= turns; i++) {
+    for (const side of i % 2 ? [oursRound, aloneRound] : [aloneRound, oursRound]) await side(i);
+  }
+  return {
+    ours: { cold: summaryOf(ours.cold), warm: summaryOf(ours.warm) },
+    alone: { cold: summaryOf(alone.cold), warm: summaryOf(alone.warm) },
+    createRetriedAfter500: retried.count,
+  };
+}
+
+/** Polls the run until it is terminal; throws unless it completed. */
+async function completedRun(stack, runId) {
+  const deadline = Date.now() + TURN_TIMEOUT_MS;
+  for (;;) {
+    const run = await api(stack, 'GET', `/v1/runs/${runId}`);
+    if (run.terminal) {
+      if (run.status !== 'completed') throw new Error(`run ${runId} ended ${run.status}: ${JSON.stringify(run.error)}`);
+      return;
+    }
+    if (Date.now() > deadline) throw new Error(`run ${runId} did not end within ${TURN_TIMEOUT_MS} ms`);
+    await sleep(25);
+  }
+}
+
+/** `concurrency` loops doing `one(i)` until `total` calls in all have been made; calls per second. */
+async function closedLoop(total, concurrency, one) {
+  let next = 0;
+  const started = nowMs();
+  await Promise.all(
+    Array.from({ length: concurrency }, async () => {
+      while (next < total) await one(next++);
+    }),
+  );
+  const seconds = (nowMs() - started) / 1000;
+  return { runs: total, seconds, perSecond: total / seconds };
+}
+
+/**
+ * Benchmark 10: trivial runs per second end to end, each a new thread (POST /v1/threads, then
+ * polling GET /v1/runs/{id} until completed), `concurrency` at a time, with the runners of the
+ * stack (two: see all.mjs); against Codex alone doing the same trivial turn in a new jailed
+ * process each (spawn, initialize, thread/start, turn/start → turn/completed, stop), the same
+ * number at a time. `runs` per side in `rounds` alternating rounds.
+ */
+export async function throughputBenchmark(stack, fake, { runs, concurrency, rounds }) {
+  const retried = { count: 0 };
+  const oursOne = async (i) => {
+    const created = await createThread(stack, { prompt: `${TRIVIAL} throughput ${i}`, harness: 'codex' }, retried);
+    await completedRun(stack, created.run_id);
+  };
+  const aloneOne = async (i) => {
+    const codex = await startCodexAlone({ baseUrl: fake.baseUrl });
+    try {
+      await codex.turn(`${TRIVIAL} alone throughput ${i}`);
+    } finally {
+      await codex.stop();
+    }
+  };
+  const perRound = Math.max(concurrency, Math.ceil(runs / rounds));
+  const sides = { ours: { runs: 0, seconds: 0 }, alone: { runs: 0, seconds: 0 } };
+  for (let r = 0; r < rounds; r++) {
+    for (const [name, one] of r % 2
+      ? [
+          ['alone', aloneOne],
+          ['ours', oursOne],
+        ]
+      : [
+          ['ours', oursOne],
+          ['alone', aloneOne],
+        ]) {
+      const result = await closedLoop(perRound, concurrency, one);
+      sides[name].runs += result.runs;
+      sides[name].seconds += result.seconds;
+    }
+  }
+  const rate = ({ runs: n, seconds }) => ({ runs: n, seconds, perSecond: n / seconds });
+  return {
+    concurrency,
+    runners: [...stack.services.keys()].filter((name) => name.startsWith('runner')).length,
+    ours: rate(sides.ours),
+    alone: rate(sides.alone),
+    createRetriedAfter500: retried.count,
+  };
 }
 
 /**
