@@ -10,8 +10,9 @@ import { followBySse, type SseResult } from './support/follow.js';
 // with every stream kept on all three, two processes each of gateway, threads, runs and repohost,
 // and three runners. While runs go on and clients follow them by SSE through both gateways, in
 // order: `kill -9` of the RUN_EVENTS stream's leader, then of the DOMAIN stream's (each server
-// started again once a successor leads), then a rolling restart of one process of each service
-// (`kill -9`, started again, ready before the next goes). No acknowledged event is lost or stored
+// started again once a successor leads), then one process of each service `kill -9`ed and started
+// again, ready before the next goes, then the other one of each stopped with SIGTERM and started
+// again, as a rolling update does, and a runner holding a run killed. No acknowledged event is lost or stored
 // twice, every run ends once, every follower sees each log once and in order, and no client gets
 // an answer other than 200, 202 or 503.
 
@@ -220,17 +221,22 @@ async function killStreamLeader(stream: string): Promise<string> {
   return `${stream}: ${leader} → ${successor}`;
 }
 
-/** `kill -9` of one process of a service, started again (and ready) once runs went on without it. */
-async function rollService(name: string): Promise<string> {
+/**
+ * One process of a service stopped and started again (and ready) once runs went on without it:
+ * `kill -9`, or SIGTERM as a rolling update does (the process drains: a gateway ends its streams,
+ * a runner hands its jobs back).
+ */
+async function rollService(name: string, how: 'kill' | 'term' = 'kill'): Promise<string> {
   const before = await lengths();
-  fault = `${name} killed`;
+  fault = how === 'kill' ? `${name} killed` : `${name} stopping`;
   const short = startRun(`SHORT during ${name}'s restart`, false, [nextGateway()]);
-  await cluster.crashAndRestartService(name);
+  if (how === 'kill') await cluster.crashAndRestartService(name);
+  else await cluster.restartService(name);
   fault = `${name} restarted`;
   await short;
   await progressed(`${name}'s restart`, before);
   fault = 'none';
-  return name;
+  return how === 'kill' ? name : `${name} (SIGTERM)`;
 }
 
 /** A run's messages as RUN_EVENTS holds them, each with its Nats-Msg-Id. */
@@ -288,6 +294,8 @@ describe('a JetStream cluster and two of every service', () => {
     faults.push(await killStreamLeader(STREAM_NAMES.runEvents));
     faults.push(await killStreamLeader(STREAM_NAMES.domain));
     for (const name of ['gateway-1', 'threads-1', 'runs-1', 'repohost-1']) faults.push(await rollService(name));
+    // Then the other replica of each, as `helm upgrade` rolls a Deployment: SIGTERM, drain, start.
+    for (const name of ['gateway-2', 'threads-2', 'runs-2', 'repohost-2']) faults.push(await rollService(name, 'term'));
     // The runner holding a long run, so its death takes a run over to another.
     const holder = await waitFor(
       'a runner holding a long run',
