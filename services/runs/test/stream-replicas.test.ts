@@ -1,5 +1,5 @@
 import { Writable } from 'node:stream';
-import { allStreams, STREAM_NAMES } from '@threadwork/contracts';
+import { allStreams, runEventLayout, STREAM_NAMES } from '@threadwork/contracts';
 import {
   connectNats,
   createLogger,
@@ -99,7 +99,7 @@ describe.skipIf(!inject('natsServerBin'))('streams on a three-server JetStream c
         };
       },
     });
-    return { log: createEventLog({ nc, js: faulty, jsm }), clean: createEventLog({ nc, js, jsm }) };
+    return { log: createEventLog({ nc, js: faulty, jsm, layout: runEventLayout(1) }), clean: createEventLog({ nc, js, jsm, layout: runEventLayout(1) }) };
   };
   const logged = async (log: ReturnType<typeof createEventLog>, runId: string) =>
     (await log.read(runId, 1, 100)).map((e) => ({ key: (e.chunk as { key: string }).key, seq: e.sequence }));
@@ -154,7 +154,7 @@ describe.skipIf(!inject('natsServerBin'))('streams on a three-server JetStream c
       return info.cluster?.leader && replicas.length === 2 && replicas.every((r) => r.current) && info.cluster.leader;
     });
 
-    const log = createEventLog({ nc, js, jsm });
+    const log = createEventLog({ nc, js, jsm, layout: runEventLayout(1) });
     const runId = 'run_replicas';
     const acknowledged: { key: string; seq: number }[] = [];
     const failures: unknown[] = [];
