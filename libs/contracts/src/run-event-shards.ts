@@ -81,7 +81,9 @@ export function runEventLayout(shards: number): RunEventLayout {
     shardOf,
     streamOf: (runId) => streams[shardOf(subjectToken(runId, 'runId'))]!,
     subjectOf: (runId) =>
-      shards === 1 ? subjects.runEvents(runId) : subjects.runEventsOfShard(shardOf(subjectToken(runId, 'runId')), runId),
+      shards === 1
+        ? subjects.runEvents(runId)
+        : subjects.runEventsOfShard(shardOf(subjectToken(runId, 'runId')), runId),
     shardSubject: (shard) => (shards === 1 ? subjects.runEventsAll : subjects.runEventsShardAll(shard)),
   };
 }

@@ -40,6 +40,8 @@ export interface Harness {
   archive: EventArchive;
   /** The database the service's collections are in. */
   db: Db;
+  /** The prefix of its databases, to start another replica over them. */
+  dbPrefix: string;
   stop(): Promise<void>;
 }
 
@@ -66,6 +68,7 @@ export async function startHarness(env: Record<string, string> = {}): Promise<Ha
     interactions: createInteractionStore(db),
     archive: createEventArchive(db),
     db,
+    dbPrefix,
     async stop() {
       await mongo.close();
       await nc.drain();

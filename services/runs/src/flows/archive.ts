@@ -42,7 +42,13 @@ export async function copyToArchive(ctx: RunsContext, runId: string, at = new Da
   if (!same) {
     throw new AppError('internal', `the archived copy of run ${runId}'s log differs from the log; not purging it`);
   }
-  await ctx.archive.insertMarker({ _id: runId, last_sequence: last, events: logged.length, archived_at: at, purged_at: null });
+  await ctx.archive.insertMarker({
+    _id: runId,
+    last_sequence: last,
+    events: logged.length,
+    archived_at: at,
+    purged_at: null,
+  });
   const marker = await ctx.archive.marker(runId);
   if (!marker) throw new AppError('internal', `the archive record of run ${runId} is missing after writing it`);
   return marker;
@@ -84,7 +90,12 @@ export async function archiveDueRuns(ctx: RunsContext, now = new Date()): Promis
  * anything is purged, so a record not there after the stream was read means that read saw the
  * whole log; only a terminal run (or an empty page) can be archived, so only those look for one.
  */
-export async function readRunEvents(ctx: RunsContext, run: RunDoc, from: number, limit: number): Promise<LoggedEvent[]> {
+export async function readRunEvents(
+  ctx: RunsContext,
+  run: RunDoc,
+  from: number,
+  limit: number,
+): Promise<LoggedEvent[]> {
   if (run.events_archived_at) {
     const marker = await ctx.archive.marker(run._id);
     if (marker) return readArchived(ctx, marker, from, limit);

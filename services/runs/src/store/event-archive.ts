@@ -131,7 +131,10 @@ export function createEventArchive(db: Db): EventArchive {
       let bytes = 0;
       // Chunks do not overlap (those of two archivers that saw different logs may: an event is
       // then taken once, from the first chunk holding it), so ordering by `last` is log order.
-      const cursor = chunks.find({ run_id: runId, last: { $gte: from } }).sort({ last: 1 }).batchSize(4);
+      const cursor = chunks
+        .find({ run_id: runId, last: { $gte: from } })
+        .sort({ last: 1 })
+        .batchSize(4);
       try {
         for (;;) {
           const doc = await mongoCall(() => cursor.next());
@@ -167,7 +170,7 @@ export function createEventArchive(db: Db): EventArchive {
         {
           key: { run_id: 1, last: 1 },
           options: { name: 'run_last' },
-          serves: "a page of an archived run: its chunks ending at or after `from`, in log order",
+          serves: 'a page of an archived run: its chunks ending at or after `from`, in log order',
         },
       ]);
     },
