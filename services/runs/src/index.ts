@@ -48,7 +48,6 @@ export async function startRuns(config: RunsConfig): Promise<StartedService> {
     await store.ensureIndexes();
     await interactions.ensureIndexes();
     const archive = createEventArchive(runtime.db);
-    await archive.ensureIndexes();
     const log = createEventLog({ ...runtime, layout: runEventLayout(config.RUN_EVENT_SHARDS) });
     const ctx: RunsContext = {
       store,

@@ -147,7 +147,7 @@ describe('sharded run event log and its archive', () => {
     const [sequence] = await append(h.nc, held, ['live']);
     for await (const msg of live) {
       expect(msg.headers?.get('Nats-Sequence')).toBe(String(sequence));
-      expect(decodeJson<{ chunk: unknown }>(msg.data).chunk).toEqual(delta(0));
+      expect((decodeJson(msg.data) as { chunk: unknown }).chunk).toEqual(delta(0));
     }
     for (const [shard, stream] of layout.streams.entries()) {
       const info = await h.jsm.streams.info(stream, { subjects_filter: `run.events.*.${runId}` });
@@ -180,6 +180,29 @@ describe('sharded run event log and its archive', () => {
     expect(await h.archive.chunks.countDocuments({ run_id: run.runId })).toBe(1);
   });
 
+  it('reads a long archived log from several chunks, page by page, as from the stream', async () => {
+    const held = await runningRun(h.nc);
+    const keys = Array.from({ length: 450 }, (_, i) => `long${i}`);
+    await append(h.nc, held, keys.slice(0, 250));
+    await append(h.nc, held, keys.slice(250));
+    await request(h.nc, rpc.runs.transition, {
+      run_id: held.run.id,
+      attempt: held.attempt,
+      claim_id: held.claim_id,
+      to: 'completed',
+    });
+    const run = { runId: held.run.id, owner: held.owner };
+    const before = { by100: await pages(run, 100), by7: await pages(run, 7, 150), whole: await pages(run, 1000) };
+    const marker = await archiveRun(a.ctx, run.runId);
+    // 3 statuses, 450 deltas, completed: chunks of at most 200 events.
+    expect(marker.chunks.map(({ first, last }) => last >= first)).toEqual([true, true, true]);
+    expect(marker.events).toBe(454);
+    expect(await stored(run.runId)).toBe(0);
+    expect({ by100: await pages(run, 100), by7: await pages(run, 7, 150), whole: await pages(run, 1000) }).toEqual(
+      before,
+    );
+  });
+
   it('lets two archivers archive the same runs at once: each event stored once, none lost', async () => {
     const runs = [await finishedRun(3), await finishedRun(4), await finishedRun(5)];
     const before = await Promise.all(runs.map(view));
@@ -189,7 +212,8 @@ describe('sharded run event log and its archive', () => {
     for (const [i, run] of runs.entries()) {
       expect(await stored(run.runId)).toBe(0);
       expect(await view(run)).toEqual(before[i]);
-      const archived = await h.archive.readAll(run.runId);
+      const marker = await h.archive.marker(run.runId);
+      const archived = await h.archive.readChunks(run.runId, marker!.chunks);
       expect(archived.map((e) => e.sequence)).toEqual(before[i]!.whole[0]!.events.map((e) => e.sequence));
       expect(await h.archive.chunks.countDocuments({ run_id: run.runId })).toBe(1);
       expect(await h.archive.markers.countDocuments({ _id: run.runId })).toBe(1);
@@ -225,7 +249,9 @@ describe('sharded run event log and its archive', () => {
 
     // Stopped after writing the copy, before recording it: readers still read the stream.
     const logged = await a.ctx.log.read(run.runId, 1, 1000);
-    await a.ctx.archive.write(run.runId, logged);
+    expect(await a.ctx.archive.write(run.runId, logged)).toEqual([
+      { first: logged[0]!.sequence, last: logged.at(-1)!.sequence },
+    ]);
     expect(await a.ctx.archive.marker(run.runId)).toBeNull();
     expect(await view(run)).toEqual(before);
 

@@ -28,9 +28,9 @@ export async function copyToArchive(ctx: RunsContext, runId: string, at = new Da
     logged.push(...batch);
     if (batch.length === 0 || batch.at(-1)!.pending === 0) break;
   }
-  await ctx.archive.write(runId, logged);
+  const chunks = await ctx.archive.write(runId, logged);
   const last = logged.at(-1)?.sequence ?? 0;
-  const copied = (await ctx.archive.readAll(runId)).filter((e) => e.sequence <= last);
+  const copied = (await ctx.archive.readChunks(runId, chunks)).filter((e) => e.sequence <= last);
   const same =
     copied.length === logged.length &&
     copied.every(
@@ -46,6 +46,7 @@ export async function copyToArchive(ctx: RunsContext, runId: string, at = new Da
     _id: runId,
     last_sequence: last,
     events: logged.length,
+    chunks,
     archived_at: at,
     purged_at: null,
   });
@@ -117,7 +118,7 @@ async function readArchived(
   from: number,
   limit: number,
 ): Promise<LoggedEvent[]> {
-  const { events, more } = await ctx.archive.read(marker._id, from, marker.last_sequence, limit, ctx.log.pageBytes());
+  const { events, more } = await ctx.archive.read(marker, from, limit, ctx.log.pageBytes());
   const last = events.at(-1);
   if (!last) return ctx.log.read(marker._id, Math.max(from, marker.last_sequence + 1), limit);
   if (more) {

@@ -1,4 +1,4 @@
-import { ensureIndexes, isDuplicateKeyError, mongoCall, type Collection, type Db } from '@threadwork/platform';
+import { isDuplicateKeyError, mongoCall, unavailable, type Collection, type Db } from '@threadwork/platform';
 import type { LoggedEvent } from '../domain/event-page.js';
 
 // The archive of run event logs: a finished run's events, copied out of its stream after the
@@ -38,9 +38,22 @@ export interface ArchiveMarkerDoc {
   /** The last archived event's sequence (0: the log was empty); later events stay in the stream. */
   last_sequence: number;
   events: number;
+  /**
+   * The run's chunks in log order (their `_id` is `<run>:<first>`): a page finds the chunks it
+   * needs here and reads them by `_id`, so it costs the same on every database, whatever the
+   * archive's size (FerretDB serves only `_id` lookups from an index).
+   */
+  chunks: ChunkRange[];
   archived_at: Date;
   purged_at: Date | null;
 }
+
+export interface ChunkRange {
+  first: number;
+  last: number;
+}
+
+const chunkId = (runId: string, first: number) => `${runId}:${first}`;
 
 /** Events per chunk, and JSON bytes per chunk: a run of a few hundred events fits one or two. */
 const CHUNK_EVENTS = 200;
@@ -50,26 +63,27 @@ export interface EventArchive {
   chunks: Collection<EventChunkDoc>;
   markers: Collection<ArchiveMarkerDoc>;
   marker(runId: string): Promise<ArchiveMarkerDoc | null>;
-  /** Stores the events (in sequence order) as chunks; chunks already stored are left as they are. */
-  write(runId: string, events: readonly LoggedEvent[]): Promise<void>;
-  /** Every archived event of the run, in order, each once. */
-  readAll(runId: string): Promise<LoggedEvent[]>;
   /**
-   * Archived events with `from` ≤ sequence ≤ `through`, at most `limit` and about `maxBytes` of
-   * JSON (a page stops once it has passed the budget); `more` when archived events up to `through`
+   * Stores the events (in sequence order) as chunks; a chunk already stored (by another archiver)
+   * is left as it is. Returns the chunks' ranges.
+   */
+  write(runId: string, events: readonly LoggedEvent[]): Promise<ChunkRange[]>;
+  /** The events the chunks hold, in order, each once (what was stored, to compare with the log). */
+  readChunks(runId: string, ranges: readonly ChunkRange[]): Promise<LoggedEvent[]>;
+  /**
+   * Archived events with sequence ≥ `from` (up to the marker's last), at most `limit` and about
+   * `maxBytes` of JSON (a page stops once it has passed the budget); `more` when archived events
    * follow the page.
    */
   read(
-    runId: string,
+    marker: ArchiveMarkerDoc,
     from: number,
-    through: number,
     limit: number,
     maxBytes: number,
   ): Promise<{ events: LoggedEvent[]; more: boolean }>;
   /** Records the archive as complete; a second record (another archiver) keeps the first. */
   insertMarker(doc: ArchiveMarkerDoc): Promise<void>;
   notePurged(runId: string, at: Date): Promise<void>;
-  ensureIndexes(): Promise<void>;
 }
 
 const toLogged = (e: ArchivedEvent): LoggedEvent => ({
@@ -81,6 +95,10 @@ const toLogged = (e: ArchivedEvent): LoggedEvent => ({
 
 const eventBytes = (e: ArchivedEvent) => e.c.length + e.t.length + 48;
 
+/**
+ * Both collections are read by `_id` only (a run's marker by run id, its chunks by the ids the
+ * marker lists): the default index serves them; `run_id` on a chunk is for people.
+ */
 export function createEventArchive(db: Db): EventArchive {
   const chunks = db.collection<EventChunkDoc>('run_event_chunks');
   const markers = db.collection<ArchiveMarkerDoc>('run_event_archives');
@@ -97,7 +115,7 @@ export function createEventArchive(db: Db): EventArchive {
       const cut = () => {
         if (current.length === 0) return;
         const first = current[0]!.s;
-        docs.push({ _id: `${runId}:${first}`, run_id: runId, first, last: current.at(-1)!.s, events: current });
+        docs.push({ _id: chunkId(runId, first), run_id: runId, first, last: current.at(-1)!.s, events: current });
         current = [];
         bytes = 0;
       };
@@ -115,41 +133,44 @@ export function createEventArchive(db: Db): EventArchive {
           if (!isDuplicateKeyError(err)) throw err;
         }
       }
+      return docs.map(({ first, last }) => ({ first, last }));
     },
 
-    async readAll(runId) {
-      const docs = await mongoCall(() => chunks.find({ run_id: runId }).sort({ last: 1 }).toArray());
+    async readChunks(runId, ranges) {
       const events: LoggedEvent[] = [];
-      for (const doc of docs) {
-        for (const e of doc.events) if (e.s > (events.at(-1)?.sequence ?? 0)) events.push(toLogged(e));
+      for (const { first } of ranges) {
+        const doc = await mongoCall(() => chunks.findOne({ _id: chunkId(runId, first) }));
+        for (const e of doc?.events ?? []) if (e.s > (events.at(-1)?.sequence ?? 0)) events.push(toLogged(e));
       }
       return events;
     },
 
-    async read(runId, from, through, limit, maxBytes) {
+    async read(marker, from, limit, maxBytes) {
       const events: LoggedEvent[] = [];
       let bytes = 0;
-      // Chunks do not overlap (those of two archivers that saw different logs may: an event is
-      // then taken once, from the first chunk holding it), so ordering by `last` is log order.
-      const cursor = chunks
-        .find({ run_id: runId, last: { $gte: from } })
-        .sort({ last: 1 })
-        .batchSize(4);
-      try {
-        for (;;) {
-          const doc = await mongoCall(() => cursor.next());
-          if (!doc) return { events, more: false };
-          for (const e of doc.events) {
-            if (e.s < from || e.s <= (events.at(-1)?.sequence ?? 0)) continue;
-            if (e.s > through) return { events, more: false };
-            if (events.length >= limit || bytes > maxBytes) return { events, more: true };
-            events.push(toLogged(e));
-            bytes += eventBytes(e);
-          }
-        }
-      } finally {
-        await cursor.close().catch(() => undefined);
+      // The first chunk ending at or after `from` (chunks are in log order), then on until the page is full.
+      let lo = 0;
+      let hi = marker.chunks.length;
+      while (lo < hi) {
+        const mid = (lo + hi) >> 1;
+        if (marker.chunks[mid]!.last < from) lo = mid + 1;
+        else hi = mid;
       }
+      for (let i = lo; i < marker.chunks.length; i++) {
+        const { first } = marker.chunks[i]!;
+        const doc = await mongoCall(() => chunks.findOne({ _id: chunkId(marker._id, first) }));
+        if (!doc) throw unavailable(`chunk ${first} of run ${marker._id}'s archived log is missing`);
+        for (const e of doc.events) {
+          // A chunk stored by another archiver that saw more of the log may hold events past the
+          // marker's last: those are still in the stream, read from there.
+          if (e.s < from || e.s <= (events.at(-1)?.sequence ?? 0)) continue;
+          if (e.s > marker.last_sequence) return { events, more: false };
+          if (events.length >= limit || bytes > maxBytes) return { events, more: true };
+          events.push(toLogged(e));
+          bytes += eventBytes(e);
+        }
+      }
+      return { events, more: false };
     },
 
     async insertMarker(doc) {
@@ -162,17 +183,6 @@ export function createEventArchive(db: Db): EventArchive {
 
     async notePurged(runId, at) {
       await mongoCall(() => markers.updateOne({ _id: runId }, { $set: { purged_at: at } }));
-    },
-
-    async ensureIndexes() {
-      // run_event_archives is read by `_id` (run id) only: the default index serves it.
-      await ensureIndexes(chunks, [
-        {
-          key: { run_id: 1, last: 1 },
-          options: { name: 'run_last' },
-          serves: 'a page of an archived run: its chunks ending at or after `from`, in log order',
-        },
-      ]);
     },
   };
 }
