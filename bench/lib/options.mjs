@@ -6,7 +6,17 @@ import { join } from 'node:path';
 import { parseArgs } from 'node:util';
 import { SERVICES } from '../../deploy/local/launcher.mjs';
 
-const BENCHMARKS = ['run-read', 'healthz', 'event-pages', 'append', 'followers', 'sandboxes', 'turns', 'jail'];
+const BENCHMARKS = [
+  'run-read',
+  'healthz',
+  'event-pages',
+  'append',
+  'followers',
+  'sandboxes',
+  'turns',
+  'jail',
+  'event-scale',
+];
 
 const FULL = {
   seconds: 10,
@@ -19,6 +29,14 @@ const FULL = {
   'sse-seconds': 10,
   turns: 20,
   sandboxes: 4,
+  // Benchmark 9 (suites/event-scale.mjs): runs in the log, events per run, runs live at once, shards,
+  // pages read per side, runs archived to FerretDB.
+  'scale-runs': 300_000,
+  'scale-events': 20,
+  'scale-live': 1_000,
+  'scale-shards': 16,
+  'scale-reads': 1_000,
+  'scale-archived': 5_000,
 };
 const QUICK = {
   ...FULL,
@@ -30,6 +48,9 @@ const QUICK = {
   'sse-seconds': 5,
   turns: 5,
   sandboxes: 2,
+  'scale-runs': 30_000,
+  'scale-reads': 300,
+  'scale-archived': 2_000,
 };
 
 /** The command line's options, checked: a bad value stops the run before anything starts. */
