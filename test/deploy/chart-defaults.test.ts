@@ -140,6 +140,8 @@ describe('charts/threadwork', () => {
       const [config] = byKind(objects, 'ConfigMap');
       expect(config!.data?.NATS_URL).toBe('nats://nats.nats.svc:4222');
       expect(config!.data?.NATS_STREAM_REPLICAS).toBe('1');
+      // A new install splits the run event log into 16 streams (fixed from then on).
+      expect(config!.data?.RUN_EVENT_SHARDS).toBe('16');
       expect(config!.data?.MONGO_URL).toBeUndefined();
       expect(config!.data?.MONGO_DB_PREFIX).toBe('threadwork');
       for (const workload of workloads(objects)) {
