@@ -22,7 +22,7 @@ import { connectMongo, connectNats, createLogger, encodeJson, ensureStream, jetS
 import { startNatsServer } from '../../deploy/local/servers.mjs';
 import { toolPath } from '../../deploy/local/tools.mjs';
 import { mib, residentMemory } from '../lib/proc.mjs';
-import { int, ms, ratio, summaryRow, table } from '../lib/report.mjs';
+import { int, ms, summaryRow, table } from '../lib/report.mjs';
 import { outputChunk } from '../lib/runs.mjs';
 import { nowMs } from '../lib/sse.mjs';
 import { log } from '../lib/stack.mjs';

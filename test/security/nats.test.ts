@@ -262,7 +262,9 @@ describe.skipIf(!hasBinary)('NATS, as each service and as an attacker', () => {
       await provisionJetStream(server.url, auth.testAuth);
       const signal = subjects.runSignal('run_redirected');
       const arrived = new Promise<{ reply: string | undefined }>((resolve) => {
-        connections.get('runner')!.subscribe(signal, { max: 1, callback: (_err, msg) => resolve({ reply: msg.reply }) });
+        connections
+          .get('runner')!
+          .subscribe(signal, { max: 1, callback: (_err, msg) => resolve({ reply: msg.reply }) });
       });
       await connections.get('runner')!.flush();
       const { js } = await jetStreamOf(admin);

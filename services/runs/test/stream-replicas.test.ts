@@ -99,7 +99,10 @@ describe.skipIf(!inject('natsServerBin'))('streams on a three-server JetStream c
         };
       },
     });
-    return { log: createEventLog({ nc, js: faulty, jsm, layout: runEventLayout(1) }), clean: createEventLog({ nc, js, jsm, layout: runEventLayout(1) }) };
+    return {
+      log: createEventLog({ nc, js: faulty, jsm, layout: runEventLayout(1) }),
+      clean: createEventLog({ nc, js, jsm, layout: runEventLayout(1) }),
+    };
   };
   const logged = async (log: ReturnType<typeof createEventLog>, runId: string) =>
     (await log.read(runId, 1, 100)).map((e) => ({ key: (e.chunk as { key: string }).key, seq: e.sequence }));
