@@ -32,7 +32,7 @@ const FULL = {
   // Benchmark 9 (suites/event-scale.mjs): runs in the log, events per run, runs live at once, shards,
   // pages read per side, runs archived to FerretDB.
   'scale-runs': 300_000,
-  'scale-events': 20,
+  'scale-events': 10,
   'scale-live': 1_000,
   'scale-shards': 16,
   'scale-reads': 1_000,

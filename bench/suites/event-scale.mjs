@@ -1,19 +1,20 @@
 // Benchmark 9: one run's events page when the event log holds many runs. The log of 300,000 runs
-// (20 events each, written in waves of runs live at once, so a run's events sit between other
+// (10 events each, written in waves of runs live at once, so a run's events sit between other
 // runs' as they do in production) is written to one stream (RUN_EVENTS, RUN_EVENT_SHARDS=1) and
 // to N streams chosen by run id (run-event-shards.ts), each on a nats-server of its own (file
 // store, as deployed); the first `archived` of them are archived to MongoDB (FerretDB here) in the
-// runs service's archive shape. FerretDB 1.24 (SQLite) serves even an `_id` lookup by scanning the
-// collection, so an archived page there costs in proportion to the archive's bytes: the archive
-// side is kept small by default (5,000 runs) and its figure is FerretDB's, not MongoDB's, whose
-// `_id` index makes the same two lookups O(log n). Then pages of random runs are read from each, in alternating rounds,
-// the way the runs service reads them: a batch direct get by the run's subject from its stream,
-// and for an archived run its archive record and chunks by `_id`.
+// runs service's archive shape. Then pages of random runs are read from each, in alternating
+// rounds, the way the runs service reads them: a batch direct get by the run's subject from its
+// stream, and for an archived run its archive record and chunks by `_id`. FerretDB 1.24 (SQLite)
+// serves even an `_id` lookup by scanning the collection, so an archived page there costs in
+// proportion to the archive's bytes: the archive side is kept small by default (5,000 runs) and
+// its figure is FerretDB's, not MongoDB's, whose `_id` index makes the same lookups O(log n).
 //
-// Cost, bounded by the options: (1 + N-stream) × runs × events publishes and runs chunk documents
-// (defaults: 12,000,000 messages, about 1.1 GB of stream files per server, and 5,000 documents of
-// ~3 KB in FerretDB; all in a temporary directory removed at the end), then `reads` pages per side.
-// About 10 minutes on a two-core machine; `--quick` is 30,000 runs.
+// Cost, bounded by the options: 2 × runs × events publishes (one server each) and `archived` runs' documents
+// (defaults: 6,000,000 messages, about 0.6 GB of stream files per server, and 5,000 documents of
+// ~1.5 KB in FerretDB; all in a temporary directory removed at the end), then `reads` pages per
+// side. About 20 minutes on a busy two-core machine (seeding is most of it: ~5,000 publishes/s
+// there); `--quick` is 30,000 runs.
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
