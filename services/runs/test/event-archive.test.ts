@@ -243,6 +243,17 @@ describe('sharded run event log and its archive', () => {
     expect(archivedOnly).toMatchObject({ terminal: false, next_sequence: marker.last_sequence + 1 });
   });
 
+  it('archives a run whose copy an archiver left shorter than the log, before any record', async () => {
+    const run = await finishedRun(3);
+    const before = await view(run);
+    // An archiver copied the first events, then stopped; the log has more now.
+    await a.ctx.archive.write(run.runId, await a.ctx.log.read(run.runId, 1, 4));
+    const marker = await archiveRun(b.ctx, run.runId);
+    expect(marker.events).toBe(7);
+    expect(await stored(run.runId)).toBe(0);
+    expect(await view(run)).toEqual(before);
+  });
+
   it('loses nothing and serves nothing twice when an archiver stops between copy and purge; a replica finishes', async () => {
     const run = await finishedRun(5);
     const before = await view(run);

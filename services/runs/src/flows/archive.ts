@@ -1,6 +1,6 @@
 import { AppError } from '@threadwork/platform';
 import type { LoggedEvent } from '../domain/event-page.js';
-import type { ArchiveMarkerDoc } from '../store/event-archive.js';
+import type { ArchiveMarkerDoc, ChunkRange } from '../store/event-archive.js';
 import type { RunDoc } from '../store/runs.js';
 import type { RunsContext } from './context.js';
 
@@ -28,19 +28,28 @@ export async function copyToArchive(ctx: RunsContext, runId: string, at = new Da
     logged.push(...batch);
     if (batch.length === 0 || batch.at(-1)!.pending === 0) break;
   }
-  const chunks = await ctx.archive.write(runId, logged);
   const last = logged.at(-1)?.sequence ?? 0;
-  const copied = (await ctx.archive.readChunks(runId, chunks)).filter((e) => e.sequence <= last);
-  const same =
-    copied.length === logged.length &&
-    copied.every(
-      (e, i) =>
-        e.sequence === logged[i]!.sequence &&
-        e.created_at === logged[i]!.created_at &&
-        JSON.stringify(e.chunk) === JSON.stringify(logged[i]!.chunk ?? null),
+  const copiedAsLogged = async (ranges: ChunkRange[]) => {
+    const copied = (await ctx.archive.readChunks(runId, ranges)).filter((e) => e.sequence <= last);
+    return (
+      copied.length === logged.length &&
+      copied.every(
+        (e, i) =>
+          e.sequence === logged[i]!.sequence &&
+          e.created_at === logged[i]!.created_at &&
+          JSON.stringify(e.chunk) === JSON.stringify(logged[i]!.chunk ?? null),
+      )
     );
-  if (!same) {
-    throw new AppError('internal', `the archived copy of run ${runId}'s log differs from the log; not purging it`);
+  };
+  let chunks = await ctx.archive.write(runId, logged);
+  if (!(await copiedAsLogged(chunks))) {
+    // A chunk stored by an archiver that stopped before its record may hold less of the log than
+    // this one read (an event came after its copy): nothing reads chunks without a record, and a
+    // chunk only ever grows at its end, so it is written again with what this one read.
+    chunks = await ctx.archive.write(runId, logged, { replace: true });
+    if (!(await copiedAsLogged(chunks))) {
+      throw new AppError('internal', `the archived copy of run ${runId}'s log differs from the log; not purging it`);
+    }
   }
   await ctx.archive.insertMarker({
     _id: runId,

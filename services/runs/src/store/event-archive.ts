@@ -65,9 +65,9 @@ export interface EventArchive {
   marker(runId: string): Promise<ArchiveMarkerDoc | null>;
   /**
    * Stores the events (in sequence order) as chunks; a chunk already stored (by another archiver)
-   * is left as it is. Returns the chunks' ranges.
+   * is left as it is, unless `replace`. Returns the chunks' ranges.
    */
-  write(runId: string, events: readonly LoggedEvent[]): Promise<ChunkRange[]>;
+  write(runId: string, events: readonly LoggedEvent[], opts?: { replace?: boolean }): Promise<ChunkRange[]>;
   /** The events the chunks hold, in order, each once (what was stored, to compare with the log). */
   readChunks(runId: string, ranges: readonly ChunkRange[]): Promise<LoggedEvent[]>;
   /**
@@ -108,7 +108,7 @@ export function createEventArchive(db: Db): EventArchive {
     markers,
     marker: (runId) => mongoCall(() => markers.findOne({ _id: runId })),
 
-    async write(runId, events) {
+    async write(runId, events, { replace = false } = {}) {
       let current: ArchivedEvent[] = [];
       let bytes = 0;
       const docs: EventChunkDoc[] = [];
@@ -127,6 +127,10 @@ export function createEventArchive(db: Db): EventArchive {
       }
       cut();
       for (const doc of docs) {
+        if (replace) {
+          await mongoCall(() => chunks.replaceOne({ _id: doc._id }, doc, { upsert: true }));
+          continue;
+        }
         try {
           await mongoCall(() => chunks.insertOne(doc));
         } catch (err) {
