@@ -40,9 +40,9 @@ export interface ArchiveMarkerDoc {
   events: number;
   /**
    * The run's chunks in log order (their `_id` is `<run>:<first>`): a page finds the chunks it
-   * needs here and reads them by `_id`, the one lookup every backend serves best — on MongoDB an
-   * index lookup whatever the archive's size (FerretDB 1.24 scans even for `_id`: there a page
-   * costs in proportion to the archive, bench/RESULTS.md benchmark 9).
+   * needs here and reads them by `_id`: on MongoDB an index lookup whatever the archive's size
+   * (FerretDB 1.24 scans even for `_id`: there a page costs in proportion to the archive,
+   * bench/RESULTS.md benchmark 9).
    */
   chunks: ChunkRange[];
   archived_at: Date;
