@@ -5,9 +5,10 @@
 //
 //   node bench/run.mjs [--quick] [--only a,b] [--seconds 10] [--rounds 5] [--connections 10] [--events 100000]
 //                      [--append-events 20000] [--followers 1000] [--sse-rate 20] [--sse-seconds 10]
-//                      [--turns 20] [--sandboxes 4] [--profile gateway,runs] [--json out.json]
+//                      [--turns 20] [--sandboxes 4] [--scale-runs 300000] [--scale-events 10] [--scale-live 1000]
+//                      [--scale-shards 16] [--scale-reads 1000] [--scale-archived 5000] [--profile gateway,runs] [--json out.json]
 //
-// Benchmarks (--only): run-read healthz event-pages append followers sandboxes turns jail.
+// Benchmarks (--only): run-read healthz event-pages append followers sandboxes turns jail event-scale.
 import { writeFileSync } from 'node:fs';
 import { cpus, loadavg, totalmem } from 'node:os';
 // autocannon (and the CommonJS packages below it) is loaded first, before anything makes a logger.

@@ -17,6 +17,7 @@ export const BENCHMARKS = [
   'jail',
   'harness-alone',
   'throughput',
+  'event-scale',
 ];
 
 const FULL = {
@@ -35,6 +36,14 @@ const FULL = {
   'throughput-runs': 24,
   concurrency: 4,
   runners: 2,
+  // Benchmark 11 (suites/event-scale.mjs): runs in the log, events per run, runs live at once, shards,
+  // pages read per side, runs archived to FerretDB.
+  'scale-runs': 300_000,
+  'scale-events': 10,
+  'scale-live': 1_000,
+  'scale-shards': 16,
+  'scale-reads': 1_000,
+  'scale-archived': 5_000,
 };
 const QUICK = {
   ...FULL,
@@ -49,6 +58,9 @@ const QUICK = {
   sandboxes: 2,
   'throughput-runs': 8,
   concurrency: 2,
+  'scale-runs': 30_000,
+  'scale-reads': 300,
+  'scale-archived': 2_000,
 };
 
 /** The command line's options, checked: a bad value stops the run before anything starts. */

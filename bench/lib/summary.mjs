@@ -2,6 +2,7 @@
 // the CPU went and what each process held in memory.
 import { mib } from './proc.mjs';
 import { int, ms, ratio, summaryRow, SUMMARY_HEADER, table } from './report.mjs';
+import { eventScaleRows, eventScaleTables } from '../suites/event-scale.mjs';
 import { harnessSummaryRows, harnessTables } from './summary-harnesses.mjs';
 
 const out = (line = '') => process.stdout.write(`${line}\n`);
@@ -188,6 +189,7 @@ export function report(results, { opts, profile, profileDir }) {
   const turns = results.turns;
   const sandboxes = results.sandboxes;
   rows.push(...harnessSummaryRows(turns, sandboxes));
+  rows.push(...eventScaleRows(results['event-scale']));
 
   out(table(SUMMARY_HEADER, rows, 2));
   if (details.length) {
@@ -318,6 +320,10 @@ export function report(results, { opts, profile, profileDir }) {
     );
   }
   for (const text of harnessTables(turns, null)) {
+    out();
+    out(text);
+  }
+  for (const text of eventScaleTables(results['event-scale'])) {
     out();
     out(text);
   }

@@ -6,6 +6,7 @@ import { createHeldRun } from '../lib/runs.mjs';
 import { log } from '../lib/stack.mjs';
 import { appendBenchmark, appendLikeRunner } from './append.mjs';
 import { eventPagesBenchmark, healthBenchmark, runReadBenchmark } from './api.mjs';
+import { eventScaleBenchmark } from './event-scale.mjs';
 import { followersBenchmark } from './followers.mjs';
 import { harnessAloneBenchmark, sandboxMemoryBenchmark, throughputBenchmark, turnsBenchmark } from './runner.mjs';
 
@@ -108,6 +109,20 @@ export async function runBenchmarks(stack, fakes, { opts, selected }) {
       rmSync(sandboxes, { recursive: true, force: true });
     }
   });
+  await step(
+    'event-scale',
+    `benchmark 11: one run's page among ${opts['scale-runs']} runs, 1 stream vs ${opts['scale-shards']} and the archive`,
+    () =>
+      eventScaleBenchmark(stack, {
+        runs: opts['scale-runs'],
+        events: opts['scale-events'],
+        live: opts['scale-live'],
+        shards: opts['scale-shards'],
+        reads: opts['scale-reads'],
+        rounds: opts.rounds,
+        archived: opts['scale-archived'],
+      }),
+  );
   // Last: it adds a runner, which stays.
   await step(
     'throughput',

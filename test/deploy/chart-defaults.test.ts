@@ -140,6 +140,11 @@ describe('charts/threadwork', () => {
       const [config] = byKind(objects, 'ConfigMap');
       expect(config!.data?.NATS_URL).toBe('nats://nats.nats.svc:4222');
       expect(config!.data?.NATS_STREAM_REPLICAS).toBe('1');
+      // A new install splits the run event log into 16 streams (fixed from then on); only runs is told.
+      for (const workload of workloads(objects)) {
+        const shards = workload.spec.template.spec.containers[0]!.env?.find((e) => e.name === 'RUN_EVENT_SHARDS');
+        expect(shards?.value, component(workload)).toBe(component(workload) === 'runs' ? '16' : undefined);
+      }
       expect(config!.data?.MONGO_URL).toBeUndefined();
       expect(config!.data?.MONGO_DB_PREFIX).toBe('threadwork');
       for (const workload of workloads(objects)) {

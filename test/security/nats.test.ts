@@ -2,7 +2,15 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { connect } from '@nats-io/transport-node';
-import { CONSUMERS, NATS_IDENTITIES, SERVICES, STREAM_NAMES, subjects, type NatsIdentity } from '@threadwork/contracts';
+import {
+  CONSUMERS,
+  everyRunEventStreamName,
+  NATS_IDENTITIES,
+  SERVICES,
+  STREAM_NAMES,
+  subjects,
+  type NatsIdentity,
+} from '@threadwork/contracts';
 import {
   connectNats,
   createLogger,
@@ -167,11 +175,22 @@ describe.skipIf(!hasBinary)('NATS, as each service and as an attacker', () => {
         expect(await publishes(identity, `$JS.API.STREAM.UPDATE.${stream}`), `${identity} ${stream}`).toBe('refused');
       }
     }
+    const runEventStreams = everyRunEventStreamName();
     for (const identity of NATS_IDENTITIES) {
-      for (const stream of Object.values(STREAM_NAMES)) {
+      for (const stream of [...Object.values(STREAM_NAMES), ...runEventStreams]) {
         expect(await publishes(identity, `$JS.API.STREAM.DELETE.${stream}`), identity).toBe('refused');
-        expect(await publishes(identity, `$JS.API.STREAM.PURGE.${stream}`), identity).toBe('refused');
+        // The runs service purges an archived run's subject from its event stream; nothing else
+        // is purged, by anyone.
+        const purge = identity === 'runs' && runEventStreams.includes(stream) ? 'allowed' : 'refused';
+        expect(await publishes(identity, `$JS.API.STREAM.PURGE.${stream}`), `${identity} ${stream}`).toBe(purge);
       }
+    }
+    // Every shard's stream, whatever RUN_EVENT_SHARDS a deployment chose: written and read by runs only.
+    expect(await publishes('runs', subjects.runEventsOfShard(5, 'run_1'))).toBe('allowed');
+    expect(await publishes('runs', `$JS.API.DIRECT.GET.${runEventStreams.at(-1)!}`)).toBe('allowed');
+    for (const identity of ['gateway', 'threads', 'repohost', 'review', 'runner', 'admin'] as const) {
+      expect(await publishes(identity, subjects.runEventsOfShard(5, 'run_1')), identity).toBe('refused');
+      expect(await publishes(identity, `$JS.API.DIRECT.GET.${runEventStreams.at(-1)!}`), identity).toBe('refused');
     }
   });
 
@@ -243,7 +262,9 @@ describe.skipIf(!hasBinary)('NATS, as each service and as an attacker', () => {
       await provisionJetStream(server.url, auth.testAuth);
       const signal = subjects.runSignal('run_redirected');
       const arrived = new Promise<{ reply: string | undefined }>((resolve) => {
-        connections.get('runner')!.subscribe(signal, { max: 1, callback: (_err, msg) => resolve({ reply: msg.reply }) });
+        connections
+          .get('runner')!
+          .subscribe(signal, { max: 1, callback: (_err, msg) => resolve({ reply: msg.reply }) });
       });
       await connections.get('runner')!.flush();
       const { js } = await jetStreamOf(admin);

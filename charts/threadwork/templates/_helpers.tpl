@@ -192,6 +192,11 @@ consumer that is never made, and a harness threads takes that no runner serves q
 - name: HARNESSES
   value: {{ join "," $v.harnesses | quote }}
 {{- end }}
+{{- /* Only the runs service reads or writes the run event streams. */ -}}
+{{- if eq .name "runs" }}
+- name: RUN_EVENT_SHARDS
+  value: {{ $v.nats.runEventShards | default 1 | quote }}
+{{- end }}
 {{- if or (eq .name "threads") (eq .name "runs") }}
 - name: DEFAULT_HARNESS
   value: {{ $v.defaultHarness | quote }}

@@ -17,6 +17,7 @@ export * from './harness-catalog.js';
 export * from './events.js';
 export * from './subjects.js';
 export * from './streams.js';
+export * from './run-event-shards.js';
 export * from './consumers.js';
 export * from './nats-grants.js';
 export * from './rpc.js';

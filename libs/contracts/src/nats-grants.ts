@@ -1,5 +1,6 @@
 import { CONSUMERS } from './consumers.js';
 import { SERVICES, subjects, type ServiceName } from './subjects.js';
+import { everyRunEventStreamName } from './run-event-shards.js';
 import { STREAM_NAMES } from './streams.js';
 
 // Who may do what on NATS: one table, from which the nats-server's permissions are rendered for
@@ -11,15 +12,16 @@ import { STREAM_NAMES } from './streams.js';
 export const NATS_IDENTITIES = ['gateway', 'threads', 'runs', 'repohost', 'review', 'runner', 'admin'] as const;
 export type NatsIdentity = (typeof NATS_IDENTITIES)[number];
 
-type StreamName = (typeof STREAM_NAMES)[keyof typeof STREAM_NAMES];
-
 interface StreamAccess {
-  stream: StreamName;
+  stream: string;
   /**
    * Creates the stream and every consumer on it (consumers.ts) and keeps their settings up to
-   * date. Everyone else only looks the stream up: it waits for the owner to create it.
+   * date (`stream`: a stream that has no consumers). Everyone else only looks the stream up: it
+   * waits for the owner to create it.
    */
-  owns?: boolean;
+  owns?: boolean | 'stream';
+  /** Purges a subject's messages (the runs service, once a run's log is archived). */
+  purge?: boolean;
   /** Reads messages by sequence or subject (direct gets). */
   directGet?: boolean;
   /** Reads a message through the stream's leader (STREAM.MSG.GET): never behind what it acked. */
@@ -96,7 +98,13 @@ const GRANTS: Record<NatsIdentity, Grant> = {
     publishes: [subjects.runEventsAll, subjects.runJobsAll, runSignals, evt('runs')],
     subscribes: [],
     streams: [
-      { stream: STREAM_NAMES.runEvents, owns: true, directGet: true, leaderGet: true },
+      // Every name a run event stream may have (run-event-shards.ts): whatever RUN_EVENT_SHARDS a
+      // deployment chose, and the ones it did not, which it looks up to refuse a changed count.
+      ...everyRunEventStreamName().map((stream) =>
+        stream === STREAM_NAMES.runEvents
+          ? { stream, owns: true, directGet: true, leaderGet: true, purge: true }
+          : { stream, owns: 'stream' as const, directGet: true, leaderGet: true, purge: true },
+      ),
       { stream: STREAM_NAMES.runJobs, owns: true },
       { stream: STREAM_NAMES.domain, owns: true },
     ],
@@ -167,10 +175,10 @@ const JS = '$JS.API';
 function streamApi(access: StreamAccess): string[] {
   const s = access.stream;
   const publish = [`${JS}.STREAM.INFO.${s}`];
-  if (access.owns) {
+  if (access.owns) publish.push(`${JS}.STREAM.CREATE.${s}`, `${JS}.STREAM.UPDATE.${s}`);
+  if (access.purge) publish.push(`${JS}.STREAM.PURGE.${s}`);
+  if (access.owns === true) {
     publish.push(
-      `${JS}.STREAM.CREATE.${s}`,
-      `${JS}.STREAM.UPDATE.${s}`,
       `${JS}.CONSUMER.CREATE.${s}.*`,
       `${JS}.CONSUMER.CREATE.${s}.*.>`,
       `${JS}.CONSUMER.DURABLE.CREATE.${s}.*`,

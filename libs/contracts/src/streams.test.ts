@@ -12,6 +12,7 @@ describe('streams', () => {
       max_age_ms: 86_400_000,
       allow_direct: true,
       republish: { src: 'run.events.>', dest: 'run.live.>' },
+      metadata: { threadwork_run_event_shards: '1' },
     });
   });
 

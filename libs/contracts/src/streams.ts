@@ -1,3 +1,4 @@
+import { RUN_EVENT_SHARDS_METADATA, runEventLayout } from './run-event-shards.js';
 import { subjects } from './subjects.js';
 
 // JetStream streams as plain data; the platform library maps them onto JetStream's config
@@ -17,6 +18,8 @@ export interface StreamDefinition {
   readonly allow_direct?: boolean;
   /** Republish every stored message to core NATS (with its stream sequence in headers). */
   readonly republish?: { readonly src: string; readonly dest: string };
+  /** Stream metadata (JetStream `metadata`): facts a later start checks the stream against. */
+  readonly metadata?: Readonly<Record<string, string>>;
 }
 
 export const STREAM_NAMES = {
@@ -28,22 +31,47 @@ export const STREAM_NAMES = {
 /**
  * RUN_EVENTS — limits retention: the durable, ordered log of every run, read many times (pages,
  * SSE, resumes) by sequence, so messages must survive being read; the configurable max age is
- * the event retention. Direct gets keep a page read O(page).
+ * the event retention. Direct gets keep a page read O(page). Split into `shards` streams by run
+ * id (run-event-shards.ts): one stream, RUN_EVENTS, by default; each records the shard count it
+ * was made for in its metadata, so a start with another count is refused rather than orphaning
+ * the logs.
  */
-export function runEventsStream({ maxAgeMs }: { maxAgeMs: number }): StreamDefinition {
+export function runEventsStream({
+  maxAgeMs,
+  shards = 1,
+  shard = 0,
+}: {
+  maxAgeMs: number;
+  shards?: number;
+  shard?: number;
+}): StreamDefinition {
   if (!Number.isInteger(maxAgeMs) || maxAgeMs < 0) {
     throw new RangeError(`RUN_EVENTS max age must be a non-negative integer of milliseconds, got ${maxAgeMs}`);
   }
+  const layout = runEventLayout(shards);
+  const name = layout.streams[shard];
+  if (name === undefined) throw new RangeError(`shard ${shard} is not one of 0..${shards - 1}`);
+  const src = layout.shardSubject(shard);
   return {
-    name: STREAM_NAMES.runEvents,
-    description: 'Ordered event log of every run, paged by sequence',
-    subjects: [subjects.runEventsAll],
+    name,
+    description:
+      shards === 1
+        ? 'Ordered event log of every run, paged by sequence'
+        : `Ordered event logs of the runs of shard ${shard} of ${shards}, paged by sequence`,
+    subjects: [src],
     retention: 'limits',
     storage: 'file',
     max_age_ms: maxAgeMs,
     allow_direct: true,
-    republish: { src: subjects.runEventsAll, dest: subjects.runLiveAll },
+    // Followers subscribe to `run.live.<runId>` whatever the shard: the run id is the last token.
+    republish: { src, dest: shards === 1 ? subjects.runLiveAll : `run.live.{{wildcard(1)}}` },
+    metadata: { [RUN_EVENT_SHARDS_METADATA]: String(shards) },
   };
+}
+
+/** Every stream of the run event log. */
+export function runEventsStreams({ maxAgeMs, shards = 1 }: { maxAgeMs: number; shards?: number }): StreamDefinition[] {
+  return Array.from({ length: shards }, (_, shard) => runEventsStream({ maxAgeMs, shards, shard }));
 }
 
 /**
@@ -75,6 +103,12 @@ export const DOMAIN_STREAM: StreamDefinition = {
 };
 
 /** Every stream the platform should ensure at start-up. */
-export function allStreams({ runEventsMaxAgeMs }: { runEventsMaxAgeMs: number }): readonly StreamDefinition[] {
-  return [runEventsStream({ maxAgeMs: runEventsMaxAgeMs }), RUN_JOBS_STREAM, DOMAIN_STREAM];
+export function allStreams({
+  runEventsMaxAgeMs,
+  runEventShards = 1,
+}: {
+  runEventsMaxAgeMs: number;
+  runEventShards?: number;
+}): readonly StreamDefinition[] {
+  return [...runEventsStreams({ maxAgeMs: runEventsMaxAgeMs, shards: runEventShards }), RUN_JOBS_STREAM, DOMAIN_STREAM];
 }

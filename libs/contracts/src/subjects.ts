@@ -32,6 +32,12 @@ export const subjects = {
   runEvents: (runId: string) => `run.events.${subjectToken(runId, 'runId')}`,
   runEventsAll: 'run.events.>',
   /**
+   * RUN_EVENTS_<shard>: the log of one run when the log is split into several streams (see
+   * run-event-shards.ts, the only place that picks between these and `runEvents`).
+   */
+  runEventsOfShard: (shard: number, runId: string) => `run.events.${shard}.${subjectToken(runId, 'runId')}`,
+  runEventsShardAll: (shard: number) => `run.events.${shard}.*`,
+  /**
    * Core NATS: RUN_EVENTS republishes every stored event here with its stream sequence
    * (`Nats-Sequence`) and the subject's previous one (`Nats-Last-Sequence`), so live followers
    * get each event once it is durable and can tell when they missed one.

@@ -15,7 +15,14 @@ import {
   type StreamConfig,
 } from '@nats-io/jetstream';
 import { headers as natsHeaders, TimeoutError, type NatsConnection } from '@nats-io/nats-core';
-import type { ConsumerDefinition, StreamDefinition } from '@threadwork/contracts';
+import {
+  MAX_RUN_EVENT_SHARDS,
+  RUN_EVENT_SHARDS_METADATA,
+  runEventLayout,
+  runEventStreamName,
+  type ConsumerDefinition,
+  type StreamDefinition,
+} from '@threadwork/contracts';
 import { toAppError } from './errors.js';
 import type { Logger } from './logger.js';
 import { decodeJson, encodeJson } from './nats.js';
@@ -65,6 +72,7 @@ export async function ensureStream(
     max_age: (def.max_age_ms ?? 0) * 1_000_000,
     num_replicas: opts.replicas ?? 1,
     ...(def.republish ? { republish: { src: def.republish.src, dest: def.republish.dest } } : {}),
+    ...(def.metadata ? { metadata: { ...def.metadata } } : {}),
     ...opts.overrides,
   };
   try {
@@ -90,6 +98,50 @@ export async function ensureStream(
       return;
     }
     throw err;
+  }
+}
+
+/** Thrown at start-up when the run event streams in place were made for another shard count. */
+export class RunEventShardsMismatchError extends Error {
+  constructor(
+    readonly configured: number,
+    readonly found: number,
+    readonly stream: string,
+  ) {
+    super(
+      `RUN_EVENT_SHARDS is ${configured}, but the run event log in place is split into ${found} stream(s) ` +
+        `(found ${stream}); changing the count would orphan every run's log, so it is fixed at install — ` +
+        `start with RUN_EVENT_SHARDS=${found}`,
+    );
+    this.name = 'RunEventShardsMismatchError';
+  }
+}
+
+/** The shard count a run event stream was made for (its metadata; RUN_EVENTS from before shards: 1), or null when it does not exist. */
+async function shardsOfStream(jsm: JetStreamManager, name: string): Promise<number | null> {
+  try {
+    const info = await jsm.streams.info(name);
+    const recorded = info.config.metadata?.[RUN_EVENT_SHARDS_METADATA];
+    return recorded === undefined ? 1 : Number(recorded);
+  } catch (err) {
+    if (err instanceof JetStreamApiError && err.code === 10059) return null;
+    throw err;
+  }
+}
+
+/**
+ * Refuses (RunEventShardsMismatchError) when the run event streams in place were made for another
+ * shard count than `shards`: a run's stream follows from its id and the count, so a new count would
+ * look for every existing log in the wrong place. It looks at the streams `shards` names (each
+ * records its count) and at the one stream that tells the other layout apart: RUN_EVENTS when
+ * sharding, RUN_EVENTS_0 when not. Nothing in place (a new install) passes.
+ */
+export async function checkRunEventShards(jsm: JetStreamManager, shards: number): Promise<void> {
+  const names = [...runEventLayout(shards).streams];
+  names.push(shards === 1 ? runEventStreamName(0, MAX_RUN_EVENT_SHARDS) : runEventStreamName(0, 1));
+  for (const name of names) {
+    const found = await shardsOfStream(jsm, name);
+    if (found !== null && found !== shards) throw new RunEventShardsMismatchError(shards, found, name);
   }
 }
 

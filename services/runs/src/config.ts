@@ -1,4 +1,4 @@
-import { harnessCatalogIssues, harnessCatalogShape } from '@threadwork/contracts';
+import { harnessCatalogIssues, harnessCatalogShape, runEventShardCount } from '@threadwork/contracts';
 import { baseConfigShape, env } from '@threadwork/platform';
 import { z } from 'zod';
 
@@ -7,6 +7,20 @@ export const RunsConfig = z
     ...baseConfigShape,
     /** How long a run's events are kept in RUN_EVENTS (0 = until other limits apply). */
     RUN_EVENTS_MAX_AGE_MS: env.duration(30 * 24 * 60 * 60 * 1000),
+    /**
+     * How many JetStream streams hold the run event log, a run's stream chosen by a hash of its id
+     * (1..32; 1: the single stream RUN_EVENTS). Fixed at install: a service started with another
+     * count than the streams in place refuses to start, since every existing log would be looked
+     * for in the wrong stream. Many runs read at random are served faster from several streams.
+     */
+    RUN_EVENT_SHARDS: runEventShardCount.default(1),
+    /**
+     * How long after a run ended its events stay in the stream: then they are copied to MongoDB,
+     * checked, and purged from the stream, which keeps the streams' live subjects (memory, index,
+     * restart time) bounded by recent runs. Pages of an archived run are served from MongoDB with
+     * the same sequences. 0: never archive.
+     */
+    RUN_EVENTS_ARCHIVE_AFTER_MS: env.duration(6 * 60 * 60_000),
     /**
      * The harness catalog (HARNESSES, DEFAULT_HARNESS, CODEX_MODEL, CODEX_MODELS, …; see
      * harness-catalog.ts in contracts): a run for a harness not served is refused, and a run that

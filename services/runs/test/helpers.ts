@@ -8,6 +8,7 @@ import {
   loadConfig,
   request,
   serviceDbName,
+  type Db,
   type MongoClient,
   type NatsConnection,
   type StartedService,
@@ -23,6 +24,7 @@ import {
 } from '@threadwork/testing';
 import { expect } from 'vitest';
 import { RunsConfig, startRuns } from '../src/index.js';
+import { createEventArchive, type EventArchive } from '../src/store/event-archive.js';
 import { createInteractionStore, type InteractionStore } from '../src/store/interactions.js';
 import { createRunStore, type RunStore } from '../src/store/runs.js';
 
@@ -34,6 +36,12 @@ export interface Harness {
   /** The service's own collections, to set up the state a crash would leave behind. */
   store: RunStore;
   interactions: InteractionStore;
+  /** The service's archive of run event logs. */
+  archive: EventArchive;
+  /** The database the service's collections are in. */
+  db: Db;
+  /** The prefix of its databases, to start another replica over them. */
+  dbPrefix: string;
   stop(): Promise<void>;
 }
 
@@ -58,6 +66,9 @@ export async function startHarness(env: Record<string, string> = {}): Promise<Ha
     jsm,
     store: createRunStore(db),
     interactions: createInteractionStore(db),
+    archive: createEventArchive(db),
+    db,
+    dbPrefix,
     async stop() {
       await mongo.close();
       await nc.drain();

@@ -1,5 +1,5 @@
 import { jetstream } from '@nats-io/jetstream';
-import { rpc } from '@threadwork/contracts';
+import { rpc, runEventLayout } from '@threadwork/contracts';
 import { createLogger, loadConfig, request } from '@threadwork/platform';
 import { baseServiceEnv } from '@threadwork/testing';
 import { describe, expect, it } from 'vitest';
@@ -34,7 +34,7 @@ describe('run lifecycle', () => {
 
   /** A context whose event log lets `decide` run just before its `nth` append. */
   function contextDecidingAt(nth: number, decide: () => Promise<unknown>): RunsContext & { decided: () => boolean } {
-    const log = createEventLog({ nc: h.nc, js: jetstream(h.nc), jsm: h.jsm });
+    const log = createEventLog({ nc: h.nc, js: jetstream(h.nc), jsm: h.jsm, layout: runEventLayout(1) });
     let calls = 0;
     let decided = false;
     const step = async () => {
@@ -45,6 +45,7 @@ describe('run lifecycle', () => {
     return {
       store: h.store,
       interactions: h.interactions,
+      archive: h.archive,
       nc: h.nc,
       js: jetstream(h.nc),
       config: loadConfig(RunsConfig, baseServiceEnv(h.nats.env('runs'))),

@@ -1,5 +1,5 @@
 import { Writable } from 'node:stream';
-import { allStreams, STREAM_NAMES } from '@threadwork/contracts';
+import { allStreams, runEventLayout, STREAM_NAMES } from '@threadwork/contracts';
 import {
   connectNats,
   createLogger,
@@ -99,7 +99,10 @@ describe.skipIf(!inject('natsServerBin'))('streams on a three-server JetStream c
         };
       },
     });
-    return { log: createEventLog({ nc, js: faulty, jsm }), clean: createEventLog({ nc, js, jsm }) };
+    return {
+      log: createEventLog({ nc, js: faulty, jsm, layout: runEventLayout(1) }),
+      clean: createEventLog({ nc, js, jsm, layout: runEventLayout(1) }),
+    };
   };
   const logged = async (log: ReturnType<typeof createEventLog>, runId: string) =>
     (await log.read(runId, 1, 100)).map((e) => ({ key: (e.chunk as { key: string }).key, seq: e.sequence }));
@@ -156,9 +159,12 @@ describe.skipIf(!inject('natsServerBin'))('streams on a three-server JetStream c
       const handles = await jetStreamOf(nc);
       for (const stream of allStreams({ runEventsMaxAgeMs: 0 }))
         await ensureStream(handles.jsm, stream, { replicas: 3 });
-      const writer = createEventLog({ nc, ...handles });
+      const layout = runEventLayout(1);
+      const writer = createEventLog({ nc, ...handles, layout });
       const logs = await Promise.all(
-        readers.map(async (reader) => createEventLog({ nc: reader, ...(await jetStreamOf(reader)), replicated: true })),
+        readers.map(async (reader) =>
+          createEventLog({ nc: reader, ...(await jetStreamOf(reader)), layout, replicated: true }),
+        ),
       );
       const runId = 'run_read_after_append';
       const missed: string[] = [];
@@ -185,7 +191,7 @@ describe.skipIf(!inject('natsServerBin'))('streams on a three-server JetStream c
       return info.cluster?.leader && replicas.length === 2 && replicas.every((r) => r.current) && info.cluster.leader;
     });
 
-    const log = createEventLog({ nc, js, jsm });
+    const log = createEventLog({ nc, js, jsm, layout: runEventLayout(1) });
     const runId = 'run_replicas';
     const acknowledged: { key: string; seq: number }[] = [];
     const failures: unknown[] = [];

@@ -8,6 +8,7 @@ import {
   type NatsConnection,
 } from '@threadwork/platform';
 import type { RunsConfig } from '../config.js';
+import type { EventArchive } from '../store/event-archive.js';
 import type { EventLog } from '../store/event-log.js';
 import type { InteractionStore } from '../store/interactions.js';
 import type { RunDoc, RunStore } from '../store/runs.js';
@@ -17,6 +18,8 @@ export interface RunsContext {
   store: RunStore;
   interactions: InteractionStore;
   log: EventLog;
+  /** Run event logs moved out of their streams once the run ended long enough ago (flows/archive.ts). */
+  archive: EventArchive;
   nc: NatsConnection;
   js: JetStreamClient;
   config: RunsConfig;

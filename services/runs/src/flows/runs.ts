@@ -1,6 +1,7 @@
 import type { RunEventPage } from '@threadwork/contracts';
 import { unavailable } from '@threadwork/platform';
 import { assemblePage } from '../domain/event-page.js';
+import { readRunEvents } from './archive.js';
 import type { RunDoc } from '../store/runs.js';
 import { loadOwnedRun, type RunsContext } from './context.js';
 import { finishRun, settleIfTerminal } from './finish.js';
@@ -40,13 +41,16 @@ export async function cancelRun(
   throw unavailable(`run ${runId} kept moving; try again`);
 }
 
-/** Reads the run before its events: with the terminal event appended before the run says terminal, a run seen terminal has its terminal event in the log. */
+/**
+ * Reads the run before its events: with the terminal event appended before the run says terminal,
+ * a run seen terminal has its terminal event in the log (or in the archive, flows/archive.ts).
+ */
 export async function eventsPage(
   ctx: RunsContext,
   req: { owner_id: string; run_id: string; from: number; limit: number },
 ): Promise<RunEventPage> {
   const run = await loadOwnedRun(ctx, req.run_id, req.owner_id);
-  const events = await ctx.log.read(run._id, req.from, req.limit);
+  const events = await readRunEvents(ctx, run, req.from, req.limit);
   return assemblePage(run, req.from, req.limit, events);
 }
 

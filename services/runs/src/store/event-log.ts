@@ -1,5 +1,5 @@
 import { JetStreamApiCodes, JetStreamApiError, JetStreamError } from '@nats-io/jetstream';
-import { STREAM_NAMES, subjects } from '@threadwork/contracts';
+import type { RunEventLayout } from '@threadwork/contracts';
 import type { PubAck } from '@nats-io/jetstream';
 import {
   AppError,
@@ -20,8 +20,9 @@ import {
 import type { LoggedEvent } from '../domain/event-page.js';
 import { runMetrics } from '../metrics.js';
 
-// The log of run R is the subject `run.events.R` of RUN_EVENTS; one message per event, stored
-// as `{chunk, created_at}`. An event's sequence is its stream sequence (see domain/event-page.ts).
+// The log of run R is one subject of one stream, as the layout says (`run.events.R` of RUN_EVENTS
+// with one shard; see run-event-shards.ts in contracts); one message per event, stored as
+// `{chunk, created_at}`. An event's sequence is its stream sequence (see domain/event-page.ts).
 
 export interface LogEntry {
   /** Unique within the run: the message is published with Nats-Msg-Id `${run_id}:${key}`, so a retry is stored once. */
@@ -46,6 +47,13 @@ export interface EventLog {
    * reply), in O(limit) whatever the log's length.
    */
   read(runId: string, from: number, limit: number): Promise<LoggedEvent[]>;
+  /**
+   * Removes the run's events with sequence < `before` from its stream (once they are archived);
+   * later ones stay. Purging again removes nothing more.
+   */
+  purge(runId: string, before: number): Promise<void>;
+  /** The JSON bytes a page may pass before it stops (then one event more at most). */
+  pageBytes(): number;
 }
 
 interface StoredEvent {
@@ -72,6 +80,7 @@ export function createEventLog({
   js,
   jsm,
   replicated = false,
+  layout,
 }: {
   nc: NatsConnection;
   js: JetStreamClient;
@@ -82,6 +91,7 @@ export function createEventLog({
    * page that stops short of it is read again.
    */
   replicated?: boolean;
+  layout: RunEventLayout;
 }): EventLog {
   const storedEntry = ({ key, chunk }: LogEntry, at: Date) => {
     const stored: StoredEvent = { chunk, created_at: at.toISOString() };
@@ -112,6 +122,7 @@ export function createEventLog({
    */
   async function appendInOrder(
     runId: string,
+    stream: string,
     subject: string,
     payloads: readonly { key: string; stored: StoredEvent }[],
   ): Promise<PubAck[]> {
@@ -157,7 +168,7 @@ export function createEventLog({
               throw err;
             // Read failures (the stream still electing) are retried like the publish; a later
             // entry of the batch found stored (internal) is not.
-            last = await lastBeforeLaterEntry(subject, last, later).catch((readErr: unknown) => {
+            last = await lastBeforeLaterEntry(stream, subject, last, later).catch((readErr: unknown) => {
               throw isAppError(readErr) ? readErr : unavailable('run event log unavailable', readErr);
             });
             throw unavailable(`event ${key}: the log moved on; chaining after ${last}`);
@@ -184,11 +195,16 @@ export function createEventLog({
    * log moved on; fails (internal) if one of `later` (this batch's entries still to come) is among
    * them, since the entry being stored would then land after it.
    */
-  async function lastBeforeLaterEntry(subject: string, after: number, later: ReadonlySet<string>): Promise<number> {
+  async function lastBeforeLaterEntry(
+    stream: string,
+    subject: string,
+    after: number,
+    later: ReadonlySet<string>,
+  ): Promise<number> {
     let last = after;
     for (;;) {
       let seen = 0;
-      const batch = await jsm.direct.getBatch(STREAM_NAMES.runEvents, {
+      const batch = await jsm.direct.getBatch(stream, {
         seq: last + 1,
         next_by_subj: subject,
         batch: 256,
@@ -213,7 +229,8 @@ export function createEventLog({
 
   return {
     async append(runId, entries, at = new Date()) {
-      const subject = subjects.runEvents(runId);
+      const subject = layout.subjectOf(runId);
+      const stream = layout.streamOf(runId);
       const payloads = entries.map((entry) => storedEntry(entry, at));
       try {
         const acks = await withSpan(
@@ -222,7 +239,7 @@ export function createEventLog({
             kind: SpanKind.PRODUCER,
             attributes: { 'messaging.destination.name': subject, 'messaging.batch.message_count': payloads.length },
           },
-          () => appendInOrder(runId, subject, payloads),
+          () => appendInOrder(runId, stream, subject, payloads),
         );
         runMetrics().eventsAppended.add(acks.filter((ack) => !ack.duplicate).length);
         return acks.map((ack) => ack.seq);
@@ -234,7 +251,7 @@ export function createEventLog({
 
     async lastSequence(runId) {
       try {
-        return await lastOf(subjects.runEvents(runId));
+        return await lastOf(runId);
       } catch (err) {
         throw unavailable('run event log unavailable', err);
       }
@@ -243,7 +260,7 @@ export function createEventLog({
     async appendAfter(runId, last, entry, at = new Date()) {
       const { key, stored } = storedEntry(entry, at);
       try {
-        const ack = await publishJson(js, subjects.runEvents(runId), stored, {
+        const ack = await publishJson(js, layout.subjectOf(runId), stored, {
           msgId: `${runId}:${key}`,
           expectedLastSubjectSequence: last,
         });
@@ -256,18 +273,17 @@ export function createEventLog({
     },
 
     async read(runId, from, limit) {
-      const subject = subjects.runEvents(runId);
-      if (!replicated) return readBatch(subject, from, limit);
+      if (!replicated) return readBatch(runId, from, limit);
       // A page that reaches the end of what its replica holds is checked against the leader's
       // end: a reader woken by an event (the leader republishes what it stores) must find it.
       try {
         return await retry(
           async () => {
-            const events = await readBatch(subject, from, limit);
+            const events = await readBatch(runId, from, limit);
             const last = events.at(-1);
             const full = last !== undefined && (last.pending > 0 || (last.pending < 0 && events.length === limit));
             if (full) return events;
-            const end = await lastOf(subject);
+            const end = await lastOf(runId);
             if (end < from || (last !== undefined && last.sequence >= end)) return events;
             throw unavailable(
               `a replica of the log of run ${runId} is behind its leader (at ${last?.sequence ?? from - 1} of ${end})`,
@@ -285,22 +301,33 @@ export function createEventLog({
         throw unavailable('run event log unavailable', err);
       }
     },
+
+    pageBytes: () => Math.floor(maxPayload(nc) / PAGE_SHARE),
+
+    async purge(runId, before) {
+      try {
+        await jsm.streams.purge(layout.streamOf(runId), { filter: layout.subjectOf(runId), seq: before });
+      } catch (err) {
+        throw unavailable('run event log unavailable', err);
+      }
+    },
   };
 
-  /** The sequence of the subject's last message (0: none), as the stream's leader has it when replicated. */
-  async function lastOf(subject: string): Promise<number> {
+  /** The sequence of the run's last event (0: none), as its stream's leader has it when replicated. */
+  async function lastOf(runId: string): Promise<number> {
+    const query = { last_by_subj: layout.subjectOf(runId) };
     const last = replicated
-      ? await jsm.streams.getMessage(STREAM_NAMES.runEvents, { last_by_subj: subject })
-      : await jsm.direct.getMessage(STREAM_NAMES.runEvents, { last_by_subj: subject });
+      ? await jsm.streams.getMessage(layout.streamOf(runId), query)
+      : await jsm.direct.getMessage(layout.streamOf(runId), query);
     return last?.seq ?? 0;
   }
 
-  async function readBatch(subject: string, from: number, limit: number): Promise<LoggedEvent[]> {
+  async function readBatch(runId: string, from: number, limit: number): Promise<LoggedEvent[]> {
     const events: LoggedEvent[] = [];
     try {
-      const batch = await jsm.direct.getBatch(STREAM_NAMES.runEvents, {
+      const batch = await jsm.direct.getBatch(layout.streamOf(runId), {
         seq: from,
-        next_by_subj: subject,
+        next_by_subj: layout.subjectOf(runId),
         batch: limit,
         max_bytes: Math.floor(maxPayload(nc) / PAGE_SHARE),
       });

@@ -46,6 +46,13 @@ export interface RunDoc {
   terminal: boolean;
   /** Trace id of the admitting request; null when telemetry is off (or for runs admitted before). */
   trace_id?: string | null;
+  /**
+   * When the run's event log was archived to MongoDB and purged from its stream (flows/archive.ts);
+   * absent before. Lets the archive sweep skip the run and a page go to the archive directly; the
+   * archive's own record decides where events are read (this flag, on a document others write
+   * whole, may be lost and set again).
+   */
+  events_archived_at?: Date | null;
 }
 
 /**
@@ -119,6 +126,8 @@ export interface RunStore extends AttemptStore {
   liveRunIds(ownerId: string, limit: number): Promise<string[]>;
   /** The oldest runs still queued that were admitted before `cutoff`. */
   queuedBefore(cutoff: Date, limit: number): Promise<RunDoc[]>;
+  /** The runs that ended before `cutoff` whose event log is not archived yet, oldest first. */
+  runsToArchive(cutoff: Date, limit: number): Promise<RunDoc[]>;
   /** Sets `fields` if the run is still live at its attempt and status; the run after, or null. */
   updateIfUnmoved(run: RunDoc, fields: Partial<RunDoc>): Promise<RunDoc | null>;
   /** Moves a live run below `attempt` to it; the run after, or null when it was not below. */
@@ -192,6 +201,14 @@ export function createRunStore(db: Db): RunStore {
           .limit(limit)
           .toArray(),
       ),
+    runsToArchive: (cutoff, limit) =>
+      mongoCall(() =>
+        runs
+          .find({ events_archived_at: null, completed_at: { $lt: cutoff } })
+          .sort({ completed_at: 1 })
+          .limit(limit)
+          .toArray(),
+      ),
     updateIfUnmoved: (run, fields) =>
       mongoCall(() =>
         runs.findOneAndUpdate(
@@ -262,6 +279,11 @@ export function createRunStore(db: Db): RunStore {
           key: { owner_id: 1, terminal: 1 },
           options: { name: 'owner_terminal' },
           serves: "live count: an owner's runs not yet terminal (the per-user cap on live runs)",
+        },
+        {
+          key: { events_archived_at: 1, completed_at: 1 },
+          options: { name: 'archived_completed' },
+          serves: 'the archive sweep: ended runs not yet archived, oldest first',
         },
       ]);
     },

@@ -1,0 +1,193 @@
+import { isDuplicateKeyError, mongoCall, unavailable, type Collection, type Db } from '@threadwork/platform';
+import type { LoggedEvent } from '../domain/event-page.js';
+
+// The archive of run event logs: a finished run's events, copied out of its stream after the
+// archive window (flows/archive.ts) so the stream can drop the run's subject. An archived event
+// keeps its stream sequence, so pages read here have the same sequences and cursors.
+
+/** One archived event; the chunk is kept as JSON text: it may hold keys MongoDB (or FerretDB) cannot store. */
+export interface ArchivedEvent {
+  /** Its stream sequence. */
+  s: number;
+  /** `chunk`, as JSON. */
+  c: string;
+  /** `created_at`, as the log had it. */
+  t: string;
+}
+
+/**
+ * Consecutive events of one run. `_id` is `<run>:<first sequence>`, and chunks are cut the same
+ * way from the same log, so archivers copying a run at once write the same documents and the
+ * second insert of each is a no-op.
+ */
+export interface EventChunkDoc {
+  _id: string;
+  run_id: string;
+  first: number;
+  last: number;
+  events: ArchivedEvent[];
+}
+
+/**
+ * Written (insert-once) only after a run's copy was read back and found equal to its log, and
+ * before anything is purged: readers serve an archived run from here once it exists.
+ */
+export interface ArchiveMarkerDoc {
+  /** The run id. */
+  _id: string;
+  /** The last archived event's sequence (0: the log was empty); later events stay in the stream. */
+  last_sequence: number;
+  events: number;
+  /**
+   * The run's chunks in log order (their `_id` is `<run>:<first>`): a page finds the chunks it
+   * needs here and reads them by `_id`: on MongoDB an index lookup whatever the archive's size
+   * (FerretDB 1.24 scans even for `_id`: there a page costs in proportion to the archive,
+   * bench/RESULTS.md benchmark 11).
+   */
+  chunks: ChunkRange[];
+  archived_at: Date;
+  purged_at: Date | null;
+}
+
+export interface ChunkRange {
+  first: number;
+  last: number;
+}
+
+const chunkId = (runId: string, first: number) => `${runId}:${first}`;
+
+/** Events per chunk, and JSON bytes per chunk: a run of a few hundred events fits one or two. */
+const CHUNK_EVENTS = 200;
+const CHUNK_BYTES = 512 * 1024;
+
+export interface EventArchive {
+  chunks: Collection<EventChunkDoc>;
+  markers: Collection<ArchiveMarkerDoc>;
+  marker(runId: string): Promise<ArchiveMarkerDoc | null>;
+  /**
+   * Stores the events (in sequence order) as chunks; a chunk already stored (by another archiver)
+   * is left as it is, unless `replace`. Returns the chunks' ranges.
+   */
+  write(runId: string, events: readonly LoggedEvent[], opts?: { replace?: boolean }): Promise<ChunkRange[]>;
+  /** The events the chunks hold, in order, each once (what was stored, to compare with the log). */
+  readChunks(runId: string, ranges: readonly ChunkRange[]): Promise<LoggedEvent[]>;
+  /**
+   * Archived events with sequence ≥ `from` (up to the marker's last), at most `limit` and about
+   * `maxBytes` of JSON (a page stops once it has passed the budget); `more` when archived events
+   * follow the page.
+   */
+  read(
+    marker: ArchiveMarkerDoc,
+    from: number,
+    limit: number,
+    maxBytes: number,
+  ): Promise<{ events: LoggedEvent[]; more: boolean }>;
+  /** Records the archive as complete; a second record (another archiver) keeps the first. */
+  insertMarker(doc: ArchiveMarkerDoc): Promise<void>;
+  notePurged(runId: string, at: Date): Promise<void>;
+}
+
+const toLogged = (e: ArchivedEvent): LoggedEvent => ({
+  sequence: e.s,
+  chunk: JSON.parse(e.c) as unknown,
+  created_at: e.t,
+  pending: -1,
+});
+
+const eventBytes = (e: ArchivedEvent) => e.c.length + e.t.length + 48;
+
+/**
+ * Both collections are read by `_id` only (a run's marker by run id, its chunks by the ids the
+ * marker lists): the default index serves them; `run_id` on a chunk is for people.
+ */
+export function createEventArchive(db: Db): EventArchive {
+  const chunks = db.collection<EventChunkDoc>('run_event_chunks');
+  const markers = db.collection<ArchiveMarkerDoc>('run_event_archives');
+
+  return {
+    chunks,
+    markers,
+    marker: (runId) => mongoCall(() => markers.findOne({ _id: runId })),
+
+    async write(runId, events, { replace = false } = {}) {
+      let current: ArchivedEvent[] = [];
+      let bytes = 0;
+      const docs: EventChunkDoc[] = [];
+      const cut = () => {
+        if (current.length === 0) return;
+        const first = current[0]!.s;
+        docs.push({ _id: chunkId(runId, first), run_id: runId, first, last: current.at(-1)!.s, events: current });
+        current = [];
+        bytes = 0;
+      };
+      for (const event of events) {
+        const archived = { s: event.sequence, c: JSON.stringify(event.chunk ?? null), t: event.created_at };
+        if (current.length >= CHUNK_EVENTS || (current.length > 0 && bytes + eventBytes(archived) > CHUNK_BYTES)) cut();
+        current.push(archived);
+        bytes += eventBytes(archived);
+      }
+      cut();
+      for (const doc of docs) {
+        if (replace) {
+          await mongoCall(() => chunks.replaceOne({ _id: doc._id }, doc, { upsert: true }));
+          continue;
+        }
+        try {
+          await mongoCall(() => chunks.insertOne(doc));
+        } catch (err) {
+          if (!isDuplicateKeyError(err)) throw err;
+        }
+      }
+      return docs.map(({ first, last }) => ({ first, last }));
+    },
+
+    async readChunks(runId, ranges) {
+      const events: LoggedEvent[] = [];
+      for (const { first } of ranges) {
+        const doc = await mongoCall(() => chunks.findOne({ _id: chunkId(runId, first) }));
+        for (const e of doc?.events ?? []) if (e.s > (events.at(-1)?.sequence ?? 0)) events.push(toLogged(e));
+      }
+      return events;
+    },
+
+    async read(marker, from, limit, maxBytes) {
+      const events: LoggedEvent[] = [];
+      let bytes = 0;
+      // The first chunk ending at or after `from` (chunks are in log order), then on until the page is full.
+      let lo = 0;
+      let hi = marker.chunks.length;
+      while (lo < hi) {
+        const mid = (lo + hi) >> 1;
+        if (marker.chunks[mid]!.last < from) lo = mid + 1;
+        else hi = mid;
+      }
+      for (let i = lo; i < marker.chunks.length; i++) {
+        const { first } = marker.chunks[i]!;
+        const doc = await mongoCall(() => chunks.findOne({ _id: chunkId(marker._id, first) }));
+        if (!doc) throw unavailable(`chunk ${first} of run ${marker._id}'s archived log is missing`);
+        for (const e of doc.events) {
+          // A chunk stored by another archiver that saw more of the log may hold events past the
+          // marker's last: those are still in the stream, read from there.
+          if (e.s < from || e.s <= (events.at(-1)?.sequence ?? 0)) continue;
+          if (e.s > marker.last_sequence) return { events, more: false };
+          if (events.length >= limit || bytes > maxBytes) return { events, more: true };
+          events.push(toLogged(e));
+          bytes += eventBytes(e);
+        }
+      }
+      return { events, more: false };
+    },
+
+    async insertMarker(doc) {
+      try {
+        await mongoCall(() => markers.insertOne(doc));
+      } catch (err) {
+        if (!isDuplicateKeyError(err)) throw err;
+      }
+    },
+
+    async notePurged(runId, at) {
+      await mongoCall(() => markers.updateOne({ _id: runId }, { $set: { purged_at: at } }));
+    },
+  };
+}
