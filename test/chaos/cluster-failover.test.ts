@@ -1,4 +1,4 @@
-import { Run, STREAM_NAMES, subjects, type RunEvent } from '@threadwork/contracts';
+import { Run, runEventLayout, STREAM_NAMES, type RunEvent } from '@threadwork/contracts';
 import { jetStreamOf, type JetStreamManager } from '@threadwork/platform';
 import { agent, uniqueId } from '@threadwork/testing';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -7,18 +7,22 @@ import { Cluster, type ChaosUser } from './support/cluster.js';
 import { followBySse, type SseResult } from './support/follow.js';
 
 // Faults of a deployment that runs everything twice: three nats-servers in one JetStream cluster
-// with every stream kept on all three, two processes each of gateway, threads, runs and repohost,
-// and three runners. While runs go on and clients follow them by SSE through both gateways, in
-// order: `kill -9` of the RUN_EVENTS stream's leader, then of the DOMAIN stream's (each server
-// started again once a successor leads), then one process of each service `kill -9`ed and started
-// again, ready before the next goes, then the other one of each stopped with SIGTERM and started
-// again, as a rolling update does, and a runner holding a run killed. No acknowledged event is lost or stored
-// twice, every run ends once, every follower sees each log once and in order, and no client gets
-// an answer other than 200, 202 or 503.
+// with every stream kept on all three (the run event log split in four streams, as production
+// splits it), two processes each of gateway, threads, runs and repohost, and three runners. While
+// runs go on and clients follow them by SSE through both gateways, in order: `kill -9` of the
+// leader of the stream holding a live run's log, then of the DOMAIN stream's (each server started
+// again once a successor leads), then one process of each service `kill -9`ed and started again,
+// ready before the next goes, then the other one of each stopped with SIGTERM and started again,
+// as a rolling update does, and a runner holding a run killed. No acknowledged event is lost or
+// stored twice, every run ends once, every follower sees each log once and in order, and no client
+// gets an answer other than 200, 202 or 503.
 
 const { say, shell } = agent;
 const HARNESS = 'codex';
 const GATEWAYS = ['gateway-1', 'gateway-2'];
+/** Streams the run event log is split into (RUN_EVENT_SHARDS). */
+const SHARDS = 4;
+const layout = runEventLayout(SHARDS);
 /** Runs that last until every fault is over. */
 const LONG_RUNS = 4;
 /** Events each long run must add after a fault before the next one: the deployment works again. */
@@ -59,6 +63,8 @@ beforeAll(async () => {
     runners: 3,
     agentScripts: scripts,
     harnesses: [HARNESS],
+    // The run event log split in streams as in production (each of them on all three servers).
+    env: { RUN_EVENT_SHARDS: String(SHARDS) },
   });
   user = cluster.createUser();
   repoId = await cluster.addRepo(user);
@@ -239,15 +245,15 @@ async function rollService(name: string, how: 'kill' | 'term' = 'kill'): Promise
   return how === 'kill' ? name : `${name} (SIGTERM)`;
 }
 
-/** A run's messages as RUN_EVENTS holds them, each with its Nats-Msg-Id. */
+/** A run's messages as its run event stream holds them, each with its Nats-Msg-Id. */
 async function stored(runId: string): Promise<{ seq: number; id: string }[]> {
   const out: { seq: number; id: string }[] = [];
   for (let from = 1; ;) {
     let seen = 0;
     try {
-      const batch = await jsm.direct.getBatch(STREAM_NAMES.runEvents, {
+      const batch = await jsm.direct.getBatch(layout.streamOf(runId), {
         seq: from,
-        next_by_subj: subjects.runEvents(runId),
+        next_by_subj: layout.subjectOf(runId),
         batch: 256,
       });
       for await (const m of batch) {
@@ -291,7 +297,8 @@ describe('a JetStream cluster and two of every service', () => {
     await progressed('the start', new Map());
 
     const faults: string[] = [];
-    faults.push(await killStreamLeader(STREAM_NAMES.runEvents));
+    // The leader of the stream holding the first long run's log.
+    faults.push(await killStreamLeader(layout.streamOf(runs[0]!.runId)));
     faults.push(await killStreamLeader(STREAM_NAMES.domain));
     for (const name of ['gateway-1', 'threads-1', 'runs-1', 'repohost-1']) faults.push(await rollService(name));
     // Then the other replica of each, as `helm upgrade` rolls a Deployment: SIGTERM, drain, start.
