@@ -230,11 +230,17 @@ describe.skipIf(missingGo)('the chart on a real API server', () => {
     expect(releaseStatus()).toEqual({ revision: 1, status: 'deployed' });
   });
 
-  it('refuses, before changing anything, an upgrade that would change the runners’ volume claims', async () => {
+  it('refuses, before changing anything, an upgrade that would change the runners’ volume claims or the event log’s streams', async () => {
     const before = await generations();
     const { status, out } = helm(['upgrade', RELEASE, chartDir, ...PRODUCTION]);
     expect(status).not.toBe(0);
     expect(out).toContain('runner.persistence.size cannot change from "20Gi" to "100Gi"');
+    expect(releaseStatus()).toEqual({ revision: 1, status: 'deployed' });
+    expect(await generations()).toEqual(before);
+    // Nor may the run event log's stream count change (a run's log stays in the stream it hashed to).
+    const shards = helm(['upgrade', RELEASE, chartDir, ...DEFAULTS, '--set', 'nats.runEventShards=8']);
+    expect(shards.status).not.toBe(0);
+    expect(shards.out).toContain('nats.runEventShards cannot change from 16 to 8');
     expect(releaseStatus()).toEqual({ revision: 1, status: 'deployed' });
     expect(await generations()).toEqual(before);
     // The same size written another way is no change.

@@ -195,7 +195,7 @@ consumer that is never made, and a harness threads takes that no runner serves q
 {{- /* Only the runs service reads or writes the run event streams. */ -}}
 {{- if eq .name "runs" }}
 - name: RUN_EVENT_SHARDS
-  value: {{ $v.nats.runEventShards | default 1 | quote }}
+  value: {{ include "threadwork.runEventShards" $root | quote }}
 {{- end }}
 {{- if or (eq .name "threads") (eq .name "runs") }}
 - name: DEFAULT_HARNESS
@@ -452,4 +452,28 @@ in) as a number of bytes, so that 1Gi and 1024Mi compare equal.
 {{- fail (printf "%q is not a whole number of bytes (e.g. 20Gi)" $q) -}}
 {{- end -}}
 {{- mul (atoi $digits) (atoi (get $factors $suffix)) -}}
+{{- end -}}
+
+{{/*
+RUN_EVENT_SHARDS, checked against the release in place: the count is fixed at install (a run's log
+is in the stream its id hashes to), so an upgrade that changes it is refused before anything is
+applied rather than leave the runs pods refusing to start half-way through a rollout. A runs
+Deployment without the variable is of a chart from before it, whose log is the one stream
+RUN_EVENTS. (lookup sees nothing under `helm template` and dry runs, which skip the check.)
+*/}}
+{{- define "threadwork.runEventShards" -}}
+{{- $want := int (.Values.nats.runEventShards | default 1) -}}
+{{- $live := lookup "apps/v1" "Deployment" .Release.Namespace (include "threadwork.componentName" (dict "root" . "name" "runs")) -}}
+{{- if $live -}}
+{{- $had := 1 -}}
+{{- range $live.spec.template.spec.containers -}}
+{{- range (.env | default list) -}}
+{{- if eq .name "RUN_EVENT_SHARDS" -}}{{- $had = int .value -}}{{- end -}}
+{{- end -}}
+{{- end -}}
+{{- if ne $had $want -}}
+{{- fail (printf "nats.runEventShards cannot change from %d to %d: each run's event log stays in the stream its id was hashed to among %d, and the runs service refuses to start with another count. Upgrade with --set nats.runEventShards=%d." $had $want $had $had) -}}
+{{- end -}}
+{{- end -}}
+{{- $want -}}
 {{- end -}}
