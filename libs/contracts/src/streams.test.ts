@@ -2,7 +2,7 @@ import { describe, expect, it } from 'vitest';
 import { DOMAIN_STREAM, RUN_JOBS_STREAM, allStreams, runEventsStream } from './streams.js';
 
 describe('streams', () => {
-  it('define RUN_EVENTS with limits retention, direct gets, live republish and the given max age', () => {
+  it('define RUN_EVENTS with limits retention, direct gets, atomic batches, live republish and the given max age', () => {
     expect(runEventsStream({ maxAgeMs: 86_400_000 })).toEqual({
       name: 'RUN_EVENTS',
       description: expect.any(String),
@@ -11,6 +11,7 @@ describe('streams', () => {
       storage: 'file',
       max_age_ms: 86_400_000,
       allow_direct: true,
+      allow_atomic: true,
       republish: { src: 'run.events.>', dest: 'run.live.>' },
       metadata: { threadwork_run_event_shards: '1' },
     });

@@ -16,6 +16,11 @@ export interface StreamDefinition {
   readonly max_age_ms?: number;
   /** Lets any replica answer direct gets, the cheap way to read one message by sequence. */
   readonly allow_direct?: boolean;
+  /**
+   * Accepts atomic batches (JetStream 2.12): a batch's messages are stored together, at
+   * consecutive sequences, or none is.
+   */
+  readonly allow_atomic?: boolean;
   /** Republish every stored message to core NATS (with its stream sequence in headers). */
   readonly republish?: { readonly src: string; readonly dest: string };
   /** Stream metadata (JetStream `metadata`): facts a later start checks the stream against. */
@@ -63,6 +68,8 @@ export function runEventsStream({
     storage: 'file',
     max_age_ms: maxAgeMs,
     allow_direct: true,
+    // A run's batch of events goes in whole behind the event it was checked against.
+    allow_atomic: true,
     // Followers subscribe to `run.live.<runId>` whatever the shard: the run id is the last token.
     republish: { src, dest: shards === 1 ? subjects.runLiveAll : `run.live.{{wildcard(1)}}` },
     metadata: { [RUN_EVENT_SHARDS_METADATA]: String(shards) },

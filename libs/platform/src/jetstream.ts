@@ -69,6 +69,7 @@ export async function ensureStream(
     retention: RETENTION[def.retention],
     storage: StorageType.File,
     allow_direct: def.allow_direct ?? false,
+    ...(def.allow_atomic ? { allow_atomic: true } : {}),
     max_age: (def.max_age_ms ?? 0) * 1_000_000,
     num_replicas: opts.replicas ?? 1,
     ...(def.republish ? { republish: { src: def.republish.src, dest: def.republish.dest } } : {}),
@@ -402,4 +403,11 @@ export async function consumeJson(
       await waitAll([...inflight, loop], timeoutMs);
     },
   };
+}
+
+/** Headers that give a message of a batch its `Nats-Msg-Id` (a batch's later messages take no options). */
+export function msgIdHeader(msgId: string) {
+  const h = natsHeaders();
+  h.set('Nats-Msg-Id', msgId);
+  return h;
 }

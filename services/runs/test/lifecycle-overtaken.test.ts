@@ -60,6 +60,10 @@ describe('run lifecycle', () => {
           await step();
           return log.appendAfter(runId, last, entry, at);
         },
+        async appendBatchAfter(runId, last, entries, at) {
+          await step();
+          return log.appendBatchAfter(runId, last, entries, at);
+        },
       },
       decided: () => decided,
     };
@@ -71,26 +75,56 @@ describe('run lifecycle', () => {
       chunk: { type: 'message.delta', item_id: 'm', delta: `${i}` },
     }));
 
-  it.each([1, 3])(
-    "never stores a runner's event behind a terminal decision that overtook its append (decided before event %i)",
-    async (nth) => {
-      // The runner's batch passed the check for an ended run; then, before event `nth` went in,
-      // the user's cancel ended the run. The terminal event stays last; the rest is refused.
-      const { run, attempt, owner, claim_id } = await runningRun(h.nc);
-      const ctx = contextDecidingAt(nth, () =>
-        request(h.nc, rpc.runs.cancel, { owner_id: owner, run_id: run.id }).then(() =>
-          request(h.nc, rpc.runs.transition, { run_id: run.id, attempt, claim_id, to: 'cancelled' }),
-        ),
-      );
-      const appended = appendEvents(ctx, { run_id: run.id, attempt, claim_id, events: runnerEvents(4) });
-      await expect(appended).rejects.toMatchObject({ code: 'already_settled' });
-      expect(ctx.decided()).toBe(true);
-      const types = (await readLog(h, run.id)).map((e) => e.chunk as { type: string; status?: string });
-      expect(types.at(-1)).toEqual(expect.objectContaining({ type: 'run.status', status: 'cancelled' }));
-      // What went in before the decision stays, in order; nothing came after it.
-      expect(types.filter((c) => c.type === 'message.delta')).toHaveLength(nth - 1);
-    },
-  );
+  it("never stores a runner's batch behind a terminal decision that overtook its append", async () => {
+    // The runner's batch passed the check for an ended run; then, before the batch went in, the
+    // user's cancel ended the run. The batch is conditional on the log's end as checked: none of
+    // it is stored, and the terminal event stays last.
+    const { run, attempt, owner, claim_id } = await runningRun(h.nc);
+    const ctx = contextDecidingAt(1, () => cancel(run.id, owner, attempt, claim_id));
+    const appended = appendEvents(ctx, { run_id: run.id, attempt, claim_id, events: runnerEvents(4) });
+    await expect(appended).rejects.toMatchObject({ code: 'already_settled' });
+    expect(ctx.decided()).toBe(true);
+    const types = (await readLog(h, run.id)).map((e) => e.chunk as { type: string; status?: string });
+    expect(types.at(-1)).toEqual(expect.objectContaining({ type: 'run.status', status: 'cancelled' }));
+    expect(types.filter((c) => c.type === 'message.delta')).toHaveLength(0);
+  });
+
+  it('appends one by one a batch holding an event stored before, and stops at a terminal decision met on the way', async () => {
+    // The runner sends its first event again with three new ones (its earlier append's answer was
+    // lost). The batch is refused whole (the repeat); one by one, the repeat answers with its
+    // sequence, the next goes in, and the run is cancelled before the third: the rest is refused.
+    const { run, attempt, owner, claim_id } = await runningRun(h.nc);
+    const fence = { run_id: run.id, attempt, claim_id };
+    const [first] = (await request(h.nc, rpc.runs.append, { ...fence, events: runnerEvents(1) })).sequences;
+    // Calls: 1 the batch, 2 the repeat, 3 the second event, 4 the third: decided before it.
+    const ctx = contextDecidingAt(4, () => cancel(run.id, owner, attempt, claim_id));
+    const appended = appendEvents(ctx, { run_id: run.id, attempt, claim_id, events: runnerEvents(4) });
+    await expect(appended).rejects.toMatchObject({ code: 'already_settled' });
+    expect(ctx.decided()).toBe(true);
+    const log = await readLog(h, run.id);
+    const deltas = log.filter((e) => (e.chunk as { type: string }).type === 'message.delta');
+    expect(deltas.map((e) => (e.chunk as { delta: string }).delta)).toEqual(['0', '1']);
+    expect(deltas[0]!.sequence).toBe(first);
+    expect(log.at(-1)!.chunk).toEqual(expect.objectContaining({ type: 'run.status', status: 'cancelled' }));
+  });
+
+  it('stores a batch at consecutive sequences, all behind the log’s end as checked', async () => {
+    const { run, attempt, claim_id } = await runningRun(h.nc);
+    const { sequences } = await request(h.nc, rpc.runs.append, {
+      run_id: run.id,
+      attempt,
+      claim_id,
+      events: runnerEvents(50),
+    });
+    expect(sequences).toEqual(sequences.map((_, i) => sequences[0]! + i));
+    const log = await readLog(h, run.id);
+    expect(log.slice(-50).map((e) => e.sequence)).toEqual(sequences);
+  });
+
+  const cancel = (runId: string, owner: string, attempt: number, claimId: string) =>
+    request(h.nc, rpc.runs.cancel, { owner_id: owner, run_id: runId }).then(() =>
+      request(h.nc, rpc.runs.transition, { run_id: runId, attempt, claim_id: claimId, to: 'cancelled' }),
+    );
 
   it('announces a question only while the run is live: never behind the terminal event', async () => {
     const { run, attempt, owner, claim_id } = await runningRun(h.nc);

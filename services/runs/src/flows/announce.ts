@@ -6,7 +6,7 @@ import {
   type RunStatusEvent,
 } from '@threadwork/contracts';
 import { AppError, publishEvent, unavailable } from '@threadwork/platform';
-import type { LogEntry } from '../store/event-log.js';
+import { MAX_ATOMIC_BATCH, type LogEntry } from '../store/event-log.js';
 import type { RunDoc } from '../store/runs.js';
 import { recordTransition } from '../metrics.js';
 import type { RunsContext } from './context.js';
@@ -74,19 +74,35 @@ const APPEND_TRIES = 10;
 /**
  * Appends events to a live run's log in order, none of them behind the run's terminal event.
  *
- * Each event is conditional on the log still ending where it was last seen (JetStream's expected
- * last subject sequence): first the log's end is read, then the run is checked for a terminal
- * decision, then the event goes in only if nothing came after that end. A terminal event that
- * lands meanwhile makes the next append fail its condition; the run is then checked again and
- * the rest is refused (`already_settled`), while what went in before stays. Anything else that
- * came first (a status move, another batch) just means reading the end again. One round trip per
- * event: pipelining would let a terminal event land in the middle of a batch.
+ * First the log's end is read, then the run is checked for a terminal decision, then the events
+ * go in as one atomic batch conditional on the log still ending there (JetStream's expected last
+ * subject sequence, checked for the batch as a whole): all of them behind that end, at consecutive
+ * sequences, or none. A terminal event that landed meanwhile fails the condition, and nothing of
+ * the batch is stored. One round trip for the batch.
+ *
+ * When the batch is not stored, the events go one at a time, each conditional on the log's end as
+ * last seen: a retry of events stored before is answered with their original sequences (which a
+ * batch cannot tell), anything else that came first (a status move, another batch) means reading
+ * the end again, and a terminal event refuses the rest (`already_settled`) while what went in
+ * before stays.
  */
 export async function appendWhileLive(
   ctx: RunsContext,
   runId: string,
   entries: readonly LogEntry[],
 ): Promise<number[]> {
+  const sequences: number[] = [];
+  for (let i = 0; i < entries.length; i += MAX_ATOMIC_BATCH) {
+    const chunk = entries.slice(i, i + MAX_ATOMIC_BATCH);
+    const last = await ctx.log.lastSequence(runId);
+    if (await ctx.store.terminal(runId)) throw new AppError('already_settled', `run ${runId} has ended`);
+    const stored = await ctx.log.appendBatchAfter(runId, last, chunk);
+    sequences.push(...(stored ?? (await appendOneByOne(ctx, runId, chunk))));
+  }
+  return sequences;
+}
+
+async function appendOneByOne(ctx: RunsContext, runId: string, entries: readonly LogEntry[]): Promise<number[]> {
   const sequences: number[] = [];
   let last: number | null = null;
   for (const entry of entries) {

@@ -6,6 +6,7 @@ import {
   encodeJson,
   isAppError,
   isTransientPublishError,
+  msgIdHeader,
   PUBLISH_BACKOFF,
   publishJson,
   publishRetryWindowOf,
@@ -43,6 +44,14 @@ export interface EventLog {
    */
   appendAfter(runId: string, last: number, entry: LogEntry, at?: Date): Promise<number | null>;
   /**
+   * Appends the entries as one atomic batch (at consecutive sequences, all or none) only if the
+   * run's last event is still the one at `last`, and returns their sequences. null when nothing of
+   * the batch was stored: another event came first, one of the entries was stored before (the
+   * batch is then refused whole; appendAfter finds each one's original sequence), or the stream
+   * did not answer. At most MAX_ATOMIC_BATCH entries.
+   */
+  appendBatchAfter(runId: string, last: number, entries: readonly LogEntry[], at?: Date): Promise<number[] | null>;
+  /**
    * Events of the run with sequence ≥ from, at most `limit` (fewer when they would not fit one
    * reply), in O(limit) whatever the log's length.
    */
@@ -55,6 +64,9 @@ export interface EventLog {
   /** The JSON bytes a page may pass before it stops (then one event more at most). */
   pageBytes(): number;
 }
+
+/** The most entries appendBatchAfter takes (JetStream 2.12 refuses atomic batches past 1,000). */
+export const MAX_ATOMIC_BATCH = 500;
 
 interface StoredEvent {
   chunk: unknown;
@@ -227,7 +239,7 @@ export function createEventLog({
     }
   }
 
-  return {
+  const eventLog: EventLog = {
     async append(runId, entries, at = new Date()) {
       const subject = layout.subjectOf(runId);
       const stream = layout.streamOf(runId);
@@ -272,6 +284,52 @@ export function createEventLog({
       }
     },
 
+    async appendBatchAfter(runId, last, entries, at = new Date()) {
+      if (entries.length === 0) return [];
+      if (entries.length > MAX_ATOMIC_BATCH) throw new RangeError(`at most ${MAX_ATOMIC_BATCH} entries a batch`);
+      // One entry is not a batch: appendAfter's answer is the same (null, or its sequence).
+      if (entries.length === 1) {
+        const sequence = await eventLog.appendAfter(runId, last, entries[0]!, at);
+        return sequence === null ? null : [sequence];
+      }
+      const subject = layout.subjectOf(runId);
+      const payloads = entries.map((entry) => storedEntry(entry, at));
+      const msgIds = payloads.map(({ key }) => `${runId}:${key}`);
+      const data = payloads.map(({ stored }) => encodeJson(stored));
+      try {
+        const ack = await withSpan(
+          'append run events',
+          {
+            kind: SpanKind.PRODUCER,
+            attributes: { 'messaging.destination.name': subject, 'messaging.batch.message_count': payloads.length },
+          },
+          async () => {
+            const batch = await js.startBatch(subject, data[0], {
+              msgID: msgIds[0]!,
+              expect: { lastSubjectSequence: last },
+            });
+            for (let i = 1; i < data.length - 1; i++) batch.add(subject, data[i], { headers: msgIdHeader(msgIds[i]!) });
+            return batch.commit(subject, data.at(-1), { headers: msgIdHeader(msgIds.at(-1)!) });
+          },
+        );
+        runMetrics().eventsAppended.add(payloads.length);
+        // Stored together: the batch's events hold the sequences up to its last one.
+        return payloads.map((_, i) => ack.seq - (payloads.length - 1) + i);
+      } catch (err) {
+        if (isAppError(err)) throw err;
+        // Refused (the log moved on, an entry stored before) or unanswered: stored whole or not at
+        // all. Look, so that a batch stored after all is not stored again one by one.
+        const found = await storedAfter(runId, last, new Set(msgIds)).catch((readErr: unknown) => {
+          throw unavailable('run event log unavailable', readErr);
+        });
+        if (found.size === 0) return null;
+        if (found.size === msgIds.length) return msgIds.map((id) => found.get(id)!);
+        throw new AppError('internal', `only part of an atomic batch of run ${runId} is in its log`, {
+          retryable: false,
+        });
+      }
+    },
+
     async read(runId, from, limit) {
       if (!replicated) return readBatch(runId, from, limit);
       // A page that reaches the end of what its replica holds is checked against the leader's
@@ -312,6 +370,31 @@ export function createEventLog({
       }
     },
   };
+  return eventLog;
+
+  /** The sequences of those of `msgIds` stored in the run's log after `after`. */
+  async function storedAfter(runId: string, after: number, msgIds: ReadonlySet<string>): Promise<Map<string, number>> {
+    const found = new Map<string, number>();
+    for (let from = after + 1; ;) {
+      let seen = 0;
+      try {
+        const batch = await jsm.direct.getBatch(layout.streamOf(runId), {
+          seq: from,
+          next_by_subj: layout.subjectOf(runId),
+          batch: 256,
+        });
+        for await (const m of batch) {
+          seen++;
+          const id = m.header?.get('Nats-Msg-Id');
+          if (id && msgIds.has(id)) found.set(id, m.seq);
+          from = m.seq + 1;
+        }
+      } catch (err) {
+        if (!isNotFoundStatus(err)) throw err;
+      }
+      if (seen < 256) return found;
+    }
+  }
 
   /** The sequence of the run's last event (0: none), as its stream's leader has it when replicated. */
   async function lastOf(runId: string): Promise<number> {
