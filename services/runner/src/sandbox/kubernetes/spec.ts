@@ -63,9 +63,17 @@ export const WORKSPACE = '/workspace';
 /** The uid (and gid) the sandbox container runs as. */
 export const SANDBOX_UID = 10001;
 
-/** A stable key of the thread id, fit for a name and a label value: the same thread, the same pod. */
+/** The label naming the runner whose pod it is, by the key of its RUNNER_ID. */
+export const RUNNER_KEY_LABEL = 'threadwork.dev/runner-key';
+
+/** A stable key of an id, fit for a name and a label value (which cannot hold every id). */
+export function textKey(text: string): string {
+  return createHash('sha256').update(text).digest('hex').slice(0, 24);
+}
+
+/** The thread's key: the same thread, the same pod. */
 export function threadKey(threadId: string): string {
-  return createHash('sha256').update(threadId).digest('hex').slice(0, 24);
+  return textKey(threadId);
 }
 
 /** The name of the thread's pod and of its volume claim. */
