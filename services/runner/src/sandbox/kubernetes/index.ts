@@ -3,3 +3,5 @@
 export { loadKubeConfig, podSettings, SandboxPods, type SandboxPod, type SandboxPodsOptions } from './pods.js';
 export * from './spec.js';
 export { podState, type PodState } from './status.js';
+export { exitCode, kubeExec, localExec, type ExecIo, type ExecResult, type PodExec } from './exec.js';
+export { BundleError, receiveTree, sendBranch } from './bundle.js';
