@@ -148,7 +148,7 @@ export class SandboxPods {
         this.opts.logger.info({ thread_id: threadId, pod: name }, 'replacing the sandbox pod of another runner');
         await this.deletePod(name, existing.metadata?.uid);
       }
-      await this.gone(name);
+      await this.gone(name, existing.metadata?.uid);
     }
     if (!uid) throw new SandboxError(`sandbox pod ${name} has no uid`);
     await this.ready(name, uid);
@@ -266,9 +266,11 @@ export class SandboxPods {
     }
   }
 
-  /** Waits until the pod named is gone from the API server (another runner's, not in this watch). */
-  private async gone(name: string): Promise<void> {
-    while ((await this.read(name)) !== null) {
+  /** Waits until that pod (by uid) is gone from the API server: another runner's is not in this watch. */
+  private async gone(name: string, uid: string | undefined): Promise<void> {
+    for (;;) {
+      const pod = await this.read(name);
+      if (pod === null || pod.metadata?.uid !== uid) return;
       if (this.closed) throw new SandboxError('the sandbox pods are closed');
       await new Promise((resolve) => setTimeout(resolve, GONE_POLL_MS));
     }
