@@ -3,6 +3,7 @@ import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync
 import { request } from 'node:https';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
 import type { ChildProcess } from 'node:child_process';
 import { freePort } from '../../../deploy/local/launcher.mjs';
 import { spawnGuarded } from '../../../deploy/local/servers.mjs';
@@ -211,6 +212,9 @@ export async function startControlPlane(options: ControlPlaneOptions): Promise<C
         `--etcd-servers=${etcdUrl}`,
         '--bind-address=127.0.0.1',
         '--advertise-address=127.0.0.1',
+        // The `kubernetes` Service's endpoint is this address, which the default (lease)
+        // reconciler refuses as loopback; nothing here reaches the API server through the Service.
+        '--endpoint-reconciler-type=none',
         `--secure-port=${apiPort}`,
         `--cert-dir=${certDir}`,
         `--token-auth-file=${join(dir, 'tokens.csv')}`,
@@ -263,7 +267,8 @@ export async function startControlPlane(options: ControlPlaneOptions): Promise<C
         '--use-service-account-credentials=false',
         '--cluster-cidr=10.244.0.0/16',
         '--service-cluster-ip-range=10.96.0.0/16',
-        '--controllers=*,-nodeipam,-cloud-node-lifecycle,-service-lb-controller,-node-route-controller',
+        // No cloud controllers are built in (1.37 has none to disable); node IPAM is left to kwok.
+        '--controllers=*,-node-ipam-controller',
       ],
       dir,
     );
@@ -287,6 +292,8 @@ export async function startControlPlane(options: ControlPlaneOptions): Promise<C
       binaries.kwok,
       [
         `--kubeconfig=${kubeconfig}`,
+        // What kwok plays of nodes and pods: its own example stages (it plays nothing without them).
+        `--config=${fileURLToPath(new URL('../kwok-stages.yaml', import.meta.url))}`,
         '--manage-all-nodes=false',
         '--manage-nodes-with-annotation-selector=kwok.x-k8s.io/node=fake',
         '--node-ip=127.0.0.1',
