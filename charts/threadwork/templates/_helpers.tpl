@@ -53,6 +53,11 @@ app.kubernetes.io/component: {{ .name }}
 app.kubernetes.io/component: {{ .name }}
 {{- end -}}
 
+{{/* The runner's own ServiceAccount, with the kubernetes sandbox provider (templates/sandbox.yaml). */}}
+{{- define "threadwork.runnerServiceAccountName" -}}
+{{- printf "%s-runner" (include "threadwork.fullname" .) | trunc 63 | trimSuffix "-" -}}
+{{- end -}}
+
 {{- define "threadwork.serviceAccountName" -}}
 {{- if .Values.serviceAccount.create -}}
 {{- default (include "threadwork.fullname" .) .Values.serviceAccount.name -}}
@@ -240,6 +245,38 @@ consumer that is never made, and a harness threads takes that no runner serves q
   value: {{ join "," .svc.egress.allow | quote }}
 - name: CODEX_SANDBOX_MODE
   value: {{ .svc.codexSandbox | quote }}
+{{- $sb := .svc.sandbox }}
+- name: SANDBOX_PROVIDER
+  value: {{ $sb.provider | quote }}
+{{- if eq $sb.provider "kubernetes" }}
+{{- $k := $sb.kubernetes }}
+{{- if not $k.image }}
+{{- fail "runner.sandbox.kubernetes.image: required with runner.sandbox.provider=kubernetes (the sandbox pods' image)" }}
+{{- end }}
+{{- if eq $k.namespace $root.Release.Namespace }}
+{{- fail "runner.sandbox.kubernetes.namespace: must not be the release's own namespace (the runner's Role there would reach Threadwork's own pods)" }}
+{{- end }}
+- name: SANDBOX_K8S_NAMESPACE
+  value: {{ $k.namespace | quote }}
+- name: SANDBOX_K8S_IMAGE
+  value: {{ $k.image | quote }}
+- name: SANDBOX_K8S_RESOURCES
+  value: {{ $k.resources | toJson | quote }}
+- name: SANDBOX_K8S_RUNTIME_CLASS
+  value: {{ $k.runtimeClassName | default "" | quote }}
+- name: SANDBOX_K8S_NODE_SELECTOR
+  value: {{ $k.nodeSelector | default dict | toJson | quote }}
+- name: SANDBOX_K8S_TOLERATIONS
+  value: {{ $k.tolerations | default list | toJson | quote }}
+- name: SANDBOX_K8S_VOLUME_SIZE
+  value: {{ $k.volume.size | quote }}
+- name: SANDBOX_K8S_STORAGE_CLASS
+  value: {{ $k.volume.storageClassName | default "" | quote }}
+- name: SANDBOX_K8S_TMP_SIZE
+  value: {{ $k.tmpSize | quote }}
+- name: SANDBOX_K8S_IDLE_MS
+  value: {{ $k.idleTimeoutMs | int | toString | quote }}
+{{- end }}
 {{- with .svc.modelBaseUrl }}
 - name: MODEL_BASE_URL
   value: {{ . | quote }}
@@ -266,7 +303,9 @@ Argument: (dict "root" $ "name" "gateway" "svc" .Values.gateway "volumes" list-o
 {{- $v := $root.Values -}}
 {{- $isGateway := eq .name "gateway" -}}
 {{- /* What bubblewrap needs of the runner pod to make a jail (runner.jailPod). */ -}}
-{{- $jailPod := and (eq .name "runner") (ne (.svc.jail | default "required") "off") -}}
+{{- /* With the kubernetes provider the agents run in pods of their own, not in a jail in this one. */ -}}
+{{- $k8sSandboxes := and (eq .name "runner") (eq (dig "sandbox" "provider" "local" .svc) "kubernetes") -}}
+{{- $jailPod := and (eq .name "runner") (ne (.svc.jail | default "required") "off") (not $k8sSandboxes) -}}
 {{- $containerSecurity := deepCopy $v.containerSecurityContext -}}
 {{- if $jailPod -}}
 {{- $jp := .svc.jailPod -}}
@@ -284,9 +323,16 @@ metadata:
     {{- toYaml . | nindent 4 }}
     {{- end }}
 spec:
+  {{- if $k8sSandboxes }}
+  # The runner with the kubernetes provider: its own ServiceAccount, bound to a Role in the sandbox
+  # namespace only (templates/sandbox.yaml); no other pod gets a token.
+  serviceAccountName: {{ include "threadwork.runnerServiceAccountName" $root }}
+  automountServiceAccountToken: true
+  {{- else }}
   serviceAccountName: {{ include "threadwork.serviceAccountName" $root }}
-  # No service talks to the Kubernetes API.
+  # No service talks to the Kubernetes API (the runner does only with the kubernetes provider).
   automountServiceAccountToken: false
+  {{- end }}
   {{- with $v.imagePullSecrets }}
   imagePullSecrets:
     {{- toYaml . | nindent 4 }}

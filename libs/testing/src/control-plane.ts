@@ -301,7 +301,8 @@ export async function startControlPlane(options: ControlPlaneOptions): Promise<C
         `--etcd-servers=${etcdUrl}`,
         '--bind-address=127.0.0.1',
         '--advertise-address=127.0.0.1',
-        // The `kubernetes` Service's endpoints would be this loopback address, which is refused.
+        // The `kubernetes` Service's endpoint is this address, which the default (lease)
+        // reconciler refuses as loopback; nothing here reaches the API server through the Service.
         '--endpoint-reconciler-type=none',
         `--secure-port=${apiPort}`,
         `--cert-dir=${certDir}`,
@@ -355,6 +356,7 @@ export async function startControlPlane(options: ControlPlaneOptions): Promise<C
         '--use-service-account-credentials=false',
         '--cluster-cidr=10.244.0.0/16',
         '--service-cluster-ip-range=10.96.0.0/16',
+        // No cloud controllers are built in (1.37 has none to disable); node IPAM is left to kwok.
         '--controllers=*,-node-ipam-controller',
       ],
       dir,

@@ -4,8 +4,32 @@ import { env, processConfigShape } from '@threadwork/platform';
 import { z } from 'zod';
 import { egressRuleProblem } from './sandbox/egress.js';
 import { parseUidRange } from './sandbox/uids.js';
+import { Quantity, ResourceRequirements, Toleration } from './sandbox/kubernetes/spec.js';
 
 const MIB = 1024 * 1024;
+
+/** A setting given as JSON (a Kubernetes object in the chart's `toJson`), parsed then checked by `schema`. */
+function json<T extends z.ZodType>(schema: T, fallback: z.input<T>) {
+  return z
+    .string()
+    .optional()
+    .transform((text, ctx) => {
+      if (text === undefined || text.trim() === '') return fallback;
+      try {
+        return JSON.parse(text) as unknown;
+      } catch {
+        ctx.addIssue({ code: 'custom', message: 'must be JSON' });
+        return z.NEVER;
+      }
+    })
+    .pipe(schema);
+}
+
+/** A DNS label, as Kubernetes names namespaces and RuntimeClasses. */
+const DnsLabel = z
+  .string()
+  .max(63)
+  .regex(/^[a-z0-9]([-a-z0-9]*[a-z0-9])?$/, 'must be a DNS label (lowercase letters, digits and -)');
 
 /** The harnesses a runner has an adapter for. */
 export const SERVED_HARNESSES = ['codex', 'claude-code'] as const;
@@ -14,6 +38,52 @@ export const RunnerConfig = z
   .object({
     // No database settings: the runner never uses it, so it is never given a way in.
     ...processConfigShape,
+    /**
+     * Where sandboxes live (DESIGN.md section 7): `local`, a folder per thread under SANDBOX_ROOT and
+     * the harness in a jail on the runner's own machine; `kubernetes`, a pod per thread in
+     * SANDBOX_K8S_NAMESPACE with its workspace on a volume of its own (src/sandbox/kubernetes/).
+     */
+    SANDBOX_PROVIDER: z.enum(['local', 'kubernetes']).default('local'),
+    /**
+     * The kubernetes provider's kubeconfig file. Unset: the pod's own service account (in-cluster),
+     * which the chart gives the runner only with the kubernetes provider.
+     */
+    SANDBOX_K8S_KUBECONFIG: z.string().min(1).optional(),
+    /** The namespace of the sandbox pods and their volumes: the only one the runner's Role reaches. */
+    SANDBOX_K8S_NAMESPACE: DnsLabel.default('threadwork-sandboxes'),
+    /**
+     * The sandbox pods' image: the harnesses, git and a `/bin/sh`, running as a non-root user. Required
+     * with the kubernetes provider.
+     */
+    SANDBOX_K8S_IMAGE: z.string().min(1).optional(),
+    /** Requests and limits of a sandbox pod's container, as JSON (`{"limits":{"cpu":"2","memory":"4Gi"}}`). */
+    SANDBOX_K8S_RESOURCES: json(ResourceRequirements, {
+      requests: { cpu: '250m', memory: '512Mi' },
+      limits: { cpu: '2', memory: '4Gi' },
+    }),
+    /** A RuntimeClass for the sandbox pods (gVisor, Kata): one more boundary around the agent. Empty: the node's default. */
+    SANDBOX_K8S_RUNTIME_CLASS: z
+      .union([z.literal(''), DnsLabel])
+      .default('')
+      .transform((v) => v || null),
+    /** Node labels a sandbox pod must run on, as a JSON object (`{"threadwork.dev/sandboxes":"true"}`). */
+    SANDBOX_K8S_NODE_SELECTOR: json(z.record(z.string().min(1), z.string()), {}),
+    /** Taints a sandbox pod tolerates, as a JSON array of Kubernetes tolerations. */
+    SANDBOX_K8S_TOLERATIONS: json(z.array(Toleration), []),
+    /** Size of a sandbox's workspace volume (a PersistentVolumeClaim per thread), a Kubernetes quantity. */
+    SANDBOX_K8S_VOLUME_SIZE: Quantity.default('10Gi'),
+    /** StorageClass of the workspace volumes. Empty: the cluster's default class. */
+    SANDBOX_K8S_STORAGE_CLASS: z
+      .string()
+      .default('')
+      .transform((v) => v || null),
+    /** Size of a sandbox pod's /tmp (an emptyDir; its root filesystem is read-only), a Kubernetes quantity. */
+    SANDBOX_K8S_TMP_SIZE: Quantity.default('1Gi'),
+    /**
+     * A sandbox pod with no run for this long is deleted; its volume stays, so the thread's next run
+     * continues in the same workspace in a new pod. The volume goes with the thread.
+     */
+    SANDBOX_K8S_IDLE_MS: env.duration(30 * 60_000),
     /** Root folder of the local sandbox provider: one workspace per thread. Created if missing. */
     SANDBOX_ROOT: z.string().min(1).default('/tmp/threadwork-sandboxes'),
     /** Who claims runs (stored on the run's attempt); one per runner process. */
@@ -156,6 +226,13 @@ export const RunnerConfig = z
     EVENTS_INCLUDE_RAW: env.bool(false),
   })
   .superRefine((config, ctx) => {
+    if (config.SANDBOX_PROVIDER === 'kubernetes' && !config.SANDBOX_K8S_IMAGE) {
+      ctx.addIssue({
+        code: 'custom',
+        path: ['SANDBOX_K8S_IMAGE'],
+        message: 'required when SANDBOX_PROVIDER=kubernetes',
+      });
+    }
     if (config.SANDBOX_EGRESS === 'allowlist' && config.SANDBOX_EGRESS_ALLOW.length === 0) {
       ctx.addIssue({
         code: 'custom',

@@ -1,6 +1,6 @@
 import { mkdir } from 'node:fs/promises';
 import { DOMAIN_STREAM } from '@threadwork/contracts';
-import { bootService, awaitStream, startRuntime, type StartedService } from '@threadwork/platform';
+import { bootService, awaitStream, ConfigError, startRuntime, type StartedService } from '@threadwork/platform';
 import type { RunnerConfig } from './config.js';
 import { startDemoModel } from './demo/server.js';
 import { sandboxStatusPublisher } from './clients/domain-events.js';
@@ -26,6 +26,13 @@ export interface RunnerService extends StartedService {
 
 /** The runner owns no collections: run state lives in the runs service, workspaces on disk. */
 export async function startRunner(config: RunnerConfig): Promise<RunnerService> {
+  if (config.SANDBOX_PROVIDER === 'kubernetes') {
+    // The pods' lifecycle is in (src/sandbox/kubernetes/), the harness's stdio and the git bundles
+    // over exec are not: refused rather than started half-way (README, "Kubernetes sandboxes").
+    throw new ConfigError(
+      'SANDBOX_PROVIDER=kubernetes: this runner cannot serve runs in sandbox pods yet (the harness transport over exec is missing); use SANDBOX_PROVIDER=local',
+    );
+  }
   const runtime = await startRuntime({ name: 'runner', config, mongo: false });
   const { logger, lifecycle } = runtime;
   let sessions: SessionPool | undefined;

@@ -7,7 +7,8 @@ import { Deployment, StatefulSet } from 'kubernetes-models/apps/v1';
 import { HorizontalPodAutoscaler } from 'kubernetes-models/autoscaling/v2';
 import { Ingress, NetworkPolicy } from 'kubernetes-models/networking.k8s.io/v1';
 import { PodDisruptionBudget } from 'kubernetes-models/policy/v1';
-import { ConfigMap, Secret, Service, ServiceAccount } from 'kubernetes-models/v1';
+import { Role, RoleBinding } from 'kubernetes-models/rbac.authorization.k8s.io/v1';
+import { ConfigMap, Namespace, Secret, Service, ServiceAccount } from 'kubernetes-models/v1';
 import { afterAll, beforeAll, expect } from 'vitest';
 import { parseAllDocuments } from 'yaml';
 import { ensureTool } from '../../../deploy/local/tools.mjs';
@@ -43,6 +44,9 @@ const MODELS: Record<string, new (data: never) => Model> = {
   'v1/Secret': Secret,
   'v1/Service': Service,
   'v1/ServiceAccount': ServiceAccount,
+  'v1/Namespace': Namespace,
+  'rbac.authorization.k8s.io/v1/Role': Role,
+  'rbac.authorization.k8s.io/v1/RoleBinding': RoleBinding,
   'apps/v1/Deployment': Deployment,
   'apps/v1/StatefulSet': StatefulSet,
   'policy/v1/PodDisruptionBudget': PodDisruptionBudget,
@@ -91,6 +95,7 @@ export interface PodTemplate {
   metadata: { labels: Record<string, string> };
   spec: {
     automountServiceAccountToken?: boolean;
+    serviceAccountName?: string;
     securityContext?: { runAsNonRoot?: boolean; runAsUser?: number; seccompProfile?: { type: string } };
     containers: Container[];
     volumes?: { name: string; emptyDir?: object }[];
@@ -103,7 +108,7 @@ export interface PodTemplate {
 export interface K8sObject {
   apiVersion: string;
   kind: string;
-  metadata: { name: string; labels?: Record<string, string> };
+  metadata: { name: string; namespace?: string; labels?: Record<string, string> };
   spec?: Record<string, unknown>;
   data?: Record<string, string>;
   stringData?: Record<string, string>;

@@ -1,0 +1,146 @@
+import { createReadStream, createWriteStream } from 'node:fs';
+import { mkdtemp, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { pathToFileURL } from 'node:url';
+import { Transform, type TransformCallback } from 'node:stream';
+import { finished } from 'node:stream/promises';
+import { git, GitError, type GitRepo } from '../git.js';
+import type { PodExec } from './exec.js';
+
+// Git objects in and out of a sandbox pod's repository as bundles streamed over exec. The runner
+// keeps doing every network operation (clone, fetch, push with installation tokens) in its own git
+// directory outside the pod; the pod's repository is made from bundles and never gets a remote, a
+// URL or a credential. What comes out of the pod is the agent's and untrusted: it is written to a
+// file of the runner's, bounded, checked object by object as git fetches it into a ref of the
+// runner's, and only its tree is taken (the runner makes its own commit of it).
+
+/** The pod side, as `sh -c` scripts taking their arguments as positional parameters (never spliced in). */
+const POD_GIT =
+  'git -c core.hooksPath=/dev/null -c core.fsmonitor=false -c protocol.allow=never -c protocol.file.allow=always';
+
+/** Reads a bundle on stdin into the repository (made if missing) and checks `branch` out from it. */
+const RECEIVE = `set -eu
+repo="$1"; branch="$2"
+bundle="$(mktemp)"; trap 'rm -f "$bundle"' EXIT
+cat > "$bundle"
+[ -d "$repo/.git" ] || git init -q "$repo"
+${POD_GIT} -C "$repo" fetch -q "$bundle" "refs/heads/$branch"
+${POD_GIT} -C "$repo" checkout -q -f -B "$branch" FETCH_HEAD
+for remote in $(${POD_GIT} -C "$repo" remote); do ${POD_GIT} -C "$repo" remote remove "$remote"; done`;
+
+/** Snapshots the work tree as a commit on `base` and writes a bundle of it (base excluded) on stdout. */
+const SEND = `set -eu
+repo="$1"; base="$2"
+bundle="$(mktemp)"; index="$(mktemp)"; trap 'rm -f "$bundle" "$index"' EXIT
+rm -f "$index"
+export GIT_INDEX_FILE="$index"
+${POD_GIT} -C "$repo" read-tree "$base"
+${POD_GIT} -C "$repo" add -A
+tree="$(${POD_GIT} -C "$repo" write-tree)"
+commit="$(GIT_AUTHOR_NAME=sandbox GIT_AUTHOR_EMAIL=sandbox@localhost GIT_COMMITTER_NAME=sandbox GIT_COMMITTER_EMAIL=sandbox@localhost ${POD_GIT} -C "$repo" commit-tree "$tree" -p "$base" -m snapshot)"
+${POD_GIT} -C "$repo" update-ref refs/threadwork/snapshot "$commit"
+${POD_GIT} -C "$repo" bundle create -q "$bundle" "refs/threadwork/snapshot" "^$base" 2>/dev/null
+cat "$bundle"`;
+
+export class BundleError extends Error {
+  override name = 'BundleError';
+}
+
+/** Passes the first `max` bytes through; past them it drops the rest and calls `overflow` once. */
+function bounded(max: number, overflow: () => void): Transform {
+  let seen = 0;
+  return new Transform({
+    transform(chunk: Buffer, _enc, done: TransformCallback) {
+      seen += chunk.length;
+      if (seen > max) {
+        if (seen - chunk.length <= max) overflow();
+        return done();
+      }
+      done(null, chunk);
+    },
+  });
+}
+
+async function scratch<T>(fn: (dir: string) => Promise<T>): Promise<T> {
+  const dir = await mkdtemp(join(tmpdir(), 'threadwork-bundle-'));
+  try {
+    return await fn(dir);
+  } finally {
+    await rm(dir, { recursive: true, force: true });
+  }
+}
+
+const REF_NAME = /^(?!-)(?!.*\.\.)[A-Za-z0-9._/-]+$/;
+
+/**
+ * Puts the runner's `branch` into the pod's repository at `podRepo` (a path in the pod) and checks
+ * it out there: the agent's repository then holds the thread branch as the runner has it, and no remote.
+ */
+export async function sendBranch(
+  exec: PodExec,
+  opts: { repo: GitRepo; branch: string; podRepo: string },
+): Promise<void> {
+  if (!REF_NAME.test(opts.branch)) throw new BundleError(`not a branch name: ${opts.branch}`);
+  await scratch(async (dir) => {
+    const file = join(dir, 'in.bundle');
+    await git(dir, ['bundle', 'create', '-q', file, `refs/heads/${opts.branch}`], {
+      repo: { gitDir: opts.repo.gitDir, workTree: null },
+    });
+    const result = await exec.run(['sh', '-c', RECEIVE, 'sh', opts.podRepo, opts.branch], {
+      stdin: createReadStream(file),
+    });
+    if (result.code !== 0)
+      throw new BundleError(`putting the branch into the sandbox failed (exit ${result.code}): ${result.stderr}`);
+  });
+}
+
+/**
+ * Takes the pod's work tree at `podRepo` out as a commit on `base`: fetched into the runner's
+ * repository under `into` (a ref of the runner's), objects checked as they come. Returns the tree it
+ * holds, which is all the runner uses of it (its own commit records it). Throws BundleError when the
+ * pod sends no bundle, a bundle past `maxBytes`, or one whose commit is not on `base`.
+ */
+export async function receiveTree(
+  exec: PodExec,
+  opts: { repo: GitRepo; podRepo: string; base: string; into: string; maxBytes: number },
+): Promise<string> {
+  if (!/^[0-9a-f]{40,64}$/.test(opts.base)) throw new BundleError(`not a revision: ${opts.base}`);
+  if (!opts.into.startsWith('refs/threadwork/')) throw new BundleError(`not a ref of the runner's: ${opts.into}`);
+  const repo = { gitDir: opts.repo.gitDir, workTree: null };
+  return scratch(async (dir) => {
+    const file = join(dir, 'out.bundle');
+    const out = createWriteStream(file);
+    const cut = new AbortController();
+    const limit = bounded(opts.maxBytes, () => cut.abort());
+    limit.pipe(out);
+    const result = await exec.run(['sh', '-c', SEND, 'sh', opts.podRepo, opts.base], {
+      stdout: limit,
+      signal: cut.signal,
+    });
+    limit.end();
+    await finished(out);
+    if (cut.signal.aborted) throw new BundleError(`the sandbox's bundle is larger than ${opts.maxBytes} bytes`);
+    if (result.code !== 0)
+      throw new BundleError(`taking the work out of the sandbox failed (exit ${result.code}): ${result.stderr}`);
+    try {
+      // From that file only: the one transport allowed is `file`, and the bundle names no remote.
+      await git(
+        dir,
+        ['-c', 'transfer.fsckObjects=true', 'fetch', '-q', '--no-tags', file, `+refs/threadwork/snapshot:${opts.into}`],
+        { repo, remote: { url: pathToFileURL(file).href, token: null } },
+      );
+    } catch (err) {
+      throw new BundleError(`the sandbox's bundle was refused: ${(err as Error).message}`, { cause: err });
+    }
+    const parents = (await git(dir, ['rev-list', '--parents', '-n', '1', opts.into], { repo })).trim().split(' ');
+    if (parents.length !== 2 || parents[1] !== opts.base) {
+      await git(dir, ['update-ref', '-d', opts.into], { repo }).catch(() => undefined);
+      throw new BundleError('the sandbox sent a commit that is not on the revision it was given');
+    }
+    return (await git(dir, ['rev-parse', `${opts.into}^{tree}`], { repo })).trim();
+  }).catch((err: unknown) => {
+    if (err instanceof GitError) throw new BundleError(err.message, { cause: err });
+    throw err;
+  });
+}
