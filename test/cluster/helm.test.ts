@@ -230,7 +230,7 @@ describe.skipIf(missingGo)('the chart on a real API server', () => {
     expect(releaseStatus()).toEqual({ revision: 1, status: 'deployed' });
   });
 
-  it('refuses, before changing anything, an upgrade that would change the runners’ volume claims or the event log’s streams', async () => {
+  it('refuses, before changing anything, an upgrade that would change the runners’ volume claims or the event log’s streams, or make sandboxes in a namespace that admits privileged pods', async () => {
     const before = await generations();
     const { status, out } = helm(['upgrade', RELEASE, chartDir, ...PRODUCTION]);
     expect(status).not.toBe(0);
@@ -241,6 +241,33 @@ describe.skipIf(missingGo)('the chart on a real API server', () => {
     const shards = helm(['upgrade', RELEASE, chartDir, ...DEFAULTS, '--set', 'nats.runEventShards=8']);
     expect(shards.status).not.toBe(0);
     expect(shards.out).toContain('nats.runEventShards cannot change from 16 to 8');
+    expect(releaseStatus()).toEqual({ revision: 1, status: 'deployed' });
+    expect(await generations()).toEqual(before);
+    // Nor a sandbox namespace made beforehand that does not refuse privileged pods: the runner's
+    // Role there could make one.
+    const agents = await plane.api('POST', '/api/v1/namespaces', {
+      apiVersion: 'v1',
+      kind: 'Namespace',
+      metadata: { name: 'agents' },
+    });
+    expect(agents.status).toBe(201);
+    const sandboxes = [
+      '--set',
+      'runner.sandbox.provider=kubernetes',
+      '--set',
+      'runner.sandbox.kubernetes.image=registry.example.com/sandbox:1',
+      '--set',
+      'runner.sandbox.kubernetes.createNamespace=false',
+      '--set',
+      'runner.sandbox.kubernetes.namespace=agents',
+      '--set',
+      'runner.sandbox.kubernetes.apiServerEgress.to[0].ipBlock.cidr=10.96.0.1/32',
+    ];
+    const unlabelled = helm(['upgrade', RELEASE, chartDir, ...DEFAULTS, ...sandboxes]);
+    expect(unlabelled.status).not.toBe(0);
+    expect(unlabelled.out).toContain(
+      'runner.sandbox.kubernetes.namespace "agents" must enforce the restricted Pod Security Standard',
+    );
     expect(releaseStatus()).toEqual({ revision: 1, status: 'deployed' });
     expect(await generations()).toEqual(before);
     // The same size written another way is no change.

@@ -162,6 +162,15 @@ describe('charts/threadwork with the kubernetes sandbox provider', () => {
     ).toEqual(['NetworkPolicy', 'Role', 'RoleBinding']);
   });
 
+  it.each(['default', 'kube-system', 'kube-public', 'kube-node-lease'])(
+    'refuses the shared namespace %s for the sandboxes',
+    (namespace) => {
+      const result = template([...KUBERNETES(), '--set', `runner.sandbox.kubernetes.namespace=${namespace}`]);
+      expect(result.status).not.toBe(0);
+      expect(result.stderr).toContain(`"${namespace}" is shared with other workloads`);
+    },
+  );
+
   it('lets the runner reach the API server at the addresses given, and refuses none given', () => {
     const objects = render(KUBERNETES());
     const egress = egressOf(objects, runnerOf(objects));

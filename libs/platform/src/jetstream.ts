@@ -63,6 +63,21 @@ export async function ensureStream(
   def: StreamDefinition,
   opts: EnsureStreamOptions = {},
 ): Promise<void> {
+  await createOrUpdateStream(jsm, def, opts);
+  // A server older than 2.12 drops `allow_atomic` without a word and stores a batch's messages as
+  // plain publishes, only the first of them conditional: what relies on batches stops here instead.
+  if (def.allow_atomic && (await jsm.streams.info(def.name)).config.allow_atomic !== true) {
+    throw new Error(
+      `stream ${def.name} does not accept atomic batches: NATS 2.12 or later is required (its JetStream dropped allow_atomic)`,
+    );
+  }
+}
+
+async function createOrUpdateStream(
+  jsm: JetStreamManager,
+  def: StreamDefinition,
+  opts: EnsureStreamOptions,
+): Promise<void> {
   const config: Partial<StreamConfig> & { name: string } = {
     name: def.name,
     subjects: [...def.subjects],
