@@ -1,7 +1,7 @@
 import { jetstream } from '@nats-io/jetstream';
 import { rpc, runEventLayout } from '@threadwork/contracts';
 import { createLogger, loadConfig, request } from '@threadwork/platform';
-import { baseServiceEnv } from '@threadwork/testing';
+import { baseServiceEnv, newClaimId } from '@threadwork/testing';
 import { describe, expect, it } from 'vitest';
 import { RunsConfig } from '../src/index.js';
 import type { RunsContext } from '../src/flows/context.js';
@@ -9,7 +9,7 @@ import { createInteraction } from '../src/flows/interactions.js';
 import { moveRun } from '../src/flows/lifecycle.js';
 import { appendEvents } from '../src/flows/runner-moves.js';
 import { createEventLog } from '../src/store/event-log.js';
-import { getRun, readLog, runningRun, statusLog } from './helpers.js';
+import { getRun, readLog, runningRun, silence, statusLog } from './helpers.js';
 import { lifecycleHarness } from './lifecycle-harness.js';
 
 describe('run lifecycle', () => {
@@ -106,6 +106,32 @@ describe('run lifecycle', () => {
     expect(deltas.map((e) => (e.chunk as { delta: string }).delta)).toEqual(['0', '1']);
     expect(deltas[0]!.sequence).toBe(first);
     expect(log.at(-1)!.chunk).toEqual(expect.objectContaining({ type: 'run.status', status: 'cancelled' }));
+  });
+
+  it("never stores a stale attempt's batch behind the events of the attempt that took the run over", async () => {
+    // The runner's batch passed its fence; then, before the batch went in, its run was taken over
+    // by a newer attempt (the holder had fallen silent), whose first event is in the log. The old
+    // attempt's batch is refused whole: none of it lands behind the new holder's event.
+    const { run, attempt, claim_id } = await runningRun(h.nc);
+    const ctx = contextDecidingAt(1, async () => {
+      await silence(h, run.id);
+      const claimId = newClaimId();
+      const taken = await request(h.nc, rpc.runs.claim, { run_id: run.id, runner_id: 'runner-b', claim_id: claimId });
+      // The new holder's first event is in the log before the old holder's batch.
+      await request(h.nc, rpc.runs.append, {
+        run_id: run.id,
+        attempt: taken.attempt,
+        claim_id: claimId,
+        events: [{ key: 'new-0', chunk: { type: 'message.delta', item_id: 'n', delta: 'new' } }],
+      });
+    });
+    const appended = appendEvents(ctx, { run_id: run.id, attempt, claim_id, events: runnerEvents(4) });
+    await expect(appended).rejects.toMatchObject({ code: 'already_settled' });
+    expect(ctx.decided()).toBe(true);
+    const deltas = (await readLog(h, run.id))
+      .map((e) => e.chunk as { type: string; delta?: string })
+      .filter((c) => c.type === 'message.delta');
+    expect(deltas.map((c) => c.delta)).toEqual(['new']);
   });
 
   it('stores a batch at consecutive sequences, all behind the log’s end as checked', async () => {

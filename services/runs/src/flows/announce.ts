@@ -9,7 +9,7 @@ import { AppError, publishEvent, unavailable } from '@threadwork/platform';
 import { MAX_ATOMIC_BATCH, type LogEntry } from '../store/event-log.js';
 import type { RunDoc } from '../store/runs.js';
 import { recordTransition } from '../metrics.js';
-import type { RunsContext } from './context.js';
+import { staleAttempt, type RunsContext } from './context.js';
 
 // What the runs service tells of a run: the status events in its log and the DOMAIN events of its
 // moves. Nothing goes into a run's log behind its terminal event.
@@ -90,28 +90,47 @@ export async function appendWhileLive(
   ctx: RunsContext,
   runId: string,
   entries: readonly LogEntry[],
+  opts: { attempt?: number } = {},
 ): Promise<number[]> {
   const sequences: number[] = [];
+  const stillLive = () => checkLive(ctx, runId, opts.attempt);
   for (let i = 0; i < entries.length; i += MAX_ATOMIC_BATCH) {
     const chunk = entries.slice(i, i + MAX_ATOMIC_BATCH);
     const last = await ctx.log.lastSequence(runId);
-    if (await ctx.store.terminal(runId)) throw new AppError('already_settled', `run ${runId} has ended`);
+    await stillLive();
     const stored = await ctx.log.appendBatchAfter(runId, last, chunk);
-    sequences.push(...(stored ?? (await appendOneByOne(ctx, runId, chunk))));
+    sequences.push(...(stored ?? (await appendOneByOne(ctx, runId, chunk, stillLive))));
   }
   return sequences;
 }
 
-async function appendOneByOne(ctx: RunsContext, runId: string, entries: readonly LogEntry[]): Promise<number[]> {
+/**
+ * Refuses (`already_settled`) a run whose end was decided, and, for a runner's events, a run that
+ * a newer attempt took over: read after the log's end, so nothing checked against that end can
+ * land behind the new attempt's events.
+ */
+async function checkLive(ctx: RunsContext, runId: string, attempt: number | undefined): Promise<void> {
+  const [terminal, run] = await Promise.all([
+    ctx.store.terminal(runId),
+    attempt === undefined ? null : ctx.store.run(runId),
+  ]);
+  if (terminal) throw new AppError('already_settled', `run ${runId} has ended`);
+  if (run && run.attempt !== attempt) throw staleAttempt(run, attempt!);
+}
+
+async function appendOneByOne(
+  ctx: RunsContext,
+  runId: string,
+  entries: readonly LogEntry[],
+  stillLive: () => Promise<void>,
+): Promise<number[]> {
   const sequences: number[] = [];
   let last: number | null = null;
   for (const entry of entries) {
     for (let attempt = 0; ; attempt++) {
       if (last === null) {
         last = await ctx.log.lastSequence(runId);
-        if (await ctx.store.terminal(runId)) {
-          throw new AppError('already_settled', `run ${runId} has ended`);
-        }
+        await stillLive();
       }
       const sequence = await ctx.log.appendAfter(runId, last, entry);
       if (sequence !== null) {

@@ -60,5 +60,6 @@ export async function appendEvents(ctx: RunsContext, req: z.output<typeof Append
     ctx,
     run._id,
     req.events.map((e) => ({ key: `r:${e.key}`, chunk: e.chunk })),
+    { attempt: req.attempt },
   );
 }
