@@ -14,7 +14,7 @@ import {
 } from '@threadwork/platform';
 import { baseServiceEnv, testInfra, waitFor } from '@threadwork/testing';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { archiveRun, copyToArchive, purgeArchived } from '../src/flows/archive.js';
+import { archiveDueRuns, archiveRun, copyToArchive, purgeArchived } from '../src/flows/archive.js';
 import type { RunsContext } from '../src/flows/context.js';
 import { RunsConfig, startRuns } from '../src/index.js';
 import { createEventArchive } from '../src/store/event-archive.js';
@@ -252,6 +252,28 @@ describe('sharded run event log and its archive', () => {
     expect(marker.events).toBe(7);
     expect(await stored(run.runId)).toBe(0);
     expect(await view(run)).toEqual(before);
+  });
+
+  it('does not let runs whose archiving fails keep the others from their turn', async () => {
+    // A full pass of runs that cannot be archived (their ids cannot name a subject), older than
+    // any other: the first pass fails them all, and the next one goes on to the rest.
+    const broken = Array.from({ length: 100 }, (_, i) => `run_broken.${i}`);
+    await h.store.runs.insertMany(
+      broken.map((_id) => ({ _id, terminal: true, status: 'completed', completed_at: new Date(0) }) as never),
+    );
+    try {
+      const run = await finishedRun(2);
+      // As far ahead as the window, so every ended run is due.
+      const now = new Date(Date.now() + a.ctx.config.RUN_EVENTS_ARCHIVE_AFTER_MS + 60_000);
+      expect(await archiveDueRuns(a.ctx, now)).toBe(0);
+      expect(await a.ctx.archive.marker(run.runId)).toBeNull();
+      const failed = await h.store.runs.find({ _id: { $in: broken } }).toArray();
+      expect(failed.every((r) => r.events_archive_retry_at && r.events_archive_retry_at > now)).toBe(true);
+      expect(await archiveDueRuns(a.ctx, now)).toBeGreaterThan(0);
+      expect(await a.ctx.archive.marker(run.runId)).not.toBeNull();
+    } finally {
+      await h.store.runs.deleteMany({ _id: { $in: broken } });
+    }
   });
 
   it('loses nothing and serves nothing twice when an archiver stops between copy and purge; a replica finishes', async () => {

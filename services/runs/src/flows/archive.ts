@@ -81,7 +81,7 @@ export async function archiveRun(ctx: RunsContext, runId: string, at = new Date(
 /** One pass of the archive sweep: the oldest runs that ended before the window; returns how many were archived. */
 export async function archiveDueRuns(ctx: RunsContext, now = new Date()): Promise<number> {
   const cutoff = new Date(now.getTime() - ctx.config.RUN_EVENTS_ARCHIVE_AFTER_MS);
-  const due = await ctx.store.runsToArchive(cutoff, SWEEP_BATCH);
+  const due = await ctx.store.runsToArchive(cutoff, SWEEP_BATCH, now);
   let archived = 0;
   for (const run of due) {
     if (!run.terminal) continue;
@@ -89,7 +89,14 @@ export async function archiveDueRuns(ctx: RunsContext, now = new Date()): Promis
       await archiveRun(ctx, run._id, now);
       archived++;
     } catch (err) {
-      ctx.logger.warn({ err, run_id: run._id }, 'archiving a run event log failed; the next pass tries again');
+      // Tried again one archive window later: the sweep takes the oldest runs first, and a run
+      // that cannot be archived now must not keep the others from their turn.
+      const retryAt = new Date(now.getTime() + Math.max(ctx.config.RUN_EVENTS_ARCHIVE_AFTER_MS, 60_000));
+      ctx.logger.warn(
+        { err, run_id: run._id, retry_at: retryAt },
+        'archiving a run event log failed; trying it again later',
+      );
+      await ctx.store.setRun(run._id, { events_archive_retry_at: retryAt }).catch(() => undefined);
     }
   }
   return archived;

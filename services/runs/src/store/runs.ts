@@ -53,6 +53,11 @@ export interface RunDoc {
    * whole, may be lost and set again).
    */
   events_archived_at?: Date | null;
+  /**
+   * After a failed attempt to archive the run's log: not before this time again, so that runs
+   * whose archiving keeps failing do not fill every pass of the sweep (which takes the oldest).
+   */
+  events_archive_retry_at?: Date | null;
 }
 
 /**
@@ -127,7 +132,8 @@ export interface RunStore extends AttemptStore {
   /** The oldest runs still queued that were admitted before `cutoff`. */
   queuedBefore(cutoff: Date, limit: number): Promise<RunDoc[]>;
   /** The runs that ended before `cutoff` whose event log is not archived yet, oldest first. */
-  runsToArchive(cutoff: Date, limit: number): Promise<RunDoc[]>;
+  /** Ended runs not archived yet that ended before `cutoff`, oldest first, but those to retry after `now`. */
+  runsToArchive(cutoff: Date, limit: number, now: Date): Promise<RunDoc[]>;
   /** Sets `fields` if the run is still live at its attempt and status; the run after, or null. */
   updateIfUnmoved(run: RunDoc, fields: Partial<RunDoc>): Promise<RunDoc | null>;
   /** Moves a live run below `attempt` to it; the run after, or null when it was not below. */
@@ -201,10 +207,14 @@ export function createRunStore(db: Db): RunStore {
           .limit(limit)
           .toArray(),
       ),
-    runsToArchive: (cutoff, limit) =>
+    runsToArchive: (cutoff, limit, now) =>
       mongoCall(() =>
         runs
-          .find({ events_archived_at: null, completed_at: { $lt: cutoff } })
+          .find({
+            events_archived_at: null,
+            completed_at: { $lt: cutoff },
+            $or: [{ events_archive_retry_at: null }, { events_archive_retry_at: { $lte: now } }],
+          })
           .sort({ completed_at: 1 })
           .limit(limit)
           .toArray(),
