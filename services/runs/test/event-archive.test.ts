@@ -254,6 +254,26 @@ describe('sharded run event log and its archive', () => {
     expect(await view(run)).toEqual(before);
   });
 
+  it('records and purges nothing when a stored chunk holds other events than the log', async () => {
+    const run = await finishedRun(3);
+    const before = await view(run);
+    const [first] = await a.ctx.log.read(run.runId, 1, 1);
+    // A chunk under the run's first chunk id that is not a copy of its log (nor a prefix of it).
+    await h.archive.chunks.insertOne({
+      _id: `${run.runId}:${first!.sequence}`,
+      run_id: run.runId,
+      first: first!.sequence,
+      last: first!.sequence,
+      events: [
+        { s: first!.sequence, c: JSON.stringify({ type: 'message.delta', delta: 'forged' }), t: first!.created_at },
+      ],
+    });
+    await expect(archiveRun(b.ctx, run.runId)).rejects.toMatchObject({ code: 'internal' });
+    expect(await b.ctx.archive.marker(run.runId)).toBeNull();
+    expect(await stored(run.runId)).toBe(7);
+    expect(await view(run)).toEqual(before);
+  });
+
   it('does not let runs whose archiving fails keep the others from their turn', async () => {
     // A full pass of runs that cannot be archived (their ids cannot name a subject), older than
     // any other: the first pass fails them all, and the next one goes on to the rest.

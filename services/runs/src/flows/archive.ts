@@ -1,12 +1,12 @@
 import { AppError } from '@threadwork/platform';
 import type { LoggedEvent } from '../domain/event-page.js';
-import type { ArchiveMarkerDoc, ChunkRange } from '../store/event-archive.js';
+import { EventChunker, type ArchiveMarkerDoc, type ChunkRange, type EventChunkDoc } from '../store/event-archive.js';
 import type { RunDoc } from '../store/runs.js';
 import type { RunsContext } from './context.js';
 
 // A finished run's log leaves its stream after the archive window (RUN_EVENTS_ARCHIVE_AFTER_MS):
-// copy it to MongoDB, read the copy back and compare, record the archive (insert-once), then purge
-// the run's subject from the stream. Each step is idempotent, so any number of runs replicas may
+// copy it to MongoDB a chunk at a time, each read back and compared, record the archive
+// (insert-once), then purge the run's subject from the stream. Each step is idempotent, so any number of runs replicas may
 // archive the same run at once, and a crash anywhere leaves a state the next pass finishes:
 // - before the record: the stream still has every event and readers read it; the next pass copies
 //   again (the same chunk documents, inserted once) and goes on;
@@ -17,44 +17,49 @@ import type { RunsContext } from './context.js';
 const READ_BATCH = 1000;
 const SWEEP_BATCH = 100;
 
-/** Copies the run's log to the archive, checks the copy and records it; returns the record (another archiver's, if it recorded first). */
+/**
+ * Copies the run's log to the archive, checks the copy and records it; returns the record
+ * (another archiver's, if it recorded first). The log is read a page at a time and stored a chunk
+ * at a time, each read back and compared as it is stored, so an archiver holds one page and one
+ * chunk of a log whatever its length.
+ */
 export async function copyToArchive(ctx: RunsContext, runId: string, at = new Date()): Promise<ArchiveMarkerDoc> {
   const existing = await ctx.archive.marker(runId);
   if (existing) return existing;
-  const logged: LoggedEvent[] = [];
-  for (;;) {
-    const from = (logged.at(-1)?.sequence ?? 0) + 1;
-    const batch = await ctx.log.read(runId, from, READ_BATCH);
-    logged.push(...batch);
-    if (batch.length === 0 || batch.at(-1)!.pending === 0) break;
-  }
-  const last = logged.at(-1)?.sequence ?? 0;
-  const copiedAsLogged = async (ranges: ChunkRange[]) => {
-    const copied = (await ctx.archive.readChunks(runId, ranges)).filter((e) => e.sequence <= last);
-    return (
-      copied.length === logged.length &&
-      copied.every(
-        (e, i) =>
-          e.sequence === logged[i]!.sequence &&
-          e.created_at === logged[i]!.created_at &&
-          JSON.stringify(e.chunk) === JSON.stringify(logged[i]!.chunk ?? null),
-      )
-    );
-  };
-  let chunks = await ctx.archive.write(runId, logged);
-  if (!(await copiedAsLogged(chunks))) {
-    // A chunk stored by an archiver that stopped before its record may hold less of the log than
-    // this one read (an event came after its copy): nothing reads chunks without a record, and a
-    // chunk only ever grows at its end, so it is written again with what this one read.
-    chunks = await ctx.archive.write(runId, logged, { replace: true });
-    if (!(await copiedAsLogged(chunks))) {
+  const chunker = new EventChunker(runId);
+  const chunks: ChunkRange[] = [];
+  let events = 0;
+  let last = 0;
+  const store = async (doc: EventChunkDoc | null) => {
+    if (!doc) return;
+    if (!(await ctx.archive.storeChunk(doc))) {
+      // Another archiver recorded the run meanwhile (its chunks are the ones to keep), or the copy
+      // does not hold what the log does: either way, nothing of this copy is recorded.
+      const recorded = await ctx.archive.marker(runId);
+      if (recorded) throw new RecordedMeanwhile(recorded);
       throw new AppError('internal', `the archived copy of run ${runId}'s log differs from the log; not purging it`);
     }
+    chunks.push({ first: doc.first, last: doc.last });
+  };
+  try {
+    for (;;) {
+      const batch = await ctx.log.read(runId, last + 1, READ_BATCH);
+      for (const event of batch) {
+        await store(chunker.push(event));
+        events++;
+        last = event.sequence;
+      }
+      if (batch.length === 0 || batch.at(-1)!.pending === 0) break;
+    }
+    await store(chunker.flush());
+  } catch (err) {
+    if (err instanceof RecordedMeanwhile) return err.marker;
+    throw err;
   }
   await ctx.archive.insertMarker({
     _id: runId,
     last_sequence: last,
-    events: logged.length,
+    events,
     chunks,
     archived_at: at,
     purged_at: null,
@@ -62,6 +67,12 @@ export async function copyToArchive(ctx: RunsContext, runId: string, at = new Da
   const marker = await ctx.archive.marker(runId);
   if (!marker) throw new AppError('internal', `the archive record of run ${runId} is missing after writing it`);
   return marker;
+}
+
+class RecordedMeanwhile extends Error {
+  constructor(readonly marker: ArchiveMarkerDoc) {
+    super(`run ${marker._id} was archived meanwhile`);
+  }
 }
 
 /** Purges what the record says is archived from the stream, and marks the run archived. */

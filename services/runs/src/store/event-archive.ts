@@ -60,6 +60,42 @@ const chunkId = (runId: string, first: number) => `${runId}:${first}`;
 const CHUNK_EVENTS = 200;
 const CHUNK_BYTES = 512 * 1024;
 
+/**
+ * Cuts a run's events, fed in sequence order, into chunks: the same cuts from the same log
+ * whatever pages it was read in, so archivers copying a run at once make the same documents.
+ * Holds one chunk at a time.
+ */
+export class EventChunker {
+  private current: ArchivedEvent[] = [];
+  private bytes = 0;
+  constructor(private readonly runId: string) {}
+
+  /** Adds an event; returns the chunk it closed, if any. */
+  push(event: LoggedEvent): EventChunkDoc | null {
+    const archived = { s: event.sequence, c: JSON.stringify(event.chunk ?? null), t: event.created_at };
+    const full =
+      this.current.length >= CHUNK_EVENTS ||
+      (this.current.length > 0 && this.bytes + eventBytes(archived) > CHUNK_BYTES);
+    const closed = full ? this.flush() : null;
+    this.current.push(archived);
+    this.bytes += eventBytes(archived);
+    return closed;
+  }
+
+  /** The chunk being filled, closed (null when empty). */
+  flush(): EventChunkDoc | null {
+    if (this.current.length === 0) return null;
+    const events = this.current;
+    const first = events[0]!.s;
+    this.current = [];
+    this.bytes = 0;
+    return { _id: chunkId(this.runId, first), run_id: this.runId, first, last: events.at(-1)!.s, events };
+  }
+}
+
+const sameEvents = (a: readonly ArchivedEvent[], b: readonly ArchivedEvent[]) =>
+  a.length === b.length && a.every((e, i) => e.s === b[i]!.s && e.c === b[i]!.c && e.t === b[i]!.t);
+
 export interface EventArchive {
   chunks: Collection<EventChunkDoc>;
   markers: Collection<ArchiveMarkerDoc>;
@@ -69,6 +105,13 @@ export interface EventArchive {
    * is left as it is, unless `replace`. Returns the chunks' ranges.
    */
   write(runId: string, events: readonly LoggedEvent[], opts?: { replace?: boolean }): Promise<ChunkRange[]>;
+  /**
+   * Stores one chunk and reads it back: true when the archive now holds exactly it. A chunk stored
+   * before (another archiver's) is kept when equal, and replaced when it holds a prefix of this one
+   * (an archiver that stopped before its record read the log before an event came); anything else
+   * is false, and the run is not to be recorded.
+   */
+  storeChunk(doc: EventChunkDoc): Promise<boolean>;
   /** The events the chunks hold, in order, each once (what was stored, to compare with the log). */
   readChunks(runId: string, ranges: readonly ChunkRange[]): Promise<LoggedEvent[]>;
   /**
@@ -110,23 +153,14 @@ export function createEventArchive(db: Db): EventArchive {
     marker: (runId) => mongoCall(() => markers.findOne({ _id: runId })),
 
     async write(runId, events, { replace = false } = {}) {
-      let current: ArchivedEvent[] = [];
-      let bytes = 0;
+      const chunker = new EventChunker(runId);
       const docs: EventChunkDoc[] = [];
-      const cut = () => {
-        if (current.length === 0) return;
-        const first = current[0]!.s;
-        docs.push({ _id: chunkId(runId, first), run_id: runId, first, last: current.at(-1)!.s, events: current });
-        current = [];
-        bytes = 0;
-      };
       for (const event of events) {
-        const archived = { s: event.sequence, c: JSON.stringify(event.chunk ?? null), t: event.created_at };
-        if (current.length >= CHUNK_EVENTS || (current.length > 0 && bytes + eventBytes(archived) > CHUNK_BYTES)) cut();
-        current.push(archived);
-        bytes += eventBytes(archived);
+        const closed = chunker.push(event);
+        if (closed) docs.push(closed);
       }
-      cut();
+      const last = chunker.flush();
+      if (last) docs.push(last);
       for (const doc of docs) {
         if (replace) {
           await mongoCall(() => chunks.replaceOne({ _id: doc._id }, doc, { upsert: true }));
@@ -139,6 +173,26 @@ export function createEventArchive(db: Db): EventArchive {
         }
       }
       return docs.map(({ first, last }) => ({ first, last }));
+    },
+
+    async storeChunk(doc) {
+      try {
+        await mongoCall(() => chunks.insertOne(doc));
+      } catch (err) {
+        if (!isDuplicateKeyError(err)) throw err;
+        const stored = await mongoCall(() => chunks.findOne({ _id: doc._id }));
+        if (!stored) return false;
+        if (!sameEvents(stored.events, doc.events)) {
+          const prefix =
+            stored.events.length < doc.events.length &&
+            sameEvents(stored.events, doc.events.slice(0, stored.events.length));
+          if (!prefix) return false;
+          // Only the shorter copy it read is replaced: never one that grew meanwhile.
+          await mongoCall(() => chunks.replaceOne({ _id: doc._id, last: stored.last }, doc));
+        }
+      }
+      const now = await mongoCall(() => chunks.findOne({ _id: doc._id }));
+      return now !== null && sameEvents(now.events, doc.events);
     },
 
     async readChunks(runId, ranges) {
