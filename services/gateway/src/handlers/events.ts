@@ -165,6 +165,10 @@ async function streamRunEvents(
       .finally(settled);
   };
 
+  // The page a step on the chain will write, and whether pages came after it meanwhile.
+  let waiting: LogRead | null = null;
+  let missed = false;
+
   const leave = deps.followers.enter(ownerId);
   const subscription = followRunLog(
     deps.nc,
@@ -174,7 +178,23 @@ async function streamRunEvents(
     {
       lastSent: () => lastSent,
       onRead: (read) => {
-        if (!writeReadNow(read)) enqueue(() => onRead(read));
+        if (writeReadNow(read)) return;
+        // At most one page waits on the chain: a reader that does not keep up (its socket full)
+        // would otherwise hold every page of the run until it drains. Later pages are dropped,
+        // and the waiting step reads what they held from the log when its turn comes.
+        if (waiting) {
+          missed = true;
+          return;
+        }
+        waiting = read;
+        enqueue(async () => {
+          const next = waiting!;
+          const gap = missed;
+          waiting = null;
+          missed = false;
+          await onRead(next);
+          if (gap && !closed) await readPages();
+        });
       },
       onError: (err) => enqueue(() => Promise.reject(err)),
     },
