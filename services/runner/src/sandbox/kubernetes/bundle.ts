@@ -125,9 +125,26 @@ export async function receiveTree(
       throw new BundleError(`taking the work out of the sandbox failed (exit ${result.code}): ${result.stderr}`);
     try {
       // From that file only: the one transport allowed is `file`, and the bundle names no remote.
+      // `maxBytes` bounds the bundle, not what its objects inflate to: one indexing thread, and
+      // objects past 16 MiB (or delta bases past the cache) streamed rather than held, so a bundle
+      // of compressible blobs cannot take the runner's memory.
       await git(
         dir,
-        ['-c', 'transfer.fsckObjects=true', 'fetch', '-q', '--no-tags', file, `+refs/threadwork/snapshot:${opts.into}`],
+        [
+          '-c',
+          'transfer.fsckObjects=true',
+          '-c',
+          'pack.threads=1',
+          '-c',
+          'core.bigFileThreshold=16m',
+          '-c',
+          'core.deltaBaseCacheLimit=16m',
+          'fetch',
+          '-q',
+          '--no-tags',
+          file,
+          `+refs/threadwork/snapshot:${opts.into}`,
+        ],
         { repo, remote: { url: pathToFileURL(file).href, token: null } },
       );
     } catch (err) {
