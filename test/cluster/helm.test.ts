@@ -10,7 +10,8 @@ import { join } from 'node:path';
 import { startControlPlane, waitFor, type ControlPlane } from '@threadwork/testing';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { parseAllDocuments } from 'yaml';
-import { CONTROL_PLANE_TOOLS, ensureTool } from '../../deploy/local/tools.mjs';
+import { ensureTool } from '../../deploy/local/tools.mjs';
+import { controlPlaneBinaries, missingGo } from './support/binaries.js';
 import { chartDir, INSECURE_MONGO, productionValues, REQUIRED } from '../deploy/support/chart.js';
 
 const NS = 'threadwork';
@@ -178,21 +179,10 @@ function rendered(args: string[]): Obj[] {
 const DEFAULTS = [...REQUIRED, ...INSECURE_MONGO];
 const PRODUCTION = ['-f', productionValues];
 
-const built = (() => {
-  try {
-    return Object.fromEntries(CONTROL_PLANE_TOOLS.map((name) => [name, ensureTool(name)]));
-  } catch (err) {
-    return err instanceof Error ? err : new Error(String(err));
-  }
-})();
-const missingGo = built instanceof Error && /no Go toolchain/.test(built.message);
-if (missingGo) process.stderr.write(`test/cluster: skipped — ${(built as Error).message}\n`);
-
 describe.skipIf(missingGo)('the chart on a real API server', () => {
   beforeAll(async () => {
-    if (built instanceof Error) throw built;
     scratch = mkdtempSync(join(tmpdir(), 'threadwork-helm-'));
-    plane = await startControlPlane({ binaries: built as never });
+    plane = await startControlPlane({ binaries: controlPlaneBinaries() });
     // No provisioner: the runners' claims bind to volumes made beforehand, as on a cluster without
     // dynamic provisioning. Larger than any claim here, and more than the runners need.
     for (let i = 0; i < 8; i++) {

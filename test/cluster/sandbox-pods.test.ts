@@ -24,7 +24,8 @@ import { createLogger } from '@threadwork/platform';
 import { startControlPlane, waitFor, type ControlPlane } from '@threadwork/testing';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { parseAllDocuments } from 'yaml';
-import { CONTROL_PLANE_TOOLS, ensureTool } from '../../deploy/local/tools.mjs';
+import { ensureTool } from '../../deploy/local/tools.mjs';
+import { controlPlaneBinaries, missingGo } from './support/binaries.js';
 import { chartDir, REQUIRED } from '../deploy/support/chart.js';
 
 const RELEASE_NS = 'threadwork';
@@ -126,22 +127,11 @@ async function may(verb: string, resource: string, namespace: string, subresourc
   return res.body.status.allowed;
 }
 
-const built = (() => {
-  try {
-    return Object.fromEntries(CONTROL_PLANE_TOOLS.map((name) => [name, ensureTool(name)]));
-  } catch (err) {
-    return err instanceof Error ? err : new Error(String(err));
-  }
-})();
-const missingGo = built instanceof Error && /no Go toolchain/.test(built.message);
-if (missingGo) process.stderr.write(`test/cluster: skipped — ${(built as Error).message}\n`);
-
 describe.skipIf(missingGo)('the kubernetes sandbox provider on a real API server', () => {
   beforeAll(async () => {
-    if (built instanceof Error) throw built;
     scratch = mkdtempSync(join(tmpdir(), 'threadwork-sandbox-pods-'));
     plane = await startControlPlane({
-      binaries: built as never,
+      binaries: controlPlaneBinaries(),
       users: {
         [RUNNER_USER]: {
           token: RUNNER_TOKEN,
