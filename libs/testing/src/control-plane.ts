@@ -20,6 +20,13 @@ import { waitFor } from './wait.js';
  * it turns Running with every container ready; a pod being deleted goes at once (no kubelet to
  * wait for).
  */
+/** A node's conditions as kwok reports them (all well), stamped now: in a Stage's status template. */
+const NODE_CONDITIONS = `      {{ $now := Now }}
+      conditions:
+      {{ range NodeConditions }}
+      - { type: {{ .type | Quote }}, status: {{ .status | Quote }}, reason: {{ .reason | Quote }}, message: {{ .message | Quote }}, lastHeartbeatTime: {{ $now | Quote }}, lastTransitionTime: {{ $now | Quote }} }
+      {{ end }}`;
+
 const KWOK_STAGES = `
 apiVersion: kwok.x-k8s.io/v1alpha1
 kind: Stage
@@ -32,11 +39,7 @@ spec:
       - { key: '.status.conditions.[] | select( .type == "Ready" ) | .status', operator: NotIn, values: ['True'] }
   next:
     statusTemplate: |
-      {{ $now := Now }}
-      conditions:
-      {{ range NodeConditions }}
-      - { type: {{ .type | Quote }}, status: {{ .status | Quote }}, reason: {{ .reason | Quote }}, message: {{ .message | Quote }}, lastHeartbeatTime: {{ $now | Quote }}, lastTransitionTime: {{ $now | Quote }} }
-      {{ end }}
+${NODE_CONDITIONS}
       addresses:
       - { type: InternalIP, address: {{ NodeIP | Quote }} }
       - { type: Hostname, address: {{ NodeName | Quote }} }
@@ -55,11 +58,7 @@ spec:
     durationMilliseconds: 10000
   next:
     statusTemplate: |
-      {{ $now := Now }}
-      conditions:
-      {{ range NodeConditions }}
-      - { type: {{ .type | Quote }}, status: {{ .status | Quote }}, reason: {{ .reason | Quote }}, message: {{ .message | Quote }}, lastHeartbeatTime: {{ $now | Quote }}, lastTransitionTime: {{ $now | Quote }} }
-      {{ end }}
+${NODE_CONDITIONS}
   immediateNextStage: true
 ---
 apiVersion: kwok.x-k8s.io/v1alpha1
