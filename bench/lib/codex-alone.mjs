@@ -84,8 +84,8 @@ function jailedCommand(binary, { cwd, writable }) {
   return [SETPRIV, '--pdeathsig', 'SIGTERM', '--', BWRAP, ...args];
 }
 
-/** Rejects after `ms` unless `promise` settles first. */
-function within(promise, ms, what) {
+/** Rejects after `ms` unless `promise` settles first (a hang guard for a benchmark's turn). */
+export function withTimeout(promise, ms, what) {
   let timer;
   return Promise.race([
     promise,
@@ -152,7 +152,7 @@ export async function startCodexAlone({ baseUrl, model = 'gpt-5-codex', jailed =
     pending.clear();
   });
   const request = (method, params) =>
-    within(
+    withTimeout(
       new Promise((resolve, reject) => {
         const id = nextId++;
         pending.set(id, { resolve, reject });
@@ -202,7 +202,7 @@ export async function startCodexAlone({ baseUrl, model = 'gpt-5-codex', jailed =
           input: [{ type: 'text', text: prompt, text_elements: [] }],
           model,
         });
-        const doneAt = await within(completed, TURN_TIMEOUT_MS, 'a Codex turn');
+        const doneAt = await withTimeout(completed, TURN_TIMEOUT_MS, 'a Codex turn');
         if (firstEventAt === null) throw new Error('a Codex turn completed without an event');
         const from = since ?? sentAt;
         return { firstEventMs: firstEventAt - from, completedMs: doneAt - from };

@@ -7,14 +7,9 @@
 import { performance } from 'node:perf_hooks';
 import autocannon from 'autocannon';
 import { cpuMeter } from './proc.mjs';
+import { median } from './report.mjs';
 
 const WARMUP_SECONDS = 2;
-
-function median(values) {
-  const sorted = [...values].sort((a, b) => a - b);
-  const mid = Math.floor(sorted.length / 2);
-  return sorted.length % 2 ? sorted[mid] : (sorted[mid - 1] + sorted[mid]) / 2;
-}
 
 /**
  * `connections` closed loops calling `op` for `seconds`, in autocannon's result shape (latencies in

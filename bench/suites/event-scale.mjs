@@ -23,7 +23,7 @@ import { connectMongo, connectNats, createLogger, encodeJson, ensureStream, jetS
 import { startNatsServer } from '../../deploy/local/servers.mjs';
 import { toolPath } from '../../deploy/local/tools.mjs';
 import { mib, residentMemory } from '../lib/proc.mjs';
-import { int, ms, summaryRow, table } from '../lib/report.mjs';
+import { int, ms, percentile, summaryRow, table } from '../lib/report.mjs';
 import { outputChunk } from '../lib/runs.mjs';
 import { nowMs } from '../lib/sse.mjs';
 import { log } from '../lib/stack.mjs';
@@ -151,7 +151,6 @@ async function archivePage(db, runId, limit) {
   return n;
 }
 
-const percentile = (sorted, p) => sorted[Math.min(sorted.length - 1, Math.floor((p / 100) * sorted.length))];
 function stats(samples) {
   const sorted = [...samples].sort((a, b) => a - b);
   return {

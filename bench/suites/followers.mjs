@@ -8,6 +8,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { rpc } from '@threadwork/contracts';
 import { request } from '@threadwork/platform';
 import { cpuMeter } from '../lib/proc.mjs';
+import { percentile } from '../lib/report.mjs';
 import { createHeldRun, outputChunk } from '../lib/runs.mjs';
 import { followRaw, nowMs } from '../lib/sse.mjs';
 
@@ -37,11 +38,6 @@ export function assertEnoughFiles(followers) {
   if (soft < followers + FILE_MARGIN) {
     throw new Error(`${followers} followers need more open files than this shell allows (ulimit -n is ${soft})`);
   }
-}
-
-function percentile(sorted, p) {
-  if (sorted.length === 0) return null;
-  return sorted[Math.min(sorted.length - 1, Math.ceil((p / 100) * sorted.length) - 1)];
 }
 
 /**

@@ -7,8 +7,9 @@ import { randomUUID } from 'node:crypto';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { isTerminalRunStatus } from '@threadwork/contracts';
 import { agent } from '@threadwork/testing';
-import { codexAloneTurns, startCodexAlone } from '../lib/codex-alone.mjs';
+import { codexAloneTurns, startCodexAlone, withTimeout } from '../lib/codex-alone.mjs';
 import { commandName, descendants, residentMemory } from '../lib/proc.mjs';
+import { median } from '../lib/report.mjs';
 import { api } from '../lib/stack.mjs';
 import { follow, nowMs } from '../lib/sse.mjs';
 
@@ -38,22 +39,6 @@ const HARNESS_EVENT_TYPES = new Set([
 export function benchScript(holdMs) {
   return (req) =>
     req.lastUserText.startsWith(HOLD) ? { actions: [agent.say('working on it')], delayMs: holdMs } : [agent.say('ok')];
-}
-
-function median(values) {
-  const sorted = [...values].sort((a, b) => a - b);
-  const mid = Math.floor(sorted.length / 2);
-  return sorted.length % 2 ? sorted[mid] : (sorted[mid - 1] + sorted[mid]) / 2;
-}
-
-function withTimeout(promise, ms, what) {
-  let timer;
-  return Promise.race([
-    promise,
-    new Promise((_, reject) => {
-      timer = setTimeout(() => reject(new Error(`${what} took longer than ${ms} ms`)), ms);
-    }),
-  ]).finally(() => clearTimeout(timer));
 }
 
 /**
