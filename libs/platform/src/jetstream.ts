@@ -13,6 +13,7 @@ import {
   type JsMsg,
   type PubAck,
   type StreamConfig,
+  type StreamInfo,
 } from '@nats-io/jetstream';
 import { headers as natsHeaders, TimeoutError, type NatsConnection } from '@nats-io/nats-core';
 import {
@@ -63,21 +64,22 @@ export async function ensureStream(
   def: StreamDefinition,
   opts: EnsureStreamOptions = {},
 ): Promise<void> {
-  await createOrUpdateStream(jsm, def, opts);
+  const stream = await createOrUpdateStream(jsm, def, opts);
   // A server older than 2.12 drops `allow_atomic` without a word and stores a batch's messages as
   // plain publishes, only the first of them conditional: what relies on batches stops here instead.
-  if (def.allow_atomic && (await jsm.streams.info(def.name)).config.allow_atomic !== true) {
+  if (def.allow_atomic && stream.config.allow_atomic !== true) {
     throw new Error(
       `stream ${def.name} does not accept atomic batches: NATS 2.12 or later is required (its JetStream dropped allow_atomic)`,
     );
   }
 }
 
+/** The stream as the server has it once created or updated. */
 async function createOrUpdateStream(
   jsm: JetStreamManager,
   def: StreamDefinition,
   opts: EnsureStreamOptions,
-): Promise<void> {
+): Promise<StreamInfo> {
   const config: Partial<StreamConfig> & { name: string } = {
     name: def.name,
     subjects: [...def.subjects],
@@ -92,7 +94,7 @@ async function createOrUpdateStream(
     ...opts.overrides,
   };
   try {
-    await jsm.streams.add(config);
+    return await jsm.streams.add(config);
   } catch (err) {
     // "stream name already in use" with different settings: update what may be updated.
     if (err instanceof JetStreamApiError && err.code === 10058) {
@@ -108,10 +110,10 @@ async function createOrUpdateStream(
         config.num_replicas = current;
         // Only the replica count differed: creating it again with the count it has is a no-op
         // (an update that changes nothing is not: on a cluster it can go unanswered).
-        if (await createdAsIs(jsm, config)) return;
+        const same = await createdAsIs(jsm, config);
+        if (same) return same;
       }
-      await jsm.streams.update(def.name, config);
-      return;
+      return await jsm.streams.update(def.name, config);
     }
     throw err;
   }
@@ -161,13 +163,15 @@ export async function checkRunEventShards(jsm: JetStreamManager, shards: number)
   }
 }
 
-/** Whether adding the stream succeeds (it is new, or exists with exactly this config). */
-async function createdAsIs(jsm: JetStreamManager, config: Partial<StreamConfig> & { name: string }): Promise<boolean> {
+/** The stream, if adding it succeeds (it is new, or exists with exactly this config); else null. */
+async function createdAsIs(
+  jsm: JetStreamManager,
+  config: Partial<StreamConfig> & { name: string },
+): Promise<StreamInfo | null> {
   try {
-    await jsm.streams.add(config);
-    return true;
+    return await jsm.streams.add(config);
   } catch (err) {
-    if (err instanceof JetStreamApiError && err.code === 10058) return false;
+    if (err instanceof JetStreamApiError && err.code === 10058) return null;
     throw err;
   }
 }
