@@ -22,6 +22,22 @@ for (const file of files) {
   skipped += (report.numPendingTests ?? 0) + (report.numTodoTests ?? 0);
   // A file that failed to load counts no test but is a failure all the same.
   broken += report.numFailedTestSuites ?? 0;
+  // Name what failed just above the count, where a truncated CI log still shows it.
+  for (const suite of report.testResults ?? []) {
+    const tests = (suite.assertionResults ?? []).filter((test) => test.status === 'failed');
+    if (suite.status === 'failed' && tests.length === 0) {
+      process.stdout.write(`failed to run: ${suite.name}\n  ${firstLine(suite.message)}\n`);
+    }
+    for (const test of tests) {
+      process.stdout.write(`failed: ${suite.name} > ${test.fullName}\n  ${firstLine(test.failureMessages?.[0])}\n`);
+    }
+  }
 }
+function firstLine(text) {
+  return String(text ?? '')
+    .split('\n', 1)[0]
+    .slice(0, 300);
+}
+
 process.stdout.write(`${passed} passed, ${failed} failed${skipped ? `, ${skipped} skipped` : ''}\n`);
 process.exit(failed > 0 || broken > 0 || missing > 0 || passed === 0 ? 1 : 0);
