@@ -47,6 +47,14 @@ const scripts = new Map<string, FakeScript>([
     ]),
   ],
   ['CHOKE', turnScript([[shell('touch du-chokes-here && echo choked && sleep 60')], [say('choked')]])],
+  // The measure fails once (as a freeze that a process in a long write outlasts does), then works.
+  [
+    'HICCUP',
+    turnScript([
+      [shell(`touch du-hiccups-here && head -c ${64 * MIB} /dev/zero > big.bin && echo filled && sleep 60`)],
+      [say('filled')],
+    ]),
+  ],
 ]);
 
 /** A stack whose sandboxes are bounded at 32 MiB and 2000 inodes, measured every 200 ms; `options.runner` goes over that. */
@@ -161,6 +169,11 @@ describe('a sandbox that cannot be measured', () => {
         `  echo "du: cannot read directory '$last/app/du-chokes-here': Input/output error" >&2`,
         '  exit 1',
         'fi',
+        // Once only: the first measure of a sandbox holding the marker fails, every later one works.
+        `if [ ! -e "$(dirname "$0")/hiccuped" ] && [ -n "$(find "$last" -xdev -name du-hiccups-here -print -quit 2>/dev/null)" ]; then`,
+        `  touch "$(dirname "$0")/hiccuped"`,
+        '  exit 1',
+        'fi',
         'exec /usr/bin/du "$@"',
       ].join('\n'),
     );
@@ -182,5 +195,14 @@ describe('a sandbox that cannot be measured', () => {
     expect(done.error?.code).toBe('sandbox_disk_full');
     expect(done.error?.message).toContain('could not be measured');
     expect(domainOf(stack, 'candidateProduced', run.id)).toEqual([]);
+  });
+
+  it('measures again after a failed measure, and fails the run only for what it then finds', async () => {
+    const { run } = await admitRun(stack, 'HICCUP the measure');
+    const done = await waitForTerminal(stack, run.id);
+    expect(existsSync(join(bin, 'hiccuped'))).toBe(true);
+    expect(done.status, JSON.stringify(done.error)).toBe('failed');
+    expect(done.error?.code).toBe('sandbox_disk_full');
+    expect(done.error?.message).toContain('SANDBOX_DISK_MAX_BYTES');
   });
 });
