@@ -5,3 +5,11 @@ export * from './spec.js';
 export { podState, type PodState } from './status.js';
 export { exitCode, kubeExec, localExec, type ExecIo, type ExecResult, type PodExec } from './exec.js';
 export { BundleError, receiveTree, sendBranch } from './bundle.js';
+export {
+  openPodBridge,
+  podBridgeArgv,
+  type PodBridge,
+  type PodBridgeExit,
+  type PodBridgeOptions,
+  type PodRoute,
+} from './bridge.js';
