@@ -5,3 +5,4 @@ export * from './spec.js';
 export { podState, type PodState } from './status.js';
 export { exitCode, kubeExec, localExec, type ExecIo, type ExecResult, type PodExec } from './exec.js';
 export { BundleError, receiveTree, sendBranch } from './bundle.js';
+export { podHost, type OpenPodGates, type PodGates, type PodHostOptions } from './process.js';
