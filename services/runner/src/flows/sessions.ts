@@ -1,5 +1,6 @@
 import type { Logger } from '@threadwork/platform';
 import { ResumeFailedError, type Harness, type HarnessSession } from '../harness/harness.js';
+import { localHost } from '../harness/host.js';
 import type { Sandbox, SandboxProvider } from '../sandbox/provider.js';
 
 // One long-lived harness process per live sandbox: a thread's next run reuses it (no start-up
@@ -62,6 +63,8 @@ export class SessionPool {
       model: opts.model,
       mounts: sandbox.mounts,
       owner: sandbox.owner,
+      // Every provider's harness runs on this machine, in the sandbox's jail.
+      host: localHost(),
     };
     let session: HarnessSession;
     try {

@@ -1,4 +1,5 @@
 import type { CollaborationMode, Question, RunError, RunEventChunk, RunUsage } from '@threadwork/contracts';
+import type { HarnessHost } from './host.js';
 import type { Sweep } from './processes.js';
 
 // What the runner needs of an agent harness, in the neutral vocabulary of the run events: start a
@@ -83,6 +84,8 @@ export interface SessionOptions {
   mounts: { writable: readonly string[]; readable: readonly string[] };
   /** The sandbox's own uid (and gid), which its jail runs as outside; null: the runner's own. */
   owner: number | null;
+  /** Where the harness process runs: this machine (localHost) or the sandbox's pod. */
+  host: HarnessHost;
 }
 
 export class ResumeFailedError extends Error {

@@ -2,8 +2,8 @@ import { existsSync } from 'node:fs';
 import type { Logger } from '@threadwork/platform';
 import type { SessionOptions } from './harness.js';
 import type { Isolation } from '../sandbox/isolation.js';
-import { openGates, type GateRefusal, type JailGates } from '../sandbox/gates.js';
-import type { ModelApi } from '../sandbox/model-api/dialect.js';
+import { openGates, type GateRefusal } from '../sandbox/gates.js';
+import type { ModelApi, ModelPin } from '../sandbox/model-api/dialect.js';
 import { BRIDGE_PORT, EGRESS_ENV, jailed, type JailOwner } from '../sandbox/jail.js';
 import { limited } from '../sandbox/limits.js';
 
@@ -45,9 +45,15 @@ export interface LaunchSpec {
   refused(refusal: GateRefusal): void;
 }
 
+/** The model gate as a session needs it, wherever it runs (the jail's, a pod's bridge). */
+export interface ModelGate {
+  /** Bills the harness's model requests from now on as the turn about to run (its model, its run). */
+  pinModel(pin: ModelPin): void;
+}
+
 export interface Launch {
-  /** The jail's gates (null unjailed): each turn pins what its model requests are billed as. */
-  gates: JailGates | null;
+  /** The gates (null unjailed): each turn pins what its model requests are billed as. */
+  gates: ModelGate | null;
   /** The model endpoint as the harness must name it: the bridge inside the jail, or the real one. */
   modelBaseUrl: string;
   /**

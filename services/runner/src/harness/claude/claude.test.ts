@@ -4,6 +4,7 @@ import type { RunEventChunk } from '@threadwork/contracts';
 import { createLogger } from '@threadwork/platform';
 import { claude, startFakeMessages, uniqueId, waitFor, type FakeMessagesServer } from '@threadwork/testing';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { localHost } from '../host.js';
 import { ResumeFailedError, type HarnessSession, type PlanDecision, type TurnListener } from '../harness.js';
 import type { Isolation } from '../../sandbox/isolation.js';
 import { ClaudeHarness } from './claude.js';
@@ -64,6 +65,7 @@ function sandbox(name: string) {
       resumeSessionId,
       mounts: { writable: [cwd, home, agentHome], readable: [] },
       owner: null,
+      host: localHost(),
     }),
   };
 }

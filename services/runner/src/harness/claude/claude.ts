@@ -1,24 +1,13 @@
-import { spawn, type ChildProcessWithoutNullStreams } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
+import { EventEmitter } from 'node:events';
 import { chown, lstat, mkdir, rm } from 'node:fs/promises';
-import type { Writable } from 'node:stream';
-import { query, type Query } from '@anthropic-ai/claude-agent-sdk';
+import { query, type Query, type SpawnedProcess } from '@anthropic-ai/claude-agent-sdk';
 import type { Logger } from '@threadwork/platform';
 import { ResumeFailedError, type Harness, type HarnessSession, type SessionOptions } from '../harness.js';
-import { prepareLaunch } from '../launch.js';
-import { processesOf } from '../processes.js';
-import type { HarnessProcess } from '../stopping.js';
+import type { HostedProcess, ProcessExit } from '../host.js';
 import type { Isolation } from '../../sandbox/isolation.js';
 import { Inbox } from './inbox.js';
-import {
-  CLAUDE_TOOLS,
-  KEY_FD,
-  claudeCommand,
-  claudeConfigDir,
-  claudeEnv,
-  clearConfig,
-  hasTranscript,
-} from './launch.js';
+import { CLAUDE_TOOLS, claudeCommand, claudeConfigDir, claudeEnv, clearConfig, hasTranscript } from './launch.js';
 import { ClaudeSession } from './session.js';
 
 // The Claude Code adapter: one Claude Code process per live sandbox, driven through the Agent SDK
@@ -55,8 +44,9 @@ export class ClaudeHarness implements Harness {
       throw new ResumeFailedError(`Claude Code holds no conversation ${opts.resumeSessionId}`, true);
     }
     let session: ClaudeSession | null = null;
+    const { host } = opts;
     const program = claudeCommand();
-    const launch = await prepareLaunch({
+    const launch = await host.prepare({
       program,
       api: 'messages',
       baseUrl: this.options.baseUrl,
@@ -71,7 +61,7 @@ export class ClaudeHarness implements Harness {
       ...claudeEnv({ configDir, baseUrl: launch.modelBaseUrl, keyOnFd: launch.key !== null }),
     };
     const inbox = new Inbox();
-    let child: ChildProcessWithoutNullStreams | null = null;
+    let child: HostedProcess | null = null;
     let stderrTail = '';
     const sessionId = opts.resumeSessionId ?? randomUUID();
     let q: Query;
@@ -96,19 +86,19 @@ export class ClaudeHarness implements Harness {
           canUseTool: (name, input, how) => session!.canUseTool(name, input, how),
           env,
           // Started by the runner, in the jail, in its own process group (stopping it stops what it started).
+          // The key, where the harness holds one, on its descriptor (KEY_FD).
           spawnClaudeCodeProcess: ({ args }) => {
-            const started = spawn(launch.command.command, [...launch.command.args, ...args], {
-              cwd: opts.cwd,
+            const started = host.start(launch, {
+              args,
               env,
-              stdio: ['pipe', 'pipe', 'pipe', ...(launch.key ? (['pipe'] as const) : [])],
-              detached: true,
+              cwd: opts.cwd,
+              ...(launch.key ? { fd3: launch.key } : {}),
             });
-            if (launch.key) (started.stdio[KEY_FD] as Writable).end(launch.key);
-            child = started as ChildProcessWithoutNullStreams;
-            child.stderr.on('data', (chunk: Buffer) => {
+            child = started;
+            started.stderr.on('data', (chunk: Buffer) => {
               stderrTail = (stderrTail + chunk.toString('utf8')).slice(-STDERR_TAIL_BYTES);
             });
-            return child;
+            return spawned(started);
           },
         },
       });
@@ -116,7 +106,7 @@ export class ClaudeHarness implements Harness {
       await launch.release();
       throw err;
     }
-    const proc = trackProcess(child!);
+    const proc: HostedProcess = child!;
     const closed = proc.exited.then(() => launch.release());
     try {
       await withTimeout(q.initializationResult(), START_TIMEOUT_MS, 'Claude Code did not start');
@@ -130,12 +120,13 @@ export class ClaudeHarness implements Harness {
     }
     // What runs now is the harness itself (and, jailed, the jail's init and the model bridge):
     // the agent has run nothing yet. These alone outlive a run (stopLeftovers).
-    const own = proc.pid === undefined ? [] : processesOf(proc.pid);
+    const own = await host.ownProcesses(proc);
     session = new ClaudeSession(
       {
         query: q,
         inbox,
         process: proc,
+        host,
         closed,
         sessionId,
         cwd: opts.cwd,
@@ -158,36 +149,50 @@ async function ownDirectory(dir: string, owner: number | null): Promise<string> 
   return dir;
 }
 
-function trackProcess(child: ChildProcessWithoutNullStreams): HarnessProcess {
-  let exited = false;
-  const done = new Promise<void>((resolve) => {
-    child.once('exit', () => {
-      exited = true;
-      resolve();
-    });
-    // A failed spawn emits `error` and never `exit`.
-    child.once('error', () => {
-      exited = true;
-      resolve();
-    });
+type Listener = Parameters<EventEmitter['on']>[1];
+
+/**
+ * The process as the Agent SDK drives it: its stdio, its end, signals to it. (`kill` is the SDK's
+ * own way to end it; the runner's is the host's stop.)
+ */
+function spawned(proc: HostedProcess): SpawnedProcess {
+  const events = new EventEmitter();
+  let exit: ProcessExit | null = null;
+  let killed = false;
+  void proc.exited.then((how) => {
+    exit = how;
+    // A process that could not be started never exits: it fails.
+    if (how.error !== undefined) events.emit('error', new Error(how.error));
+    else events.emit('exit', how.code, how.signal);
   });
   return {
-    get pid() {
-      return child.pid;
+    stdin: proc.stdin,
+    stdout: proc.stdout,
+    get killed() {
+      return killed;
     },
-    get hasExited() {
-      return exited;
+    get exitCode() {
+      return exit?.code ?? null;
     },
-    exited: done,
-    kill() {
-      if (exited || child.pid === undefined) return;
-      try {
-        process.kill(-child.pid, 'SIGKILL');
-      } catch {
-        child.kill('SIGKILL');
-      }
+    get signalCode() {
+      return exit?.signal ?? null;
     },
-  };
+    kill(sig) {
+      if (exit) return false;
+      proc.signal(sig);
+      killed = true;
+      return true;
+    },
+    on(event: 'exit' | 'error', listener: Listener) {
+      events.on(event, listener);
+    },
+    once(event: 'exit' | 'error', listener: Listener) {
+      events.once(event, listener);
+    },
+    off(event: 'exit' | 'error', listener: Listener) {
+      events.off(event, listener);
+    },
+  } as SpawnedProcess;
 }
 
 async function withTimeout<T>(promise: Promise<T>, ms: number, what: string): Promise<T> {

@@ -2,10 +2,11 @@ import { randomUUID } from 'node:crypto';
 import type { CanUseTool, Query, SDKMessage } from '@anthropic-ai/claude-agent-sdk';
 import type { Logger } from '@threadwork/platform';
 import type { HarnessSession, TurnInput, TurnListener, TurnOutcome } from '../harness.js';
-import { namespaceInit, type ProcessIdentity, type Sweep } from '../processes.js';
+import type { HarnessHost, HostedProcess, OwnProcesses } from '../host.js';
+import type { ModelGate } from '../launch.js';
+import type { Sweep } from '../processes.js';
 import { reportRefusal } from '../refusals.js';
-import { stopHarnessProcess, sweepLeftovers, type HarnessProcess } from '../stopping.js';
-import type { GateRefusal, JailGates } from '../../sandbox/gates.js';
+import type { GateRefusal } from '../../sandbox/gates.js';
 import type { Inbox } from './inbox.js';
 import { ClaudeTurnMapper } from './mapping.js';
 import { approvePlan, askUser, callsSeen } from './permissions.js';
@@ -30,14 +31,16 @@ export interface ClaudeSessionSettings {
 export interface ClaudeSessionParts {
   query: Query;
   inbox: Inbox;
-  process: HarnessProcess;
+  process: HostedProcess;
+  /** Where the process runs: how it is stopped and swept. */
+  host: HarnessHost;
   /** The process has exited and what it held outside (sockets, cgroup) is freed. */
   closed: Promise<void>;
   sessionId: string;
   cwd: string;
   /** The processes the harness started with, before the agent could start any. */
-  own: readonly ProcessIdentity[];
-  gates: JailGates | null;
+  own: OwnProcesses;
+  gates: ModelGate | null;
   /** The model it was started with. */
   model: string;
 }
@@ -51,7 +54,6 @@ const PROMPT_TAKE_TIMEOUT_MS = 60_000;
 
 export class ClaudeSession implements HarnessSession {
   private turn: ClaudeTurn | null = null;
-  private readonly jailInit: ProcessIdentity | null;
   /** What the process has cost so far, as its results report it (a running total per process). */
   private costSoFar = 0;
   /** Set once the message loop has ended, or the process is no longer fit for another turn. */
@@ -63,7 +65,6 @@ export class ClaudeSession implements HarnessSession {
     private readonly parts: ClaudeSessionParts,
     private readonly options: ClaudeSessionSettings,
   ) {
-    this.jailInit = namespaceInit(parts.own);
     this.model = parts.model;
     void this.readMessages();
   }
@@ -225,11 +226,11 @@ export class ClaudeSession implements HarnessSession {
 
   stop(): Promise<void> {
     this.parts.inbox.close();
-    return stopHarnessProcess(this.parts.process, this.parts.closed, this.jailInit, this.options.logger);
+    return this.parts.host.stop(this.parts.process, this.parts.own, this.parts.closed, this.options.logger);
   }
 
   stopLeftovers(): Promise<Sweep> {
-    return sweepLeftovers(this.parts.process, this.parts.own, this.jailInit, this.turn !== null);
+    return this.parts.host.sweepLeftovers(this.parts.process, this.parts.own, this.turn !== null);
   }
 
   /** A gate of the jail refused something: reported with the run it happened in. */

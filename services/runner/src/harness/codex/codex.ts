@@ -1,10 +1,7 @@
-import { spawn } from 'node:child_process';
 import { rm } from 'node:fs/promises';
 import { join } from 'node:path';
 import type { Logger } from '@threadwork/platform';
 import { ResumeFailedError, type Harness, type HarnessSession, type SessionOptions } from '../harness.js';
-import { prepareLaunch } from '../launch.js';
-import { processesOf } from '../processes.js';
 import type { Isolation } from '../../sandbox/isolation.js';
 import { appServerArgs, codexCommand } from './launch.js';
 import { hasRollout } from './rollout.js';
@@ -53,7 +50,8 @@ export class CodexHarness implements Harness {
     // was stopped, jail and all), so none can put it back before Codex reads it; a link is removed,
     // not followed.
     await rm(join(opts.home, 'config.toml'), { force: true, recursive: true });
-    const launch = await prepareLaunch({
+    const { host } = opts;
+    const launch = await host.prepare({
       program: codexCommand(),
       api: 'responses',
       baseUrl: this.options.baseUrl,
@@ -78,13 +76,7 @@ export class CodexHarness implements Harness {
           : { mode: 'danger-full-access' },
     });
     const env = { ...launch.env, ...(launch.key ? { [CODEX_MODEL_KEY_ENV]: launch.key } : {}) };
-    // Its own process group, so stopping it also stops the commands it started.
-    const child = spawn(launch.command.command, [...launch.command.args, ...args], {
-      cwd: opts.cwd,
-      env,
-      stdio: ['pipe', 'pipe', 'pipe'],
-      detached: true,
-    });
+    const child = host.start(launch, { args, env, cwd: opts.cwd });
     const rpc = new CodexRpc(child, logger);
     // What the jail held outside it goes with the process: the gates' sockets, its cgroup.
     const closed = rpc.exited.then(() => launch.release());
@@ -118,8 +110,8 @@ export class CodexHarness implements Harness {
       }
       // What runs now is the harness itself (and, jailed, the jail's init and the model bridge):
       // the agent has run nothing yet. These alone outlive a run (stopLeftovers).
-      const own = child.pid === undefined ? [] : processesOf(child.pid);
-      session = new CodexSession(rpc, closed, threadId, opts.cwd, own, this.options, launch.gates);
+      const own = await host.ownProcesses(child);
+      session = new CodexSession(rpc, host, closed, threadId, opts.cwd, own, this.options, launch.gates);
       return session;
     } catch (err) {
       rpc.kill();

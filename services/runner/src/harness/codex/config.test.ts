@@ -3,6 +3,7 @@ import { join } from 'node:path';
 import { createLogger } from '@threadwork/platform';
 import { say, startFakeModel, turnScript, type FakeModelServer } from '@threadwork/testing';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { localHost } from '../host.js';
 import { CodexHarness } from './codex.js';
 
 // The harness's home is writable from the agent's commands (from the jail, and in every mode where
@@ -56,6 +57,7 @@ describe('a Codex harness started on a home the agent wrote to', () => {
       resumeSessionId: null,
       mounts: { writable: [cwd, home], readable: [] },
       owner: null,
+      host: localHost(),
     });
     try {
       // A turn: by its end, any server configured at the start has been started.

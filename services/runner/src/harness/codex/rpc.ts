@@ -1,4 +1,3 @@
-import type { ChildProcessWithoutNullStreams } from 'node:child_process';
 import { createInterface } from 'node:readline';
 import type {
   ClientNotification,
@@ -16,6 +15,7 @@ import type {
   TurnSteerResponse,
 } from '@threadwork/codex-protocol/v2';
 import type { Logger } from '@threadwork/platform';
+import type { HostedProcess, ProcessExit } from '../host.js';
 
 // A typed JSON-RPC client for `codex app-server`: newline-delimited JSON over the child's stdio,
 // no "jsonrpc" field. Three kinds of traffic: our requests (answered by id), the server's
@@ -58,10 +58,7 @@ export class CodexExitedError extends Error {
   }
 }
 
-export interface ProcessExit {
-  code: number | null;
-  signal: NodeJS.Signals | null;
-}
+export type { ProcessExit } from '../host.js';
 
 interface Pending {
   method: string;
@@ -85,27 +82,23 @@ export class CodexRpc {
   readonly exited: Promise<ProcessExit>;
 
   constructor(
-    private readonly child: ChildProcessWithoutNullStreams,
+    /** The app-server process, wherever its host runs it. */
+    readonly process: HostedProcess,
     private readonly logger: Logger,
   ) {
-    this.exited = new Promise((resolve) => {
-      const markExited = (exit: ProcessExit) => {
-        if (this.exit) return;
-        this.exit = exit;
-        const err = new CodexExitedError(exit, this.stderrTail.trim());
-        for (const [id, p] of this.pending) {
-          if (p.timer) clearTimeout(p.timer);
-          this.pending.delete(id);
-          p.reject(err);
-        }
-        resolve(exit);
-      };
-      child.once('exit', (code, signal) => markExited({ code, signal }));
-      // A failed spawn (binary missing) emits `error` and never `exit`.
-      child.once('error', (err) => {
-        this.stderrTail += `\n${err.message}`;
-        markExited({ code: null, signal: null });
-      });
+    const child = process;
+    this.exited = child.exited.then(({ code, signal, error }) => {
+      // A process that could not be started says why in its place.
+      if (error !== undefined) this.stderrTail += `\n${error}`;
+      const exit: ProcessExit = { code, signal };
+      this.exit = exit;
+      const err = new CodexExitedError(exit, this.stderrTail.trim());
+      for (const [id, p] of this.pending) {
+        if (p.timer) clearTimeout(p.timer);
+        this.pending.delete(id);
+        p.reject(err);
+      }
+      return exit;
     });
     child.stdin.on('error', () => {
       // Writing to a process that just died: the exit handler fails the pending requests.
@@ -117,7 +110,7 @@ export class CodexRpc {
   }
 
   get pid(): number | undefined {
-    return this.child.pid;
+    return this.process.pid;
   }
 
   get hasExited(): boolean {
@@ -157,17 +150,13 @@ export class CodexRpc {
 
   /** SIGKILL to the app-server's process group (it and the commands it started). */
   kill(): void {
-    if (this.exit || this.child.pid === undefined) return;
-    try {
-      process.kill(-this.child.pid, 'SIGKILL');
-    } catch {
-      this.child.kill('SIGKILL');
-    }
+    if (this.exit) return;
+    this.process.kill();
   }
 
   private write(message: object): void {
-    if (this.exit || !this.child.stdin.writable) return;
-    this.child.stdin.write(`${JSON.stringify(message)}\n`);
+    if (this.exit || !this.process.stdin.writable) return;
+    this.process.stdin.write(`${JSON.stringify(message)}\n`);
   }
 
   private onLine(line: string): void {

@@ -1,10 +1,11 @@
 import type { ServerNotification, ServerRequest } from '@threadwork/codex-protocol';
 import type { Logger } from '@threadwork/platform';
 import type { HarnessSession, TurnInput, TurnListener, TurnOutcome } from '../harness.js';
-import { namespaceInit, type ProcessIdentity, type Sweep } from '../processes.js';
+import type { HarnessHost, OwnProcesses } from '../host.js';
+import type { ModelGate } from '../launch.js';
+import type { Sweep } from '../processes.js';
 import { reportRefusal } from '../refusals.js';
-import { stopHarnessProcess, sweepLeftovers } from '../stopping.js';
-import type { GateRefusal, JailGates } from '../../sandbox/gates.js';
+import type { GateRefusal } from '../../sandbox/gates.js';
 import { CodexTurnMapper, toQuestion } from './mapping.js';
 import { CodexExitedError, type CodexRpc, CodexRpcError } from './rpc.js';
 import { outcomeOf, text, turnBegan, type ActiveTurn } from './turn.js';
@@ -21,22 +22,21 @@ export interface CodexSessionSettings {
 
 export class CodexSession implements HarnessSession {
   private turn: ActiveTurn | null = null;
-  /** The init of the jail's pid namespace (null unjailed): killing it kills every process of the jail. */
-  private readonly jailInit: ProcessIdentity | null;
 
   constructor(
     private readonly rpc: CodexRpc,
+    /** Where the process runs: how it is stopped and swept. */
+    private readonly host: HarnessHost,
     /** The process has exited and what it held outside (sockets, cgroup) is freed. */
     readonly exited: Promise<void>,
     readonly sessionId: string,
     private readonly cwd: string,
     /** The processes the harness started with, before the agent could start any. */
-    private readonly own: readonly ProcessIdentity[],
+    private readonly own: OwnProcesses,
     private readonly options: CodexSessionSettings,
-    /** The jail's gates: each turn's model is what its model requests are billed as. */
-    private readonly gates: JailGates | null = null,
+    /** The model gate: each turn's model is what its model requests are billed as. */
+    private readonly gates: ModelGate | null = null,
   ) {
-    this.jailInit = namespaceInit(own);
     rpc.onNotification((n) => this.onNotification(n));
     rpc.onServerRequest((r) => this.onServerRequest(r));
   }
@@ -137,11 +137,11 @@ export class CodexSession implements HarnessSession {
   }
 
   stop(): Promise<void> {
-    return stopHarnessProcess(this.rpc, this.exited, this.jailInit, this.options.logger);
+    return this.host.stop(this.rpc.process, this.own, this.exited, this.options.logger);
   }
 
   stopLeftovers(): Promise<Sweep> {
-    return sweepLeftovers(this.rpc, this.own, this.jailInit, this.turn !== null);
+    return this.host.sweepLeftovers(this.rpc.process, this.own, this.turn !== null);
   }
 
   private onNotification(n: ServerNotification): void {

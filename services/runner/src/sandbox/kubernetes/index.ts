@@ -13,3 +13,4 @@ export {
   type PodBridgeOptions,
   type PodRoute,
 } from './bridge.js';
+export { podHost, type OpenPodGates, type PodGates, type PodHostOptions } from './process.js';
