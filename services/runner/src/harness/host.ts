@@ -1,6 +1,7 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import type { Readable, Writable } from 'node:stream';
 import type { Logger } from '@threadwork/platform';
+import { localHome, type HarnessHome } from './home.js';
 import { prepareLaunch, type Launch, type LaunchSpec } from './launch.js';
 import { namespaceInit, processesOf, type ProcessIdentity, type Sweep } from './processes.js';
 import { stopHarnessProcess, sweepLeftovers, type HarnessProcess } from './stopping.js';
@@ -53,6 +54,8 @@ export interface OwnProcesses {
 }
 
 export interface HarnessHost {
+  /** The harness's home as the runner tends it between processes (what the agent left for a start to read). */
+  readonly home: HarnessHome;
   /**
    * Opens the harness's ways out (the model gate, the egress gate) and says how it is started:
    * the model endpoint as it must name it, the key it holds (none where a gate adds it), its
@@ -78,6 +81,7 @@ export interface HarnessHost {
 /** The harness on this machine, in its sandbox's jail (or none, where isolation says so). */
 export function localHost(): HarnessHost {
   return {
+    home: localHome,
     prepare: prepareLaunch,
     start(launch, spec) {
       // Its own process group, so stopping it also stops the commands it started.

@@ -1,6 +1,5 @@
 import { randomUUID } from 'node:crypto';
 import { EventEmitter } from 'node:events';
-import { chown, lstat, mkdir, rm } from 'node:fs/promises';
 import { query, type Query, type SpawnedProcess } from '@anthropic-ai/claude-agent-sdk';
 import type { Logger } from '@threadwork/platform';
 import { ResumeFailedError, type Harness, type HarnessSession, type SessionOptions } from '../harness.js';
@@ -38,13 +37,14 @@ export class ClaudeHarness implements Harness {
 
   async start(opts: SessionOptions): Promise<HarnessSession> {
     const { logger, isolation } = this.options;
-    const configDir = await ownDirectory(claudeConfigDir(opts.home), opts.owner);
-    await clearConfig(configDir);
-    if (opts.resumeSessionId && !(await hasTranscript(configDir, opts.resumeSessionId))) {
+    const { host } = opts;
+    const configDir = claudeConfigDir(opts.home);
+    await host.home.directory(configDir, opts.owner);
+    await clearConfig(host.home, configDir);
+    if (opts.resumeSessionId && !(await hasTranscript(host.home, configDir, opts.resumeSessionId))) {
       throw new ResumeFailedError(`Claude Code holds no conversation ${opts.resumeSessionId}`, true);
     }
     let session: ClaudeSession | null = null;
-    const { host } = opts;
     const program = claudeCommand();
     const launch = await host.prepare({
       program,
@@ -138,15 +138,6 @@ export class ClaudeHarness implements Harness {
     );
     return session;
   }
-}
-
-/** `dir`, a directory of the sandbox's owner: whatever else is at that path (a link the agent left) goes first. */
-async function ownDirectory(dir: string, owner: number | null): Promise<string> {
-  const found = await lstat(dir).catch(() => null);
-  if (found && !found.isDirectory()) await rm(dir, { force: true, recursive: true });
-  await mkdir(dir, { recursive: true });
-  if (owner !== null) await chown(dir, owner, owner);
-  return dir;
 }
 
 type Listener = Parameters<EventEmitter['on']>[1];

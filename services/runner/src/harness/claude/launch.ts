@@ -1,7 +1,7 @@
 import { existsSync, realpathSync } from 'node:fs';
-import { readdir, rm } from 'node:fs/promises';
 import { createRequire } from 'node:module';
 import { dirname, join } from 'node:path';
+import type { HarnessHome } from '../home.js';
 import type { Command } from '../launch.js';
 
 // Where the pinned Claude Code binary is, what it runs with, and what of its state survives a
@@ -83,31 +83,15 @@ export function claudeConfigDir(home: string): string {
 /**
  * Clears what the agent could have left in Claude Code's state directory for the next start to
  * read outside the agent's control (settings with hooks, plugins, MCP servers, memory files): all
- * of it goes but `projects/`, the conversations (what `resume` reads). Nothing of the jail runs now,
- * so nothing puts it back before the start; links are removed, not followed.
+ * of it goes but `projects/`, the conversations (what `resume` reads). Nothing of the sandbox runs
+ * now, so nothing puts it back before the start; links are removed, not followed.
  */
-export async function clearConfig(configDir: string): Promise<void> {
-  let entries: string[];
-  try {
-    entries = await readdir(configDir);
-  } catch {
-    return;
-  }
-  await Promise.all(
-    entries
-      .filter((name) => name !== 'projects')
-      .map((name) => rm(join(configDir, name), { recursive: true, force: true })),
-  );
+export function clearConfig(files: HarnessHome, configDir: string): Promise<void> {
+  return files.clearBut(configDir, ['projects']);
 }
 
-/** Whether Claude Code recorded anything of session `id` (its conversation file under `projects/`). */
-export async function hasTranscript(configDir: string, id: string): Promise<boolean> {
-  const projects = join(configDir, 'projects');
-  let dirs: string[];
-  try {
-    dirs = await readdir(projects);
-  } catch {
-    return false;
-  }
-  return dirs.some((dir) => existsSync(join(projects, dir, `${id}.jsonl`)));
+/** Whether Claude Code recorded anything of session `id` (its conversation file, `projects/<project>/<id>.jsonl`). */
+export async function hasTranscript(files: HarnessHome, configDir: string, id: string): Promise<boolean> {
+  const found = await files.find(join(configDir, 'projects'), `${id}.jsonl`);
+  return found.some((path) => path.split('/').length === 2 && path.endsWith(`/${id}.jsonl`));
 }

@@ -1,4 +1,3 @@
-import { rm } from 'node:fs/promises';
 import { join } from 'node:path';
 import type { Logger } from '@threadwork/platform';
 import { ResumeFailedError, type Harness, type HarnessSession, type SessionOptions } from '../harness.js';
@@ -49,7 +48,7 @@ export class CodexHarness implements Harness {
     // rather than replacing it). Nothing of the jail runs now (an earlier harness of this sandbox
     // was stopped, jail and all), so none can put it back before Codex reads it; a link is removed,
     // not followed.
-    await rm(join(opts.home, 'config.toml'), { force: true, recursive: true });
+    await opts.host.home.remove(join(opts.home, 'config.toml'));
     const { host } = opts;
     const launch = await host.prepare({
       program: codexCommand(),
@@ -101,7 +100,10 @@ export class CodexHarness implements Harness {
           threadId = resumed.thread.id;
         } catch (err) {
           if (err instanceof CodexRpcError) {
-            throw new ResumeFailedError(err.message, !(await hasRollout(opts.home, opts.resumeSessionId)));
+            throw new ResumeFailedError(
+              err.message,
+              !(await hasRollout(opts.host.home, opts.home, opts.resumeSessionId)),
+            );
           }
           throw err;
         }

@@ -3,7 +3,8 @@ import { mkdirSync, mkdtempSync, rmSync, symlinkSync, writeFileSync } from 'node
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
-import { hasRollout } from './rollout.js';
+import { localHome } from '../home.js';
+import { hasRollout as lookUp } from './rollout.js';
 
 // Whether Codex recorded a session is read from the harness's home, which the agent can write:
 // what it plants there must not block the runner, nor make it read a file of its own.
@@ -19,6 +20,7 @@ function home(): string {
   mkdirSync(join(dir, 'sessions', '2026', '11', '25'), { recursive: true });
   return dir;
 }
+const hasRollout = (dir: string, id: string) => lookUp(localHome, dir, id);
 const rollout = (dir: string, id: string) =>
   join(dir, 'sessions', '2026', '11', '25', `rollout-2026-11-25T00-00-00-${id}.jsonl`);
 

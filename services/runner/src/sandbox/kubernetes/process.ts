@@ -1,4 +1,5 @@
 import { PassThrough, Writable } from 'node:stream';
+import { checkSuffix, FIRST_LINE_MAX_BYTES, FOUND_MAX, wholeFirstLine, type HarnessHome } from '../../harness/home.js';
 import type { HarnessHost, HostedProcess, ProcessExit, StartSpec } from '../../harness/host.js';
 import type { Command, Launch, LaunchSpec } from '../../harness/launch.js';
 import type { ProcessIdentity, Sweep } from '../../harness/processes.js';
@@ -39,6 +40,8 @@ export interface PodHostOptions {
    * the harness (`harness`), for a stand-in pod whose commands run on a machine shared with others.
    */
   sweepScope?: 'pod' | 'harness';
+  /** How long tending the harness's home may take in the pod (HOME_TIMEOUT_MS by default). */
+  homeTimeoutMs?: number;
 }
 
 /** How long the harness has to exit on SIGTERM before it is killed. */
@@ -188,6 +191,73 @@ for l in 1 2 3 4 5; do
 done
 echo settled`;
 
+/** `<path>`: removes it whatever it is (`rm` removes a link, and does not follow one). */
+const REMOVE_SCRIPT = `rm -rf -- "$1"`;
+
+/** `<dir>`: a directory there, whatever else was at that path (a link the agent left) gone first. */
+const DIRECTORY_SCRIPT = `if [ -L "$1" ] || { [ -e "$1" ] && [ ! -d "$1" ]; }; then rm -rf -- "$1" || exit 1; fi
+mkdir -p -- "$1"`;
+
+/** `<dir> <kept name>...`: empties the directory but for the names kept (a link `dir` is left alone). */
+const CLEAR_BUT_SCRIPT = `dir=$1
+shift
+{ [ -d "$dir" ] && [ ! -L "$dir" ]; } || exit 0
+for f in "$dir"/* "$dir"/.[!.]* "$dir"/..?*; do
+  { [ -e "$f" ] || [ -L "$f" ]; } || continue
+  name=\${f##*/} keep=0
+  for k in "$@"; do [ "$name" = "$k" ] && keep=1; done
+  [ $keep = 1 ] || rm -rf -- "$f" || exit 1
+done`;
+
+/** `<dir> <suffix>`: the regular files below the directory (no link followed) named `*<suffix>`, NUL-ended. */
+const FIND_SCRIPT = `{ [ -d "$1" ] && [ ! -L "$1" ]; } || exit 0
+find -P "$1" -type f -name "*$2" -print0 2>/dev/null
+exit 0`;
+
+/** `<file>`: the beginning of a regular file (not a link, not a FIFO). */
+const HEAD_SCRIPT = `{ [ -f "$1" ] && [ ! -L "$1" ]; } || exit 0
+head -c ${FIRST_LINE_MAX_BYTES} -- "$1"`;
+
+/** How long tending the home may take in the pod before it counts as failed (a FIFO swapped in blocks a read). */
+const HOME_TIMEOUT_MS = 30_000;
+
+/**
+ * The harness's home in the pod, tended through execs of small scripts with their paths as
+ * arguments (never spliced in). Everything there is the agent's: what comes back is bounded and
+ * only ever used as a yes or no of whether a session was recorded. The pod has one user, so a
+ * directory's owner is the pod's already.
+ */
+function podHome(exec: PodExec, timeoutMs: number): HarnessHome {
+  const run = async (script: string, args: readonly string[]) => {
+    const result = await runScript(exec, script, args, timeoutMs);
+    // Output past the bound is cut off, and what came before it still counts: a listing's names
+    // are each whole or left out, a first line longer than what was kept is none.
+    if (result.code !== 0 && !result.cut)
+      throw new Error(`tending the harness's home in the pod failed (exit ${result.code})`);
+    return result;
+  };
+  return {
+    remove: async (path) => void (await run(REMOVE_SCRIPT, [path])),
+    directory: async (dir) => void (await run(DIRECTORY_SCRIPT, [dir])),
+    clearBut: async (dir, keep) => void (await run(CLEAR_BUT_SCRIPT, [dir, ...keep])),
+    async find(dir, suffix) {
+      const { out } = await run(FIND_SCRIPT, [dir, checkSuffix(suffix)]);
+      const prefix = dir.endsWith('/') ? dir : `${dir}/`;
+      // A name cut off by the bound has no NUL after it, and is left out.
+      return out
+        .split('\0')
+        .slice(0, -1)
+        .filter((path) => path.startsWith(prefix) && path.endsWith(suffix))
+        .map((path) => path.slice(prefix.length))
+        .slice(0, FOUND_MAX);
+    },
+    async firstLine(file) {
+      const { out } = await run(HEAD_SCRIPT, [file]);
+      return wholeFirstLine(out);
+    },
+  };
+}
+
 /** The harness in a pod of `exec`'s. */
 export function podHost(exec: PodExec, options: PodHostOptions): HarnessHost {
   const scope = options.sweepScope ?? 'pod';
@@ -195,6 +265,7 @@ export function podHost(exec: PodExec, options: PodHostOptions): HarnessHost {
   /** What each launch of this host's was opened with: its gates, and the key none of its argv may hold. */
   const launches = new WeakMap<Launch, { gates: PodGates; key: string | null }>();
   return {
+    home: podHome(exec, options.homeTimeoutMs ?? HOME_TIMEOUT_MS),
     async prepare(spec: LaunchSpec): Promise<Launch> {
       const gates = await options.openGates({
         model: { api: spec.api, baseUrl: spec.baseUrl, apiKey: spec.apiKey, pin: { model: spec.session.model } },
@@ -421,8 +492,10 @@ async function runScript(
   exec: PodExec,
   script: string,
   args: readonly string[],
+  timeoutMs?: number,
 ): Promise<{ code: number; out: string; cut: boolean }> {
   const abort = new AbortController();
+  const timer = timeoutMs === undefined ? undefined : setTimeout(() => abort.abort(), timeoutMs);
   const chunks: Buffer[] = [];
   let size = 0;
   let cut = false;
@@ -440,7 +513,10 @@ async function runScript(
       done();
     },
   });
-  const result = await exec.run(['/bin/sh', '-c', script, 'sh', ...args], { stdout, signal: abort.signal });
+  const result = await exec
+    .run(['/bin/sh', '-c', script, 'sh', ...args], { stdout, signal: abort.signal })
+    .finally(() => clearTimeout(timer));
+  if (abort.signal.aborted && !cut) return { code: -1, out: '', cut };
   return { code: result.code, out: Buffer.concat(chunks).toString('utf8'), cut };
 }
 
