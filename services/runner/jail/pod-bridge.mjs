@@ -5,7 +5,8 @@
 // Usage: node --input-type=module -e <this file> -- <max payload> <window> <max channels> <port>...
 //
 // Frames, both ways: kind (1 byte), channel (4 bytes), payload length (4 bytes), payload.
-//   READY  (pod → runner) every port listens
+//   READY  (pod → runner) every port listens; payload: `<pid> <start time>`, this process's identity
+//          in the pod (empty when /proc cannot tell), so that a sweep of the pod spares it
 //   OPEN   (pod → runner) a connection was accepted; payload: its port (2 bytes)
 //   DATA   bytes of the connection, at most <max payload> a frame and never more unacknowledged
 //          than <window> a channel: a slow connection holds its own bytes up, not the others'
@@ -13,6 +14,7 @@
 //   CLOSE  the sender is done with the channel; each side sends it once, the id is free after both
 //   CREDIT payload: 4 bytes, how many of the channel's bytes the receiver has passed on
 // The runner checks every frame it gets from here; this side trusts the runner's.
+import { readFileSync } from 'node:fs';
 import { createServer } from 'node:net';
 
 // The agent shares the pod with this process: SIGUSR1 would open Node's inspector on the pod's
@@ -140,11 +142,22 @@ process.stdin.on('data', (chunk) => {
 process.stdin.on('end', () => process.exit(0));
 process.stdout.on('error', () => process.exit(0));
 
+/** `<pid> <start time>` from /proc/self/stat (the fields after the name's last `) `), or nothing. */
+function identity() {
+  try {
+    const stat = readFileSync('/proc/self/stat', 'latin1');
+    const start = stat.slice(stat.lastIndexOf(') ') + 2).split(' ')[19];
+    return /^\d+$/.test(start ?? '') ? Buffer.from(`${process.pid} ${start}`, 'latin1') : undefined;
+  } catch {
+    return undefined;
+  }
+}
+
 let listening = 0;
 for (const port of ports) {
   const server = createServer({ allowHalfOpen: true }, (socket) => accept(port, socket));
   server.on('error', (err) => fail(`cannot listen on 127.0.0.1:${port}: ${err.code ?? err.message}`));
   server.listen(port, '127.0.0.1', () => {
-    if (++listening === ports.length) send(READY, 0);
+    if (++listening === ports.length) send(READY, 0, identity());
   });
 }

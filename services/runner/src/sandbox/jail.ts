@@ -45,21 +45,26 @@ export const BRIDGE_PORT = 18080;
 export const EGRESS_PORT = 18081;
 export const MODEL_SOCKET = 'model.sock';
 export const EGRESS_SOCKET = 'egress.sock';
+/** The environment that sends a process's HTTP(S) traffic through an egress proxy on a loopback port. */
+export function egressEnv(port: number): Record<string, string> {
+  return Object.fromEntries(
+    ['HTTP_PROXY', 'HTTPS_PROXY', 'ALL_PROXY']
+      .flatMap((name) => {
+        const url = `http://127.0.0.1:${port}`;
+        return [
+          [name, url],
+          [name.toLowerCase(), url],
+        ];
+      })
+      .concat([
+        ['NO_PROXY', '127.0.0.1,localhost'],
+        ['no_proxy', '127.0.0.1,localhost'],
+      ]),
+  );
+}
+
 /** The environment that sends a jailed process's HTTP(S) traffic through the egress proxy. */
-export const EGRESS_ENV: Readonly<Record<string, string>> = Object.fromEntries(
-  ['HTTP_PROXY', 'HTTPS_PROXY', 'ALL_PROXY']
-    .flatMap((name) => {
-      const url = `http://127.0.0.1:${EGRESS_PORT}`;
-      return [
-        [name, url],
-        [name.toLowerCase(), url],
-      ];
-    })
-    .concat([
-      ['NO_PROXY', '127.0.0.1,localhost'],
-      ['no_proxy', '127.0.0.1,localhost'],
-    ]),
-);
+export const EGRESS_ENV: Readonly<Record<string, string>> = egressEnv(EGRESS_PORT);
 const BRIDGE = join(import.meta.dirname, '..', '..', 'jail', 'bridge.mjs');
 
 /** Host `/etc` entries a shell, git and common tools need; the rest of `/etc` stays out. */

@@ -4,12 +4,13 @@
 // are. It shows what the bridge does end to end, not what the exec API does with the stream.
 import { createHash, randomBytes } from 'node:crypto';
 import { once } from 'node:events';
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { createServer as createHttpServer, request, type Server as HttpServer } from 'node:http';
 import { connect, createServer, type Server, type Socket } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { startTime } from '../../harness/processes.js';
 import { openPodBridge, type PodBridge, type PodRoute } from './bridge.js';
 import { localExec, type PodExec } from './exec.js';
 import { frame, FrameKind, MAX_CHANNELS, MAX_FRAME_PAYLOAD, u32 } from './frames.js';
@@ -132,6 +133,15 @@ describe('the pod bridge', () => {
     expect(model.body.toString()).toBe('model /v1/models');
     expect(egress.body.toString()).toBe('egress http://registry.example/pkg');
     expect(refusals).toEqual([]);
+  });
+
+  it('names its own process in the pod when ready, so that a sweep of the pod can spare it', async () => {
+    const { bridge } = await bridgeTo([modelSocket]);
+    const identity = bridge.identity;
+    expect(identity).not.toBeNull();
+    // The stand-in pod is this machine: the process named is the bridge's node, by pid and start time.
+    expect(readFileSync(`/proc/${identity!.pid}/cmdline`, 'utf8')).toContain('--input-type=module');
+    expect(startTime(identity!.pid)).toBe(identity!.started);
   });
 
   it('carries 20 concurrent connections of 1 MiB each way intact', async () => {

@@ -3,6 +3,7 @@ import { connect, type Socket } from 'node:net';
 import { join } from 'node:path';
 import { PassThrough, Writable } from 'node:stream';
 import type { Logger } from '@threadwork/platform';
+import type { ProcessIdentity } from '../../harness/processes.js';
 import type { ExecResult, PodExec } from './exec.js';
 import {
   CHANNEL_WINDOW,
@@ -54,6 +55,8 @@ export interface PodBridgeExit extends ExecResult {
 }
 
 export interface PodBridge {
+  /** The script's process in the pod, as it said when ready (null when it could not tell): a sweep spares it. */
+  readonly identity: ProcessIdentity | null;
   /** Ends every channel and the script, and resolves once the exec has ended. */
   close(): Promise<void>;
   /** Resolves (never rejects) when the exec has ended, whoever ended it; every channel is closed by then. */
@@ -62,6 +65,8 @@ export interface PodBridge {
 
 const SCRIPT = join(import.meta.dirname, '..', '..', '..', 'jail', 'pod-bridge.mjs');
 const READY_TIMEOUT_MS = 30_000;
+/** What a ready frame carries: `<pid> <start time>` of the script in the pod. */
+const IDENTITY = /^([1-9]\d{0,9}) (\d{1,20})$/;
 /** How long the script has to exit once its stdin ends, before the exec is cut. */
 const CLOSE_GRACE_MS = 5_000;
 
@@ -119,6 +124,7 @@ export async function openPodBridge(
   let stopped = false;
   let refusal: string | null = null;
   let ready = false;
+  let identity: ProcessIdentity | null = null;
   let notReady = 'ended';
   let settleReady: (err?: Error) => void = () => undefined;
   const listening = new Promise<void>((resolve, reject) => {
@@ -262,9 +268,12 @@ export async function openPodBridge(
 
   function onFrame(kind: number, id: number, payload: Buffer): void {
     if (!ready) {
-      if (kind !== FrameKind.ready || id !== 0 || payload.length !== 0) {
+      if (kind !== FrameKind.ready || id !== 0) {
         throw new FrameError(`a frame of kind ${kind} before the ready frame`);
       }
+      const said = IDENTITY.exec(payload.toString('latin1'));
+      if (payload.length > 0 && !said) throw new FrameError('a ready frame that names no process');
+      identity = said ? { pid: Number(said[1]), started: said[2]! } : null;
       ready = true;
       settleReady();
       return;
@@ -333,6 +342,7 @@ export async function openPodBridge(
 
   return {
     exited,
+    identity,
     async close() {
       stop(null);
       const grace = setTimeout(() => abort.abort(), CLOSE_GRACE_MS);

@@ -14,3 +14,4 @@ export {
   type PodRoute,
 } from './bridge.js';
 export { podHost, type OpenPodGates, type PodGates, type PodHostOptions } from './process.js';
+export { bridgedGates, type GatePorts } from './gates.js';
