@@ -64,7 +64,7 @@ export class SessionPool {
       mounts: sandbox.mounts,
       owner: sandbox.owner,
       // Every provider's harness runs on this machine, in the sandbox's jail.
-      host: localHost(),
+      host: sandbox.host ?? localHost(),
     };
     let session: HarnessSession;
     try {

@@ -1,4 +1,5 @@
 import type { RunJob, SandboxStatus } from '@threadwork/contracts';
+import type { HarnessHost } from '../harness/host.js';
 import type { SandboxClaim } from './take.js';
 import type { DiskUsage } from './disk.js';
 
@@ -64,6 +65,8 @@ export interface Sandbox {
    * has taken it, and every change the runner makes to the sandbox is preceded by one.
    */
   take: SandboxFence;
+  /** Where the sandbox's harness runs when not on this machine (a pod's, over exec); absent: the local host. */
+  host?: HarnessHost;
 }
 
 export interface SandboxFence {
