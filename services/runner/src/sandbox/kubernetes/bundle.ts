@@ -19,15 +19,28 @@ import type { PodExec } from './exec.js';
 const POD_GIT =
   'git -c core.hooksPath=/dev/null -c core.fsmonitor=false -c protocol.allow=never -c protocol.file.allow=always';
 
-/** Reads a bundle on stdin into the repository (made if missing) and checks `branch` out from it. */
+/**
+ * Reads a bundle on stdin into the repository, whose `.git` is made anew (whatever the agent did
+ * to the old one goes: its remotes, hooks, config, its own commits), and puts `branch` there as
+ * HEAD. `checkout` writes the branch's files over the work tree's; `index` leaves the files as the
+ * agent left them (only the index follows the branch), unless the work tree is empty.
+ */
 const RECEIVE = `set -eu
-repo="$1"; branch="$2"
+repo="$1"; branch="$2"; files="$3"
 bundle="$(mktemp)"; trap 'rm -f "$bundle"' EXIT
 cat > "$bundle"
-[ -d "$repo/.git" ] || git init -q "$repo"
+mkdir -p "$repo"
+rm -rf "$repo/.git"
+[ -n "$(ls -A "$repo")" ] || files=checkout
+${POD_GIT} init -q "$repo"
 ${POD_GIT} -C "$repo" fetch -q "$bundle" "refs/heads/$branch"
-${POD_GIT} -C "$repo" checkout -q -f -B "$branch" FETCH_HEAD
-for remote in $(${POD_GIT} -C "$repo" remote); do ${POD_GIT} -C "$repo" remote remove "$remote"; done`;
+if [ "$files" = checkout ]; then
+  ${POD_GIT} -C "$repo" checkout -q -f -B "$branch" FETCH_HEAD
+else
+  ${POD_GIT} -C "$repo" update-ref "refs/heads/$branch" FETCH_HEAD
+  ${POD_GIT} -C "$repo" symbolic-ref HEAD "refs/heads/$branch"
+  ${POD_GIT} -C "$repo" read-tree FETCH_HEAD
+fi`;
 
 /** Snapshots the work tree as a commit on `base` and writes a bundle of it (base excluded) on stdout. */
 const SEND = `set -eu
@@ -74,12 +87,15 @@ async function scratch<T>(fn: (dir: string) => Promise<T>): Promise<T> {
 const REF_NAME = /^(?!-)(?!.*\.\.)[A-Za-z0-9._/-]+$/;
 
 /**
- * Puts the runner's `branch` into the pod's repository at `podRepo` (a path in the pod) and checks
- * it out there: the agent's repository then holds the thread branch as the runner has it, and no remote.
+ * Puts the runner's `branch` into the pod's repository at `podRepo` (a path in the pod), a repository
+ * made anew, as its HEAD: the agent's repository then holds the thread branch as the runner has it,
+ * and no remote. `files`: `checkout` (the default) writes the branch's files over the work tree;
+ * `index` keeps the agent's files (a workspace continued, or one whose files the branch already
+ * records) and makes only the index follow the branch.
  */
 export async function sendBranch(
   exec: PodExec,
-  opts: { repo: GitRepo; branch: string; podRepo: string },
+  opts: { repo: GitRepo; branch: string; podRepo: string; files?: 'checkout' | 'index' },
 ): Promise<void> {
   if (!REF_NAME.test(opts.branch)) throw new BundleError(`not a branch name: ${opts.branch}`);
   await scratch(async (dir) => {
@@ -87,7 +103,7 @@ export async function sendBranch(
     await git(dir, ['bundle', 'create', '-q', file, `refs/heads/${opts.branch}`], {
       repo: { gitDir: opts.repo.gitDir, workTree: null },
     });
-    const result = await exec.run(['sh', '-c', RECEIVE, 'sh', opts.podRepo, opts.branch], {
+    const result = await exec.run(['sh', '-c', RECEIVE, 'sh', opts.podRepo, opts.branch, opts.files ?? 'checkout'], {
       stdin: createReadStream(file),
     });
     if (result.code !== 0)
