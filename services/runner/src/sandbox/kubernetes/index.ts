@@ -5,3 +5,9 @@ export * from './spec.js';
 export { podState, type PodState } from './status.js';
 export { exitCode, kubeExec, localExec, type ExecIo, type ExecResult, type PodExec } from './exec.js';
 export { BundleError, receiveTree, sendBranch } from './bundle.js';
+export {
+  DEFAULT_COLLECT_MAX_BYTES,
+  KubernetesSandboxProvider,
+  type KubernetesSandboxOptions,
+  type PodLifecycle,
+} from './provider.js';
