@@ -239,6 +239,23 @@ describe('the kubernetes sandbox provider', () => {
     expect((await commit(sandbox, repo)).committed).toBe(false);
   });
 
+  it('starts a repository with no commits in the pod, and commits the agent’s first files as its root', async () => {
+    rmSync(remote, { recursive: true, force: true });
+    sh(root, ['init', '-q', '--bare', remote]);
+    const { sandbox, repo, podRepo, j } = await prepared();
+    expect(sh(podRepo, ['symbolic-ref', 'HEAD'])).toBe(`refs/heads/threadwork/${j.thread_id}`);
+    expect(() => sh(podRepo, ['rev-parse', '--verify', '-q', 'HEAD'])).toThrow();
+    writeFileSync(join(podRepo, 'first.txt'), 'first\n');
+    await sandbox.collect!(repo);
+    const candidate = await commit(sandbox, repo);
+    expect(candidate.committed).toBe(true);
+    expect(candidate.files.map((f) => f.path)).toEqual(['first.txt']);
+    expect(runnerGit(repo, ['rev-list', '--count', 'HEAD'])).toBe('1');
+    await sandbox.publish!(repo);
+    expect(sh(podRepo, ['rev-parse', 'HEAD'])).toBe(candidate.candidate_revision);
+    expect(sh(podRepo, ['status', '--porcelain'])).toBe('');
+  });
+
   it('refuses a workspace past its bound, or one whose repository the agent broke, leaving the runner’s copy as it was', async () => {
     const { sandbox, repo, podRepo } = await prepared({ collectMaxBytes: 256 * 1024 });
     const before = runnerGit(repo, ['rev-parse', 'HEAD']);

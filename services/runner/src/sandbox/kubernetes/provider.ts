@@ -11,6 +11,7 @@ import { runnerRepo } from '../candidate.js';
 import { DiskMeasureError, type DiskUsage } from '../disk.js';
 import { git, type GitRepo } from '../git.js';
 import {
+  EMPTY_TREE,
   folderName,
   GIT_DIRS,
   gitDirOf,
@@ -169,8 +170,6 @@ export class KubernetesSandboxProvider implements SandboxProvider {
         state.repos[repo.project_repository_id] = prepared.state;
         starts.set(repo.project_repository_id, prepared.start);
         await writeState(dir, state, take);
-        if ((await revision(dir, copy, 'HEAD')) === null)
-          throw new SandboxError(`${repo.full_name} has no commit yet, which a kubernetes sandbox cannot start from`);
         this.checkPod(job.thread_id, take);
         await sendBranch(this.exec(job.thread_id), {
           repo: copy,
@@ -363,8 +362,8 @@ if [ "$3" = "$pid" ]; then kill -KILL -- "-$pid"; else kill -KILL "$pid"; fi`;
   private async collect(threadId: string, take: SandboxFence, repo: SandboxRepo, folder: string): Promise<void> {
     const mine = runnerRepo(repo);
     const cwd = repo.gitDir;
+    // None yet in a repository with no commits: the pod's work comes as a root commit.
     const head = await revision(cwd, mine, 'HEAD');
-    if (!head) throw new SandboxError(`${repo.full_name} has no commit in the runner's copy`);
     this.checkPod(threadId, take);
     const received = await receiveTree(this.exec(threadId), {
       repo: mine,
@@ -566,8 +565,8 @@ export function parseStatStart(stat: string): string | null {
  * from `head`'s, as `head` has it (a new one removed, a changed one at its old revision). Read from
  * the objects alone, before anything of the copy changes.
  */
-async function gitlinkFixes(repo: GitRepo, head: string, tree: string): Promise<string[][]> {
-  const raw = await git(repo.gitDir, ['diff-tree', '-r', '-z', '--no-renames', head, tree], { repo });
+async function gitlinkFixes(repo: GitRepo, head: string | null, tree: string): Promise<string[][]> {
+  const raw = await git(repo.gitDir, ['diff-tree', '-r', '-z', '--no-renames', head ?? EMPTY_TREE, tree], { repo });
   const entries = raw.split('\0');
   const fixes: string[][] = [];
   for (let i = 0; i + 1 < entries.length; i += 2) {
