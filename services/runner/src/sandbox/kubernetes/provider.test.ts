@@ -256,6 +256,24 @@ describe('the kubernetes sandbox provider', () => {
     expect(sh(podRepo, ['status', '--porcelain'])).toBe('');
   });
 
+  it('never writes through a link the agent committed, when the next tree puts a folder in its place', async () => {
+    const { sandbox, repo, podRepo } = await prepared();
+    const outside = join(root, 'runner-private');
+    mkdirSync(outside);
+    symlinkSync(outside, join(podRepo, 'escape'));
+    await sandbox.collect!(repo);
+    await commit(sandbox, repo);
+    await sandbox.publish!(repo);
+    expect(lstatSync(join(repo.dir, 'escape')).isSymbolicLink()).toBe(true);
+    rmSync(join(podRepo, 'escape'));
+    mkdirSync(join(podRepo, 'escape'));
+    writeFileSync(join(podRepo, 'escape', 'pwned'), 'x');
+    await sandbox.collect!(repo);
+    expect(existsSync(join(outside, 'pwned'))).toBe(false);
+    expect(lstatSync(join(repo.dir, 'escape')).isDirectory()).toBe(true);
+    expect(readFileSync(join(repo.dir, 'escape', 'pwned'), 'utf8')).toBe('x');
+  });
+
   it('refuses a workspace past its bound, or one whose repository the agent broke, leaving the runner’s copy as it was', async () => {
     const { sandbox, repo, podRepo } = await prepared({ collectMaxBytes: 256 * 1024 });
     const before = runnerGit(repo, ['rev-parse', 'HEAD']);
