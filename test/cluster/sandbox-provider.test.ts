@@ -14,8 +14,10 @@ import {
   KubernetesSandboxProvider,
   loadKubeConfig,
   localExec,
+  RUNNER_KEY_LABEL,
   sandboxName,
   SandboxPods,
+  textKey,
   type PodSettings,
 } from '@threadwork/runner/kubernetes';
 import { startControlPlane, waitFor, type ControlPlane } from '@threadwork/testing';
@@ -95,7 +97,7 @@ describe.skipIf(missingGo)('the kubernetes sandbox provider with its pods on a r
     if (scratch) rmSync(scratch, { recursive: true, force: true });
   });
 
-  it('prepares the sandbox in a pod it makes, takes the agent’s work out, and deletes the pod on stop, keeping its volume', async () => {
+  it('prepares the sandbox in a pod it makes, takes the agent’s work out, and leaves the pod alone once another runner took the thread', async () => {
     const seed = join(scratch, 'seed');
     mkdirSync(seed);
     git(seed, ['init', '-q', '-b', 'main']);
@@ -172,17 +174,40 @@ describe.skipIf(missingGo)('the kubernetes sandbox provider with its pods on a r
     await sandbox.collect!(repo);
     expect(readFileSync(join(repo.dir, 'new.txt'), 'utf8')).toBe('from the agent\n');
 
-    await provider.stop(threadId);
+    // Another runner takes the thread over: its pod replaces this one's, and this runner sends nothing
+    // more into it, nor deletes it when its sandbox stops.
+    const other = new SandboxPods({
+      kubeConfig: loadKubeConfig(plane.kubeconfig),
+      settings,
+      runnerId: 'runner-other',
+      idleMs: 3_600_000,
+      logger,
+    });
+    try {
+      await other.start();
+      await other.ensure(threadId);
+      await waitFor('the first runner to see its pod replaced', () => !pods!.isOwn(threadId), WAIT);
+      await expect(sandbox.publish!(repo)).rejects.toThrow(/no longer this runner's/);
+      await provider.stop(threadId);
+      expect(published.at(-1)).toBe('stopped');
+      expect(provider.status(threadId)).toBe('stopped');
+      const replaced = await plane.api<{ metadata: { labels: Record<string, string> } }>(
+        'GET',
+        `/api/v1/namespaces/${SANDBOX_NS}/pods/${name}`,
+      );
+      expect(replaced.status).toBe(200);
+      expect(replaced.body.metadata.labels[RUNNER_KEY_LABEL]).toBe(textKey('runner-other'));
+      expect(other.isOwn(threadId)).toBe(true);
+      await other.stopPod(threadId);
+    } finally {
+      await other.close();
+    }
     await waitFor(
       'the pod to be gone',
       async () => (await plane.api('GET', `/api/v1/namespaces/${SANDBOX_NS}/pods/${name}`)).status === 404,
       WAIT,
     );
-    await waitFor('the status to show it stopped', () => provider.status(threadId) === 'stopped', WAIT);
-    expect(published.at(-1)).toBe('stopped');
     const claim = await plane.api('GET', `/api/v1/namespaces/${SANDBOX_NS}/persistentvolumeclaims/${name}`);
     expect(claim.status).toBe(200);
-    // Nothing more goes into a pod that is gone.
-    await expect(sandbox.publish!(repo)).rejects.toThrow(/gone or no longer this runner's|no sandbox pod/);
   });
 });

@@ -326,11 +326,14 @@ if [ "$3" = "$pid" ]; then kill -KILL -- "-$pid"; else kill -KILL "$pid"; fi`;
     return this.statuses.get(threadId) ?? pod;
   }
 
-  /** Deletes the pod after idling; its volume stays, for the next run to continue in. */
+  /**
+   * Deletes the pod after idling; its volume stays, for the next run to continue in. A pod that is
+   * no longer this runner's (the thread moved to another) is left to the runner it is now.
+   */
   async stop(threadId: string): Promise<void> {
     const state = await readState(this.localDir(threadId));
     this.podsByThread.delete(threadId);
-    await this.options.pods.stopPod(threadId);
+    if (this.options.pods.isOwn(threadId)) await this.options.pods.stopPod(threadId);
     await this.publish(threadId, state?.sandbox_id ?? null, 'stopped', 'idle');
   }
 
