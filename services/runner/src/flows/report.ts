@@ -27,11 +27,20 @@ export async function report(run: RunState, to: TerminalRunStatus, outcome: Turn
   if (sandbox) {
     for (const repo of sandbox.repos) {
       try {
+        // A workspace kept elsewhere (a pod) comes into the runner's copy first; refused, nothing is committed.
+        await sandbox.collect?.(repo);
         const candidate = await commitAndDiff(repo, sandbox.take, {
           message: commitMessage(job),
           maxDiffBytes: deps.config.DIFF_MAX_BYTES,
           owner: sandbox.owner,
         });
+        if (sandbox.publish) {
+          // The commit stands without it: the next run's prepare puts the branch in again.
+          await sandbox.publish(repo).catch((err: unknown) => {
+            if (err instanceof SandboxTakenError) throw err;
+            run.log.warn({ err, repo: repo.full_name }, 'the agent’s repository could not be shown the commit');
+          });
+        }
         // A run that did not complete reports a candidate only if it changed something.
         if (to !== 'completed' && !candidate.committed) continue;
         if (candidate.committed) await pushBranch(run, repo);

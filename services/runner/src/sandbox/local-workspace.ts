@@ -7,8 +7,7 @@ import type { Logger } from '@threadwork/platform';
 import { makeAgentRepo } from './agent-repo.js';
 import { git, remoteRevisions, type RemoteAccess } from './git.js';
 import { EMPTY_TREE, gitDirOf, threadBranch, type RepoState } from './local-state.js';
-import { SandboxError } from './provider.js';
-import type { SandboxTake } from './take.js';
+import { SandboxError, type SandboxFence } from './provider.js';
 import { ensureOwned, handOver, secureGitDir } from './uids.js';
 
 // The `local` provider's workspaces: each repository of a sandbox cloned, refreshed and handed to
@@ -19,7 +18,8 @@ import { ensureOwned, handOver, secureGitDir } from './uids.js';
  * remote's thread branch when a sandbox elsewhere pushed one, else from the requested base),
  * refreshed later (the base fetched, the thread branch kept); then the agent's `.git` made anew.
  * Answers the state to keep and the remote's thread-branch revision now (null: none), which the
- * run's push leases against.
+ * run's push leases against. `agentRepo: false` leaves the agent's `.git` out, for a workspace the
+ * agent never sees (the kubernetes provider's runner-side copy: the agent's repository is in its pod).
  */
 export async function prepareRepo({
   root,
@@ -31,6 +31,7 @@ export async function prepareRepo({
   take,
   owner,
   logger,
+  agentRepo = true,
 }: {
   root: string;
   folder: string;
@@ -38,9 +39,10 @@ export async function prepareRepo({
   threadId: string;
   known: RepoState | undefined;
   remote: RemoteAccess;
-  take: SandboxTake;
+  take: SandboxFence;
   owner: number | null;
   logger: Logger;
+  agentRepo?: boolean;
 }): Promise<{ state: RepoState; start: string | null }> {
   const workTree = join(root, folder);
   const gitDir = gitDirOf(root, folder);
@@ -71,7 +73,8 @@ export async function prepareRepo({
       await secureGitDir(gitDir, owner);
       await ensureOwned(workTree, owner);
     }
-    await makeAgentRepo({ gitDir, workTree }, { url: repo.clone_url, baseBranch: repo.branch, branch }, take, owner);
+    if (agentRepo)
+      await makeAgentRepo({ gitDir, workTree }, { url: repo.clone_url, baseBranch: repo.branch, branch }, take, owner);
     return { state: known, start };
   }
   if (!empty && !revisions.has(baseRef))
@@ -120,6 +123,6 @@ export async function prepareRepo({
     : (
         await git(root, ['rev-parse', '--verify', `refs/remotes/origin/${repo.branch}^{commit}`], { repo: theirs })
       ).trim();
-  await makeAgentRepo(theirs, { url: repo.clone_url, baseBranch: repo.branch, branch }, take, owner);
+  if (agentRepo) await makeAgentRepo(theirs, { url: repo.clone_url, baseBranch: repo.branch, branch }, take, owner);
   return { state: { dir: folder, base_branch: repo.branch, base_revision: base }, start };
 }

@@ -11,7 +11,8 @@ export { SandboxTakenError } from './take.js';
 
 // A sandbox belongs to a thread and outlives its runs (DESIGN.md section 7): the workspace with one
 // clone per project repository, the harness's own state, and the environment the harness runs in.
-// `local` keeps it in a folder on the runner's disk; a `kubernetes` provider would keep it in a pod.
+// `local` keeps it in a folder on the runner's disk; `kubernetes` keeps it in a pod's volume, with the
+// runner's git directories and a copy of each workspace on the runner's disk.
 
 export interface SandboxRepo {
   project_repository_id: string;
@@ -67,6 +68,18 @@ export interface Sandbox {
   take: SandboxFence;
   /** Where the sandbox's harness runs when not on this machine (a pod's, over exec); absent: the local host. */
   host?: HarnessHost;
+  /**
+   * Where the agent's workspace is not the runner's `dir` (a pod): brings the agent's work tree of
+   * `repo` into `dir` before the runner commits it, so the commit holds exactly what the agent left.
+   * Throws, leaving `dir` as it was, when what the sandbox sends is refused (too large, not a tree
+   * on the thread branch). Absent where the agent works in `dir` itself.
+   */
+  collect?(repo: SandboxRepo): Promise<void>;
+  /**
+   * After the runner committed `repo`: makes the agent's repository show the commit (the thread
+   * branch where it now is, a clean status). Absent where the commit does that itself (candidate.ts).
+   */
+  publish?(repo: SandboxRepo): Promise<void>;
 }
 
 export interface SandboxFence {

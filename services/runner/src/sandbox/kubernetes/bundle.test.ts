@@ -76,6 +76,24 @@ describe('git bundles in and out of a sandbox', () => {
     expect(existsSync(join(podRepo, 'node_modules', 'dep.js'))).toBe(true);
   });
 
+  it('makes the pod’s repository anew, keeping the agent’s files when asked to', async () => {
+    await sendBranch(localExec(), { repo: repo(), branch: BRANCH, podRepo });
+    writeFileSync(join(podRepo, 'README.md'), 'edited by a turn that was lost\n');
+    // A `.git` the agent broke (a file where the directory was) is replaced, not used.
+    rmSync(join(podRepo, '.git'), { recursive: true, force: true });
+    writeFileSync(join(podRepo, '.git'), 'gitdir: /nowhere\n');
+    await sendBranch(localExec(), { repo: repo(), branch: BRANCH, podRepo, files: 'index' });
+    expect(readFileSync(join(podRepo, 'README.md'), 'utf8')).toBe('edited by a turn that was lost\n');
+    expect(sh(podRepo, ['rev-parse', 'HEAD'])).toBe(base);
+    expect(sh(podRepo, ['status', '--porcelain'])).toBe('M README.md');
+
+    // An empty work tree gets the branch's files even so.
+    const fresh = join(root, 'pod', 'workspace', 'fresh');
+    await sendBranch(localExec(), { repo: repo(), branch: BRANCH, podRepo: fresh, files: 'index' });
+    expect(readFileSync(join(fresh, 'README.md'), 'utf8')).toBe('hello\n');
+    expect(sh(fresh, ['status', '--porcelain'])).toBe('');
+  });
+
   it('takes the agent’s work out as a tree on the base, into a ref of the runner’s', async () => {
     await sendBranch(localExec(), { repo: repo(), branch: BRANCH, podRepo });
     writeFileSync(join(podRepo, 'README.md'), 'changed by the agent\n');

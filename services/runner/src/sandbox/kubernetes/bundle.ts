@@ -3,8 +3,9 @@ import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { pathToFileURL } from 'node:url';
-import { Transform, type TransformCallback } from 'node:stream';
+import { Readable, Transform, type TransformCallback } from 'node:stream';
 import { finished } from 'node:stream/promises';
+import { revision } from '../agent-repo.js';
 import { git, GitError, type GitRepo } from '../git.js';
 import type { PodExec } from './exec.js';
 
@@ -19,28 +20,49 @@ import type { PodExec } from './exec.js';
 const POD_GIT =
   'git -c core.hooksPath=/dev/null -c core.fsmonitor=false -c protocol.allow=never -c protocol.file.allow=always';
 
-/** Reads a bundle on stdin into the repository (made if missing) and checks `branch` out from it. */
+/**
+ * Reads a bundle on stdin into the repository, whose `.git` is made anew (whatever the agent did
+ * to the old one goes: its remotes, hooks, config, its own commits), and puts `branch` there as
+ * HEAD. `checkout` writes the branch's files over the work tree's; `index` leaves the files as the
+ * agent left them (only the index follows the branch), unless the work tree is empty.
+ */
 const RECEIVE = `set -eu
-repo="$1"; branch="$2"
+repo="$1"; branch="$2"; files="$3"
 bundle="$(mktemp)"; trap 'rm -f "$bundle"' EXIT
 cat > "$bundle"
-[ -d "$repo/.git" ] || git init -q "$repo"
+mkdir -p "$repo"
+rm -rf "$repo/.git"
+[ -n "$(ls -A "$repo")" ] || files=checkout
+${POD_GIT} init -q "$repo"
+if [ ! -s "$bundle" ]; then
+  # No bundle: the branch has no commit yet (a repository with none), and starts here.
+  ${POD_GIT} -C "$repo" symbolic-ref HEAD "refs/heads/$branch"
+  exit 0
+fi
 ${POD_GIT} -C "$repo" fetch -q "$bundle" "refs/heads/$branch"
-${POD_GIT} -C "$repo" checkout -q -f -B "$branch" FETCH_HEAD
-for remote in $(${POD_GIT} -C "$repo" remote); do ${POD_GIT} -C "$repo" remote remove "$remote"; done`;
+if [ "$files" = checkout ]; then
+  ${POD_GIT} -C "$repo" checkout -q -f -B "$branch" FETCH_HEAD
+else
+  ${POD_GIT} -C "$repo" update-ref "refs/heads/$branch" FETCH_HEAD
+  ${POD_GIT} -C "$repo" symbolic-ref HEAD "refs/heads/$branch"
+  ${POD_GIT} -C "$repo" read-tree FETCH_HEAD
+fi`;
 
-/** Snapshots the work tree as a commit on `base` and writes a bundle of it (base excluded) on stdout. */
+/**
+ * Snapshots the work tree as a commit on `base` and writes a bundle of it (base excluded) on stdout;
+ * an empty `base` (a branch with no commit yet): a root commit, the bundle whole.
+ */
 const SEND = `set -eu
 repo="$1"; base="$2"
 bundle="$(mktemp)"; index="$(mktemp)"; trap 'rm -f "$bundle" "$index"' EXIT
 rm -f "$index"
 export GIT_INDEX_FILE="$index"
-${POD_GIT} -C "$repo" read-tree "$base"
+if [ -n "$base" ]; then ${POD_GIT} -C "$repo" read-tree "$base"; else ${POD_GIT} -C "$repo" read-tree --empty; fi
 ${POD_GIT} -C "$repo" add -A
 tree="$(${POD_GIT} -C "$repo" write-tree)"
-commit="$(GIT_AUTHOR_NAME=sandbox GIT_AUTHOR_EMAIL=sandbox@localhost GIT_COMMITTER_NAME=sandbox GIT_COMMITTER_EMAIL=sandbox@localhost ${POD_GIT} -C "$repo" commit-tree "$tree" -p "$base" -m snapshot)"
+commit="$(GIT_AUTHOR_NAME=sandbox GIT_AUTHOR_EMAIL=sandbox@localhost GIT_COMMITTER_NAME=sandbox GIT_COMMITTER_EMAIL=sandbox@localhost ${POD_GIT} -C "$repo" commit-tree "$tree" \${base:+-p "$base"} -m snapshot)"
 ${POD_GIT} -C "$repo" update-ref refs/threadwork/snapshot "$commit"
-${POD_GIT} -C "$repo" bundle create -q "$bundle" "refs/threadwork/snapshot" "^$base" 2>/dev/null
+${POD_GIT} -C "$repo" bundle create -q "$bundle" "refs/threadwork/snapshot" \${base:+"^$base"} 2>/dev/null
 cat "$bundle"`;
 
 export class BundleError extends Error {
@@ -74,21 +96,25 @@ async function scratch<T>(fn: (dir: string) => Promise<T>): Promise<T> {
 const REF_NAME = /^(?!-)(?!.*\.\.)[A-Za-z0-9._/-]+$/;
 
 /**
- * Puts the runner's `branch` into the pod's repository at `podRepo` (a path in the pod) and checks
- * it out there: the agent's repository then holds the thread branch as the runner has it, and no remote.
+ * Puts the runner's `branch` into the pod's repository at `podRepo` (a path in the pod), a repository
+ * made anew, as its HEAD: the agent's repository then holds the thread branch as the runner has it,
+ * and no remote. `files`: `checkout` (the default) writes the branch's files over the work tree;
+ * `index` keeps the agent's files (a workspace continued, or one whose files the branch already
+ * records) and makes only the index follow the branch.
  */
 export async function sendBranch(
   exec: PodExec,
-  opts: { repo: GitRepo; branch: string; podRepo: string },
+  opts: { repo: GitRepo; branch: string; podRepo: string; files?: 'checkout' | 'index' },
 ): Promise<void> {
   if (!REF_NAME.test(opts.branch)) throw new BundleError(`not a branch name: ${opts.branch}`);
   await scratch(async (dir) => {
     const file = join(dir, 'in.bundle');
-    await git(dir, ['bundle', 'create', '-q', file, `refs/heads/${opts.branch}`], {
-      repo: { gitDir: opts.repo.gitDir, workTree: null },
-    });
-    const result = await exec.run(['sh', '-c', RECEIVE, 'sh', opts.podRepo, opts.branch], {
-      stdin: createReadStream(file),
+    const repo = { gitDir: opts.repo.gitDir, workTree: null };
+    // A branch with no commit yet (a repository with none) is sent as no bundle at all.
+    const born = (await revision(dir, repo, `refs/heads/${opts.branch}`)) !== null;
+    if (born) await git(dir, ['bundle', 'create', '-q', file, `refs/heads/${opts.branch}`], { repo });
+    const result = await exec.run(['sh', '-c', RECEIVE, 'sh', opts.podRepo, opts.branch, opts.files ?? 'checkout'], {
+      stdin: born ? createReadStream(file) : Readable.from([]),
     });
     if (result.code !== 0)
       throw new BundleError(`putting the branch into the sandbox failed (exit ${result.code}): ${result.stderr}`);
@@ -96,16 +122,17 @@ export async function sendBranch(
 }
 
 /**
- * Takes the pod's work tree at `podRepo` out as a commit on `base`: fetched into the runner's
+ * Takes the pod's work tree at `podRepo` out as a commit on `base` (null: a root commit, for a
+ * branch with no commit yet): fetched into the runner's
  * repository under `into` (a ref of the runner's), objects checked as they come. Returns the tree it
  * holds, which is all the runner uses of it (its own commit records it). Throws BundleError when the
  * pod sends no bundle, a bundle past `maxBytes`, or one whose commit is not on `base`.
  */
 export async function receiveTree(
   exec: PodExec,
-  opts: { repo: GitRepo; podRepo: string; base: string; into: string; maxBytes: number },
+  opts: { repo: GitRepo; podRepo: string; base: string | null; into: string; maxBytes: number },
 ): Promise<string> {
-  if (!/^[0-9a-f]{40,64}$/.test(opts.base)) throw new BundleError(`not a revision: ${opts.base}`);
+  if (opts.base !== null && !/^[0-9a-f]{40,64}$/.test(opts.base)) throw new BundleError(`not a revision: ${opts.base}`);
   if (!opts.into.startsWith('refs/threadwork/')) throw new BundleError(`not a ref of the runner's: ${opts.into}`);
   const repo = { gitDir: opts.repo.gitDir, workTree: null };
   return scratch(async (dir) => {
@@ -114,7 +141,7 @@ export async function receiveTree(
     const cut = new AbortController();
     const limit = bounded(opts.maxBytes, () => cut.abort());
     limit.pipe(out);
-    const result = await exec.run(['sh', '-c', SEND, 'sh', opts.podRepo, opts.base], {
+    const result = await exec.run(['sh', '-c', SEND, 'sh', opts.podRepo, opts.base ?? ''], {
       stdout: limit,
       signal: cut.signal,
     });
@@ -151,7 +178,8 @@ export async function receiveTree(
       throw new BundleError(`the sandbox's bundle was refused: ${(err as Error).message}`, { cause: err });
     }
     const parents = (await git(dir, ['rev-list', '--parents', '-n', '1', opts.into], { repo })).trim().split(' ');
-    if (parents.length !== 2 || parents[1] !== opts.base) {
+    const onBase = opts.base === null ? parents.length === 1 : parents.length === 2 && parents[1] === opts.base;
+    if (!onBase) {
       await git(dir, ['update-ref', '-d', opts.into], { repo }).catch(() => undefined);
       throw new BundleError('the sandbox sent a commit that is not on the revision it was given');
     }

@@ -15,3 +15,9 @@ export {
 } from './bridge.js';
 export { podHost, type OpenPodGates, type PodGates, type PodHostOptions } from './process.js';
 export { bridgedGates, type GatePorts } from './gates.js';
+export {
+  DEFAULT_COLLECT_MAX_BYTES,
+  KubernetesSandboxProvider,
+  type KubernetesSandboxOptions,
+  type PodLifecycle,
+} from './provider.js';

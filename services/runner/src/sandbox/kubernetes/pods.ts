@@ -155,6 +155,17 @@ export class SandboxPods {
     return { threadId, namespace, name, container: CONTAINER };
   }
 
+  /**
+   * Whether the thread's pod is still this runner's as far as the watch has seen: not deleted, not
+   * replaced by another runner's (which carries another key, so it is not in this watch). Exec
+   * addresses a pod by name, so a runner that lost its thread checks this before each change it
+   * makes in the pod; the watch lags the API server, which leaves a window.
+   */
+  isOwn(threadId: string): boolean {
+    const pod = this.informer.get(sandboxName(threadId), this.opts.settings.namespace);
+    return pod !== undefined && !pod.metadata?.deletionTimestamp;
+  }
+
   /** A run uses the sandbox: it is not idle. */
   hold(threadId: string): void {
     const timer = this.idleTimers.get(threadId);

@@ -60,6 +60,8 @@ export const THREAD_ANNOTATION = 'threadwork.dev/thread-id';
 export const CONTAINER = 'sandbox';
 /** Where the workspace volume is mounted in the pod. */
 export const WORKSPACE = '/workspace';
+/** The agent's HOME, a folder of the workspace volume (so its dotfiles outlive the pod). */
+export const HOME_FOLDER = 'home';
 /** The uid (and gid) the sandbox container runs as. */
 export const SANDBOX_UID = 10001;
 
@@ -149,7 +151,7 @@ export function sandboxPod(threadId: string, settings: PodSettings): V1Pod {
           imagePullPolicy: 'IfNotPresent',
           command: IDLE_COMMAND,
           workingDir: WORKSPACE,
-          env: [{ name: 'HOME', value: `${WORKSPACE}/home` }],
+          env: [{ name: 'HOME', value: `${WORKSPACE}/${HOME_FOLDER}` }],
           resources: settings.resources,
           securityContext: {
             runAsNonRoot: true,
