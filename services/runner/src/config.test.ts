@@ -1,7 +1,6 @@
-import { ConfigError, loadConfig } from '@threadwork/platform';
+import { loadConfig } from '@threadwork/platform';
 import { describe, expect, it } from 'vitest';
 import { RunnerConfig } from './config.js';
-import { startRunner } from './index.js';
 
 describe('runner configuration', () => {
   it('reads the egress policy and refuses an allowlist it cannot use', () => {
@@ -69,16 +68,5 @@ describe('runner configuration', () => {
       const name = Object.keys(env)[0]!;
       expect(() => loadConfig(RunnerConfig, env), JSON.stringify(env)).toThrow(new RegExp(name));
     }
-  });
-
-  it('refuses to start with the kubernetes provider, which cannot serve runs yet, before it connects anywhere', async () => {
-    const config = loadConfig(RunnerConfig, {
-      SANDBOX_PROVIDER: 'kubernetes',
-      SANDBOX_K8S_IMAGE: 'sandbox:1',
-      NATS_URL: 'nats://127.0.0.1:1',
-    });
-    const started = startRunner(config);
-    await expect(started).rejects.toThrow(ConfigError);
-    await expect(started).rejects.toThrow(/SANDBOX_PROVIDER=kubernetes: .*cannot serve runs/);
   });
 });

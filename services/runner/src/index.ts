@@ -1,6 +1,6 @@
 import { mkdir } from 'node:fs/promises';
 import { DOMAIN_STREAM } from '@threadwork/contracts';
-import { bootService, awaitStream, ConfigError, startRuntime, type StartedService } from '@threadwork/platform';
+import { bootService, awaitStream, startRuntime, type StartedService } from '@threadwork/platform';
 import type { RunnerConfig } from './config.js';
 import { startDemoModel } from './demo/server.js';
 import { sandboxStatusPublisher } from './clients/domain-events.js';
@@ -11,7 +11,8 @@ import { SessionPool } from './flows/sessions.js';
 import { RunSlots, startJobConsumer } from './handlers/jobs.js';
 import { serveHarnesses, type DemoEndpoints } from './harness/served.js';
 import { LocalSandboxProvider } from './sandbox/local.js';
-import { decideIsolation } from './sandbox/isolation.js';
+import { decideIsolation, type Isolation } from './sandbox/isolation.js';
+import type { SandboxProvider } from './sandbox/provider.js';
 import { SandboxUids } from './sandbox/uids.js';
 
 export { RunnerConfig } from './config.js';
@@ -26,13 +27,6 @@ export interface RunnerService extends StartedService {
 
 /** The runner owns no collections: run state lives in the runs service, workspaces on disk. */
 export async function startRunner(config: RunnerConfig): Promise<RunnerService> {
-  if (config.SANDBOX_PROVIDER === 'kubernetes') {
-    // The pods' lifecycle is in (src/sandbox/kubernetes/), the harness's stdio and the git bundles
-    // over exec are not: refused rather than started half-way (README, "Kubernetes sandboxes").
-    throw new ConfigError(
-      'SANDBOX_PROVIDER=kubernetes: this runner cannot serve runs in sandbox pods yet (the harness transport over exec is missing); use SANDBOX_PROVIDER=local',
-    );
-  }
   const runtime = await startRuntime({ name: 'runner', config, mongo: false });
   const { logger, lifecycle } = runtime;
   let sessions: SessionPool | undefined;
@@ -56,31 +50,43 @@ export async function startRunner(config: RunnerConfig): Promise<RunnerService> 
     }
 
     const credentials = repohostCredentials(runtime.nc);
-    const isolation = await decideIsolation(
-      {
-        jail: config.SANDBOX_JAIL ?? (process.env.NODE_ENV === 'production' ? 'required' : 'auto'),
-        codexSandbox: config.CODEX_SANDBOX_MODE,
-        egress: { mode: config.SANDBOX_EGRESS, allow: config.SANDBOX_EGRESS_ALLOW },
+    const publish = sandboxStatusPublisher(runtime.nc, runtime.js, logger);
+    let sandboxes: SandboxProvider;
+    let isolation: Isolation;
+    if (config.SANDBOX_PROVIDER === 'kubernetes') {
+      // Loaded only here: a runner of local sandboxes never loads the Kubernetes client.
+      const { startKubernetesSandboxes } = await import('./sandbox/kubernetes/start.js');
+      const pods = await startKubernetesSandboxes({ config, logger, publish, credentials });
+      lifecycle.add('sandbox-pods', () => pods.close());
+      sandboxes = pods.provider;
+      isolation = pods.isolation;
+    } else {
+      isolation = await decideIsolation(
+        {
+          jail: config.SANDBOX_JAIL ?? (process.env.NODE_ENV === 'production' ? 'required' : 'auto'),
+          codexSandbox: config.CODEX_SANDBOX_MODE,
+          egress: { mode: config.SANDBOX_EGRESS, allow: config.SANDBOX_EGRESS_ALLOW },
+          root: config.SANDBOX_ROOT,
+          pidsMax: config.SANDBOX_PIDS_MAX,
+          memoryMaxBytes: config.SANDBOX_MEMORY_MAX_BYTES,
+          tmpBytes: config.SANDBOX_TMP_MAX_BYTES,
+          uidRange: config.SANDBOX_UID_RANGE,
+          harnesses: config.HARNESSES,
+        },
+        logger,
+      );
+      sandboxes = new LocalSandboxProvider({
         root: config.SANDBOX_ROOT,
-        pidsMax: config.SANDBOX_PIDS_MAX,
-        memoryMaxBytes: config.SANDBOX_MEMORY_MAX_BYTES,
-        tmpBytes: config.SANDBOX_TMP_MAX_BYTES,
-        uidRange: config.SANDBOX_UID_RANGE,
-        harnesses: config.HARNESSES,
-      },
-      logger,
-    );
-    const sandboxes = new LocalSandboxProvider({
-      root: config.SANDBOX_ROOT,
-      logger,
-      credentials,
-      // Each sandbox a uid of its own, where the runner runs as root and can switch to one.
-      uids:
-        isolation.outside?.kind === 'per-sandbox'
-          ? new SandboxUids(config.SANDBOX_ROOT, isolation.outside.range)
-          : null,
-      publish: sandboxStatusPublisher(runtime.nc, runtime.js, logger),
-    });
+        logger,
+        credentials,
+        // Each sandbox a uid of its own, where the runner runs as root and can switch to one.
+        uids:
+          isolation.outside?.kind === 'per-sandbox'
+            ? new SandboxUids(config.SANDBOX_ROOT, isolation.outside.range)
+            : null,
+        publish,
+      });
+    }
     const served = serveHarnesses(config, isolation, logger, demo);
     const pool = new SessionPool(served.harnesses, sandboxes, config.SANDBOX_IDLE_MS, logger);
     sessions = pool;

@@ -4,6 +4,7 @@ import { join } from 'node:path';
 import { posix } from 'node:path';
 import { Writable } from 'node:stream';
 import type { RunJob, RunRepository, SandboxStatus } from '@threadwork/contracts';
+import type { HarnessHost } from '../../harness/host.js';
 import type { Logger } from '@threadwork/platform';
 import { newSandboxId } from '../../domain/ids.js';
 import { revision } from '../agent-repo.js';
@@ -39,6 +40,7 @@ import { SandboxTake, SandboxTakenError, type SandboxClaim } from '../take.js';
 import { receiveTree, sendBranch } from './bundle.js';
 import type { PodExec } from './exec.js';
 import type { SandboxPod } from './pods.js';
+import type { PodState } from './status.js';
 import { HOME_FOLDER, WORKSPACE } from './spec.js';
 
 // The `kubernetes` provider: a thread's sandbox is a pod with a volume (pods.ts), where the harness
@@ -101,6 +103,8 @@ export interface KubernetesSandboxOptions {
   credentials?: RepositoryCredentials;
   /** Bound of a workspace's bundle taken out of the pod. */
   collectMaxBytes?: number;
+  /** Where the sandbox's harness runs: in its pod, over `exec` (process.ts). */
+  host?: (exec: PodExec) => HarnessHost;
 }
 
 export class KubernetesSandboxProvider implements SandboxProvider {
@@ -330,6 +334,18 @@ if [ "$3" = "$pid" ]; then kill -KILL -- "-$pid"; else kill -KILL "$pid"; fi`;
    * Deletes the pod after idling; its volume stays, for the next run to continue in. A pod that is
    * no longer this runner's (the thread moved to another) is left to the runner it is now.
    */
+  /**
+   * The thread's pod changed on its own (deleted after idling or from outside, evicted): once it is
+   * gone, the sandbox's status follows it to `stopped` (its volume stays for the next run). What
+   * else a pod goes through, the run preparing it says (`initializing`, `ready`, `failed`).
+   */
+  async podChanged(threadId: string, state: PodState): Promise<void> {
+    if (state.status !== 'stopped' || !this.podsByThread.has(threadId)) return;
+    if (this.statuses.get(threadId) === 'stopped') return;
+    const recorded = await readState(this.localDir(threadId));
+    await this.publish(threadId, recorded?.sandbox_id ?? null, 'stopped', state.reason ?? 'pod gone');
+  }
+
   async stop(threadId: string): Promise<void> {
     const state = await readState(this.localDir(threadId));
     this.podsByThread.delete(threadId);
@@ -447,6 +463,7 @@ if [ "$3" = "$pid" ]; then kill -KILL -- "-$pid"; else kill -KILL "$pid"; fi`;
       sessionId: state.session_id,
       sessionHarness: state.session_id ? (state.session_harness ?? 'codex') : null,
       take,
+      ...(this.options.host ? { host: this.options.host(this.exec(threadId)) } : {}),
       collect: (repo) => this.collect(threadId, take, repo, folderOf(repo)),
       publish: (repo) => this.publishBranch(threadId, take, repo, folderOf(repo)),
     };
