@@ -4,6 +4,7 @@ import { query, type Query, type SpawnedProcess } from '@anthropic-ai/claude-age
 import type { Logger } from '@threadwork/platform';
 import { ResumeFailedError, type Harness, type HarnessSession, type SessionOptions } from '../harness.js';
 import type { HostedProcess, ProcessExit } from '../host.js';
+import { boundedLines, MAX_LINE_BYTES } from '../lines.js';
 import type { Isolation } from '../../sandbox/isolation.js';
 import { Inbox } from './inbox.js';
 import { CLAUDE_TOOLS, claudeCommand, claudeConfigDir, claudeEnv, clearConfig, hasTranscript } from './launch.js';
@@ -98,7 +99,13 @@ export class ClaudeHarness implements Harness {
             started.stderr.on('data', (chunk: Buffer) => {
               stderrTail = (stderrTail + chunk.toString('utf8')).slice(-STDERR_TAIL_BYTES);
             });
-            return spawned(started);
+            return spawned(started, () => {
+              logger.error(
+                { max_bytes: MAX_LINE_BYTES },
+                'the harness wrote a line longer than any it sends; stopping it',
+              );
+              started.kill();
+            });
           },
         },
       });
@@ -146,7 +153,7 @@ type Listener = Parameters<EventEmitter['on']>[1];
  * The process as the Agent SDK drives it: its stdio, its end, signals to it. (`kill` is the SDK's
  * own way to end it; the runner's is the host's stop.)
  */
-function spawned(proc: HostedProcess): SpawnedProcess {
+function spawned(proc: HostedProcess, overflow: () => void): SpawnedProcess {
   const events = new EventEmitter();
   let exit: ProcessExit | null = null;
   let killed = false;
@@ -158,7 +165,7 @@ function spawned(proc: HostedProcess): SpawnedProcess {
   });
   return {
     stdin: proc.stdin,
-    stdout: proc.stdout,
+    stdout: boundedLines(proc.stdout, overflow),
     get killed() {
       return killed;
     },

@@ -1,4 +1,5 @@
 import { createInterface } from 'node:readline';
+import { boundedLines, MAX_LINE_BYTES } from '../lines.js';
 import type {
   ClientNotification,
   ClientRequest,
@@ -106,7 +107,14 @@ export class CodexRpc {
     child.stderr.on('data', (chunk: Buffer) => {
       this.stderrTail = (this.stderrTail + chunk.toString('utf8')).slice(-STDERR_TAIL_BYTES);
     });
-    createInterface({ input: child.stdout }).on('line', (line) => this.onLine(line));
+    const lines = boundedLines(child.stdout, () => {
+      this.logger.error(
+        { max_bytes: MAX_LINE_BYTES },
+        'the harness wrote a line longer than any it sends; stopping it',
+      );
+      this.kill();
+    });
+    createInterface({ input: lines }).on('line', (line) => this.onLine(line));
   }
 
   get pid(): number | undefined {
