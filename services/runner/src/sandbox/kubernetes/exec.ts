@@ -49,25 +49,57 @@ export function exitCode(status: V1Status): number {
   return Number.isInteger(code) ? code : -1;
 }
 
+/**
+ * Bytes sent to the pod's stdin that may wait in the connection to the API server before the
+ * runner's side stops reading what it sends (client-node sends every chunk at once, whatever the
+ * connection has yet to write): a pod that does not read its stdin cannot make the runner hold more.
+ */
+const STDIN_BUFFERED_MAX = 1024 * 1024;
+const STDIN_POLL_MS = 20;
+
+/** The connection client-node's exec gives (a `ws` WebSocket). */
+type ExecSocket = Awaited<ReturnType<Exec['exec']>>;
+
 /** Exec into the sandbox pod through the API server (pods/exec, which the runner's Role grants). */
 export function kubeExec(kubeConfig: KubeConfig, pod: SandboxPod): PodExec {
   const exec = new Exec(kubeConfig);
   return {
     run(argv, io = {}) {
       const stderr = stderrTail();
-      // The exec API needs somewhere to write stdout even when the caller wants none of it.
-      const stdout = io.stdout ?? new PassThrough().resume();
+      // Both ways with backpressure, which client-node does not give: what the pod writes is read
+      // from the connection only as fast as the caller takes it, and what the caller sends is read
+      // from it only as fast as the connection writes it out.
+      let socket: ExecSocket | null = null;
+      const target = io.stdout ?? new PassThrough().resume();
+      const stdout = new Writable({
+        write(chunk: Buffer, _enc, done) {
+          if (!target.write(chunk) && socket) {
+            const paused = socket;
+            paused.pause();
+            target.once('drain', () => paused.resume());
+          }
+          done();
+        },
+        final(done) {
+          target.end();
+          done();
+        },
+      });
+      const stdin = io.stdin ? new PassThrough() : null;
       return new Promise<ExecResult>((resolve, reject) => {
         let status: V1Status | null = null;
         exec
-          .exec(pod.namespace, pod.name, pod.container, argv, stdout, stderr.sink, io.stdin ?? null, false, (s) => {
+          .exec(pod.namespace, pod.name, pod.container, argv, stdout, stderr.sink, stdin, false, (s) => {
             status = s;
           })
           .then((ws) => {
+            socket = ws;
+            if (io.stdin && stdin) pump(io.stdin, stdin, ws);
             io.signal?.addEventListener('abort', () => ws.close(), { once: true });
             if (io.signal?.aborted) ws.close();
             ws.on('error', reject);
             ws.on('close', () => {
+              io.stdin?.unpipe?.();
               if (!status && io.signal?.aborted) return resolve({ code: -1, stderr: 'cut off by the runner' });
               if (!status) return reject(new Error(`exec in ${pod.name} ended without a status`));
               resolve({ code: exitCode(status), stderr: stderr.text() || (status.message ?? '') });
@@ -76,6 +108,23 @@ export function kubeExec(kubeConfig: KubeConfig, pod: SandboxPod): PodExec {
       });
     },
   };
+}
+
+/** Moves the caller's stdin to client-node's, pausing it while the connection holds too much unsent. */
+function pump(from: Readable, to: PassThrough, ws: ExecSocket): void {
+  const wait = () => {
+    if (ws.readyState !== ws.OPEN || ws.bufferedAmount <= STDIN_BUFFERED_MAX) return void from.resume();
+    setTimeout(wait, STDIN_POLL_MS).unref();
+  };
+  from.on('data', (chunk: Buffer) => {
+    to.write(chunk);
+    if (ws.bufferedAmount > STDIN_BUFFERED_MAX) {
+      from.pause();
+      setTimeout(wait, STDIN_POLL_MS).unref();
+    }
+  });
+  from.once('end', () => to.end());
+  from.once('error', () => to.end());
 }
 
 /**
