@@ -4,7 +4,7 @@
 // run is instant and a fresh machine builds each one once. Dependency-free on purpose: it runs
 // before `pnpm install`.
 import { spawnSync } from 'node:child_process';
-import { existsSync, mkdirSync, readFileSync, renameSync, rmSync, statSync } from 'node:fs';
+import { cpSync, existsSync, mkdirSync, readFileSync, renameSync, rmSync, statSync } from 'node:fs';
 import { homedir } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -92,6 +92,11 @@ export const TOOLS = {
     module: 'sigs.k8s.io/kwok/cmd/kwok',
     about: 'kwok',
     minutes: '3-6',
+    // Its exec, which runs the command on this machine, as a kubelet would: the command's stdin is
+    // closed once the client's is (else `cat` never ends), and a non-zero exit is reported with its
+    // code (else the exec API says only "internal error").
+    patch: join(here, 'patches', 'kwok-v0.8.0-exec.patch'),
+    revision: 1,
   },
 };
 
@@ -170,10 +175,12 @@ export function ensureTool(name, { log = (line) => process.stderr.write(line + '
         env,
         stdio: ['ignore', 'inherit', 'inherit'],
       })
-    : spawnSync(go, ['install', '-trimpath', ...ldflags, `${tool.module}@${tool.version}`], {
-        env,
-        stdio: ['ignore', 'inherit', 'inherit'],
-      });
+    : tool.patch
+      ? buildPatched(go, tool, name, tmpDir, env, ldflags)
+      : spawnSync(go, ['install', '-trimpath', ...ldflags, `${tool.module}@${tool.version}`], {
+          env,
+          stdio: ['ignore', 'inherit', 'inherit'],
+        });
   if (result.status !== 0) {
     rmSync(tmpDir, { recursive: true, force: true });
     throw new Error(`threadwork: building ${name} ${tool.version} failed (exit ${result.status ?? result.signal})`);
@@ -193,6 +200,44 @@ export function ensureTool(name, { log = (line) => process.stderr.write(line + '
   }
   log(`threadwork: built ${name} ${tool.version} in ${Math.round((Date.now() - started) / 1000)} s → ${target}`);
   return target;
+}
+
+/**
+ * Builds a module's command from a patched copy of its source: the module as the proxy serves it
+ * (`go mod download`, checked against the checksum database), copied out of the read-only module
+ * cache, the patch applied, then built with the module's own go.mod and go.sum.
+ */
+function buildPatched(go, tool, name, tmpDir, env, ldflags) {
+  const [modulePath, pkg] = moduleOf(tool.module);
+  const download = spawnSync(go, ['mod', 'download', '-json', `${modulePath}@${tool.version}`], {
+    env,
+    encoding: 'utf8',
+    stdio: ['ignore', 'pipe', 'inherit'],
+  });
+  if (download.status !== 0) return download;
+  const src = join(tmpDir, 'src');
+  cpSync(JSON.parse(download.stdout).Dir, src, { recursive: true });
+  spawnSync('chmod', ['-R', 'u+w', src]);
+  const patched = spawnSync('git', ['apply', '--verbose', tool.patch], {
+    cwd: src,
+    stdio: ['ignore', 'inherit', 'inherit'],
+  });
+  if (patched.status !== 0) return patched;
+  const built = spawnSync(go, ['build', '-trimpath', ...ldflags, '-o', join(tmpDir, tool.binary ?? name), pkg], {
+    cwd: src,
+    env,
+    stdio: ['ignore', 'inherit', 'inherit'],
+  });
+  rmSync(src, { recursive: true, force: true });
+  return built;
+}
+
+/** `sigs.k8s.io/kwok/cmd/kwok` → the module `sigs.k8s.io/kwok` and its package `./cmd/kwok`. */
+function moduleOf(commandPath) {
+  const parts = commandPath.split('/');
+  const cmd = parts.indexOf('cmd');
+  if (cmd < 0) return [commandPath, '.'];
+  return [parts.slice(0, cmd).join('/'), './' + parts.slice(cmd).join('/')];
 }
 
 /** Ensures every named tool; prints one clear line and exits when Go is missing. */
