@@ -89,13 +89,15 @@ export const TOOLS = {
   // Simulated nodes: pods on them turn Running and Ready without a container runtime.
   kwok: {
     version: 'v0.8.0',
-    module: 'sigs.k8s.io/kwok/cmd/kwok',
+    // Built from the module's source with a patch to its exec (which runs the command on this
+    // machine) so that it does what a kubelet does: the command's stdin is closed once the client's
+    // is (else `cat` never ends), and a non-zero exit is reported with its code (else the exec API
+    // says only "internal error").
+    module: 'sigs.k8s.io/kwok',
+    package: './cmd/kwok',
+    patch: join(here, 'patches', 'kwok-v0.8.0-exec.patch'),
     about: 'kwok',
     minutes: '3-6',
-    // Its exec, which runs the command on this machine, as a kubelet would: the command's stdin is
-    // closed once the client's is (else `cat` never ends), and a non-zero exit is reported with its
-    // code (else the exec API says only "internal error").
-    patch: join(here, 'patches', 'kwok-v0.8.0-exec.patch'),
     revision: 1,
   },
 };
@@ -208,8 +210,8 @@ export function ensureTool(name, { log = (line) => process.stderr.write(line + '
  * cache, the patch applied, then built with the module's own go.mod and go.sum.
  */
 function buildPatched(go, tool, name, tmpDir, env, ldflags) {
-  const [modulePath, pkg] = moduleOf(tool.module);
-  const download = spawnSync(go, ['mod', 'download', '-json', `${modulePath}@${tool.version}`], {
+  const download = spawnSync(go, ['mod', 'download', '-json', `${tool.module}@${tool.version}`], {
+    cwd: tmpDir,
     env,
     encoding: 'utf8',
     stdio: ['ignore', 'pipe', 'inherit'],
@@ -218,26 +220,24 @@ function buildPatched(go, tool, name, tmpDir, env, ldflags) {
   const src = join(tmpDir, 'src');
   cpSync(JSON.parse(download.stdout).Dir, src, { recursive: true });
   spawnSync('chmod', ['-R', 'u+w', src]);
+  // Outside any repository (a tools directory inside one would make git apply the paths to its root).
   const patched = spawnSync('git', ['apply', '--verbose', tool.patch], {
     cwd: src,
+    env: { ...process.env, GIT_CEILING_DIRECTORIES: tmpDir },
     stdio: ['ignore', 'inherit', 'inherit'],
   });
   if (patched.status !== 0) return patched;
-  const built = spawnSync(go, ['build', '-trimpath', ...ldflags, '-o', join(tmpDir, tool.binary ?? name), pkg], {
-    cwd: src,
-    env,
-    stdio: ['ignore', 'inherit', 'inherit'],
-  });
+  const built = spawnSync(
+    go,
+    ['build', '-trimpath', ...ldflags, '-o', join(tmpDir, tool.binary ?? name), tool.package],
+    {
+      cwd: src,
+      env,
+      stdio: ['ignore', 'inherit', 'inherit'],
+    },
+  );
   rmSync(src, { recursive: true, force: true });
   return built;
-}
-
-/** `sigs.k8s.io/kwok/cmd/kwok` → the module `sigs.k8s.io/kwok` and its package `./cmd/kwok`. */
-function moduleOf(commandPath) {
-  const parts = commandPath.split('/');
-  const cmd = parts.indexOf('cmd');
-  if (cmd < 0) return [commandPath, '.'];
-  return [parts.slice(0, cmd).join('/'), './' + parts.slice(cmd).join('/')];
 }
 
 /** Ensures every named tool; prints one clear line and exits when Go is missing. */
