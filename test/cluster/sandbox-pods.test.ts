@@ -335,8 +335,11 @@ describe.skipIf(missingGo)('the kubernetes sandbox provider on a real API server
       expect(await may(verb, 'pods', SANDBOX_NS), `pods ${verb}`).toBe(true);
       expect(await may(verb, 'persistentvolumeclaims', SANDBOX_NS), `claims ${verb}`).toBe(true);
     }
-    expect(await may('create', 'pods', SANDBOX_NS, 'exec')).toBe(true);
-    expect(await may('create', 'pods', SANDBOX_NS, 'attach')).toBe(true);
+    // A WebSocket exec or attach is a GET authorized as `get` and as `create` both.
+    for (const verb of ['get', 'create']) {
+      expect(await may(verb, 'pods', SANDBOX_NS, 'exec'), `exec ${verb}`).toBe(true);
+      expect(await may(verb, 'pods', SANDBOX_NS, 'attach'), `attach ${verb}`).toBe(true);
+    }
     // Not a pod changed in place, not its logs, not port-forwarding.
     for (const verb of ['update', 'patch']) expect(await may(verb, 'pods', SANDBOX_NS), `pods ${verb}`).toBe(false);
     expect(await may('create', 'pods', SANDBOX_NS, 'portforward')).toBe(false);
