@@ -4,7 +4,9 @@ import { defineConfig } from 'vitest/config';
 // controllers, the scheduler and kwok, built from the Go module proxy by deploy/local/tools.mjs and
 // started by the test. Its own command (`npm run test:cluster`), because the first build of the
 // control plane takes long; once cached it starts in seconds.
-const conditions = ['threadwork-source', 'node', 'import', 'default'];
+// No `import` among them: it would apply to `require` too, and `ws` (client-node's exec) required as
+// its ESM wrapper hands isomorphic-ws a namespace instead of the WebSocket class.
+const conditions = ['threadwork-source', 'node', 'default'];
 
 export default defineConfig({
   resolve: { conditions },

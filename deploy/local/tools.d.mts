@@ -17,6 +17,9 @@ export declare const TOOLS: Record<
     launcher?: string;
     package?: string;
     binary?: string;
+    ldflags?: string[];
+    patch?: string;
+    revision?: number;
   }
 >;
 export declare const CONTROL_PLANE_TOOLS: ToolName[];

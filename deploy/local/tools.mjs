@@ -4,7 +4,7 @@
 // run is instant and a fresh machine builds each one once. Dependency-free on purpose: it runs
 // before `pnpm install`.
 import { spawnSync } from 'node:child_process';
-import { existsSync, mkdirSync, readFileSync, renameSync, rmSync, statSync } from 'node:fs';
+import { cpSync, existsSync, mkdirSync, readFileSync, renameSync, rmSync, statSync } from 'node:fs';
 import { homedir } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -89,9 +89,16 @@ export const TOOLS = {
   // Simulated nodes: pods on them turn Running and Ready without a container runtime.
   kwok: {
     version: 'v0.8.0',
-    module: 'sigs.k8s.io/kwok/cmd/kwok',
+    // Built from the module's source with a patch to its exec (which runs the command on this
+    // machine) so that it does what a kubelet does: the command's stdin is closed once the client's
+    // is (else `cat` never ends), and a non-zero exit is reported with its code (else the exec API
+    // says only "internal error").
+    module: 'sigs.k8s.io/kwok',
+    package: './cmd/kwok',
+    patch: join(here, 'patches', 'kwok-v0.8.0-exec.patch'),
     about: 'kwok',
     minutes: '3-6',
+    revision: 1,
   },
 };
 
@@ -170,10 +177,12 @@ export function ensureTool(name, { log = (line) => process.stderr.write(line + '
         env,
         stdio: ['ignore', 'inherit', 'inherit'],
       })
-    : spawnSync(go, ['install', '-trimpath', ...ldflags, `${tool.module}@${tool.version}`], {
-        env,
-        stdio: ['ignore', 'inherit', 'inherit'],
-      });
+    : tool.patch
+      ? buildPatched(go, tool, name, tmpDir, env, ldflags)
+      : spawnSync(go, ['install', '-trimpath', ...ldflags, `${tool.module}@${tool.version}`], {
+          env,
+          stdio: ['ignore', 'inherit', 'inherit'],
+        });
   if (result.status !== 0) {
     rmSync(tmpDir, { recursive: true, force: true });
     throw new Error(`threadwork: building ${name} ${tool.version} failed (exit ${result.status ?? result.signal})`);
@@ -193,6 +202,42 @@ export function ensureTool(name, { log = (line) => process.stderr.write(line + '
   }
   log(`threadwork: built ${name} ${tool.version} in ${Math.round((Date.now() - started) / 1000)} s → ${target}`);
   return target;
+}
+
+/**
+ * Builds a module's command from a patched copy of its source: the module as the proxy serves it
+ * (`go mod download`, checked against the checksum database), copied out of the read-only module
+ * cache, the patch applied, then built with the module's own go.mod and go.sum.
+ */
+function buildPatched(go, tool, name, tmpDir, env, ldflags) {
+  const download = spawnSync(go, ['mod', 'download', '-json', `${tool.module}@${tool.version}`], {
+    cwd: tmpDir,
+    env,
+    encoding: 'utf8',
+    stdio: ['ignore', 'pipe', 'inherit'],
+  });
+  if (download.status !== 0) return download;
+  const src = join(tmpDir, 'src');
+  cpSync(JSON.parse(download.stdout).Dir, src, { recursive: true });
+  spawnSync('chmod', ['-R', 'u+w', src]);
+  // Outside any repository (a tools directory inside one would make git apply the paths to its root).
+  const patched = spawnSync('git', ['apply', '--verbose', tool.patch], {
+    cwd: src,
+    env: { ...process.env, GIT_CEILING_DIRECTORIES: tmpDir },
+    stdio: ['ignore', 'inherit', 'inherit'],
+  });
+  if (patched.status !== 0) return patched;
+  const built = spawnSync(
+    go,
+    ['build', '-trimpath', ...ldflags, '-o', join(tmpDir, tool.binary ?? name), tool.package],
+    {
+      cwd: src,
+      env,
+      stdio: ['ignore', 'inherit', 'inherit'],
+    },
+  );
+  rmSync(src, { recursive: true, force: true });
+  return built;
 }
 
 /** Ensures every named tool; prints one clear line and exits when Go is missing. */

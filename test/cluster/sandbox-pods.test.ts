@@ -6,19 +6,29 @@
 // provider needs in the sandbox namespace and nothing elsewhere, and never read a Secret; and the
 // pod lifecycle itself — made idempotently, Ready, its status following the pod, adopted after a
 // restart, replaced when another runner takes the thread, deleted after idling (the volume kept)
-// and with the thread (the volume too). No container runs here, so nothing is exec'd.
-import { spawnSync } from 'node:child_process';
+// and with the thread (the volume too). And exec into the pod as the runner does it, through the
+// API server and the exec stream protocol to the node's kubelet endpoint (kwok's): exit codes,
+// stdin and stdout streamed, a git branch in and a tree out — refused by RBAC in another
+// namespace. No container runs here: kwok runs an exec'd command on this machine, in a directory
+// of the test's, so this shows what the API server and the protocol do, not the sandbox image.
+import { execFileSync, spawnSync } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { PassThrough, Readable, type Writable } from 'node:stream';
 import {
+  kubeExec,
   loadKubeConfig,
+  receiveTree,
   sandboxName,
   sandboxPod,
   SandboxPods,
+  sendBranch,
+  type PodExec,
   type PodSettings,
   type PodState,
+  type SandboxPod,
 } from '@threadwork/runner/kubernetes';
 import { createLogger } from '@threadwork/platform';
 import { startControlPlane, waitFor, type ControlPlane } from '@threadwork/testing';
@@ -110,6 +120,52 @@ const asRunner = { token: RUNNER_TOKEN };
 async function get<T = Obj>(kind: string, name: string, namespace = SANDBOX_NS) {
   return plane.api<T>('GET', `${collection(kind, namespace)}/${name}`);
 }
+
+/**
+ * Exec into `pod` runs on this machine in a fresh directory of its own (kwok's Exec for it); resolves
+ * once kwok has taken that up, with the directory.
+ */
+async function execHere(pod: { namespace: string; name: string }, exec: PodExec): Promise<string> {
+  const workDir = mkdtempSync(join(scratch, `${pod.name}-`));
+  await plane.execLocally(pod, { workDir, env: { HOME: workDir } });
+  let last = '';
+  await waitFor(
+    `exec into ${pod.namespace}/${pod.name} to run`,
+    async () => {
+      const res = await exec.run(['true']);
+      last = res.stderr;
+      return res.code === 0;
+    },
+    WAIT,
+  ).catch((err: Error) => {
+    throw new Error(`${err.message}; last: ${last}`);
+  });
+  return workDir;
+}
+
+/** What a command sends on stdout, collected. */
+function collect(): { sink: Writable; bytes: () => Buffer } {
+  const chunks: Buffer[] = [];
+  const sink = new PassThrough();
+  sink.on('data', (c: Buffer) => chunks.push(c));
+  return { sink, bytes: () => Buffer.concat(chunks) };
+}
+
+const git = (cwd: string, args: string[]) =>
+  execFileSync('git', args, {
+    cwd,
+    encoding: 'utf8',
+    env: {
+      PATH: process.env.PATH,
+      HOME: cwd,
+      GIT_CONFIG_NOSYSTEM: '1',
+      GIT_CONFIG_GLOBAL: '/dev/null',
+      GIT_AUTHOR_NAME: 't',
+      GIT_AUTHOR_EMAIL: 't@t',
+      GIT_COMMITTER_NAME: 't',
+      GIT_COMMITTER_EMAIL: 't@t',
+    },
+  }).trim();
 
 /** Whether the runner's identity may do `verb` on `resource` in `namespace`, as the API server's authorizer says. */
 async function may(verb: string, resource: string, namespace: string, subresource?: string): Promise<boolean> {
@@ -279,8 +335,11 @@ describe.skipIf(missingGo)('the kubernetes sandbox provider on a real API server
       expect(await may(verb, 'pods', SANDBOX_NS), `pods ${verb}`).toBe(true);
       expect(await may(verb, 'persistentvolumeclaims', SANDBOX_NS), `claims ${verb}`).toBe(true);
     }
-    expect(await may('create', 'pods', SANDBOX_NS, 'exec')).toBe(true);
-    expect(await may('create', 'pods', SANDBOX_NS, 'attach')).toBe(true);
+    // A WebSocket exec or attach is a GET authorized as `get` and as `create` both.
+    for (const verb of ['get', 'create']) {
+      expect(await may(verb, 'pods', SANDBOX_NS, 'exec'), `exec ${verb}`).toBe(true);
+      expect(await may(verb, 'pods', SANDBOX_NS, 'attach'), `attach ${verb}`).toBe(true);
+    }
     // Not a pod changed in place, not its logs, not port-forwarding.
     for (const verb of ['update', 'patch']) expect(await may(verb, 'pods', SANDBOX_NS), `pods ${verb}`).toBe(false);
     expect(await may('create', 'pods', SANDBOX_NS, 'portforward')).toBe(false);
@@ -434,5 +493,101 @@ describe.skipIf(missingGo)('the kubernetes sandbox provider on a real API server
     await refused;
     expect(p.status(threadId)).toBe('initializing');
     await p.remove(threadId);
+  });
+  it('execs into the thread’s pod through the API server: exit codes, stdin streamed to stdout, a branch in and a tree out', async () => {
+    const { p } = pods('runner-f');
+    await p.start();
+    const threadId = 'thr_exec';
+    const sandbox: SandboxPod = await p.ensure(threadId);
+    // As the runner execs: its own identity, the chart's Role.
+    const exec = kubeExec(loadKubeConfig(runnerKubeconfig), sandbox);
+    const workDir = await execHere(sandbox, exec);
+
+    const out = collect();
+    const ok = await exec.run(['sh', '-c', 'pwd; printf "%s" "$1"', 'sh', 'argv kept whole'], { stdout: out.sink });
+    expect(ok).toEqual({ code: 0, stderr: '' });
+    expect(out.bytes().toString()).toBe(`${workDir}\nargv kept whole`);
+    const failed = await exec.run(['sh', '-c', 'echo refused >&2; exit 3']);
+    expect(failed.code).toBe(3);
+    expect(failed.stderr).toBe('refused');
+    const fromNode = await exec.run(['node', '-e', 'process.exit(42)']);
+    expect(fromNode.code).toBe(42);
+
+    // 1 MiB through stdin → cat → stdout, intact: the command sees stdin end when the client's does.
+    const data = randomBytes(1024 * 1024);
+    const echoed = collect();
+    const chunks = Array.from({ length: 64 }, (_, i) => data.subarray(i * 16_384, (i + 1) * 16_384));
+    const cat = await exec.run(['cat'], { stdin: Readable.from(chunks), stdout: echoed.sink });
+    expect(cat.code).toBe(0);
+    expect(echoed.bytes().length).toBe(data.length);
+    expect(echoed.bytes().equals(data)).toBe(true);
+
+    // The runner's repository: the thread branch with one commit.
+    const runnerDir = mkdtempSync(join(scratch, 'runner-repo-'));
+    const seed = join(runnerDir, 'seed');
+    mkdirSync(seed);
+    git(seed, ['init', '-q', '-b', 'main']);
+    writeFileSync(join(seed, 'README.md'), 'hello\n');
+    git(seed, ['add', '-A']);
+    git(seed, ['commit', '-q', '-m', 'base']);
+    const gitDir = join(runnerDir, 'runner.git');
+    git(runnerDir, ['clone', '-q', '--bare', seed, gitDir]);
+    git(runnerDir, ['--git-dir', gitDir, 'branch', 'threadwork/thr_exec', 'main']);
+    const base = git(runnerDir, ['--git-dir', gitDir, 'rev-parse', 'refs/heads/threadwork/thr_exec']);
+    const repo = { gitDir, workTree: null };
+
+    const podRepo = join(workDir, 'repo');
+    await sendBranch(exec, { repo, branch: 'threadwork/thr_exec', podRepo });
+    const head = collect();
+    expect((await exec.run(['git', '-C', 'repo', 'rev-parse', 'HEAD'], { stdout: head.sink })).code).toBe(0);
+    expect(head.bytes().toString().trim()).toBe(base);
+    expect(readFileSync(join(podRepo, 'README.md'), 'utf8')).toBe('hello\n');
+
+    // The agent's work in the pod, taken out as a tree on the branch's commit.
+    const edit = await exec.run(['sh', '-c', 'echo changed > repo/README.md && echo new > repo/added.txt']);
+    expect(edit.code).toBe(0);
+    const tree = await receiveTree(exec, {
+      repo,
+      podRepo,
+      base,
+      into: 'refs/threadwork/snapshots/thr_exec',
+      maxBytes: 1024 * 1024,
+    });
+    expect(git(runnerDir, ['--git-dir', gitDir, 'rev-parse', 'refs/threadwork/snapshots/thr_exec^{tree}'])).toBe(tree);
+    expect(git(runnerDir, ['--git-dir', gitDir, 'show', `${tree}:README.md`])).toBe('changed');
+    expect(git(runnerDir, ['--git-dir', gitDir, 'show', `${tree}:added.txt`])).toBe('new');
+    await p.remove(threadId);
+  });
+
+  it('refuses the runner exec into a pod of another namespace, which the admin may exec into', async () => {
+    await waitFor(
+      'the default ServiceAccount in other',
+      async () => (await plane.api('GET', '/api/v1/namespaces/other/serviceaccounts/default')).status === 200,
+      WAIT,
+    );
+    const name = 'not-a-sandbox';
+    const made = await plane.api('POST', collection('Pod', 'other'), {
+      apiVersion: 'v1',
+      kind: 'Pod',
+      metadata: { name, namespace: 'other' },
+      spec: { automountServiceAccountToken: false, containers: [{ name: 'main', image: 'registry.example.com/x:1' }] },
+    });
+    expect(made.status).toBe(201);
+    await waitFor(
+      'the pod in other to run',
+      async () =>
+        (await get<Obj & { status?: { phase?: string } }>('Pod', name, 'other')).body.status?.phase === 'Running',
+      WAIT,
+    );
+    const pod = { threadId: 'thr_none', namespace: 'other', name, container: 'main' };
+    // Exec there works for the admin, so what refuses the runner is its authorization.
+    await execHere(pod, kubeExec(loadKubeConfig(plane.kubeconfig), pod));
+    const refused = await kubeExec(loadKubeConfig(runnerKubeconfig), pod)
+      .run(['true'])
+      .then(
+        (res) => res,
+        (err: unknown) => err,
+      );
+    expect(String((refused as { message?: unknown }).message)).toMatch(/\b403\b/);
   });
 });

@@ -111,7 +111,9 @@ describe('charts/threadwork with the kubernetes sandbox provider', () => {
     expect(granted.sort()).toEqual(
       [
         ...['get', 'list', 'watch', 'create', 'delete'].flatMap((v) => [`/pods:${v}`, `/persistentvolumeclaims:${v}`]),
+        '/pods/exec:get',
         '/pods/exec:create',
+        '/pods/attach:get',
         '/pods/attach:create',
       ].sort(),
     );

@@ -3,7 +3,7 @@ import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync
 import { request } from 'node:https';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import type { ChildProcess } from 'node:child_process';
+import { spawnSync, type ChildProcess } from 'node:child_process';
 import { freePort } from '../../../deploy/local/launcher.mjs';
 import { spawnGuarded } from '../../../deploy/local/servers.mjs';
 import { waitFor } from './wait.js';
@@ -13,9 +13,16 @@ import { waitFor } from './wait.js';
 // (Deployments, StatefulSets, PersistentVolume binding, garbage collection, autoscaling's bounds),
 // kube-scheduler, and kwok, which plays the kubelet of simulated nodes: their pods turn Running and
 // Ready without a container. No container ever runs, so nothing in an image is exercised here.
+//
+// Exec into a pod goes the whole way a real one does — client, API server (authentication, RBAC,
+// the pods/exec subresource, the stream protocol), then over TLS to the node's kubelet endpoint,
+// which kwok serves — but kwok runs the command on this machine, as the user running the tests, in
+// the directory an Exec resource names for that pod (`execLocally`): it shows what the API server
+// and the exec protocol do with a command and its streams, not what the pod's image would do.
 
 /**
- * What kwok does for the nodes and pods it manages, as its Stage resources: a node turns Ready and
+ * What kwok does for the nodes and pods it manages, as its Stage resources: a node turns Ready,
+ * saying where its kubelet listens (kwok's own server, which the API server reaches for exec), and
  * keeps sending heartbeats (else the node lifecycle controller would evict its pods); a pod bound to
  * it turns Running with every container ready; a pod being deleted goes at once (no kubelet to
  * wait for).
@@ -43,6 +50,8 @@ ${NODE_CONDITIONS}
       addresses:
       - { type: InternalIP, address: {{ NodeIP | Quote }} }
       - { type: Hostname, address: {{ NodeName | Quote }} }
+      daemonEndpoints:
+        kubeletEndpoint: { Port: {{ NodePort }} }
       phase: Running
 ---
 apiVersion: kwok.x-k8s.io/v1alpha1
@@ -101,6 +110,97 @@ spec:
     delete: true
 `;
 
+/**
+ * kwok's Exec resource, which says how exec into one pod (named like it, in its namespace) runs:
+ * here always on this machine (`local`), in a directory and with environment variables of its own.
+ */
+const EXEC_CRD = {
+  apiVersion: 'apiextensions.k8s.io/v1',
+  kind: 'CustomResourceDefinition',
+  metadata: { name: 'execs.kwok.x-k8s.io' },
+  spec: {
+    group: 'kwok.x-k8s.io',
+    names: { kind: 'Exec', listKind: 'ExecList', plural: 'execs', singular: 'exec' },
+    scope: 'Namespaced',
+    versions: [
+      {
+        name: 'v1alpha1',
+        served: true,
+        storage: true,
+        subresources: { status: {} },
+        schema: {
+          openAPIV3Schema: {
+            type: 'object',
+            required: ['spec'],
+            properties: {
+              spec: {
+                type: 'object',
+                required: ['execs'],
+                properties: {
+                  execs: {
+                    type: 'array',
+                    items: {
+                      type: 'object',
+                      properties: {
+                        containers: { type: 'array', items: { type: 'string' } },
+                        local: {
+                          type: 'object',
+                          properties: {
+                            workDir: { type: 'string' },
+                            envs: {
+                              type: 'array',
+                              items: {
+                                type: 'object',
+                                required: ['name'],
+                                properties: { name: { type: 'string' }, value: { type: 'string' } },
+                              },
+                            },
+                          },
+                        },
+                      },
+                    },
+                  },
+                },
+              },
+              status: { type: 'object', 'x-kubernetes-preserve-unknown-fields': true },
+            },
+          },
+        },
+      },
+    ],
+  },
+};
+
+/** A self-signed serving certificate for 127.0.0.1 (kwok's kubelet endpoint), which the API server is given to trust. */
+function servingCert(certFile: string, keyFile: string): void {
+  const out = spawnSync(
+    'openssl',
+    [
+      'req',
+      '-x509',
+      '-newkey',
+      'ec',
+      '-pkeyopt',
+      'ec_paramgen_curve:prime256v1',
+      '-nodes',
+      '-days',
+      '7',
+      '-subj',
+      '/CN=kwok-kubelet',
+      '-addext',
+      'subjectAltName=IP:127.0.0.1',
+      '-keyout',
+      keyFile,
+      '-out',
+      certFile,
+    ],
+    { encoding: 'utf8' },
+  );
+  if (out.error || out.status !== 0) {
+    throw new Error(`making kwok's serving certificate with openssl failed: ${out.error?.message ?? out.stderr}`);
+  }
+}
+
 /** The binaries, as deploy/local/tools.mjs builds them. */
 export interface ControlPlaneBinaries {
   etcd: string;
@@ -131,6 +231,16 @@ export interface ControlPlane {
     body?: unknown,
     opts?: { token?: string; contentType?: string },
   ): Promise<KubeResponse<T>>;
+  /**
+   * Makes exec into the pod `namespace/name` (any of its containers) run the command on this
+   * machine, in `workDir`, with `env` over kwok's own environment (PATH, and HOME an empty
+   * directory): an Exec resource named like the pod. kwok takes it up through its watch a moment
+   * later; an exec before that is refused ("no exec found").
+   */
+  execLocally(
+    pod: { namespace: string; name: string },
+    opts: { workDir: string; env?: Record<string, string> },
+  ): Promise<void>;
   stop(): Promise<void>;
 }
 
@@ -140,8 +250,8 @@ interface Started {
   output: () => string;
 }
 
-function start(name: string, binary: string, args: string[], dir: string): Started {
-  const child = spawnGuarded(binary, args, { cwd: dir, stdio: ['ignore', 'pipe', 'pipe'] });
+function start(name: string, binary: string, args: string[], dir: string, env?: NodeJS.ProcessEnv): Started {
+  const child = spawnGuarded(binary, args, { cwd: dir, env, stdio: ['ignore', 'pipe', 'pipe'] });
   let out = '';
   const keep = (chunk: Buffer) => {
     out = (out + chunk.toString()).slice(-16_000);
@@ -291,6 +401,12 @@ export async function startControlPlane(options: ControlPlaneOptions): Promise<C
     writeFileSync(join(dir, 'sa.pub'), publicKey.export({ type: 'spki', format: 'pem' }));
     const certDir = join(dir, 'certs');
     mkdirSync(certDir);
+    // kwok's server plays the kubelet's: exec goes there over TLS, checked against this certificate.
+    // kwok asks for no client certificate (it authenticates no one), so the API server is given none.
+    const kubeletCert = join(certDir, 'kubelet.crt');
+    const kubeletKey = join(certDir, 'kubelet.key');
+    servingCert(kubeletCert, kubeletKey);
+    const kubeletPort = await freePort();
     const apiPort = await freePort();
     const server = `https://127.0.0.1:${apiPort}`;
     const apiserver = start(
@@ -313,6 +429,9 @@ export async function startControlPlane(options: ControlPlaneOptions): Promise<C
         '--service-cluster-ip-range=10.96.0.0/16',
         '--allow-privileged=true',
         '--anonymous-auth=false',
+        // A node's kubelet is reached at its InternalIP (kwok's, 127.0.0.1), not its unresolvable name.
+        '--kubelet-preferred-address-types=InternalIP',
+        `--kubelet-certificate-authority=${kubeletCert}`,
       ],
       dir,
     );
@@ -376,6 +495,24 @@ export async function startControlPlane(options: ControlPlaneOptions): Promise<C
     );
     processes.push(scheduler);
     writeFileSync(join(dir, 'kwok.yaml'), KWOK_STAGES);
+    // Exec resources are watched by kwok, so a test adds them as it makes pods.
+    const crd = await api('POST', '/apis/apiextensions.k8s.io/v1/customresourcedefinitions', EXEC_CRD);
+    if (crd.status !== 201)
+      throw new Error(`creating the Exec resource definition: ${crd.status} ${JSON.stringify(crd.body)}`);
+    await waitFor(
+      'the Exec resource definition to be established',
+      async () => {
+        const res = await api<{ status?: { conditions?: { type: string; status: string }[] } }>(
+          'GET',
+          `/apis/apiextensions.k8s.io/v1/customresourcedefinitions/${EXEC_CRD.metadata.name}`,
+        );
+        return res.body.status?.conditions?.some((c) => c.type === 'Established' && c.status === 'True') === true;
+      },
+      60_000,
+    );
+    // What an exec'd command sees of kwok's environment: PATH and an empty HOME, nothing of the tests'.
+    const home = join(dir, 'home');
+    mkdirSync(home);
     const kwok = start(
       'kwok',
       binaries.kwok,
@@ -385,9 +522,15 @@ export async function startControlPlane(options: ControlPlaneOptions): Promise<C
         '--manage-nodes-with-annotation-selector=kwok.x-k8s.io/node=fake',
         '--node-ip=127.0.0.1',
         `--config=${join(dir, 'kwok.yaml')}`,
-        `--server-address=127.0.0.1:${await freePort()}`,
+        // The kubelet endpoint the nodes report (--node-port), served on loopback only.
+        `--node-port=${kubeletPort}`,
+        `--server-address=127.0.0.1:${kubeletPort}`,
+        `--tls-cert-file=${kubeletCert}`,
+        `--tls-private-key-file=${kubeletKey}`,
+        '--enable-crds=Exec',
       ],
       dir,
+      { PATH: process.env.PATH ?? '/usr/local/bin:/usr/bin:/bin', HOME: home },
     );
     processes.push(kwok);
 
@@ -441,12 +584,36 @@ export async function startControlPlane(options: ControlPlaneOptions): Promise<C
       120_000,
     );
 
+    const execLocally = async (
+      pod: { namespace: string; name: string },
+      opts: { workDir: string; env?: Record<string, string> },
+    ) => {
+      const res = await api('POST', `/apis/kwok.x-k8s.io/v1alpha1/namespaces/${pod.namespace}/execs`, {
+        apiVersion: 'kwok.x-k8s.io/v1alpha1',
+        kind: 'Exec',
+        metadata: { name: pod.name, namespace: pod.namespace },
+        spec: {
+          execs: [
+            {
+              local: {
+                workDir: opts.workDir,
+                envs: Object.entries(opts.env ?? {}).map(([name, value]) => ({ name, value })),
+              },
+            },
+          ],
+        },
+      });
+      if (res.status !== 201)
+        throw new Error(`creating the Exec of ${pod.name}: ${res.status} ${JSON.stringify(res.body)}`);
+    };
+
     return {
       server,
       kubeconfig,
       token,
       ca,
       api,
+      execLocally,
       stop: stopAll,
     };
   } catch (err) {

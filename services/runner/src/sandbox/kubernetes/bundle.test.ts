@@ -1,7 +1,6 @@
-// Git objects in and out of a sandbox's repository as bundles over exec. kwok's pods run no
-// container, so no exec reaches one in the tests: the pod here is a stand-in (localExec), a local
-// directory and process, which shows what the runner's commands do with real git on both sides —
-// not what the exec API does with them.
+// Git objects in and out of a sandbox's repository as bundles over exec. The pod here is a stand-in
+// (localExec), a local directory and process, which shows what the runner's commands do with real
+// git on both sides; the same commands through the exec API are in test/cluster/sandbox-pods.test.ts.
 import { execFileSync } from 'node:child_process';
 import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
