@@ -376,6 +376,32 @@ describe('the kubernetes sandbox provider', () => {
     expect(startTime(other.pid!)).not.toBe(null);
   });
 
+  it('refuses a tree past the sandbox’s bounds on disk, and cuts off a pod that does not answer, leaving the copy as it was', async () => {
+    let stalled = false;
+    const pod: PodExec = { run: (argv, io) => localExec().run(stalled ? ['sleep', '1000'] : argv, io) };
+    const { sandbox, repo, podRepo, p } = await prepared({
+      exec: () => pod,
+      collectTree: { maxBytes: 2 * 1024 * 1024, maxEntries: 1000 },
+      bundleTimeoutMs: 5_000,
+      scriptTimeoutMs: 5_000,
+    });
+    const before = runnerGit(repo, ['rev-parse', 'HEAD']);
+    // Small as a bundle, large checked out.
+    writeFileSync(join(podRepo, 'README.md'), '# App, changed\n');
+    writeFileSync(join(podRepo, 'zeros.bin'), Buffer.alloc(3 * 1024 * 1024));
+    await expect(sandbox.collect!(repo)).rejects.toThrow(/too large to take: more than 2097152 bytes/);
+    expect(readFileSync(join(repo.dir, 'README.md'), 'utf8')).toBe('# App\n');
+    expect(existsSync(join(repo.dir, 'zeros.bin'))).toBe(false);
+    expect(runnerGit(repo, ['rev-parse', 'HEAD'])).toBe(before);
+    expect(runnerGit(repo, ['for-each-ref', 'refs/threadwork/'])).toBe('');
+
+    stalled = true;
+    await expect(sandbox.collect!(repo)).rejects.toThrow(/did not finish within 5 s/);
+    await expect(sandbox.publish!(repo)).rejects.toThrow(/did not finish within 5 s/);
+    await expect(p.diskUsage(sandbox)).rejects.toThrow(/did not finish within 5 s/);
+    expect(readFileSync(join(repo.dir, 'README.md'), 'utf8')).toBe('# App\n');
+  });
+
   it('measures the pod’s workspace, and takes an answer that is not a measurement for a failed one', async () => {
     // The pod answers honestly until `answer` says what it answers instead.
     let answer: string | null = null;

@@ -37,7 +37,8 @@ import {
   type StoredSession,
 } from '../provider.js';
 import { SandboxTake, SandboxTakenError, type SandboxClaim } from '../take.js';
-import { receiveTree, sendBranch } from './bundle.js';
+import { receiveTree, sendBranch, type TreeBounds } from './bundle.js';
+import { BUNDLE_TIMEOUT_MS, deadline, SCRIPT_TIMEOUT_MS } from './deadline.js';
 import type { PodExec } from './exec.js';
 import type { SandboxPod } from './pods.js';
 import type { PodState } from './status.js';
@@ -103,6 +104,16 @@ export interface KubernetesSandboxOptions {
   credentials?: RepositoryCredentials;
   /** Bound of a workspace's bundle taken out of the pod. */
   collectMaxBytes?: number;
+  /**
+   * Bounds of the tree in that bundle, as checked out over the runner's copy (the sandbox's own
+   * bounds on disk, SANDBOX_DISK_MAX_BYTES and SANDBOX_DISK_MAX_INODES): a bundle is bounded
+   * compressed, and what the agent makes git in the pod put into it may expand far past that.
+   */
+  collectTree?: Partial<TreeBounds>;
+  /** How long moving a bundle in or out of the pod may take (BUNDLE_TIMEOUT_MS by default). */
+  bundleTimeoutMs?: number;
+  /** How long any other command in the pod may take (SCRIPT_TIMEOUT_MS by default). */
+  scriptTimeoutMs?: number;
   /** Where the sandbox's harness runs: in its pod, over `exec` (process.ts). */
   host?: (exec: PodExec) => HarnessHost;
 }
@@ -180,6 +191,7 @@ export class KubernetesSandboxProvider implements SandboxProvider {
           branch: threadBranch(job.thread_id),
           podRepo: this.podPath(folder),
           files: continued ? 'index' : 'checkout',
+          timeoutMs: this.bundleTimeoutMs(),
         });
       }
     } catch (err) {
@@ -390,6 +402,8 @@ if [ "$3" = "$pid" ]; then kill -KILL -- "-$pid"; else kill -KILL "$pid"; fi`;
       base: head,
       into: COLLECTED_REF,
       maxBytes: this.options.collectMaxBytes ?? DEFAULT_COLLECT_MAX_BYTES,
+      ...(this.options.collectTree ? { tree: this.options.collectTree } : {}),
+      timeoutMs: this.bundleTimeoutMs(),
     });
     try {
       const fixes = await gitlinkFixes(mine, head, received);
@@ -410,6 +424,7 @@ if [ "$3" = "$pid" ]; then kill -KILL -- "-$pid"; else kill -KILL "$pid"; fi`;
       branch: repo.branch,
       podRepo: this.podPath(folder),
       files: 'index',
+      timeoutMs: this.bundleTimeoutMs(),
     });
   }
 
@@ -483,9 +498,13 @@ if [ "$3" = "$pid" ]; then kill -KILL -- "-$pid"; else kill -KILL "$pid"; fi`;
     if (result.code !== 0) throw new SandboxError(`${what} failed (exit ${result.code}): ${result.stderr}`);
   }
 
-  /** Runs `argv` in the pod with its stdout kept, bounded; `take`, when given, is checked first. */
+  /**
+   * Runs `argv` in the pod with its stdout kept, bounded; `take`, when given, is checked first.
+   * Throws SandboxError when it does not end within the scripts' deadline.
+   */
   private async run(threadId: string, take: SandboxFence | null, argv: string[]): Promise<Answer> {
     if (take) this.checkPod(threadId, take);
+    const timeoutMs = this.options.scriptTimeoutMs ?? SCRIPT_TIMEOUT_MS;
     const cut = new AbortController();
     const chunks: Buffer[] = [];
     let size = 0;
@@ -497,7 +516,12 @@ if [ "$3" = "$pid" ]; then kill -KILL -- "-$pid"; else kill -KILL "$pid"; fi`;
         done();
       },
     });
-    const result = await this.exec(threadId).run(argv, { stdout, signal: cut.signal });
+    const time = deadline(timeoutMs, cut.signal);
+    const result = await this.exec(threadId)
+      .run(argv, { stdout, signal: time.signal })
+      .finally(() => time.clear());
+    if (time.expired())
+      throw new SandboxError(`a command in the sandbox pod did not finish within ${timeoutMs / 1000} s: ${argv[0]}`);
     return { ...result, stdout: Buffer.concat(chunks).toString('utf8'), overflow: cut.signal.aborted };
   }
 
@@ -512,6 +536,10 @@ if [ "$3" = "$pid" ]; then kill -KILL -- "-$pid"; else kill -KILL "$pid"; fi`;
     const pod = this.podsByThread.get(threadId);
     if (!pod) throw new SandboxError(`no sandbox pod of thread ${threadId} was prepared by this runner`);
     return this.options.exec(pod);
+  }
+
+  private bundleTimeoutMs(): number {
+    return this.options.bundleTimeoutMs ?? BUNDLE_TIMEOUT_MS;
   }
 
   private localDir(threadId: string): string {
