@@ -86,8 +86,8 @@ export interface PodLifecycle {
   isOwn(threadId: string): boolean;
   /** The sandbox's status as its pod shows it; null when this runner never saw one. */
   status(threadId: string): SandboxStatus | null;
-  /** Deletes the thread's pod, keeping its volume. */
-  stopPod(threadId: string): Promise<void>;
+  /** Deletes the thread's pod, keeping its volume; `now`: with no grace period. */
+  stopPod(threadId: string, opts?: { now?: boolean }): Promise<void>;
 }
 
 export interface KubernetesSandboxOptions {
@@ -114,8 +114,12 @@ export interface KubernetesSandboxOptions {
   bundleTimeoutMs?: number;
   /** How long any other command in the pod may take (SCRIPT_TIMEOUT_MS by default). */
   scriptTimeoutMs?: number;
-  /** Where the sandbox's harness runs: in its pod, over `exec` (process.ts). */
-  host?: (exec: PodExec) => HarnessHost;
+  /**
+   * Where the sandbox's harness runs: in its pod, over `exec` (process.ts). `compromised` is for the
+   * host to call when the agent's processes in the pod could not be made sure to be gone: the pod
+   * is deleted.
+   */
+  host?: (exec: PodExec, compromised: (reason: string) => Promise<void>) => HarnessHost;
 }
 
 export class KubernetesSandboxProvider implements SandboxProvider {
@@ -366,6 +370,19 @@ if [ "$3" = "$pid" ]; then kill -KILL -- "-$pid"; else kill -KILL "$pid"; fi`;
   }
 
   /**
+   * The agent's processes in the thread's pod could not be made sure to be gone: the pod is
+   * deleted at once (its volume stays), and nothing more runs in it; the run going on fails at its
+   * next exec, its work not taken.
+   */
+  private async compromised(threadId: string, reason: string): Promise<void> {
+    this.options.logger.error({ thread_id: threadId, reason }, 'deleting a sandbox pod the agent may still run in');
+    this.podsByThread.delete(threadId);
+    const state = await readState(this.localDir(threadId));
+    if (this.options.pods.isOwn(threadId)) await this.options.pods.stopPod(threadId, { now: true });
+    await this.publish(threadId, state?.sandbox_id ?? null, 'stopped', reason);
+  }
+
+  /**
    * Empties a sandbox that grew past its bound: its workspaces and the agent's HOME in the pod, the
    * runner's git directories and copies; the harness's home, with the conversation, stays.
    */
@@ -478,7 +495,9 @@ if [ "$3" = "$pid" ]; then kill -KILL -- "-$pid"; else kill -KILL "$pid"; fi`;
       sessionId: state.session_id,
       sessionHarness: state.session_id ? (state.session_harness ?? 'codex') : null,
       take,
-      ...(this.options.host ? { host: this.options.host(this.exec(threadId)) } : {}),
+      ...(this.options.host
+        ? { host: this.options.host(this.exec(threadId), (reason) => this.compromised(threadId, reason)) }
+        : {}),
       collect: (repo) => this.collect(threadId, take, repo, folderOf(repo)),
       publish: (repo) => this.publishBranch(threadId, take, repo, folderOf(repo)),
     };

@@ -79,7 +79,7 @@ export async function startKubernetesSandboxes(opts: {
     credentials: opts.credentials,
     // A tree taken out of the pod is checked out on the runner's disk: no larger than the sandbox may be.
     collectTree: { maxBytes: config.SANDBOX_DISK_MAX_BYTES, maxEntries: config.SANDBOX_DISK_MAX_INODES },
-    host: (exec) => podHost(exec, { openGates: bridgedGates(exec) }),
+    host: (exec, compromised) => podHost(exec, { openGates: bridgedGates(exec), compromised }),
   });
   const isolation = podIsolation(config);
   logger.info(
