@@ -181,7 +181,7 @@ describe('git bundles in and out of a sandbox', () => {
     // Filters that would inflate what git stores, in the repository's config and in HOME's.
     const inflate = `sh -c 'touch ${ran}; cat; head -c 1000000 /dev/zero | tr "\\\\0" x'`;
     sh(podRepo, ['config', 'filter.inflate.clean', inflate]);
-    writeFileSync(join(home, '.gitconfig'), `[filter "home"]\n\tclean = ${inflate}\n`);
+    sh(root, ['config', '--file', join(home, '.gitconfig'), 'filter.home.clean', inflate]);
     writeFileSync(join(podRepo, '.gitattributes'), '*.txt filter=inflate\n*.md filter=home\n');
     writeFileSync(join(podRepo, 'work.txt'), 'the real content\n');
     writeFileSync(join(podRepo, 'README.md'), 'the real readme\n');
@@ -195,6 +195,19 @@ describe('git bundles in and out of a sandbox', () => {
     const at = (path: string) => sh(root, ['--git-dir', gitDir, 'show', `${tree}:${path}`]);
     expect(at('work.txt')).toBe('the real content');
     expect(at('README.md')).toBe('the real readme');
+    expect(existsSync(ran)).toBe(false);
+  });
+
+  it('runs no smudge filter of the agent’s HOME when putting the branch into the pod', async () => {
+    const home = join(root, 'pod', 'home');
+    mkdirSync(home, { recursive: true });
+    const ran = join(root, 'smudge-ran');
+    const config = join(home, '.gitconfig');
+    sh(root, ['config', '--file', config, 'filter.home.smudge', `sh -c 'touch ${ran}; echo smudged'`]);
+    sh(root, ['config', '--file', config, 'core.attributesFile', join(home, '.gitattributes')]);
+    writeFileSync(join(home, '.gitattributes'), '* filter=home\n');
+    await sendBranch(localExec({ HOME: home }), { repo: repo(), branch: BRANCH, podRepo });
+    expect(readFileSync(join(podRepo, 'README.md'), 'utf8')).toBe('hello\n');
     expect(existsSync(ran)).toBe(false);
   });
 

@@ -25,11 +25,16 @@ const POD_GIT =
  * Reads a bundle on stdin into the repository, whose `.git` is made anew (whatever the agent did
  * to the old one goes: its remotes, hooks, config, its own commits), and puts `branch` there as
  * HEAD. `checkout` writes the branch's files over the work tree's; `index` leaves the files as the
- * agent left them (only the index follows the branch), unless the work tree is empty.
+ * agent left them (only the index follows the branch), unless the work tree is empty. No system or
+ * global configuration (HOME's is the agent's): no smudge filter of the agent's runs on checkout.
  */
 const RECEIVE = `set -eu
 repo="$1"; branch="$2"; files="$3"
-bundle="$(mktemp)"; trap 'rm -f "$bundle"' EXIT
+tmp="$(mktemp -d)"; trap 'rm -rf "$tmp"' EXIT
+bundle="$tmp/in.bundle"
+mkdir "$tmp/home"
+unset GIT_CONFIG GIT_CONFIG_PARAMETERS GIT_CONFIG_COUNT GIT_DIR GIT_WORK_TREE GIT_INDEX_FILE GIT_OBJECT_DIRECTORY GIT_ALTERNATE_OBJECT_DIRECTORIES
+export HOME="$tmp/home" XDG_CONFIG_HOME="$tmp/home" GIT_CONFIG_NOSYSTEM=1 GIT_CONFIG_GLOBAL=/dev/null
 cat > "$bundle"
 mkdir -p "$repo"
 rm -rf "$repo/.git"
