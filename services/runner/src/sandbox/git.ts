@@ -184,3 +184,51 @@ export async function remoteRevisions(
   }
   return { empty: out.trim() === '', revisions };
 }
+
+/**
+ * Runs git and hands each NUL-ended record of its output to `record` as it comes, without holding
+ * the output: `record` answers false to stop there (git is killed). Resolves whether it stopped.
+ */
+export function gitRecords(
+  cwd: string,
+  repo: GitRepo,
+  args: string[],
+  record: (text: string) => boolean,
+): Promise<{ stopped: boolean }> {
+  return new Promise((resolve, reject) => {
+    const child = spawn('git', [...HARDENED, ...args], {
+      cwd,
+      env: environment(repo, undefined),
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
+    let rest: Buffer = Buffer.alloc(0);
+    let stopped = false;
+    let stderr = '';
+    child.stdout.on('data', (chunk: Buffer) => {
+      if (stopped) return;
+      rest = rest.length === 0 ? chunk : Buffer.concat([rest, chunk]);
+      let start = 0;
+      for (let end = rest.indexOf(0, start); end >= 0; end = rest.indexOf(0, start)) {
+        const text = rest.subarray(start, end).toString('utf8');
+        start = end + 1;
+        if (!record(text)) {
+          stopped = true;
+          child.kill('SIGKILL');
+          return;
+        }
+      }
+      rest = rest.subarray(start);
+    });
+    child.stderr.on('data', (chunk: Buffer) => {
+      stderr = (stderr + chunk.toString('utf8')).slice(-2_000);
+    });
+    child.once('error', reject);
+    child.once('close', (code) => {
+      if (!stopped && code !== 0) {
+        reject(new GitError(`git ${args[0]} failed: ${stderr.trim()}`));
+        return;
+      }
+      resolve({ stopped });
+    });
+  });
+}

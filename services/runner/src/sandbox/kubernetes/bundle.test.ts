@@ -172,6 +172,93 @@ describe('git bundles in and out of a sandbox', () => {
     expect(() => sh(root, ['--git-dir', gitDir, 'rev-parse', '--verify', '-q', 'refs/threadwork/received'])).toThrow();
   });
 
+  it('runs none of the agent’s git configuration in the pod: its clean filters never see the work', async () => {
+    await sendBranch(localExec(), { repo: repo(), branch: BRANCH, podRepo });
+    const home = join(root, 'pod', 'home');
+    mkdirSync(home, { recursive: true });
+    const ran = join(root, 'filter-ran');
+    // Filters that would inflate what git stores, in the repository's config and in HOME's.
+    const inflate = `sh -c 'touch ${ran}; cat; head -c 1000000 /dev/zero | tr "\\\\0" x'`;
+    sh(podRepo, ['config', 'filter.inflate.clean', inflate]);
+    sh(root, ['config', '--file', join(home, '.gitconfig'), 'filter.home.clean', inflate]);
+    writeFileSync(join(podRepo, '.gitattributes'), '*.txt filter=inflate\n*.md filter=home\n');
+    writeFileSync(join(podRepo, 'work.txt'), 'the real content\n');
+    writeFileSync(join(podRepo, 'README.md'), 'the real readme\n');
+    const tree = await receiveTree(localExec({ HOME: home }), {
+      repo: repo(),
+      podRepo,
+      base,
+      into: 'refs/threadwork/received',
+      maxBytes: 1024 * 1024,
+    });
+    const at = (path: string) => sh(root, ['--git-dir', gitDir, 'show', `${tree}:${path}`]);
+    expect(at('work.txt')).toBe('the real content');
+    expect(at('README.md')).toBe('the real readme');
+    expect(existsSync(ran)).toBe(false);
+  });
+
+  it('runs no smudge filter of the agent’s HOME when putting the branch into the pod', async () => {
+    const home = join(root, 'pod', 'home');
+    mkdirSync(home, { recursive: true });
+    const ran = join(root, 'smudge-ran');
+    const config = join(home, '.gitconfig');
+    sh(root, ['config', '--file', config, 'filter.home.smudge', `sh -c 'touch ${ran}; echo smudged'`]);
+    sh(root, ['config', '--file', config, 'core.attributesFile', join(home, '.gitattributes')]);
+    writeFileSync(join(home, '.gitattributes'), '* filter=home\n');
+    await sendBranch(localExec({ HOME: home }), { repo: repo(), branch: BRANCH, podRepo });
+    expect(readFileSync(join(podRepo, 'README.md'), 'utf8')).toBe('hello\n');
+    expect(existsSync(ran)).toBe(false);
+  });
+
+  it('refuses a tree that expands past its bounds, whatever the pod writes, and leaves the ref as it was', async () => {
+    // A commit on the base made on the runner's side, small as a bundle and large checked out.
+    const work = join(root, 'hostile');
+    sh(root, ['clone', '-q', '--branch', BRANCH, gitDir, work]);
+    writeFileSync(join(work, 'zeros.bin'), Buffer.alloc(3 * 1024 * 1024));
+    mkdirSync(join(work, 'many'));
+    for (let i = 0; i < 50; i++) writeFileSync(join(work, 'many', `f${i}`), '');
+    sh(work, ['add', '-A']);
+    sh(work, ['commit', '-q', '-m', 'large']);
+    sh(work, ['update-ref', 'refs/threadwork/snapshot', 'HEAD']);
+    const file = join(root, 'hostile.bundle');
+    sh(work, ['bundle', 'create', '-q', file, 'refs/threadwork/snapshot', `^${base}`]);
+    // The pod writes those bytes on the SEND script's stdout itself.
+    const emitting: PodExec = { run: (_argv, io = {}) => localExec().run(['cat', file], io) };
+    const take = (tree: { maxBytes?: number; maxEntries?: number }) =>
+      receiveTree(emitting, {
+        repo: repo(),
+        podRepo,
+        base,
+        into: 'refs/threadwork/received',
+        maxBytes: 1024 * 1024,
+        tree,
+      });
+    await expect(take({ maxBytes: 2 * 1024 * 1024 })).rejects.toThrow(/too large to take: more than 2097152 bytes/);
+    expect(() => sh(root, ['--git-dir', gitDir, 'rev-parse', '--verify', '-q', 'refs/threadwork/received'])).toThrow();
+    await expect(take({ maxEntries: 40 })).rejects.toThrow(/too large to take: more than 40 entries/);
+    expect(() => sh(root, ['--git-dir', gitDir, 'rev-parse', '--verify', '-q', 'refs/threadwork/received'])).toThrow();
+    // Within the bounds, the same bundle is taken.
+    const tree = await take({ maxBytes: 4 * 1024 * 1024, maxEntries: 100 });
+    expect(sh(root, ['--git-dir', gitDir, 'cat-file', '-s', `${tree}:zeros.bin`])).toBe(String(3 * 1024 * 1024));
+  });
+
+  it('cuts off a pod that never answers, moving a bundle either way', async () => {
+    const stalled: PodExec = { run: (_argv, io = {}) => localExec().run(['sleep', '1000'], io) };
+    await expect(sendBranch(stalled, { repo: repo(), branch: BRANCH, podRepo, timeoutMs: 300 })).rejects.toThrow(
+      /putting the branch into the sandbox did not finish within 0.3 s/,
+    );
+    await expect(
+      receiveTree(stalled, {
+        repo: repo(),
+        podRepo,
+        base,
+        into: 'refs/threadwork/received',
+        maxBytes: 1024 * 1024,
+        timeoutMs: 300,
+      }),
+    ).rejects.toThrow(/taking the work out of the sandbox did not finish within 0.3 s/);
+  });
+
   it('refuses a branch or base that is not one', async () => {
     await expect(sendBranch(localExec(), { repo: repo(), branch: '--upload-pack=x', podRepo })).rejects.toThrow(
       BundleError,

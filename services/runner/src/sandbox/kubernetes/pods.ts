@@ -187,10 +187,13 @@ export class SandboxPods {
     this.idleTimers.set(threadId, timer);
   }
 
-  /** Deletes the thread's pod, keeping its volume: the next run continues in the same workspace. */
-  async stopPod(threadId: string): Promise<void> {
+  /**
+   * Deletes the thread's pod, keeping its volume: the next run continues in the same workspace.
+   * `now`: with no grace, for a pod whose processes must not run on a moment longer.
+   */
+  async stopPod(threadId: string, opts: { now?: boolean } = {}): Promise<void> {
     this.hold(threadId);
-    await this.deletePod(sandboxName(threadId));
+    await this.deletePod(sandboxName(threadId), undefined, opts.now === true);
   }
 
   /** The thread is gone: its pod and its workspace volume go too. */
@@ -287,13 +290,15 @@ export class SandboxPods {
     }
   }
 
-  private async deletePod(name: string, uid?: string): Promise<void> {
+  private async deletePod(name: string, uid?: string, now = false): Promise<void> {
     try {
       await this.core.deleteNamespacedPod({
         name,
         namespace: this.opts.settings.namespace,
         // Only the pod seen, when one is named: never a newer one made meanwhile.
-        ...(uid ? { body: { preconditions: { uid } } } : {}),
+        ...(uid || now
+          ? { body: { ...(uid ? { preconditions: { uid } } : {}), ...(now ? { gracePeriodSeconds: 0 } : {}) } }
+          : {}),
       });
     } catch (err) {
       const code = statusCode(err);

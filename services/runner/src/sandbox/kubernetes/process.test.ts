@@ -5,8 +5,8 @@ import { uniqueId, waitFor } from '@threadwork/testing';
 import { afterAll, describe, expect, it } from 'vitest';
 import type { HostedProcess, OwnProcesses } from '../../harness/host.js';
 import type { Launch, LaunchSpec } from '../../harness/launch.js';
-import { localExec } from './exec.js';
-import { podHost, type OpenPodGates, type PodGates } from './process.js';
+import { localExec, type PodExec } from './exec.js';
+import { podHost, type OpenPodGates, type PodGates, type PodHostOptions } from './process.js';
 
 // A harness in a pod, with a local stand-in for the pod (localExec): a real program started
 // through the pod host, talked to over its stdio, its pid read from the pod, stopped there, and the
@@ -14,7 +14,20 @@ import { podHost, type OpenPodGates, type PodGates } from './process.js';
 // look only below the harness.
 
 const logger = createLogger({ service: 'pod-process-test', level: 'silent' });
-const exec = localExec();
+/**
+ * The stand-in pod is this machine: a sweep or a kill of all of the whole pod (root 0) must never
+ * run here, whatever a test gets wrong.
+ */
+const local = localExec();
+const exec: PodExec = {
+  run(argv, io) {
+    const script = argv[2] ?? '';
+    const podWide = script.includes('echo settled') || script.includes('kill -s KILL -- -1');
+    if (podWide && !/^[1-9]\d*$/.test(argv[4] ?? ''))
+      return Promise.reject(new Error(`refused to sweep the machine (root ${argv[4]})`));
+    return local.run(argv, io);
+  },
+};
 const cwd = mkdtempSync('/var/tmp/threadwork-pod-process-');
 const KEY = `sk-pod-${uniqueId('key')}`;
 
@@ -112,16 +125,16 @@ async function runs(pid: number): Promise<boolean> {
   const { code } = await exec.run([
     '/bin/sh',
     '-c',
-    'grep -q "^State:[[:space:]]*[^Z]" "/proc/$1/status"',
+    'grep -q "^State:[[:space:]]*[^Z[:space:]]" "/proc/$1/status"',
     'sh',
     String(pid),
   ]);
   return code === 0;
 }
 
-async function started(extraArgs: string[] = []) {
+async function started(extraArgs: string[] = [], over: Partial<PodHostOptions> & { exec?: PodExec } = {}) {
   const gate = gates();
-  const host = podHost(exec, { openGates: gate.open, sweepScope: 'harness' });
+  const host = podHost(over.exec ?? exec, { openGates: gate.open, sweepScope: 'harness', ...over });
   const launch: Launch = await host.prepare(launchSpec());
   const proc = host.start(launch, { args: extraArgs, env: launch.env, cwd });
   const closed = proc.exited.then(() => launch.release());
@@ -225,5 +238,99 @@ describe('a harness in a pod', () => {
     second.proc.stdin.write('alive\n');
     expect(await second.out.next()).toBe('echo alive');
     await second.host.stop(second.proc, second.own, second.closed, logger);
+  });
+
+  describe('a pod whose agent does not let its processes go', () => {
+    const isSweep = (argv: string[]) => argv[2]?.includes('echo settled') === true;
+    const isKillAll = (argv: string[]) => argv[2]?.includes('kill -s KILL -- -1') === true;
+    /**
+     * The stand-in pod, with what the agent does to some scripts: `answers` says what runs in place
+     * of the sweep or the kill of all (an agent that killed the sweep: `echo unsettled`). A kill of
+     * all of the whole pod never runs here: this machine is the stand-in's pod.
+     */
+    function hostile(answers: { sweep?: string[]; killAll?: string[]; stall?: () => boolean }): PodExec & {
+      killAlls: string[][];
+    } {
+      const killAlls: string[][] = [];
+      return {
+        killAlls,
+        run(argv, io) {
+          const script = argv[2] ?? '';
+          if (isKillAll(argv)) killAlls.push(argv.slice(4));
+          if (answers.stall?.() && !script.includes('exec env -i')) return exec.run(['sleep', '1000'], io);
+          if (isSweep(argv) && answers.sweep) return exec.run(answers.sweep, io);
+          if (isKillAll(argv)) {
+            if (answers.killAll) return exec.run(answers.killAll, io);
+            if (argv[4] === '0' || !/^[1-9]\d*$/.test(argv[4] ?? '')) throw new Error('no kill of all here');
+          }
+          return exec.run(argv, io);
+        },
+      };
+    }
+
+    it('cuts off scripts the pod never finishes: a listing fails, a sweep counts as unsettled', async () => {
+      let stall = false;
+      const pod = hostile({ stall: () => stall });
+      const reasons: string[] = [];
+      const { host, proc, closed, own } = await started([], {
+        exec: pod,
+        scriptTimeoutMs: 300,
+        compromised: (reason) => void reasons.push(reason),
+      });
+      try {
+        stall = true;
+        await expect(host.ownProcesses(proc)).rejects.toThrow(/could not list the pod's processes \(exit -1\)/);
+        const sweep = await host.sweepLeftovers(proc, own, false);
+        expect(sweep.settled).toBe(false);
+        // The kill of all that follows is stalled too: the pod cannot be made sure of, and is reported.
+        expect(pod.killAlls).toHaveLength(1);
+        expect(reasons).toEqual(['the agent’s processes in the pod could not all be killed']);
+      } finally {
+        stall = false;
+        await host.stop(proc, own, closed, logger);
+      }
+    });
+
+    it('kills everything below the harness when a sweep does not settle, frozen processes too', async () => {
+      const pod = hostile({ sweep: ['echo', 'unsettled'] });
+      const reasons: string[] = [];
+      const { host, proc, closed, out, own } = await started([], {
+        exec: pod,
+        compromised: (reason) => void reasons.push(reason),
+      });
+      const pid = proc.pid!;
+      proc.stdin.write('spawn\n');
+      const spawned = (await out.next()).split(' ').slice(1).map(Number);
+      process.kill(spawned[0]!, 'SIGSTOP');
+      const sweep = await host.sweepLeftovers(proc, own, false);
+      expect(sweep.settled).toBe(false);
+      expect(pod.killAlls).toEqual([[String(pid)]]);
+      for (const child of [...spawned, pid]) expect(await runs(child)).toBe(false);
+      expect(reasons).toEqual([]);
+      await host.stop(proc, own, closed, logger);
+      expect(proc.hasExited).toBe(true);
+    });
+
+    it('after a sweep of the pod that did not settle, kills all, and reports the pod when that leaves something', async () => {
+      for (const [answer, reported] of [
+        ['clean', false],
+        ['dirty', true],
+      ] as const) {
+        const pod = hostile({ sweep: ['echo', 'unsettled'], killAll: ['echo', answer] });
+        const reasons: string[] = [];
+        const { host, proc, closed, own } = await started([], {
+          exec: pod,
+          sweepScope: 'pod',
+          compromised: (reason) => void reasons.push(reason),
+        });
+        expect((await host.sweepLeftovers(proc, own, false)).settled).toBe(false);
+        expect(pod.killAlls).toEqual([['0']]);
+        expect(reasons).toHaveLength(reported ? 1 : 0);
+        // Stopping sweeps the pod again, which does not settle either: all killed once more.
+        await host.stop(proc, own, closed, logger);
+        expect(pod.killAlls).toEqual([['0'], ['0']]);
+        expect(reasons).toHaveLength(reported ? 2 : 0);
+      }
+    });
   });
 });

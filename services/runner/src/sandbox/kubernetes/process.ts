@@ -5,6 +5,7 @@ import type { Command, Launch, LaunchSpec } from '../../harness/launch.js';
 import type { ProcessIdentity, Sweep } from '../../harness/processes.js';
 import type { GateOptions } from '../gates.js';
 import type { ModelPin } from '../model-api/dialect.js';
+import { SCRIPT_TIMEOUT_MS } from './deadline.js';
 import type { PodExec } from './exec.js';
 
 // A harness process in a sandbox's pod: started through the exec API, its stdio the exec's streams,
@@ -42,6 +43,14 @@ export interface PodHostOptions {
   sweepScope?: 'pod' | 'harness';
   /** How long tending the harness's home may take in the pod (HOME_TIMEOUT_MS by default). */
   homeTimeoutMs?: number;
+  /** How long a listing, a signal, a sweep or a kill of all may take in the pod (SCRIPT_TIMEOUT_MS by default). */
+  scriptTimeoutMs?: number;
+  /**
+   * Called when the agent's processes in the pod could not be made sure to be gone (a sweep that
+   * did not settle, then a kill of everything that left something or could not run): the pod is
+   * no longer fit to run anything, and the caller deletes it.
+   */
+  compromised?: (reason: string) => void | Promise<void>;
 }
 
 /** How long the harness has to exit on SIGTERM before it is killed. */
@@ -191,6 +200,56 @@ for l in 1 2 3 4 5; do
 done
 echo settled`;
 
+/**
+ * `<root>`: what a sweep that did not settle falls back to. With root 0, SIGKILL to every process
+ * the pod's user may signal (`kill -1`: all but pid 1 and the shell sending it), at once, so that
+ * nothing of the agent's can fork, continue a frozen sibling or kill the sweep in between; the
+ * harness and the bridge go too. With a root other than 0 (a stand-in pod on a shared machine), only
+ * what is below that root, each in turn. Then several looks, a moment apart, must find nothing
+ * left but pid 1 and its session (the pod's idle loop and its sleep), this shell and what it forks:
+ * prints `clean`, else `dirty`.
+ */
+const KILL_ALL_SCRIPT = `${STAT_FN}
+root=$1 me=$$
+below() {
+  q=$1 n=0
+  while [ "$q" != "$root" ]; do
+    n=$((n + 1))
+    [ "$q" -gt 1 ] && [ $n -le 64 ] && stat "$q" || return 1
+    q=$pp
+  done
+}
+left() {
+  for d in /proc/[0-9]*; do
+    p=\${d#/proc/}
+    if [ "$p" = 1 ] || [ "$p" = "$me" ]; then continue; fi
+    if [ "$root" != 0 ]; then below "$p" || continue; fi
+    stat "$p" || continue
+    case $st in Z|X) continue;; esac
+    [ "$pp" = "$me" ] && continue
+    [ "$root" = 0 ] && [ "$sid" = 1 ] && continue
+    echo "$p"
+  done
+}
+if [ "$root" = 0 ]; then
+  kill -s KILL -- -1 2>/dev/null
+else
+  for p in $(left); do kill -s KILL "$p" 2>/dev/null; done
+fi
+quiet=0
+for l in 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 19 20; do
+  if [ -z "$(left)" ]; then
+    quiet=$((quiet + 1))
+    [ $quiet -ge 3 ] && { echo clean; exit 0; }
+  else
+    quiet=0
+    [ "$root" = 0 ] && kill -s KILL -- -1 2>/dev/null
+    [ "$root" != 0 ] && for p in $(left); do kill -s KILL "$p" 2>/dev/null; done
+  fi
+  sleep 1
+done
+echo dirty`;
+
 /** `<path>`: removes it whatever it is (`rm` removes a link, and does not follow one). */
 const REMOVE_SCRIPT = `rm -rf -- "$1"`;
 
@@ -261,7 +320,26 @@ function podHome(exec: PodExec, timeoutMs: number): HarnessHome {
 /** The harness in a pod of `exec`'s. */
 export function podHost(exec: PodExec, options: PodHostOptions): HarnessHost {
   const scope = options.sweepScope ?? 'pod';
-  const sweep = (root: number, kept: readonly ProcessIdentity[]) => sweepPod(exec, root, kept);
+  const timeoutMs = options.scriptTimeoutMs ?? SCRIPT_TIMEOUT_MS;
+  const sweep = (root: number, kept: readonly ProcessIdentity[]) => sweepPod(exec, root, kept, timeoutMs);
+  /**
+   * After a sweep that did not settle: everything of the agent's killed at once (below `root`, or
+   * in the whole pod with 0). Answers whether the pod was made sure to be empty; if not, the pod is
+   * reported compromised, for the caller to delete it.
+   */
+  const killAll = async (root: number, logger: { error: (o: object, m: string) => void }): Promise<boolean> => {
+    const clean = await killAllInPod(exec, root, timeoutMs).catch((err: unknown) => {
+      logger.error({ err }, 'could not kill the agent’s processes in the pod');
+      return false;
+    });
+    if (clean) return true;
+    const reason = 'the agent’s processes in the pod could not all be killed';
+    logger.error({}, `${reason}; the pod is to be deleted`);
+    await Promise.resolve(options.compromised?.(reason)).catch((err: unknown) =>
+      logger.error({ err }, 'could not have the compromised pod deleted'),
+    );
+    return false;
+  };
   /** What each launch of this host's was opened with: its gates, and the key none of its argv may hold. */
   const launches = new WeakMap<Launch, { gates: PodGates; key: string | null }>();
   return {
@@ -302,14 +380,14 @@ export function podHost(exec: PodExec, options: PodHostOptions): HarnessHost {
       const { key } = opened;
       const argv = [launch.command.command, ...launch.command.args, ...spec.args, ...Object.entries(spec.env).flat()];
       if (key && argv.some((arg) => arg.includes(key))) throw new Error('the model key would go into the pod');
-      return new PodProcess(exec, launch.command, spec, opened.gates.processes ?? []);
+      return new PodProcess(exec, launch.command, spec, opened.gates.processes ?? [], timeoutMs);
     },
 
     async ownProcesses(proc) {
       const pod = podProcess(proc);
       const identity = await pod.identity;
       if (!identity) return { processes: [...pod.bridge], init: null };
-      return { processes: [...subtree(await listPod(exec), identity), ...pod.bridge], init: null };
+      return { processes: [...subtree(await listPod(exec, timeoutMs), identity), ...pod.bridge], init: null };
     },
 
     async stop(proc, _own, closed, logger) {
@@ -319,8 +397,10 @@ export function podHost(exec: PodExec, options: PodHostOptions): HarnessHost {
         // Found before the harness goes: once it has exited, its orphaned commands have a new
         // parent. By identity: by the end of the grace any of them may have exited and its pid be
         // another process's.
-        const below = subtree(await listPod(exec).catch(() => []), identity).filter((p) => p.pid !== identity.pid);
-        await signalPod(exec, 'TERM', true, [identity]).catch((err: unknown) =>
+        const below = subtree(await listPod(exec, timeoutMs).catch(() => []), identity).filter(
+          (p) => p.pid !== identity.pid,
+        );
+        await signalPod(exec, 'TERM', true, [identity], timeoutMs).catch((err: unknown) =>
           logger.warn({ err }, 'could not signal the harness in its pod'),
         );
         const graceful = await Promise.race([
@@ -328,7 +408,7 @@ export function podHost(exec: PodExec, options: PodHostOptions): HarnessHost {
           new Promise<boolean>((resolve) => setTimeout(() => resolve(false), STOP_GRACE_MS).unref()),
         ]);
         if (!graceful) proc.kill();
-        if (below.length > 0) await signalPod(exec, 'KILL', false, below).catch(() => undefined);
+        if (below.length > 0) await signalPod(exec, 'KILL', false, below, timeoutMs).catch(() => undefined);
       } else if (!proc.hasExited) {
         proc.kill();
       }
@@ -341,16 +421,29 @@ export function podHost(exec: PodExec, options: PodHostOptions): HarnessHost {
         logger.error({ err }, 'could not sweep the pod');
         return null;
       });
-      if (result && !result.settled) logger.error({ result }, 'the agent’s processes in the pod did not all go');
+      if (result?.settled) return;
+      // Agent processes that killed the sweep, or woke its frozen ones, would run on into the next
+      // run: everything of the pod's user goes at once, or the pod is deleted.
+      logger.error({ result }, 'the agent’s processes in the pod did not all go; killing all of them');
+      await killAll(0, logger);
     },
 
     async sweepLeftovers(proc, own, turnRunning): Promise<Sweep> {
       const identity = podProcess(proc).known;
       if (!identity || proc.hasExited || turnRunning) return { processes: [], settled: true };
-      return sweep(scope === 'pod' ? 0 : identity.pid, own.processes);
+      const root = scope === 'pod' ? 0 : identity.pid;
+      const result = await sweep(root, own.processes);
+      if (result.settled) return result;
+      // The caller stops the session after a sweep that did not settle; what the sweep missed is
+      // killed now, the harness and the bridge with it (the session is over either way).
+      await killAll(root, UNLOGGED);
+      return result;
     },
   };
 }
+
+/** sweepLeftovers is given no logger: what it finds the caller logs from the sweep's result. */
+const UNLOGGED = { error: () => undefined };
 
 /** The in-pod loopback URL the bridge gave, checked: the harness must reach the model nowhere else. */
 function loopbackUrl(text: string): string {
@@ -377,6 +470,8 @@ class PodProcess implements HostedProcess {
     spec: StartSpec,
     /** The bridge's processes in the pod, which sweeps spare. */
     readonly bridge: readonly ProcessIdentity[],
+    /** How long a signal sent in the pod may take. */
+    private readonly timeoutMs: number,
   ) {
     if (spec.fd3 !== undefined) throw new Error('a harness in a pod is handed no secret');
     const argv = [
@@ -458,12 +553,12 @@ class PodProcess implements HostedProcess {
       this.abort.abort();
       return;
     }
-    void signalPod(this.exec, 'KILL', true, [this.known]).catch(() => this.abort.abort());
+    void signalPod(this.exec, 'KILL', true, [this.known], this.timeoutMs).catch(() => this.abort.abort());
   }
 
   signal(sig: NodeJS.Signals): void {
     if (this.exit || !this.known) return;
-    void signalPod(this.exec, sig.replace(/^SIG/, ''), false, [this.known]).catch(() => undefined);
+    void signalPod(this.exec, sig.replace(/^SIG/, ''), false, [this.known], this.timeoutMs).catch(() => undefined);
   }
 }
 
@@ -487,15 +582,18 @@ function commandOperands(command: Command, args: readonly string[]): string[] {
   return [command.command, ...command.args, ...args];
 }
 
-/** Runs a script in the pod and answers its stdout, cut off past SCRIPT_OUTPUT_MAX_BYTES. */
+/**
+ * Runs a script in the pod and answers its stdout, cut off past SCRIPT_OUTPUT_MAX_BYTES; past
+ * `timeoutMs` the exec is cut off and the script counts as failed (exit -1, no output).
+ */
 async function runScript(
   exec: PodExec,
   script: string,
   args: readonly string[],
-  timeoutMs?: number,
+  timeoutMs: number,
 ): Promise<{ code: number; out: string; cut: boolean }> {
   const abort = new AbortController();
-  const timer = timeoutMs === undefined ? undefined : setTimeout(() => abort.abort(), timeoutMs);
+  const timer = setTimeout(() => abort.abort(), timeoutMs);
   const chunks: Buffer[] = [];
   let size = 0;
   let cut = false;
@@ -525,8 +623,8 @@ interface Listed extends ProcessIdentity {
 }
 
 /** Every process of the pod, as the pod lists them; lines that are not a listing's are left out. */
-async function listPod(exec: PodExec): Promise<Listed[]> {
-  const { code, out, cut } = await runScript(exec, LIST_SCRIPT, []);
+async function listPod(exec: PodExec, timeoutMs: number): Promise<Listed[]> {
+  const { code, out, cut } = await runScript(exec, LIST_SCRIPT, [], timeoutMs);
   if (code !== 0 || cut) throw new Error(`could not list the pod's processes (exit ${code}${cut ? ', cut off' : ''})`);
   return out.split('\n').flatMap((line) => {
     const match = /^(\d{1,10}) (\d{1,10}) (\d{1,20})$/.exec(line);
@@ -557,15 +655,22 @@ async function signalPod(
   sig: string,
   group: boolean,
   targets: readonly ProcessIdentity[],
+  timeoutMs: number,
 ): Promise<void> {
   if (!/^[A-Z][A-Z0-9]{0,9}$/.test(sig)) throw new Error(`not a signal name: ${sig}`);
-  const { code } = await runScript(exec, SIGNAL_SCRIPT, [sig, group ? '1' : '0', ...targets.map(identityArg)]);
+  const args = [sig, group ? '1' : '0', ...targets.map(identityArg)];
+  const { code } = await runScript(exec, SIGNAL_SCRIPT, args, timeoutMs);
   if (code !== 0) throw new Error(`signalling in the pod failed (exit ${code})`);
 }
 
 /** Runs the sweep in the pod (below `root`, or everywhere with 0), sparing `kept`. */
-async function sweepPod(exec: PodExec, root: number, kept: readonly ProcessIdentity[]): Promise<Sweep> {
-  const { code, out, cut } = await runScript(exec, SWEEP_SCRIPT, [String(root), ...kept.map(identityArg)]);
+async function sweepPod(
+  exec: PodExec,
+  root: number,
+  kept: readonly ProcessIdentity[],
+  timeoutMs: number,
+): Promise<Sweep> {
+  const { code, out, cut } = await runScript(exec, SWEEP_SCRIPT, [String(root), ...kept.map(identityArg)], timeoutMs);
   const lines = out.split('\n').filter((line) => line !== '');
   const processes = lines
     .filter((line) => line.startsWith('killed '))
@@ -577,4 +682,15 @@ async function sweepPod(exec: PodExec, root: number, kept: readonly ProcessIdent
         .trim(),
     );
   return { processes, settled: code === 0 && !cut && lines.at(-1) === 'settled' };
+}
+
+/**
+ * Kills everything of the agent's in the pod at once (below `root`, or all of the pod's user's
+ * with 0) and answers whether the pod was then seen empty of it; false too when the script did not
+ * run to its end (killed, cut off, timed out).
+ */
+export async function killAllInPod(exec: PodExec, root: number, timeoutMs: number): Promise<boolean> {
+  if (!Number.isInteger(root) || root < 0) throw new Error(`not a process to kill below: ${root}`);
+  const { code, out, cut } = await runScript(exec, KILL_ALL_SCRIPT, [String(root)], timeoutMs);
+  return code === 0 && !cut && out === 'clean\n';
 }

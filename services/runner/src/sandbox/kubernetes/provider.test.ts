@@ -37,6 +37,7 @@ import {
   type KubernetesSandboxOptions,
   type PodLifecycle,
 } from './provider.js';
+import { podHost } from './process.js';
 import { CONTAINER, sandboxName } from './spec.js';
 
 let root: string;
@@ -74,7 +75,9 @@ class PodsStandIn implements PodLifecycle {
   status(threadId: string): SandboxStatus | null {
     return this.states.get(threadId) ?? null;
   }
-  stopPod(threadId: string): Promise<void> {
+  readonly stopped: { threadId: string; now: boolean }[] = [];
+  stopPod(threadId: string, opts: { now?: boolean } = {}): Promise<void> {
+    this.stopped.push({ threadId, now: opts.now === true });
     this.states.set(threadId, 'stopped');
     return Promise.resolve();
   }
@@ -374,6 +377,51 @@ describe('the kubernetes sandbox provider', () => {
     expect(await p.stopHarness(again)).toBe(false);
     expect(other.exitCode).toBe(null);
     expect(startTime(other.pid!)).not.toBe(null);
+  });
+
+  it('refuses a tree past the sandbox’s bounds on disk, and cuts off a pod that does not answer, leaving the copy as it was', async () => {
+    let stalled = false;
+    const pod: PodExec = { run: (argv, io) => localExec().run(stalled ? ['sleep', '1000'] : argv, io) };
+    const { sandbox, repo, podRepo, p } = await prepared({
+      exec: () => pod,
+      collectTree: { maxBytes: 2 * 1024 * 1024, maxEntries: 1000 },
+      bundleTimeoutMs: 5_000,
+      scriptTimeoutMs: 5_000,
+    });
+    const before = runnerGit(repo, ['rev-parse', 'HEAD']);
+    // Small as a bundle, large checked out.
+    writeFileSync(join(podRepo, 'README.md'), '# App, changed\n');
+    writeFileSync(join(podRepo, 'zeros.bin'), Buffer.alloc(3 * 1024 * 1024));
+    await expect(sandbox.collect!(repo)).rejects.toThrow(/too large to take: more than 2097152 bytes/);
+    expect(readFileSync(join(repo.dir, 'README.md'), 'utf8')).toBe('# App\n');
+    expect(existsSync(join(repo.dir, 'zeros.bin'))).toBe(false);
+    expect(runnerGit(repo, ['rev-parse', 'HEAD'])).toBe(before);
+    expect(runnerGit(repo, ['for-each-ref', 'refs/threadwork/'])).toBe('');
+
+    stalled = true;
+    await expect(sandbox.collect!(repo)).rejects.toThrow(/did not finish within 5 s/);
+    await expect(sandbox.publish!(repo)).rejects.toThrow(/did not finish within 5 s/);
+    await expect(p.diskUsage(sandbox)).rejects.toThrow(/did not finish within 5 s/);
+    expect(readFileSync(join(repo.dir, 'README.md'), 'utf8')).toBe('# App\n');
+  });
+
+  it('deletes the pod at once when its host cannot make sure the agent’s processes are gone', async () => {
+    let compromised: ((reason: string) => Promise<void>) | null = null;
+    const { sandbox, repo, pods, statuses, j } = await prepared({
+      host: (exec, report) => {
+        compromised = report;
+        return podHost(exec, { openGates: () => Promise.reject(new Error('no gates here')) });
+      },
+    });
+    expect(sandbox.host).toBeDefined();
+    await compromised!('the agent’s processes in the pod could not all be killed');
+    expect(pods.stopped).toEqual([{ threadId: j.thread_id, now: true }]);
+    expect(statuses.at(-1)).toEqual({
+      status: 'stopped',
+      reason: 'the agent’s processes in the pod could not all be killed',
+    });
+    // Nothing more runs in that pod: its work is not taken.
+    await expect(sandbox.collect!(repo)).rejects.toThrow(SandboxError);
   });
 
   it('measures the pod’s workspace, and takes an answer that is not a measurement for a failed one', async () => {

@@ -37,7 +37,8 @@ import {
   type StoredSession,
 } from '../provider.js';
 import { SandboxTake, SandboxTakenError, type SandboxClaim } from '../take.js';
-import { receiveTree, sendBranch } from './bundle.js';
+import { receiveTree, sendBranch, type TreeBounds } from './bundle.js';
+import { BUNDLE_TIMEOUT_MS, deadline, SCRIPT_TIMEOUT_MS } from './deadline.js';
 import type { PodExec } from './exec.js';
 import type { SandboxPod } from './pods.js';
 import type { PodState } from './status.js';
@@ -85,8 +86,8 @@ export interface PodLifecycle {
   isOwn(threadId: string): boolean;
   /** The sandbox's status as its pod shows it; null when this runner never saw one. */
   status(threadId: string): SandboxStatus | null;
-  /** Deletes the thread's pod, keeping its volume. */
-  stopPod(threadId: string): Promise<void>;
+  /** Deletes the thread's pod, keeping its volume; `now`: with no grace period. */
+  stopPod(threadId: string, opts?: { now?: boolean }): Promise<void>;
 }
 
 export interface KubernetesSandboxOptions {
@@ -103,8 +104,22 @@ export interface KubernetesSandboxOptions {
   credentials?: RepositoryCredentials;
   /** Bound of a workspace's bundle taken out of the pod. */
   collectMaxBytes?: number;
-  /** Where the sandbox's harness runs: in its pod, over `exec` (process.ts). */
-  host?: (exec: PodExec) => HarnessHost;
+  /**
+   * Bounds of the tree in that bundle, as checked out over the runner's copy (the sandbox's own
+   * bounds on disk, SANDBOX_DISK_MAX_BYTES and SANDBOX_DISK_MAX_INODES): a bundle is bounded
+   * compressed, and what the agent makes git in the pod put into it may expand far past that.
+   */
+  collectTree?: Partial<TreeBounds>;
+  /** How long moving a bundle in or out of the pod may take (BUNDLE_TIMEOUT_MS by default). */
+  bundleTimeoutMs?: number;
+  /** How long any other command in the pod may take (SCRIPT_TIMEOUT_MS by default). */
+  scriptTimeoutMs?: number;
+  /**
+   * Where the sandbox's harness runs: in its pod, over `exec` (process.ts). `compromised` is for the
+   * host to call when the agent's processes in the pod could not be made sure to be gone: the pod
+   * is deleted.
+   */
+  host?: (exec: PodExec, compromised: (reason: string) => Promise<void>) => HarnessHost;
 }
 
 export class KubernetesSandboxProvider implements SandboxProvider {
@@ -180,6 +195,7 @@ export class KubernetesSandboxProvider implements SandboxProvider {
           branch: threadBranch(job.thread_id),
           podRepo: this.podPath(folder),
           files: continued ? 'index' : 'checkout',
+          timeoutMs: this.bundleTimeoutMs(),
         });
       }
     } catch (err) {
@@ -354,6 +370,19 @@ if [ "$3" = "$pid" ]; then kill -KILL -- "-$pid"; else kill -KILL "$pid"; fi`;
   }
 
   /**
+   * The agent's processes in the thread's pod could not be made sure to be gone: the pod is
+   * deleted at once (its volume stays), and nothing more runs in it; the run going on fails at its
+   * next exec, its work not taken.
+   */
+  private async compromised(threadId: string, reason: string): Promise<void> {
+    this.options.logger.error({ thread_id: threadId, reason }, 'deleting a sandbox pod the agent may still run in');
+    this.podsByThread.delete(threadId);
+    const state = await readState(this.localDir(threadId));
+    if (this.options.pods.isOwn(threadId)) await this.options.pods.stopPod(threadId, { now: true });
+    await this.publish(threadId, state?.sandbox_id ?? null, 'stopped', reason);
+  }
+
+  /**
    * Empties a sandbox that grew past its bound: its workspaces and the agent's HOME in the pod, the
    * runner's git directories and copies; the harness's home, with the conversation, stays.
    */
@@ -390,6 +419,8 @@ if [ "$3" = "$pid" ]; then kill -KILL -- "-$pid"; else kill -KILL "$pid"; fi`;
       base: head,
       into: COLLECTED_REF,
       maxBytes: this.options.collectMaxBytes ?? DEFAULT_COLLECT_MAX_BYTES,
+      ...(this.options.collectTree ? { tree: this.options.collectTree } : {}),
+      timeoutMs: this.bundleTimeoutMs(),
     });
     try {
       const fixes = await gitlinkFixes(mine, head, received);
@@ -410,6 +441,7 @@ if [ "$3" = "$pid" ]; then kill -KILL -- "-$pid"; else kill -KILL "$pid"; fi`;
       branch: repo.branch,
       podRepo: this.podPath(folder),
       files: 'index',
+      timeoutMs: this.bundleTimeoutMs(),
     });
   }
 
@@ -463,7 +495,9 @@ if [ "$3" = "$pid" ]; then kill -KILL -- "-$pid"; else kill -KILL "$pid"; fi`;
       sessionId: state.session_id,
       sessionHarness: state.session_id ? (state.session_harness ?? 'codex') : null,
       take,
-      ...(this.options.host ? { host: this.options.host(this.exec(threadId)) } : {}),
+      ...(this.options.host
+        ? { host: this.options.host(this.exec(threadId), (reason) => this.compromised(threadId, reason)) }
+        : {}),
       collect: (repo) => this.collect(threadId, take, repo, folderOf(repo)),
       publish: (repo) => this.publishBranch(threadId, take, repo, folderOf(repo)),
     };
@@ -483,9 +517,13 @@ if [ "$3" = "$pid" ]; then kill -KILL -- "-$pid"; else kill -KILL "$pid"; fi`;
     if (result.code !== 0) throw new SandboxError(`${what} failed (exit ${result.code}): ${result.stderr}`);
   }
 
-  /** Runs `argv` in the pod with its stdout kept, bounded; `take`, when given, is checked first. */
+  /**
+   * Runs `argv` in the pod with its stdout kept, bounded; `take`, when given, is checked first.
+   * Throws SandboxError when it does not end within the scripts' deadline.
+   */
   private async run(threadId: string, take: SandboxFence | null, argv: string[]): Promise<Answer> {
     if (take) this.checkPod(threadId, take);
+    const timeoutMs = this.options.scriptTimeoutMs ?? SCRIPT_TIMEOUT_MS;
     const cut = new AbortController();
     const chunks: Buffer[] = [];
     let size = 0;
@@ -497,7 +535,12 @@ if [ "$3" = "$pid" ]; then kill -KILL -- "-$pid"; else kill -KILL "$pid"; fi`;
         done();
       },
     });
-    const result = await this.exec(threadId).run(argv, { stdout, signal: cut.signal });
+    const time = deadline(timeoutMs, cut.signal);
+    const result = await this.exec(threadId)
+      .run(argv, { stdout, signal: time.signal })
+      .finally(() => time.clear());
+    if (time.expired())
+      throw new SandboxError(`a command in the sandbox pod did not finish within ${timeoutMs / 1000} s: ${argv[0]}`);
     return { ...result, stdout: Buffer.concat(chunks).toString('utf8'), overflow: cut.signal.aborted };
   }
 
@@ -512,6 +555,10 @@ if [ "$3" = "$pid" ]; then kill -KILL -- "-$pid"; else kill -KILL "$pid"; fi`;
     const pod = this.podsByThread.get(threadId);
     if (!pod) throw new SandboxError(`no sandbox pod of thread ${threadId} was prepared by this runner`);
     return this.options.exec(pod);
+  }
+
+  private bundleTimeoutMs(): number {
+    return this.options.bundleTimeoutMs ?? BUNDLE_TIMEOUT_MS;
   }
 
   private localDir(threadId: string): string {

@@ -77,7 +77,9 @@ export async function startKubernetesSandboxes(opts: {
     logger,
     publish: opts.publish,
     credentials: opts.credentials,
-    host: (exec) => podHost(exec, { openGates: bridgedGates(exec) }),
+    // A tree taken out of the pod is checked out on the runner's disk: no larger than the sandbox may be.
+    collectTree: { maxBytes: config.SANDBOX_DISK_MAX_BYTES, maxEntries: config.SANDBOX_DISK_MAX_INODES },
+    host: (exec, compromised) => podHost(exec, { openGates: bridgedGates(exec), compromised }),
   });
   const isolation = podIsolation(config);
   logger.info(
