@@ -13,6 +13,8 @@ export default defineConfig({
   ssr: { resolve: { conditions, externalConditions: ['threadwork-source'] } },
   test: {
     include: ['test/cluster/**/*.test.ts'],
+    // NATS and the database, for the runner that serves runs in sandbox pods.
+    globalSetup: ['libs/testing/src/global-setup.ts'],
     // Hang guards: a loaded two-core machine rolls a dozen pods slowly.
     testTimeout: 600_000,
     hookTimeout: 900_000,

@@ -194,6 +194,8 @@ switch (command) {
       }
       ensureTools(['helm', ...CONTROL_PLANE_TOOLS]);
     }
+    // A runner serving runs in sandbox pods needs the rest of the stack: NATS and the database.
+    ensureTools(['nats-server', 'ferretdb']);
     const env = withPnpmOnPath(pnpm);
     run(pnpm, ['-r', '--workspace-concurrency=2', 'build'], { env });
     process.exitCode = await foreground(pnpm, ['exec', 'vitest', 'run', '--config', CLUSTER_CONFIG, ...rest], env);

@@ -111,48 +111,60 @@ spec:
 `;
 
 /**
- * kwok's Exec resource, which says how exec into one pod (named like it, in its namespace) runs:
- * here always on this machine (`local`), in a directory and with environment variables of its own.
+ * kwok's Exec resource, which says how exec into one pod (named like it, in its namespace) runs,
+ * and its ClusterExec, the same for the pods it selects: here always on this machine (`local`), in
+ * a directory and with environment variables of its own.
  */
-const EXEC_CRD = {
-  apiVersion: 'apiextensions.k8s.io/v1',
-  kind: 'CustomResourceDefinition',
-  metadata: { name: 'execs.kwok.x-k8s.io' },
-  spec: {
-    group: 'kwok.x-k8s.io',
-    names: { kind: 'Exec', listKind: 'ExecList', plural: 'execs', singular: 'exec' },
-    scope: 'Namespaced',
-    versions: [
-      {
-        name: 'v1alpha1',
-        served: true,
-        storage: true,
-        subresources: { status: {} },
-        schema: {
-          openAPIV3Schema: {
-            type: 'object',
-            required: ['spec'],
-            properties: {
-              spec: {
-                type: 'object',
-                required: ['execs'],
-                properties: {
-                  execs: {
-                    type: 'array',
-                    items: {
+function execCrd(kind: 'Exec' | 'ClusterExec') {
+  const plural = `${kind.toLowerCase()}s`;
+  return {
+    apiVersion: 'apiextensions.k8s.io/v1',
+    kind: 'CustomResourceDefinition',
+    metadata: { name: `${plural}.kwok.x-k8s.io` },
+    spec: {
+      group: 'kwok.x-k8s.io',
+      names: { kind, listKind: `${kind}List`, plural, singular: kind.toLowerCase() },
+      scope: kind === 'Exec' ? 'Namespaced' : 'Cluster',
+      versions: [
+        {
+          name: 'v1alpha1',
+          served: true,
+          storage: true,
+          subresources: { status: {} },
+          schema: {
+            openAPIV3Schema: {
+              type: 'object',
+              required: ['spec'],
+              properties: {
+                spec: {
+                  type: 'object',
+                  required: ['execs'],
+                  properties: {
+                    // A ClusterExec's: the pods it is for, by namespace or name.
+                    selector: {
                       type: 'object',
                       properties: {
-                        containers: { type: 'array', items: { type: 'string' } },
-                        local: {
-                          type: 'object',
-                          properties: {
-                            workDir: { type: 'string' },
-                            envs: {
-                              type: 'array',
-                              items: {
-                                type: 'object',
-                                required: ['name'],
-                                properties: { name: { type: 'string' }, value: { type: 'string' } },
+                        matchNamespaces: { type: 'array', items: { type: 'string' } },
+                        matchNames: { type: 'array', items: { type: 'string' } },
+                      },
+                    },
+                    execs: {
+                      type: 'array',
+                      items: {
+                        type: 'object',
+                        properties: {
+                          containers: { type: 'array', items: { type: 'string' } },
+                          local: {
+                            type: 'object',
+                            properties: {
+                              workDir: { type: 'string' },
+                              envs: {
+                                type: 'array',
+                                items: {
+                                  type: 'object',
+                                  required: ['name'],
+                                  properties: { name: { type: 'string' }, value: { type: 'string' } },
+                                },
                               },
                             },
                           },
@@ -161,15 +173,15 @@ const EXEC_CRD = {
                     },
                   },
                 },
+                status: { type: 'object', 'x-kubernetes-preserve-unknown-fields': true },
               },
-              status: { type: 'object', 'x-kubernetes-preserve-unknown-fields': true },
             },
           },
         },
-      },
-    ],
-  },
-};
+      ],
+    },
+  };
+}
 
 /** A self-signed serving certificate for 127.0.0.1 (kwok's kubelet endpoint), which the API server is given to trust. */
 function servingCert(certFile: string, keyFile: string): void {
@@ -241,6 +253,8 @@ export interface ControlPlane {
     pod: { namespace: string; name: string },
     opts: { workDir: string; env?: Record<string, string> },
   ): Promise<void>;
+  /** The same for every pod of `namespace`, those made later included (a ClusterExec). */
+  execLocallyInNamespace(namespace: string, opts: { workDir: string; env?: Record<string, string> }): Promise<void>;
   stop(): Promise<void>;
 }
 
@@ -248,6 +262,18 @@ interface Started {
   name: string;
   child: ChildProcess;
   output: () => string;
+}
+
+/**
+ * How to start `binary` as pid 1 of a pid namespace of its own, with its own /proc (util-linux
+ * `unshare`; a user namespace too where this is not root). Where that cannot be had, the cluster
+ * test cannot run runs in sandbox pods safely, and says so.
+ */
+function podNamespace(binary: string): [string, string[]] {
+  const unshare = ['/usr/bin/unshare', '/bin/unshare'].find((path) => existsSync(path));
+  if (!unshare) throw new Error('util-linux unshare is needed to give kwok a pid namespace of its own');
+  const user = process.getuid?.() === 0 ? [] : ['--user', '--map-root-user'];
+  return [unshare, [...user, '--fork', '--pid', '--mount-proc', '--kill-child=SIGKILL', '--', binary]];
 }
 
 function start(name: string, binary: string, args: string[], dir: string, env?: NodeJS.ProcessEnv): Started {
@@ -495,28 +521,36 @@ export async function startControlPlane(options: ControlPlaneOptions): Promise<C
     );
     processes.push(scheduler);
     writeFileSync(join(dir, 'kwok.yaml'), KWOK_STAGES);
-    // Exec resources are watched by kwok, so a test adds them as it makes pods.
-    const crd = await api('POST', '/apis/apiextensions.k8s.io/v1/customresourcedefinitions', EXEC_CRD);
-    if (crd.status !== 201)
-      throw new Error(`creating the Exec resource definition: ${crd.status} ${JSON.stringify(crd.body)}`);
-    await waitFor(
-      'the Exec resource definition to be established',
-      async () => {
-        const res = await api<{ status?: { conditions?: { type: string; status: string }[] } }>(
-          'GET',
-          `/apis/apiextensions.k8s.io/v1/customresourcedefinitions/${EXEC_CRD.metadata.name}`,
-        );
-        return res.body.status?.conditions?.some((c) => c.type === 'Established' && c.status === 'True') === true;
-      },
-      60_000,
-    );
+    // Exec and ClusterExec resources are watched by kwok, so a test adds them as it makes pods.
+    for (const kind of ['Exec', 'ClusterExec'] as const) {
+      const definition = execCrd(kind);
+      const crd = await api('POST', '/apis/apiextensions.k8s.io/v1/customresourcedefinitions', definition);
+      if (crd.status !== 201)
+        throw new Error(`creating the ${kind} resource definition: ${crd.status} ${JSON.stringify(crd.body)}`);
+      await waitFor(
+        `the ${kind} resource definition to be established`,
+        async () => {
+          const res = await api<{ status?: { conditions?: { type: string; status: string }[] } }>(
+            'GET',
+            `/apis/apiextensions.k8s.io/v1/customresourcedefinitions/${definition.metadata.name}`,
+          );
+          return res.body.status?.conditions?.some((c) => c.type === 'Established' && c.status === 'True') === true;
+        },
+        60_000,
+      );
+    }
     // What an exec'd command sees of kwok's environment: PATH and an empty HOME, nothing of the tests'.
     const home = join(dir, 'home');
     mkdirSync(home);
+    // kwok in a pid namespace of its own, where it is pid 1 as a container's command is: what an
+    // exec runs in a pod of it runs there, so a runner sweeping "the whole pod" of the agent's
+    // processes sweeps that namespace, not this machine. It goes with kwok.
+    const [kwokBinary, kwokPrefix] = podNamespace(binaries.kwok);
     const kwok = start(
       'kwok',
-      binaries.kwok,
+      kwokBinary,
       [
+        ...kwokPrefix,
         `--kubeconfig=${kubeconfig}`,
         '--manage-all-nodes=false',
         '--manage-nodes-with-annotation-selector=kwok.x-k8s.io/node=fake',
@@ -527,7 +561,7 @@ export async function startControlPlane(options: ControlPlaneOptions): Promise<C
         `--server-address=127.0.0.1:${kubeletPort}`,
         `--tls-cert-file=${kubeletCert}`,
         `--tls-private-key-file=${kubeletKey}`,
-        '--enable-crds=Exec',
+        '--enable-crds=Exec,ClusterExec',
       ],
       dir,
       { PATH: process.env.PATH ?? '/usr/local/bin:/usr/bin:/bin', HOME: home },
@@ -607,6 +641,30 @@ export async function startControlPlane(options: ControlPlaneOptions): Promise<C
         throw new Error(`creating the Exec of ${pod.name}: ${res.status} ${JSON.stringify(res.body)}`);
     };
 
+    const execLocallyInNamespace = async (
+      namespace: string,
+      opts: { workDir: string; env?: Record<string, string> },
+    ) => {
+      const res = await api('POST', '/apis/kwok.x-k8s.io/v1alpha1/clusterexecs', {
+        apiVersion: 'kwok.x-k8s.io/v1alpha1',
+        kind: 'ClusterExec',
+        metadata: { name: `namespace-${namespace}` },
+        spec: {
+          selector: { matchNamespaces: [namespace] },
+          execs: [
+            {
+              local: {
+                workDir: opts.workDir,
+                envs: Object.entries(opts.env ?? {}).map(([name, value]) => ({ name, value })),
+              },
+            },
+          ],
+        },
+      });
+      if (res.status !== 201)
+        throw new Error(`creating the ClusterExec of ${namespace}: ${res.status} ${JSON.stringify(res.body)}`);
+    };
+
     return {
       server,
       kubeconfig,
@@ -614,6 +672,7 @@ export async function startControlPlane(options: ControlPlaneOptions): Promise<C
       ca,
       api,
       execLocally,
+      execLocallyInNamespace,
       stop: stopAll,
     };
   } catch (err) {

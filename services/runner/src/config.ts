@@ -80,6 +80,16 @@ export const RunnerConfig = z
     /** Size of a sandbox pod's /tmp (an emptyDir; its root filesystem is read-only), a Kubernetes quantity. */
     SANDBOX_K8S_TMP_SIZE: Quantity.default('1Gi'),
     /**
+     * Where a sandbox pod's workspace volume is mounted, an absolute path: the repositories, the
+     * harness's home and the agent's HOME are folders of it. Only an image that needs another place
+     * for it (or a test whose stand-in pods run on its own machine) changes it.
+     */
+    SANDBOX_K8S_WORKSPACE: z
+      .string()
+      .regex(/^\/[A-Za-z0-9._/-]*[A-Za-z0-9._-]$/, 'an absolute path of plain characters, not ending in /')
+      .refine((path) => !path.split('/').some((part) => part === '..' || part === '.'), 'no . or .. in it')
+      .default('/workspace'),
+    /**
      * A sandbox pod with no run for this long is deleted; its volume stays, so the thread's next run
      * continues in the same workspace in a new pod. The volume goes with the thread.
      */

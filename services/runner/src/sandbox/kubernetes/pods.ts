@@ -339,5 +339,6 @@ export function podSettings(config: RunnerConfig): PodSettings {
     volumeSize: config.SANDBOX_K8S_VOLUME_SIZE,
     storageClassName: config.SANDBOX_K8S_STORAGE_CLASS,
     tmpSize: config.SANDBOX_K8S_TMP_SIZE,
+    workspace: config.SANDBOX_K8S_WORKSPACE,
   };
 }

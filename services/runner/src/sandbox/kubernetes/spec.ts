@@ -47,6 +47,8 @@ export interface PodSettings {
   volumeSize: string;
   storageClassName: string | null;
   tmpSize: string;
+  /** Where the workspace volume is mounted (WORKSPACE by default). */
+  workspace?: string;
 }
 
 /** The label every object of the provider carries: what a runner lists and watches. */
@@ -120,6 +122,7 @@ const IDLE_COMMAND = ['/bin/sh', '-c', "trap 'exit 0' TERM INT; while :; do slee
 
 export function sandboxPod(threadId: string, settings: PodSettings): V1Pod {
   const name = sandboxName(threadId);
+  const workspace = settings.workspace ?? WORKSPACE;
   return {
     apiVersion: 'v1',
     kind: 'Pod',
@@ -150,8 +153,8 @@ export function sandboxPod(threadId: string, settings: PodSettings): V1Pod {
           image: settings.image,
           imagePullPolicy: 'IfNotPresent',
           command: IDLE_COMMAND,
-          workingDir: WORKSPACE,
-          env: [{ name: 'HOME', value: `${WORKSPACE}/${HOME_FOLDER}` }],
+          workingDir: workspace,
+          env: [{ name: 'HOME', value: `${workspace}/${HOME_FOLDER}` }],
           resources: settings.resources,
           securityContext: {
             runAsNonRoot: true,
@@ -164,7 +167,7 @@ export function sandboxPod(threadId: string, settings: PodSettings): V1Pod {
             seccompProfile: { type: 'RuntimeDefault' },
           },
           volumeMounts: [
-            { name: 'workspace', mountPath: WORKSPACE },
+            { name: 'workspace', mountPath: workspace },
             { name: 'tmp', mountPath: '/tmp' },
           ],
         },

@@ -74,6 +74,7 @@ export async function startKubernetesSandboxes(opts: {
     pods,
     exec: (pod) => kubeExec(kubeConfig, pod),
     root: config.SANDBOX_ROOT,
+    workspace: config.SANDBOX_K8S_WORKSPACE,
     logger,
     publish: opts.publish,
     credentials: opts.credentials,
