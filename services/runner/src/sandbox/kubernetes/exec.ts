@@ -142,7 +142,13 @@ export function localExec(env: Record<string, string> = {}): PodExec {
           stdio: ['pipe', 'pipe', 'pipe'],
         });
         child.on('error', reject);
-        const kill = () => child.kill('SIGKILL');
+        // Cut off as an exec's stream is: the command killed, and its output no longer waited for
+        // (a process it left behind may hold it open).
+        const kill = () => {
+          child.kill('SIGKILL');
+          child.stdout.destroy();
+          child.stderr.destroy();
+        };
         io.signal?.addEventListener('abort', kill, { once: true });
         if (io.signal?.aborted) kill();
         child.stderr.pipe(stderr.sink);

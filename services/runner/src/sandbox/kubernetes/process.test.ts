@@ -43,6 +43,10 @@ const ignoreTerm = process.argv.includes('--ignore-term');
 process.on('SIGTERM', () => { if (!ignoreTerm) process.exit(0); });
 require('node:readline').createInterface({ input: process.stdin }).on('line', (line) => {
   if (line === 'pid') return process.stdout.write('pid ' + process.pid + ' cwd ' + process.cwd() + ' env ' + Object.keys(process.env).sort().join(',') + '\\n');
+  if (line === 'hold') {
+    // Left to the machine's init with this process's stdout: the exec's stream stays open with it.
+    return void spawn('sh', ['-c', 'sleep 600 & echo "held $!"'], { stdio: ['ignore', 'inherit', 'ignore'] });
+  }
   if (line === 'spawn') {
     const kids = [
       spawn('sleep', ['600'], { stdio: 'ignore' }),
@@ -226,6 +230,20 @@ describe('a harness in a pod', () => {
     const exit = await proc.exited;
     expect(exit.error).toBeUndefined();
     expect(exit.code).not.toBe(0);
+  });
+
+  it('cuts its exec off when a process it left holds the output open past its stop', async () => {
+    const { host, proc, closed, out, own } = await started([], { closeWaitMs: 500 });
+    proc.stdin.write('hold\n');
+    const held = Number((await out.next()).split(' ')[1]);
+    try {
+      await host.stop(proc, own, closed, logger);
+      const exit = await proc.exited;
+      expect(exit.error).toBeUndefined();
+      expect(await runs(proc.pid!)).toBe(false);
+    } finally {
+      process.kill(held, 'SIGKILL');
+    }
   });
 
   it('kill() ends it at once, and a second start runs apart from the first', async () => {

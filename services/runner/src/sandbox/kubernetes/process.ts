@@ -43,6 +43,8 @@ export interface PodHostOptions {
   sweepScope?: 'pod' | 'harness';
   /** How long tending the harness's home may take in the pod (HOME_TIMEOUT_MS by default). */
   homeTimeoutMs?: number;
+  /** How long the harness's exec may stay open once it was killed (CLOSE_WAIT_MS by default). */
+  closeWaitMs?: number;
   /** How long a listing, a signal, a sweep or a kill of all may take in the pod (SCRIPT_TIMEOUT_MS by default). */
   scriptTimeoutMs?: number;
   /**
@@ -55,6 +57,12 @@ export interface PodHostOptions {
 
 /** How long the harness has to exit on SIGTERM before it is killed. */
 const STOP_GRACE_MS = 2_000;
+/**
+ * How long the harness's exec may stay open once the harness was killed: a process of the agent's
+ * that left it (to pid 1) with its output still open keeps the exec's stream open with it. Past
+ * this the runner cuts the stream off itself; the sweep that follows kills what held it.
+ */
+const CLOSE_WAIT_MS = 10_000;
 /** The first line, `<pid> <start>`, is at most this long. */
 const HEAD_MAX_BYTES = 64;
 /** What the harness wrote on stderr that is kept: the end of it, for an error message. */
@@ -412,7 +420,19 @@ export function podHost(exec: PodExec, options: PodHostOptions): HarnessHost {
       } else if (!proc.hasExited) {
         proc.kill();
       }
-      await closed;
+      const inTime = await Promise.race([
+        closed.then(() => true),
+        new Promise<boolean>((resolve) =>
+          setTimeout(() => resolve(false), options.closeWaitMs ?? CLOSE_WAIT_MS).unref(),
+        ),
+      ]);
+      if (!inTime) {
+        logger.warn(
+          'the harness’s exec stayed open after it was killed (a process of the agent’s holds its output); cutting it off',
+        );
+        pod.cut();
+        await closed;
+      }
       // The pod emptied of the agent's processes, as a jail is killed whole here: nothing of the
       // agent's may run on while the runner reads the workspace. (Below a harness that has gone
       // there is nothing left to sweep: its pid may be another's by now.)
@@ -545,6 +565,11 @@ class PodProcess implements HostedProcess {
 
   get hasExited(): boolean {
     return this.exit !== undefined;
+  }
+
+  /** Ends the exec's stream from the runner's side, whatever still runs in the pod. */
+  cut(): void {
+    this.abort.abort();
   }
 
   kill(): void {
