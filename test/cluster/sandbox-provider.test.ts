@@ -23,6 +23,7 @@ import {
 import { startControlPlane, waitFor, type ControlPlane } from '@threadwork/testing';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { controlPlaneBinaries, missingGo } from './support/binaries.js';
+import { sandboxNamespace } from './support/sandbox-namespace.js';
 
 const SANDBOX_NS = 'threadwork-sandboxes';
 const WAIT = 300_000;
@@ -63,32 +64,7 @@ describe.skipIf(missingGo)('the kubernetes sandbox provider with its pods on a r
   beforeAll(async () => {
     scratch = mkdtempSync(join(tmpdir(), 'threadwork-sandbox-provider-'));
     plane = await startControlPlane({ binaries: controlPlaneBinaries() });
-    const ns = await plane.api('POST', '/api/v1/namespaces', {
-      apiVersion: 'v1',
-      kind: 'Namespace',
-      metadata: { name: SANDBOX_NS },
-    });
-    expect(ns.status).toBe(201);
-    // No provisioner: the workspace claim binds a volume made beforehand.
-    const pv = await plane.api('POST', '/api/v1/persistentvolumes', {
-      apiVersion: 'v1',
-      kind: 'PersistentVolume',
-      metadata: { name: 'sandbox-pv-provider' },
-      spec: {
-        capacity: { storage: '10Gi' },
-        accessModes: ['ReadWriteOnce'],
-        persistentVolumeReclaimPolicy: 'Retain',
-        storageClassName: '',
-        hostPath: { path: '/var/lib/sandbox-pv-provider' },
-      },
-    });
-    expect(pv.status).toBe(201);
-    // Pods are admitted once the controllers gave the namespace its default ServiceAccount.
-    await waitFor(
-      'the sandbox namespace’s default ServiceAccount',
-      async () => (await plane.api('GET', `/api/v1/namespaces/${SANDBOX_NS}/serviceaccounts/default`)).status === 200,
-      WAIT,
-    );
+    await sandboxNamespace(plane, SANDBOX_NS, 'sandbox-pv-provider');
   });
 
   afterAll(async () => {

@@ -11,7 +11,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { CandidateProducedEvent } from '@threadwork/contracts';
 import { sandboxName } from '@threadwork/runner/kubernetes';
-import { agent, startControlPlane, waitFor, type ControlPlane } from '@threadwork/testing';
+import { agent, startControlPlane, type ControlPlane } from '@threadwork/testing';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import {
   admitRun,
@@ -25,9 +25,9 @@ import {
   type AgentStack,
 } from '../../services/runner/test/helpers.js';
 import { controlPlaneBinaries, missingGo } from './support/binaries.js';
+import { sandboxNamespace } from './support/sandbox-namespace.js';
 
 const SANDBOX_NS = 'threadwork-sandboxes';
-const WAIT = 300_000;
 const { agentTurn, say, shell, write } = agent;
 
 const scripts = new Map<string, agent.AgentScript>([
@@ -51,31 +51,7 @@ describe.skipIf(missingGo)('runs in sandbox pods on a real API server', () => {
   beforeAll(async () => {
     scratch = mkdtempSync(join(tmpdir(), 'threadwork-sandbox-runs-'));
     plane = await startControlPlane({ binaries: controlPlaneBinaries() });
-    const ns = await plane.api('POST', '/api/v1/namespaces', {
-      apiVersion: 'v1',
-      kind: 'Namespace',
-      metadata: { name: SANDBOX_NS },
-    });
-    expect(ns.status).toBe(201);
-    // No provisioner: the workspace claim binds a volume made beforehand.
-    const pv = await plane.api('POST', '/api/v1/persistentvolumes', {
-      apiVersion: 'v1',
-      kind: 'PersistentVolume',
-      metadata: { name: 'sandbox-pv-runs' },
-      spec: {
-        capacity: { storage: '10Gi' },
-        accessModes: ['ReadWriteOnce'],
-        persistentVolumeReclaimPolicy: 'Retain',
-        storageClassName: '',
-        hostPath: { path: '/var/lib/sandbox-pv-runs' },
-      },
-    });
-    expect(pv.status).toBe(201);
-    await waitFor(
-      'the sandbox namespace’s default ServiceAccount',
-      async () => (await plane.api('GET', `/api/v1/namespaces/${SANDBOX_NS}/serviceaccounts/default`)).status === 200,
-      WAIT,
-    );
+    await sandboxNamespace(plane, SANDBOX_NS, 'sandbox-pv-runs');
     // The "pod's" workspace volume, where its commands run.
     workspace = join(scratch, 'workspace');
     mkdirSync(workspace);
