@@ -308,6 +308,9 @@ const SYSTEM_PACKAGES = {
   bubblewrap: '/usr/bin/bwrap',
   // The headless browser the console's tests drive (test/console, through playwright-core).
   chromium: '/usr/bin/chromium',
+  // The cluster test: kwok's kubelet certificate, and kwok as pid 1 of a pid namespace of its own.
+  openssl: '/usr/bin/openssl',
+  'util-linux': '/usr/bin/unshare',
 };
 
 /**

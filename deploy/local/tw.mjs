@@ -196,6 +196,7 @@ switch (command) {
     }
     // A runner serving runs in sandbox pods needs the rest of the stack: NATS and the database.
     ensureTools(['nats-server', 'ferretdb']);
+    ensureSystemPackages(['openssl', 'util-linux']);
     const env = withPnpmOnPath(pnpm);
     run(pnpm, ['-r', '--workspace-concurrency=2', 'build'], { env });
     process.exitCode = await foreground(pnpm, ['exec', 'vitest', 'run', '--config', CLUSTER_CONFIG, ...rest], env);
