@@ -1,6 +1,6 @@
 import { execFile } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { rename, rm, writeFile } from 'node:fs/promises';
+import { mkdir, rename, rm, writeFile } from 'node:fs/promises';
 import { dirname, join } from 'node:path';
 import { promisify } from 'node:util';
 import { git, type GitRepo } from './git.js';
@@ -39,21 +39,28 @@ export async function makeAgentRepo(
   const cwd = dirname(runner.gitDir);
   const aside = join(cwd, `.agent-git-${randomBytes(4).toString('hex')}`);
   try {
-    const agent = { repo: { gitDir: aside, workTree } };
-    await git(cwd, ['init', '--quiet', '--bare', '--', aside]);
-    await git(cwd, ['config', 'core.bare', 'false'], agent);
-    await git(cwd, ['config', 'remote.origin.url', shape.url], agent);
-    await git(cwd, ['config', 'remote.origin.fetch', '+refs/heads/*:refs/remotes/origin/*'], agent);
+    const [head, base] = await Promise.all([
+      revision(cwd, runner, 'HEAD'),
+      revision(cwd, runner, `refs/remotes/origin/${shape.baseBranch}`),
+    ]);
+    // Written as `git init` would write it (a process fewer per file on every run's way to its
+    // turn); the refs go through git, which checks their names.
+    await mkdir(join(aside, 'objects', 'info'), { recursive: true });
+    await mkdir(join(aside, 'objects', 'pack'));
+    await mkdir(join(aside, 'refs', 'heads'), { recursive: true });
+    await mkdir(join(aside, 'refs', 'tags'));
+    await writeFile(join(aside, 'config'), agentConfig(shape.url));
     await writeFile(join(aside, 'objects', 'info', 'alternates'), `${join(runner.gitDir, 'objects')}\n`);
+    const agent = { repo: { gitDir: aside, workTree } };
+    const refs = [
+      ...(head ? [`update refs/heads/${shape.branch} ${head}`] : []),
+      ...(base ? [`update refs/remotes/origin/${shape.baseBranch} ${base}`] : []),
+    ];
+    await writeFile(join(aside, 'HEAD'), 'ref: refs/heads/main\n');
+    if (refs.length > 0) await git(cwd, ['update-ref', '--stdin'], { ...agent, input: `${refs.join('\n')}\n` });
     await git(cwd, ['symbolic-ref', 'HEAD', `refs/heads/${shape.branch}`], agent);
-    const head = await revision(cwd, runner, 'HEAD');
-    if (head) {
-      await git(cwd, ['update-ref', `refs/heads/${shape.branch}`, head], agent);
-      // The index only: read-tree does not look at the work tree, whatever the agent left there.
-      await git(cwd, ['read-tree', head], agent);
-    }
-    const base = await revision(cwd, runner, `refs/remotes/origin/${shape.baseBranch}`);
-    if (base) await git(cwd, ['update-ref', `refs/remotes/origin/${shape.baseBranch}`, base], agent);
+    // The index only: read-tree does not look at the work tree, whatever the agent left there.
+    if (head) await git(cwd, ['read-tree', head], agent);
     // Handed over whole before it is moved in: the runner runs no git on it from here on.
     if (owner !== null) await handOver([aside], owner);
     take.check();
@@ -71,6 +78,22 @@ export async function revision(cwd: string, repo: GitRepo, name: string): Promis
   } catch {
     return null;
   }
+}
+
+/** The agent repository's `config`, as `git init` then `git config` would leave it. */
+function agentConfig(url: string): string {
+  // A value in double quotes, with what git's config syntax escapes escaped.
+  const quoted = `"${url.replace(/\\/g, '\\\\').replace(/"/g, '\\"').replace(/\n/g, '\\n').replace(/\t/g, '\\t')}"`;
+  return [
+    '[core]',
+    '\trepositoryformatversion = 0',
+    '\tfilemode = true',
+    '\tbare = false',
+    '[remote "origin"]',
+    `\turl = ${quoted}`,
+    '\tfetch = +refs/heads/*:refs/remotes/origin/*',
+    '',
+  ].join('\n');
 }
 
 /**

@@ -108,17 +108,21 @@ export interface GitOptions {
   repo?: GitRepo;
   /** The remote this command talks to; without it no transport is allowed. */
   remote?: RemoteAccess;
+  /** What the command reads on its standard input. */
+  input?: string;
 }
 
 export async function git(cwd: string, args: string[], opts: GitOptions = {}): Promise<string> {
   const allow = opts.remote ? allowedProtocol(opts.remote.url) : undefined;
   return withCredentials(opts.remote, async (credentials) => {
     try {
-      const { stdout } = await run('git', [...HARDENED, ...credentials, ...args], {
+      const running = run('git', [...HARDENED, ...credentials, ...args], {
         cwd,
         env: environment(opts.repo, allow),
         maxBuffer: GIT_MAX_BUFFER,
       });
+      if (opts.input !== undefined) running.child.stdin?.end(opts.input);
+      const { stdout } = await running;
       return stdout;
     } catch (err) {
       const stderr = (err as { stderr?: string }).stderr?.trim();
