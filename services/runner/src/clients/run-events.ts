@@ -2,9 +2,11 @@ import { rpc, type RunEventChunk } from '@threadwork/contracts';
 import { isAppError, request, retry, type Logger, type NatsConnection } from '@threadwork/platform';
 import { boundEvent } from '../domain/event-bound.js';
 
-// A run's events on their way to the runs service: batched (a flush every FLUSH_MS or BATCH_MAX
-// events), sent one batch at a time so they keep their order, each keyed `${attempt}:${n}` so a
-// retried batch is stored once. A refused append (`already_settled`: the run ended or a newer
+// A run's events on their way to the runs service: sent one batch at a time so they keep their
+// order, each keyed `${attempt}:${n}` so a retried batch is stored once. An event pushed while no
+// batch is on its way goes at once (with whatever else the same tick pushed); those pushed while one
+// is go together when it is stored, or after FLUSH_MS or at BATCH_MAX events: batches grow with the
+// rate and the round trip, and a lone event (the first of a turn, say) does not wait for company. A refused append (`already_settled`: the run ended or a newer
 // attempt took it over) closes the sink and tells the owner, who must stop working the run.
 
 const FLUSH_MS = 50;
@@ -19,7 +21,10 @@ export class EventSink {
   private queue: Entry[] = [];
   private n = 0;
   private timer: NodeJS.Timeout | undefined;
+  private soon: NodeJS.Immediate | undefined;
   private sending: Promise<void> = Promise.resolve();
+  /** Batches handed to `send` and not yet stored (or given up). */
+  private inFlight = 0;
   private closedReason: string | null = null;
 
   constructor(
@@ -42,16 +47,25 @@ export class EventSink {
     const shrunk = boundEvent(chunk as Record<string, unknown>);
     this.queue.push({ key: `${this.attempt}:${++this.n}`, chunk: shrunk.chunk, size: shrunk.size });
     if (this.queue.length >= BATCH_MAX) void this.flush();
+    else if (this.inFlight === 0) this.soon ??= setImmediate(() => void this.flush());
     else this.timer ??= setTimeout(() => void this.flush(), FLUSH_MS);
   }
 
   /** Resolves once everything pushed so far is stored (or the sink was closed). */
   flush(): Promise<void> {
     if (this.timer) clearTimeout(this.timer);
+    if (this.soon) clearImmediate(this.soon);
     this.timer = undefined;
+    this.soon = undefined;
     while (this.queue.length > 0) {
       const batch = this.takeBatch();
-      this.sending = this.sending.then(() => this.send(batch));
+      this.inFlight++;
+      this.sending = this.sending
+        .then(() => this.send(batch))
+        .finally(() => {
+          // What came meanwhile goes now, the batch before it stored.
+          if (--this.inFlight === 0 && this.queue.length > 0) void this.flush();
+        });
     }
     return this.sending;
   }
@@ -97,6 +111,7 @@ export class EventSink {
     this.closedReason = reason;
     this.queue = [];
     if (this.timer) clearTimeout(this.timer);
+    if (this.soon) clearImmediate(this.soon);
     this.onRefused(reason);
   }
 }
