@@ -237,6 +237,8 @@ consumer that is never made, and a harness threads takes that no runner serves q
       fieldPath: metadata.name
 - name: RUNNER_CONCURRENCY
   value: {{ .svc.concurrency | quote }}
+- name: RUNNER_WARM_SANDBOXES
+  value: {{ .svc.warmSandboxes | int | toString | quote }}
 - name: SANDBOX_JAIL
   value: {{ .svc.jail | default "required" | quote }}
 - name: SANDBOX_EGRESS

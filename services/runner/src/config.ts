@@ -132,6 +132,12 @@ export const RunnerConfig = z
       .default(256 * 1024),
     /** An agent process whose sandbox had no run for this long is stopped (the workspace stays). */
     SANDBOX_IDLE_MS: env.duration(10 * 60_000),
+    /**
+     * Spare sandboxes kept with their harness started (`local` provider, Codex), so that a new thread
+     * of repositories the runner served lately starts in one at once (flows/warm.ts); 0: none. Each
+     * is a clone on disk and an idle harness process, for SANDBOX_IDLE_MS at most.
+     */
+    RUNNER_WARM_SANDBOXES: z.coerce.number().int().min(0).max(16).default(1),
     /** How often a live run's state is read back, for a cancel or an answer whose signal was missed. */
     RUN_POLL_MS: z.coerce.number().int().min(100).default(2_000),
     /**

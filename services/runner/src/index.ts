@@ -8,6 +8,7 @@ import { repohostCredentials } from './clients/repohost.js';
 import { executeJob } from './flows/run.js';
 import type { LiveRun, RunDeps } from './flows/run-state.js';
 import { SessionPool } from './flows/sessions.js';
+import { WarmPool } from './flows/warm.js';
 import { RunSlots, startJobConsumer } from './handlers/jobs.js';
 import { serveHarnesses, type DemoEndpoints } from './harness/served.js';
 import { LocalSandboxProvider } from './sandbox/local.js';
@@ -23,6 +24,8 @@ export { EventSink } from './clients/run-events.js';
 export interface RunnerService extends StartedService {
   /** Process ids of the live harness processes, by thread id. */
   harnessPids(): Map<string, number>;
+  /** The spare sandboxes kept for new threads (null: the provider keeps none). */
+  spares(): WarmPool | null;
 }
 
 /** The runner owns no collections: run state lives in the runs service, workspaces on disk. */
@@ -30,6 +33,7 @@ export async function startRunner(config: RunnerConfig): Promise<RunnerService> 
   const runtime = await startRuntime({ name: 'runner', config, mongo: false });
   const { logger, lifecycle } = runtime;
   let sessions: SessionPool | undefined;
+  let warmPool: WarmPool | null = null;
 
   const service = await bootService(runtime, async () => {
     // Publishing to DOMAIN needs the stream: the runs service creates it (and RUN_JOBS, whose
@@ -91,6 +95,26 @@ export async function startRunner(config: RunnerConfig): Promise<RunnerService> 
     const pool = new SessionPool(served.harnesses, sandboxes, config.SANDBOX_IDLE_MS, logger);
     sessions = pool;
     lifecycle.add('harnesses', () => pool.stopAll());
+    let warm: WarmPool | null = null;
+    if (sandboxes instanceof LocalSandboxProvider) {
+      const local = sandboxes;
+      const swept = await local.sweepSpares();
+      if (swept > 0) logger.info({ swept }, 'removed spare sandboxes of runners that are gone');
+      const spares = new WarmPool({
+        provider: local,
+        harnesses: served.harnesses,
+        size: config.RUNNER_WARM_SANDBOXES,
+        idleMs: config.SANDBOX_IDLE_MS,
+        logger,
+      });
+      local.useSpares(spares);
+      warm = spares;
+      warmPool = spares;
+      lifecycle.add('spares', async () => {
+        await spares.stopAll();
+        await local.idle();
+      });
+    }
 
     const deps: RunDeps = {
       nc: runtime.nc,
@@ -100,6 +124,7 @@ export async function startRunner(config: RunnerConfig): Promise<RunnerService> 
       runnerId: config.RUNNER_ID,
       sandboxes,
       sessions: pool,
+      warm,
       unconfigured: served.unconfigured,
       credentials,
       isolation,
@@ -129,5 +154,6 @@ export async function startRunner(config: RunnerConfig): Promise<RunnerService> 
   return {
     ...service,
     harnessPids: () => sessions?.pids() ?? new Map(),
+    spares: () => warmPool,
   };
 }

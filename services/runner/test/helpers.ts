@@ -141,6 +141,8 @@ async function startBaseStack(model: Env, closeModel: () => Promise<void>, optio
     RUNNER_ID: uniqueId('runner-'),
     ...model,
     RUN_POLL_MS: '300',
+    // Spare sandboxes (a harness started ahead) only where a test asks for them: warm.test.ts.
+    RUNNER_WARM_SANDBOXES: '0',
     ...options.runner,
     ...extra,
   });

@@ -9,6 +9,7 @@ import type { HarnessSession } from '../harness/harness.js';
 import type { Isolation } from '../sandbox/isolation.js';
 import type { RepositoryCredentials, Sandbox, SandboxProvider } from '../sandbox/provider.js';
 import type { SessionPool } from './sessions.js';
+import type { WarmPool } from './warm.js';
 
 // What every step of working a run shares: the runner's dependencies, the attempt it holds, and
 // where the run and its turn stand. The steps (flows/claim.ts, steers.ts, questions.ts, …) are
@@ -22,6 +23,8 @@ export interface RunDeps {
   runnerId: string;
   sandboxes: SandboxProvider;
   sessions: SessionPool;
+  /** Spare sandboxes for new threads (`local` provider only): told of each run served. */
+  warm?: WarmPool | null;
   /** Harnesses whose model endpoint is not configured, with the error their runs fail with at once. */
   unconfigured: ReadonlyMap<string, RunError>;
   /** Credentials to push the thread branch (null: none needed, e.g. a local repository). */

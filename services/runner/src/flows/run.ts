@@ -87,6 +87,8 @@ async function work(run: RunState): Promise<JobResult> {
       deps.sandboxes.prepare(job, sandboxClaim(run)),
     );
     run.sandbox = sandbox;
+    // Adopted from a spare: its harness, already started, is the thread's session from now on.
+    if (sandbox.warm) await deps.sessions.adopt(sandbox, sandbox.warm);
     runnerMetrics().sandboxStart.record((performance.now() - started) / 1000, {
       'threadwork.sandbox.provider': 'local',
     });
@@ -136,6 +138,8 @@ async function work(run: RunState): Promise<JobResult> {
   if (run.statusNow() === 'cancelling') return finish(run, { to: 'cancelled' });
 
   const outcome = await runTurn(run, session);
+  // Made while this run's work is committed and reported: a spare for the next new thread of these repositories.
+  deps.warm?.want(job);
   if (run.killTimer) clearTimeout(run.killTimer);
   // A stopped turn takes its harness with it (process group and all), so nothing the agent
   // started keeps running; the next run resumes the session in a new process.

@@ -1,7 +1,7 @@
 import type { Logger } from '@threadwork/platform';
 import { ResumeFailedError, type Harness, type HarnessSession } from '../harness/harness.js';
 import { localHost } from '../harness/host.js';
-import type { Sandbox, SandboxProvider } from '../sandbox/provider.js';
+import type { Sandbox, SandboxProvider, WarmHarness } from '../sandbox/provider.js';
 
 // One long-lived harness process per live sandbox: a thread's next run reuses it (no start-up
 // cost, the conversation is still loaded). A process idle for SANDBOX_IDLE_MS is stopped and the
@@ -38,12 +38,18 @@ export class SessionPool {
     private readonly logger: Logger,
   ) {}
 
+  /** Whether the thread's session of `harness` is live and free: acquiring it starts and stops nothing. */
+  ready(threadId: string, harness: string): boolean {
+    const current = this.live.get(threadId);
+    return current !== undefined && current.session.alive && !current.busy && current.harness === harness;
+  }
+
   /** The sandbox's session, started (or resumed) when none is live. Throws ResumeFailedError when `mustResume` cannot be met. */
   async acquire(sandbox: Sandbox, opts: AcquireOptions): Promise<HarnessSession> {
     const harness = this.harnesses.get(opts.harness);
     if (!harness) throw new Error(`this runner does not serve the ${opts.harness} harness`);
     const current = this.live.get(sandbox.threadId);
-    if (current?.session.alive && !current.busy && current.harness === opts.harness) {
+    if (current && this.ready(sandbox.threadId, opts.harness)) {
       if (current.idleTimer) clearTimeout(current.idleTimer);
       current.idleTimer = undefined;
       current.busy = true;
@@ -93,6 +99,30 @@ export class SessionPool {
       if (this.live.get(sandbox.threadId) === entry) this.live.delete(sandbox.threadId);
     });
     return session;
+  }
+
+  /**
+   * Takes the harness a spare sandbox came with (warm.ts) as the sandbox's live session, idle until
+   * the run acquires it: recorded with the sandbox first, like any session this pool starts.
+   */
+  async adopt(sandbox: Sandbox, warm: WarmHarness): Promise<void> {
+    if (this.live.has(sandbox.threadId)) await this.discard(sandbox.threadId);
+    try {
+      await this.sandboxes.rememberSession(
+        sandbox,
+        { harness: warm.harness, id: warm.session.sessionId },
+        warm.session.pid,
+      );
+    } catch (err) {
+      await warm.session.stop();
+      throw err;
+    }
+    const entry: Live = { harness: warm.harness, session: warm.session, busy: false, idleTimer: undefined };
+    this.live.set(sandbox.threadId, entry);
+    void warm.session.exited.then(() => {
+      if (this.live.get(sandbox.threadId) === entry) this.live.delete(sandbox.threadId);
+    });
+    this.release(sandbox.threadId, warm.session);
   }
 
   /** The run is done with the session; it idles until the next run or the idle bound. */

@@ -4,7 +4,7 @@ import { mkdir, rename, rm } from 'node:fs/promises';
 import { join } from 'node:path';
 import type { RunRepository } from '@threadwork/contracts';
 import type { Logger } from '@threadwork/platform';
-import { makeAgentRepo } from './agent-repo.js';
+import { makeAgentRepo, revision } from './agent-repo.js';
 import { git, remoteRevisions, type RemoteAccess } from './git.js';
 import { EMPTY_TREE, gitDirOf, threadBranch, type RepoState } from './local-state.js';
 import { SandboxError, type SandboxFence } from './provider.js';
@@ -32,6 +32,8 @@ export async function prepareRepo({
   owner,
   logger,
   agentRepo = true,
+  seen,
+  seed,
 }: {
   root: string;
   folder: string;
@@ -43,18 +45,26 @@ export async function prepareRepo({
   owner: number | null;
   logger: Logger;
   agentRepo?: boolean;
+  /** What `ls-remote` of the remote answered moments ago, in this preparation: not asked again. */
+  seen?: { empty: boolean; revisions: Map<string, string> };
+  /** A local copy of the repository (the runner's mirror) a new clone takes what it has from first. */
+  seed?: RemoteAccess;
 }): Promise<{ state: RepoState; start: string | null }> {
   const workTree = join(root, folder);
   const gitDir = gitDirOf(root, folder);
   const branch = threadBranch(threadId);
   const baseRef = `refs/heads/${repo.branch}`;
   const threadRef = `refs/heads/${branch}`;
-  const { empty, revisions } = await remoteRevisions(root, remote, [baseRef, threadRef]);
+  const { empty, revisions } = seen ?? (await remoteRevisions(root, remote, [baseRef, threadRef]));
   const start = revisions.get(threadRef) ?? null;
 
   if (known && existsSync(workTree) && existsSync(gitDir)) {
     // Later runs continue on the thread branch; the fetch only refreshes what the diff is taken against.
-    if (revisions.has(baseRef)) {
+    const remoteBase = revisions.get(baseRef);
+    const localBase = remoteBase
+      ? await revision(root, { gitDir, workTree }, `refs/remotes/origin/${repo.branch}`)
+      : null;
+    if (remoteBase && remoteBase !== localBase) {
       take.check();
       try {
         await git(
@@ -93,6 +103,21 @@ export async function prepareRepo({
     await git(root, ['config', 'core.bare', 'false'], into);
     await git(root, ['config', 'remote.origin.url', remote.url], into);
     if (!empty) {
+      if (seed) {
+        // Most of what the remote would send is here already; the fetch below then sends the rest.
+        await git(
+          root,
+          [
+            'fetch',
+            '--quiet',
+            '--no-tags',
+            '--',
+            seed.url,
+            `+refs/heads/${repo.branch}:refs/remotes/origin/${repo.branch}`,
+          ],
+          { repo: partial, remote: seed },
+        ).catch((err: unknown) => logger.debug({ err, repo: repo.full_name }, 'nothing taken from the mirror'));
+      }
       const refspecs = [`+${baseRef}:refs/remotes/origin/${repo.branch}`];
       if (start) refspecs.push(`+${threadRef}:refs/remotes/origin/${branch}`);
       await git(root, ['fetch', '--quiet', '--no-tags', '--', remote.url, ...refspecs], into);

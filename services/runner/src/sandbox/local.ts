@@ -1,6 +1,7 @@
+import { randomBytes } from 'node:crypto';
 import { existsSync } from 'node:fs';
-import { chmod, chown, mkdir, rm } from 'node:fs/promises';
-import { join } from 'node:path';
+import { chmod, chown, lstat, mkdir, readdir, readFile, readlink, rm, symlink, writeFile } from 'node:fs/promises';
+import { basename, join } from 'node:path';
 import type { RunJob, RunRepository, SandboxStatus } from '@threadwork/contracts';
 import type { Logger } from '@threadwork/platform';
 import { newSandboxId } from '../domain/ids.js';
@@ -8,6 +9,7 @@ import { killTree, startTime } from '../harness/processes.js';
 import { DiskMeasureError, measureDisk, type DiskUsage } from './disk.js';
 import {
   AGENT_HOME,
+  EMPTY_TREE,
   folderName,
   GIT_DIRS,
   gitDirOf,
@@ -21,7 +23,9 @@ import {
   type RepoState,
   type SandboxState,
 } from './local-state.js';
+import { git, remoteRevisions } from './git.js';
 import { prepareRepo } from './local-workspace.js';
+import { RepositoryMirrors } from './mirrors.js';
 import { SandboxTake, SandboxTakenError, type SandboxClaim } from './take.js';
 import { ensureOwned, type SandboxUids } from './uids.js';
 import {
@@ -32,7 +36,10 @@ import {
   type RepositoryCredentials,
   type SandboxStatusPublisher,
   type SandboxFence,
+  type SpareSandbox,
+  type SpareSource,
   type StoredSession,
+  type WarmHarness,
 } from './provider.js';
 
 // The `local` provider: a sandbox is a folder of the runner's disk (its layout: local-state.ts),
@@ -52,12 +59,219 @@ export interface LocalSandboxOptions {
 export class LocalSandboxProvider implements SandboxProvider {
   readonly kind = 'local';
   private readonly statuses = new Map<string, SandboxStatus>();
+  private readonly mirrors: RepositoryMirrors;
+  private spares: SpareSource | null = null;
 
-  constructor(private readonly options: LocalSandboxOptions) {}
+  constructor(private readonly options: LocalSandboxOptions) {
+    this.mirrors = new RepositoryMirrors(options.root, options.logger);
+  }
+
+  /**
+   * The thread's sandbox folder: `<root>/<thread>`, or the spare's folder that link names when the
+   * thread adopted a spare. Resolved, so every path of the sandbox is the one its jails were given.
+   */
+  private async dirOf(threadId: string): Promise<string> {
+    const path = join(this.options.root, folderName(threadId));
+    const stat = await lstat(path).catch(() => null);
+    if (!stat?.isSymbolicLink()) return path;
+    const target = await readlink(path);
+    if (!SPARE_FOLDER.test(target)) throw new SandboxError(`the sandbox of ${threadId} links to ${target}`);
+    return join(this.options.root, target);
+  }
+
+  /**
+   * Makes a new thread's sandbox of a spare made for the same repositories and harness: the spare's
+   * folder becomes the thread's (a link from the thread's name, made exclusively), with the harness
+   * that already runs in it. Only while the remote still shows the bases the spare was cloned at and
+   * no thread branch (a thread that has one carries on from it, elsewhere made); the run's own token
+   * asks. Null, the spare gone, when it cannot be.
+   */
+  private async adopt(job: RunJob, link: string, tokens: RepositoryTokens): Promise<WarmHarness | null> {
+    const taken = this.spares?.take(job);
+    if (!taken) return null;
+    const { spare } = taken;
+    const log = this.options.logger.child({ thread_id: job.thread_id, spare: spare.folder });
+    try {
+      const state = await readState(spare.dir);
+      if (!state) throw new SandboxError('the spare has no state');
+      const branch = threadBranch(job.thread_id);
+      for (const repo of job.repositories) {
+        const remote = { url: repo.clone_url, token: await tokens.get(repo) };
+        const seen = await remoteRevisions(this.options.root, remote, [
+          `refs/heads/${repo.branch}`,
+          `refs/heads/${branch}`,
+        ]);
+        tokens.seen.set(repo.project_repository_id, seen);
+        if (seen.revisions.has(`refs/heads/${branch}`))
+          return await this.decline(taken, log, 'the thread has a branch');
+        const base = seen.revisions.get(`refs/heads/${repo.branch}`);
+        if (!base || base !== spare.bases.get(repo.project_repository_id)) {
+          return await this.decline(taken, log, 'the base has moved since the spare was made');
+        }
+      }
+      // Still the spare's alone: named for the thread before anything can find it under the thread's name.
+      const own = { check() {}, current: true };
+      for (const [id, repo] of Object.entries(state.repos)) {
+        const gitRepo = { gitDir: gitDirOf(spare.dir, repo.dir), workTree: join(spare.dir, repo.dir) };
+        await git(spare.dir, ['branch', '-m', threadBranch(spare.folder), branch], { repo: gitRepo });
+        const url = job.repositories.find((r) => r.project_repository_id === id)?.clone_url;
+        if (url) await git(spare.dir, ['config', 'remote.origin.url', url], { repo: gitRepo });
+      }
+      await writeState(spare.dir, { ...state, thread_id: job.thread_id }, own);
+      try {
+        await symlink(spare.folder, link);
+      } catch (err) {
+        if ((err as NodeJS.ErrnoException).code === 'EEXIST')
+          return await this.decline(taken, log, 'the thread has a sandbox');
+        throw err;
+      }
+      await rm(join(spare.dir, SPARE_FILE), { force: true });
+      log.info('new thread’s sandbox adopted from a spare, its harness already started');
+      return taken.warm;
+    } catch (err) {
+      log.warn({ err }, 'the spare sandbox could not be adopted; preparing the sandbox anew');
+      await this.spares?.discard(taken);
+      return null;
+    }
+  }
+
+  private async decline(taken: { spare: SpareSandbox; warm: WarmHarness }, log: Logger, why: string): Promise<null> {
+    log.info({ why }, 'spare sandbox not adopted');
+    await this.spares?.discard(taken);
+    return null;
+  }
+
+  /**
+   * A sandbox made ahead of any thread for `repositories`, cloned from the runner's mirrors (no
+   * remote, no token); null when a mirror lacks a base. Its folder (`sandbox.<hex>`, a name no
+   * thread's folder has) records the runner process that made it, so one left by a runner that died
+   * is removed (`sweepSpares`).
+   */
+  async makeSpare(repositories: readonly RunRepository[]): Promise<SpareSandbox | null> {
+    const folder = `sandbox.${randomBytes(12).toString('hex')}`;
+    const dir = join(this.options.root, folder);
+    const own = { check() {}, current: true };
+    await mkdir(dir);
+    let owner: number | null = null;
+    try {
+      await writeFile(
+        join(dir, SPARE_FILE),
+        `${JSON.stringify({ pid: process.pid, start_time: startTime(process.pid) })}\n`,
+      );
+      owner = this.options.uids ? await this.options.uids.claim(folder, undefined) : null;
+      for (const sub of [HARNESS_HOME, GIT_DIRS, AGENT_HOME, TAKES]) await mkdir(join(dir, sub));
+      if (owner !== null) await this.secure(dir, owner);
+      const state: SandboxState = {
+        sandbox_id: newSandboxId(),
+        thread_id: '',
+        session_id: null,
+        repos: {},
+        ...(owner !== null ? { uid: owner } : {}),
+      };
+      const taken = new Set([HARNESS_HOME, STATE_FILE, GIT_DIRS, AGENT_HOME, TAKES, SPARE_FILE]);
+      const bases = new Map<string, string>();
+      for (const repo of repositories) {
+        if ((await this.mirrors.revision(repo, repo.branch)) === null) {
+          await this.dropSpare(folder, owner);
+          return null;
+        }
+        const repoFolder = pickFolder(repo, taken);
+        taken.add(repoFolder);
+        const prepared = await prepareRepo({
+          root: dir,
+          folder: repoFolder,
+          repo,
+          threadId: folder,
+          known: undefined,
+          remote: this.mirrors.remote(repo),
+          take: own,
+          owner,
+          logger: this.options.logger,
+          agentRepo: false,
+        });
+        state.repos[repo.project_repository_id] = prepared.state;
+        bases.set(repo.project_repository_id, prepared.state.base_revision);
+      }
+      await writeState(dir, state, own);
+      const sandbox = this.toSandbox(dir, state, repositories, new Map(), own, owner);
+      return {
+        folder,
+        dir,
+        bases,
+        session: {
+          cwd: sandbox.cwd,
+          home: sandbox.harnessHome,
+          env: sandbox.env,
+          mounts: sandbox.mounts,
+          owner,
+        },
+      };
+    } catch (err) {
+      await this.dropSpare(folder, owner);
+      throw err;
+    }
+  }
+
+  /** Removes a spare that no thread adopted, once nothing of its harness runs. */
+  async dropSpare(folder: string, owner: number | null): Promise<void> {
+    if (!SPARE_FOLDER.test(folder)) throw new SandboxError(`${folder} is not a spare sandbox`);
+    await rm(join(this.options.root, folder), { recursive: true, force: true });
+    if (owner !== null) await this.options.uids?.release(owner, folder);
+  }
+
+  /**
+   * Removes the spares runner processes that are gone left behind (their harness went with them:
+   * setpriv's death signal), and never those a thread adopted (a link names them).
+   */
+  async sweepSpares(): Promise<number> {
+    const root = this.options.root;
+    const names = await readdir(root).catch(() => [] as string[]);
+    const adopted = new Set<string>();
+    for (const name of names) {
+      const stat = await lstat(join(root, name)).catch(() => null);
+      if (stat?.isSymbolicLink()) adopted.add(await readlink(join(root, name)));
+    }
+    let removed = 0;
+    for (const name of names) {
+      if (!SPARE_FOLDER.test(name) || adopted.has(name)) continue;
+      const maker = await readFile(join(root, name, SPARE_FILE), 'utf8')
+        .then((text) => JSON.parse(text) as { pid: number; start_time: string | null })
+        .catch(() => null);
+      if (!maker || startTime(maker.pid) === maker.start_time) continue;
+      const state = await readState(join(root, name));
+      await this.dropSpare(name, state?.uid ?? null);
+      removed++;
+    }
+    return removed;
+  }
+
+  /** Resolves once the mirrors' updates under way are done (the runner stops). */
+  idle(): Promise<void> {
+    return this.mirrors.idle();
+  }
+
+  /** Spare sandboxes with their harness started, which a new thread's sandbox is adopted from. */
+  useSpares(spares: SpareSource): void {
+    this.spares = spares;
+  }
 
   async prepare(job: RunJob, claim: SandboxClaim): Promise<Sandbox> {
-    const folder = folderName(job.thread_id);
-    const dir = join(this.options.root, folder);
+    const tokens = new RepositoryTokens(claim, this.options.credentials);
+    const link = join(this.options.root, folderName(job.thread_id));
+    const warm = this.spares && !(await present(link)) ? await this.adopt(job, link, tokens) : null;
+    try {
+      const sandbox = await this.prepareIn(await this.dirOf(job.thread_id), job, claim, tokens);
+      if (warm) sandbox.warm = warm;
+      return sandbox;
+    } catch (err) {
+      // The thread's sandbox was adopted, but this attempt does not go on in it.
+      await warm?.session.stop();
+      throw err;
+    }
+  }
+
+  private async prepareIn(dir: string, job: RunJob, claim: SandboxClaim, tokens: RepositoryTokens): Promise<Sandbox> {
+    const folder = basename(dir);
     const take = await SandboxTake.take(dir, claim);
     const existing = await readState(dir);
     if (existing?.outgrown) await this.rebuild(dir, existing, take);
@@ -90,9 +304,7 @@ export class LocalSandboxProvider implements SandboxProvider {
         const known = state.repos[repo.project_repository_id];
         const repoFolder = known?.dir ?? pickFolder(repo, taken);
         taken.add(repoFolder);
-        const hold = { runId: claim.run_id, claimId: claim.claim_id };
-        const token = (await this.options.credentials?.(hold, repo.repository_id, repo.clone_url)) ?? null;
-        const remote = { url: repo.clone_url, token };
+        const remote = { url: repo.clone_url, token: await tokens.get(repo) };
         const prepared = await prepareRepo({
           root: dir,
           folder: repoFolder,
@@ -103,7 +315,13 @@ export class LocalSandboxProvider implements SandboxProvider {
           take,
           owner,
           logger: this.options.logger,
+          seen: tokens.seen.get(repo.project_repository_id),
+          seed: this.mirrors.remote(repo),
         });
+        // Beside the run, not before it: the mirror is for the sandboxes made after this one.
+        if (prepared.state.base_revision !== EMPTY_TREE) {
+          void this.mirrors.update(repo, gitDirOf(dir, prepared.state.dir), repo.branch);
+        }
         state.repos[repo.project_repository_id] = prepared.state;
         starts.set(repo.project_repository_id, prepared.start);
         // Recorded at once: a clone that is in place but not in the state would be cloned over next time.
@@ -129,7 +347,7 @@ export class LocalSandboxProvider implements SandboxProvider {
   }
 
   async exists(threadId: string): Promise<boolean> {
-    const dir = join(this.options.root, folderName(threadId));
+    const dir = await this.dirOf(threadId);
     const state = await readState(dir);
     if (!state || !existsSync(join(dir, HARNESS_HOME))) return false;
     const present = (r: RepoState) => existsSync(join(dir, r.dir)) && existsSync(gitDirOf(dir, r.dir));
@@ -232,7 +450,7 @@ export class LocalSandboxProvider implements SandboxProvider {
   }
 
   async stop(threadId: string): Promise<void> {
-    const dir = join(this.options.root, folderName(threadId));
+    const dir = await this.dirOf(threadId);
     const state = await readState(dir);
     await this.publish(threadId, state?.sandbox_id ?? null, 'stopped', 'idle');
   }
@@ -300,5 +518,39 @@ export class LocalSandboxProvider implements SandboxProvider {
   ) {
     this.statuses.set(threadId, status);
     await this.options.publish(threadId, sandboxId, status, reason, claim);
+  }
+}
+
+/** The folder of a spare sandbox (a name no thread's folder has: folderName never makes a dot). */
+const SPARE_FOLDER = /^sandbox\.[0-9a-f]{24}$/;
+/** In a spare's folder until a thread adopts it: the runner process that made it. */
+const SPARE_FILE = 'spare.json';
+
+async function present(path: string): Promise<boolean> {
+  return (await lstat(path).catch(() => null)) !== null;
+}
+
+/**
+ * The run's tokens for its repositories, each asked of repohost once while the sandbox is prepared,
+ * and what `ls-remote` with them answered.
+ */
+class RepositoryTokens {
+  private readonly tokens = new Map<number, Promise<string | null>>();
+  readonly seen = new Map<string, { empty: boolean; revisions: Map<string, string> }>();
+
+  constructor(
+    private readonly claim: SandboxClaim,
+    private readonly credentials: RepositoryCredentials | undefined,
+  ) {}
+
+  get(repo: RunRepository): Promise<string | null> {
+    let token = this.tokens.get(repo.repository_id);
+    if (!token) {
+      const hold = { runId: this.claim.run_id, claimId: this.claim.claim_id };
+      token =
+        this.credentials?.(hold, repo.repository_id, repo.clone_url).then((t) => t ?? null) ?? Promise.resolve(null);
+      this.tokens.set(repo.repository_id, token);
+    }
+    return token;
   }
 }

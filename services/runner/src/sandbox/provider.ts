@@ -1,4 +1,5 @@
 import type { RunJob, SandboxStatus } from '@threadwork/contracts';
+import type { HarnessSession, SessionOptions } from '../harness/harness.js';
 import type { HarnessHost } from '../harness/host.js';
 import type { SandboxClaim } from './take.js';
 import type { DiskUsage } from './disk.js';
@@ -80,6 +81,39 @@ export interface Sandbox {
    * branch where it now is, a clean status). Absent where the commit does that itself (candidate.ts).
    */
   publish?(repo: SandboxRepo): Promise<void>;
+  /**
+   * The harness already started in the sandbox, when it was a spare made ahead (warm.ts) and this
+   * run's thread adopted it: the session pool takes it as the thread's live session.
+   */
+  warm?: WarmHarness;
+}
+
+/** A harness process started ahead, in a spare sandbox, before any thread had it. */
+export interface WarmHarness {
+  harness: string;
+  session: HarnessSession;
+}
+
+/**
+ * A sandbox made ahead of any thread (local.ts `makeSpare`): its repositories cloned from the
+ * runner's mirrors at their bases, nothing of any run's in it.
+ */
+export interface SpareSandbox {
+  /** Its folder under SANDBOX_ROOT, which stays its folder when a thread adopts it. */
+  folder: string;
+  dir: string;
+  /** The base revision each repository was cloned at, by project repository id. */
+  bases: ReadonlyMap<string, string>;
+  /** What a harness needs to start in it. */
+  session: Omit<SessionOptions, 'model' | 'resumeSessionId' | 'host'>;
+}
+
+/** Spare sandboxes with their harness started, for new threads to adopt (flows/warm.ts). */
+export interface SpareSource {
+  /** A spare made for the repositories (at their bases) and harness of `job`, now the caller's alone; null: none. */
+  take(job: RunJob): { spare: SpareSandbox; warm: WarmHarness } | null;
+  /** A taken spare that was not adopted: its harness is stopped and its folder removed. */
+  discard(taken: { spare: SpareSandbox; warm: WarmHarness }): Promise<void>;
 }
 
 export interface SandboxFence {

@@ -167,6 +167,11 @@ export class SandboxUids {
     throw new Error(`every uid of SANDBOX_UID_RANGE ${this.range.first}-${this.range.last} has a sandbox`);
   }
 
+  /** Frees `uid` if `folder` holds it: the folder is gone, and nothing of the uid's runs or is left on disk. */
+  async release(uid: number, folder: string): Promise<void> {
+    if ((await this.holder(uid)) === folder) await rm(join(this.root, CLAIMS, String(uid)), { force: true });
+  }
+
   /** Claims `uid` for `folder` unless it is claimed: written aside and linked in, never seen half-written. */
   private async tryClaim(uid: number, folder: string): Promise<boolean> {
     const file = join(this.root, CLAIMS, String(uid));

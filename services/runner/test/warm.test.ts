@@ -1,0 +1,190 @@
+import { execFileSync } from 'node:child_process';
+import {
+  existsSync,
+  lstatSync,
+  mkdirSync,
+  mkdtempSync,
+  readdirSync,
+  readFileSync,
+  readlinkSync,
+  writeFileSync,
+} from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { MessageCompletedEvent } from '@threadwork/contracts';
+import { say, shell, turnScript, type FakeScript } from '@threadwork/testing';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { startRunner } from '../src/index.js';
+import { gitEnvironment, loadConfig } from '@threadwork/platform';
+import { RunnerConfig } from '../src/config.js';
+import {
+  admitRun,
+  alive,
+  domainOf,
+  git,
+  readLog,
+  startStack,
+  waitFor,
+  waitForTerminal,
+  type Admitted,
+  type Stack,
+} from './helpers.js';
+
+// Spare sandboxes: after a run, the runner keeps a sandbox of the same repository ready with Codex
+// started in it; a new thread of that repository adopts it (the same Codex process serves the
+// thread's first turn), unless the remote's base moved since, and spares go with the runner.
+
+const scripts = new Map<string, FakeScript>([
+  [
+    'WORK',
+    turnScript([
+      [shell('git status --short --branch; printf "from the agent\\n" > agent.txt')],
+      [say('Wrote agent.txt.')],
+    ]),
+  ],
+]);
+
+interface SandboxFile {
+  thread_id: string;
+  harness?: { pid: number } | null;
+}
+
+const gitEnv = gitEnvironment({ name: 'Someone Else', email: 'someone@threadwork.invalid' }, process.env);
+
+const stateOf = (dir: string) => JSON.parse(readFileSync(join(dir, 'threadwork.json'), 'utf8')) as SandboxFile;
+
+describe('spare sandboxes', () => {
+  let stack: Stack;
+  let first: Admitted;
+  beforeAll(async () => {
+    stack = await startStack(scripts, { runner: { RUNNER_WARM_SANDBOXES: '1', SANDBOX_IDLE_MS: '60000' } });
+  });
+  afterAll(async () => {
+    await stack?.stop();
+  });
+
+  const spares = () => readdirSync(stack.sandboxRoot).filter((name) => name.startsWith('sandbox.'));
+  const unadopted = () => {
+    const linked = new Set(
+      readdirSync(stack.sandboxRoot)
+        .filter((name) => lstatSync(join(stack.sandboxRoot, name)).isSymbolicLink())
+        .map((name) => readlinkSync(join(stack.sandboxRoot, name))),
+    );
+    return spares().filter((name) => !linked.has(name));
+  };
+  const sparePid = (folder: string): number | undefined => {
+    const marker = `CODEX_HOME=${join(stack.sandboxRoot, folder, 'codex-home')}\0`;
+    for (const entry of readdirSync('/proc')) {
+      if (!/^\d+$/.test(entry)) continue;
+      try {
+        const environ = readFileSync(`/proc/${entry}/environ`, 'utf8');
+        const cmdline = readFileSync(`/proc/${entry}/cmdline`, 'utf8');
+        if (environ.includes(marker) && cmdline.includes('app-server')) return Number(entry);
+      } catch {
+        // gone, or not ours to read
+      }
+    }
+    return undefined;
+  };
+
+  it('keeps a spare of a repository it served, with Codex started in it and no run of anyone’s', async () => {
+    first = await admitRun(stack, 'WORK please');
+    expect((await waitForTerminal(stack, first.run.id)).status).toBe('completed');
+    await waitFor('a spare sandbox', () => unadopted().length === 1 && stack.runner.spares()?.size === 1, 60_000);
+    const [folder] = unadopted();
+    const dir = join(stack.sandboxRoot, folder!);
+    expect(stateOf(dir).thread_id).toBe('');
+    const pid = sparePid(folder!);
+    expect(pid).toBeDefined();
+    // The repository at the base the remote has, no agent repository yet, no key anywhere in it.
+    const workspace = join(dir, 'app');
+    expect(readFileSync(join(workspace, 'README.md'), 'utf8')).toBe('# App\n');
+    expect(existsSync(join(workspace, '.git'))).toBe(false);
+    expect(readFileSync(`/proc/${pid}/environ`, 'utf8')).not.toContain('sk-test-');
+  });
+
+  it('a new thread of the repository adopts it: the spare’s Codex serves the turn, the work is pushed', async () => {
+    const [folder] = unadopted();
+    const pid = sparePid(folder!)!;
+    const second = await admitRun(stack, 'WORK again', { repositories: first.request.repositories }, first.bare);
+    const run = await waitForTerminal(stack, second.run.id);
+    expect(run.status).toBe('completed');
+
+    const link = join(stack.sandboxRoot, second.threadId);
+    expect(lstatSync(link).isSymbolicLink()).toBe(true);
+    expect(readlinkSync(link)).toBe(folder);
+    const dir = join(stack.sandboxRoot, folder!);
+    expect(stateOf(dir).thread_id).toBe(second.threadId);
+    expect(stateOf(dir).harness?.pid).toBe(pid);
+    expect(alive(pid)).toBe(true);
+    expect(existsSync(join(dir, 'spare.json'))).toBe(false);
+
+    // The agent's repository is on the thread branch; the runner pushed the agent's file there.
+    const events = await readLog(stack.nc, second.run.id);
+    const output = JSON.stringify(events);
+    // `git status --branch` of the agent, in the spare's jail: its repository works, on the thread branch.
+    expect(output).toContain(`## threadwork/${second.threadId}`);
+    const reply = MessageCompletedEvent.parse(domainOf(stack, 'message.completed', second.run.id)[0]?.data);
+    expect(JSON.stringify(reply)).toContain('Wrote agent.txt.');
+    expect(git(first.bare, 'show', `threadwork/${second.threadId}:agent.txt`)).toBe('from the agent\n');
+    expect(git(join(dir, 'app'), 'rev-parse', '--abbrev-ref', 'HEAD').trim()).toBe(`threadwork/${second.threadId}`);
+  });
+
+  it('a spare made before the base moved is not adopted, and goes', async () => {
+    await waitFor(
+      'the next spare sandbox',
+      () => unadopted().length === 1 && stack.runner.spares()?.size === 1,
+      60_000,
+    );
+    const [stale] = unadopted();
+    const pid = sparePid(stale!)!;
+    // Someone pushes to the base branch.
+    const work = mkdtempSync(join(tmpdir(), 'threadwork-warm-'));
+    execFileSync('git', ['clone', '-q', first.bare, work], { env: gitEnv });
+    writeFileSync(join(work, 'CHANGES.md'), 'moved\n');
+    execFileSync('git', ['add', '-A'], { cwd: work, env: gitEnv });
+    execFileSync('git', ['commit', '-q', '-m', 'move the base'], { cwd: work, env: gitEnv });
+    execFileSync('git', ['push', '-q', 'origin', 'HEAD:main'], { cwd: work, env: gitEnv });
+
+    const third = await admitRun(
+      stack,
+      'WORK on the moved base',
+      { repositories: first.request.repositories },
+      first.bare,
+    );
+    expect((await waitForTerminal(stack, third.run.id)).status).toBe('completed');
+    const dir = join(stack.sandboxRoot, third.threadId);
+    expect(lstatSync(dir).isDirectory()).toBe(true);
+    expect(readFileSync(join(dir, 'app', 'CHANGES.md'), 'utf8')).toBe('moved\n');
+    await waitFor('the stale spare removed', () => !alive(pid) && !existsSync(join(stack.sandboxRoot, stale!)), 30_000);
+  });
+
+  it('spares go with the runner; one a dead runner left is removed when the next starts', async () => {
+    await waitFor(
+      'a spare of the moved base',
+      () => unadopted().length === 1 && stack.runner.spares()?.size === 1,
+      60_000,
+    );
+    const [spare] = unadopted();
+    const pid = sparePid(spare!)!;
+    await stack.runner.stop();
+    expect(alive(pid)).toBe(false);
+    expect(unadopted()).toEqual([]);
+
+    // A spare of a runner process that is gone (no such pid now: pids stay below 2^22).
+    const left = join(stack.sandboxRoot, 'sandbox.0123456789abcdef01234567');
+    mkdirSync(left);
+    writeFileSync(join(left, 'spare.json'), JSON.stringify({ pid: 4_194_305, start_time: '1' }));
+    // And an adopted one, which stays whatever its file says.
+    expect(spares().length).toBeGreaterThan(1);
+    stack.runner = await startRunner(loadConfig(RunnerConfig, stack.runnerEnv({ RUNNER_WARM_SANDBOXES: '1' })));
+    expect(existsSync(left)).toBe(false);
+    const stillLinked = readlinkSync(
+      join(
+        stack.sandboxRoot,
+        readdirSync(stack.sandboxRoot).find((n) => lstatSync(join(stack.sandboxRoot, n)).isSymbolicLink())!,
+      ),
+    );
+    expect(existsSync(join(stack.sandboxRoot, stillLinked))).toBe(true);
+  });
+});
