@@ -105,10 +105,13 @@ async function work(run: RunState): Promise<JobResult> {
   }
   if (run.stopReason) return afterStop(run);
   // Starting a harness stops any other process serving this sandbox (SessionPool.acquire), which
-  // must not be the one of a newer attempt that took the run over while this one was held up.
-  await refresh(run);
-  if (run.fenced || run.isTerminal) return settledResult(run);
-  if (run.statusNow() === 'cancelling') return finish(run, { to: 'cancelled' });
+  // must not be the one of a newer attempt that took the run over while this one was held up. A
+  // live session is taken as it is, stopping nothing: the move to `running` below fences that.
+  if (!deps.sessions.ready(job.thread_id, job.harness)) {
+    await refresh(run);
+    if (run.fenced || run.isTerminal) return settledResult(run);
+    if (run.statusNow() === 'cancelling') return finish(run, { to: 'cancelled' });
+  }
 
   let session: HarnessSession;
   try {

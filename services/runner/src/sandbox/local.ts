@@ -282,7 +282,9 @@ export class LocalSandboxProvider implements SandboxProvider {
       repos: {},
     };
     take.check();
-    await this.publish(job.thread_id, state.sandbox_id, 'initializing', null, claim);
+    // Said while the repositories are made ready, not before: `ready` (or `failed`) waits for it.
+    const initializing = this.publish(job.thread_id, state.sandbox_id, 'initializing', null, claim);
+    initializing.catch(() => undefined);
     const starts = new Map<string, string | null>();
     let owner: number | null = null;
     try {
@@ -337,11 +339,13 @@ export class LocalSandboxProvider implements SandboxProvider {
         );
         throw err instanceof SandboxTakenError ? err : new SandboxTakenError(reason, { cause: err });
       }
+      await initializing;
       await this.publish(job.thread_id, state.sandbox_id, 'failed', reason, claim);
       throw new SandboxError(`the sandbox could not be prepared: ${reason}`, { cause: err });
     }
     const sandbox = this.toSandbox(dir, state, job.repositories, starts, take, owner);
     take.check();
+    await initializing;
     await this.publish(job.thread_id, state.sandbox_id, 'ready', null, claim);
     return sandbox;
   }
