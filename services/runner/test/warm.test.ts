@@ -101,6 +101,15 @@ describe('spare sandboxes', () => {
     expect(readFileSync(join(workspace, 'README.md'), 'utf8')).toBe('# App\n');
     expect(existsSync(join(workspace, '.git'))).toBe(false);
     expect(readFileSync(`/proc/${pid}/environ`, 'utf8')).not.toContain('sk-test-');
+    // The mirror it was cloned from holds the base branch as the remote has it, nothing of the agent's.
+    const mirrors = readdirSync(join(stack.sandboxRoot, '.mirrors'));
+    expect(mirrors).toHaveLength(1);
+    const mirror = join(stack.sandboxRoot, '.mirrors', mirrors[0]!);
+    expect(git(mirror, 'for-each-ref', '--format=%(refname) %(objectname)').trim()).toBe(
+      `refs/heads/main ${git(first.bare, 'rev-parse', 'main').trim()}`,
+    );
+    const agentsCommit = git(first.bare, 'rev-parse', `threadwork/${first.threadId}`).trim();
+    expect(() => git(mirror, 'cat-file', '-e', agentsCommit)).toThrow();
   });
 
   it('a new thread of the repository adopts it: the spare’s Codex serves the turn, the work is pushed', async () => {
@@ -171,14 +180,19 @@ describe('spare sandboxes', () => {
     expect(alive(pid)).toBe(false);
     expect(unadopted()).toEqual([]);
 
-    // A spare of a runner process that is gone (no such pid now: pids stay below 2^22).
+    // A spare of a runner process that is gone (no such pid now: pids stay below 2^22), and one it
+    // was still making.
     const left = join(stack.sandboxRoot, 'sandbox.0123456789abcdef01234567');
-    mkdirSync(left);
-    writeFileSync(join(left, 'spare.json'), JSON.stringify({ pid: 4_194_305, start_time: '1' }));
+    const aside = join(stack.sandboxRoot, '.sandbox.0123456789abcdef01234568');
+    for (const dir of [left, aside]) {
+      mkdirSync(dir);
+      writeFileSync(join(dir, 'spare.json'), JSON.stringify({ pid: 4_194_305, start_time: '1' }));
+    }
     // And an adopted one, which stays whatever its file says.
     expect(spares().length).toBeGreaterThan(1);
     stack.runner = await startRunner(loadConfig(RunnerConfig, stack.runnerEnv({ RUNNER_WARM_SANDBOXES: '1' })));
     expect(existsSync(left)).toBe(false);
+    expect(existsSync(aside)).toBe(false);
     const stillLinked = readlinkSync(
       join(
         stack.sandboxRoot,
@@ -186,5 +200,25 @@ describe('spare sandboxes', () => {
       ),
     );
     expect(existsSync(join(stack.sandboxRoot, stillLinked))).toBe(true);
+  });
+
+  it('a new clone takes nothing from the mirror the remote no longer has (a base rewritten)', async () => {
+    // The base as the mirror has it, then rewritten on the remote without its last commit.
+    const dropped = git(first.bare, 'rev-parse', 'main').trim();
+    const work = mkdtempSync(join(tmpdir(), 'threadwork-warm-'));
+    execFileSync('git', ['clone', '-q', first.bare, work], { env: gitEnv });
+    execFileSync('git', ['reset', '-q', '--hard', 'HEAD~1'], { cwd: work, env: gitEnv });
+    writeFileSync(join(work, 'OTHER.md'), 'instead\n');
+    execFileSync('git', ['add', '-A'], { cwd: work, env: gitEnv });
+    execFileSync('git', ['commit', '-q', '-m', 'rewritten base'], { cwd: work, env: gitEnv });
+    execFileSync('git', ['push', '-q', '--force', 'origin', 'HEAD:main'], { cwd: work, env: gitEnv });
+    const mirror = join(stack.sandboxRoot, '.mirrors', readdirSync(join(stack.sandboxRoot, '.mirrors'))[0]!);
+    expect(git(mirror, 'rev-parse', 'main').trim()).toBe(dropped);
+
+    const other = await admitRun(stack, 'WORK on the rewritten base', {}, first.bare);
+    expect((await waitForTerminal(stack, other.run.id)).status).toBe('completed');
+    const gitDir = join(stack.sandboxRoot, other.threadId, 'git', 'app.git');
+    expect(existsSync(join(stack.sandboxRoot, other.threadId, 'app', 'OTHER.md'))).toBe(true);
+    expect(() => git(gitDir, 'cat-file', '-e', dropped)).toThrow();
   });
 });

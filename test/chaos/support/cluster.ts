@@ -1,5 +1,5 @@
 import { spawnSync } from 'node:child_process';
-import { chmodSync, mkdirSync, mkdtempSync, readlinkSync, rmSync } from 'node:fs';
+import { chmodSync, existsSync, mkdirSync, mkdtempSync, readlinkSync, realpathSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { createLogger, connectNats, type NatsConnection } from '@threadwork/platform';
@@ -241,7 +241,9 @@ export class Cluster {
 
   /** The harness (codex, claude) processes below a runner that work in the thread's sandbox. */
   harnessPids(runnerPid: number, threadId: string): number[] {
-    const sandbox = join(this.sandboxRoot, threadId);
+    // The thread's folder, or the spare sandbox it adopted (its name a link to that folder).
+    const link = join(this.sandboxRoot, threadId);
+    const sandbox = existsSync(link) ? realpathSync(link) : link;
     return descendantsOf(runnerPid).filter((p) => {
       if (!/codex|claude/.test(commandLine(p))) return false;
       try {

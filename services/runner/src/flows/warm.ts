@@ -1,6 +1,6 @@
 import type { RunJob } from '@threadwork/contracts';
 import type { Logger } from '@threadwork/platform';
-import type { Harness } from '../harness/harness.js';
+import type { Harness, HarnessSession } from '../harness/harness.js';
 import { localHost } from '../harness/host.js';
 import type { LocalSandboxProvider } from '../sandbox/local.js';
 import type { SpareSandbox, SpareSource, WarmHarness } from '../sandbox/provider.js';
@@ -95,10 +95,11 @@ export class WarmPool implements SpareSource {
     const harness = this.options.harnesses.get(job.harness);
     if (!harness) return;
     let spare: SpareSandbox | null = null;
+    let session: HarnessSession | null = null;
     try {
       spare = await provider.makeSpare(job.repositories);
       if (!spare) return;
-      const session = await harness.start({
+      session = await harness.start({
         ...spare.session,
         model: job.model,
         resumeSessionId: null,
@@ -117,15 +118,13 @@ export class WarmPool implements SpareSource {
       }
       // A harness that dies while it waits takes its spare with it.
       void session.exited.then(() => this.expire(made));
-      while (this.ready.length >= this.options.size) {
-        const oldest = this.ready.shift()!;
-        clearTimeout(oldest.timer);
-        await this.discard(oldest);
-      }
       this.ready.push(made);
+      while (this.ready.length > this.options.size) void this.expire(this.ready[0]!);
       logger.debug({ spare: spare.folder, harness: job.harness }, 'spare sandbox ready');
     } catch (err) {
       logger.warn({ err, harness: job.harness }, 'a spare sandbox could not be made');
+      // Its folder and uid go only once nothing of its jail runs.
+      await session?.stop();
       if (spare) await provider.dropSpare(spare.folder, spare.session.owner).catch(() => undefined);
     }
   }

@@ -13,6 +13,12 @@ import { ensureOwned, handOver, secureGitDir } from './uids.js';
 // The `local` provider's workspaces: each repository of a sandbox cloned, refreshed and handed to
 // the agent for a run (local.ts keeps the sandbox around them).
 
+/** Where a new clone keeps what it took from the mirror until the remote's base is known to reach it. */
+const SEED_REF = 'refs/threadwork/seed';
+
+/** The mirror's base is not in the remote's base's history: the clone is made again without it. */
+class SeedDiverged extends Error {}
+
 /**
  * One repository of the sandbox, ready for a run: cloned on first use (the thread branch from the
  * remote's thread branch when a sandbox elsewhere pushed one, else from the requested base),
@@ -91,6 +97,7 @@ export async function prepareRepo({
     throw new SandboxError(`the branch ${repo.branch} does not exist in ${repo.full_name}`);
 
   // Made aside and moved in place, so a clone that dies halfway leaves nothing a later run would trust.
+  let diverged = false;
   const suffix = randomBytes(4).toString('hex');
   const partial = { gitDir: `${gitDir}.partial-${suffix}`, workTree: join(root, `.${folder}.partial-${suffix}`) };
   try {
@@ -103,24 +110,35 @@ export async function prepareRepo({
     await git(root, ['config', 'core.bare', 'false'], into);
     await git(root, ['config', 'remote.origin.url', remote.url], into);
     if (!empty) {
-      if (seed) {
-        // Most of what the remote would send is here already; the fetch below then sends the rest.
-        await git(
-          root,
-          [
-            'fetch',
-            '--quiet',
-            '--no-tags',
-            '--',
-            seed.url,
-            `+refs/heads/${repo.branch}:refs/remotes/origin/${repo.branch}`,
-          ],
-          { repo: partial, remote: seed },
-        ).catch((err: unknown) => logger.debug({ err, repo: repo.full_name }, 'nothing taken from the mirror'));
-      }
+      // Most of what the remote would send may be in the mirror already: taken from there first, the
+      // fetch below then sends the rest.
+      const seeded =
+        seed !== undefined &&
+        (await git(root, ['fetch', '--quiet', '--no-tags', '--', seed.url, `+${baseRef}:${SEED_REF}`], {
+          repo: partial,
+          remote: seed,
+        }).then(
+          () => true,
+          (err: unknown) => (logger.debug({ err, repo: repo.full_name }, 'nothing taken from the mirror'), false),
+        ));
       const refspecs = [`+${baseRef}:refs/remotes/origin/${repo.branch}`];
       if (start) refspecs.push(`+${threadRef}:refs/remotes/origin/${branch}`);
       await git(root, ['fetch', '--quiet', '--no-tags', '--', remote.url, ...refspecs], into);
+      if (seeded) {
+        // Only history the remote still has: a base rewritten since (a secret pushed, then removed)
+        // leaves the mirror's old commits out of reach of the new base, and the clone is made again
+        // without them.
+        const kept = await git(
+          root,
+          ['merge-base', '--is-ancestor', SEED_REF, `refs/remotes/origin/${repo.branch}`],
+          into,
+        ).then(
+          () => true,
+          () => false,
+        );
+        if (!kept) throw new SeedDiverged();
+        await git(root, ['update-ref', '-d', SEED_REF], into);
+      }
       // A thread whose branch was pushed from a sandbox that is gone carries on from it.
       const from = start ? `refs/remotes/origin/${branch}` : `refs/remotes/origin/${repo.branch}`;
       await git(partial.workTree, ['checkout', '--quiet', '-B', branch, from, '--'], into);
@@ -138,9 +156,28 @@ export async function prepareRepo({
     await rename(partial.gitDir, gitDir);
     take.check();
     await rename(partial.workTree, workTree);
+  } catch (err) {
+    if (!(err instanceof SeedDiverged)) throw err;
+    logger.info({ repo: repo.full_name }, 'the mirror holds history the remote no longer has; cloning without it');
+    diverged = true;
   } finally {
     await rm(partial.workTree, { recursive: true, force: true });
     await rm(partial.gitDir, { recursive: true, force: true });
+  }
+  if (diverged) {
+    return prepareRepo({
+      root,
+      folder,
+      repo,
+      threadId,
+      known,
+      remote,
+      take,
+      owner,
+      logger,
+      agentRepo,
+      seen: { empty, revisions },
+    });
   }
   const theirs = { gitDir, workTree };
   const base = empty

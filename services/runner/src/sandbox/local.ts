@@ -1,6 +1,18 @@
 import { randomBytes } from 'node:crypto';
 import { existsSync } from 'node:fs';
-import { chmod, chown, lstat, mkdir, readdir, readFile, readlink, rm, symlink, writeFile } from 'node:fs/promises';
+import {
+  chmod,
+  chown,
+  lstat,
+  mkdir,
+  readdir,
+  readFile,
+  readlink,
+  rename,
+  rm,
+  symlink,
+  writeFile,
+} from 'node:fs/promises';
 import { basename, join } from 'node:path';
 import type { RunJob, RunRepository, SandboxStatus } from '@threadwork/contracts';
 import type { Logger } from '@threadwork/platform';
@@ -86,12 +98,19 @@ export class LocalSandboxProvider implements SandboxProvider {
    * no thread branch (a thread that has one carries on from it, elsewhere made); the run's own token
    * asks. Null, the spare gone, when it cannot be.
    */
-  private async adopt(job: RunJob, link: string, tokens: RepositoryTokens): Promise<WarmHarness | null> {
+  private async adopt(
+    job: RunJob,
+    claim: SandboxClaim,
+    link: string,
+    tokens: RepositoryTokens,
+  ): Promise<WarmHarness | null> {
     const taken = this.spares?.take(job);
     if (!taken) return null;
     const { spare } = taken;
-    const log = this.options.logger.child({ thread_id: job.thread_id, spare: spare.folder });
+    const log = this.options.logger.child({ thread_id: job.thread_id, run_id: claim.run_id, spare: spare.folder });
     try {
+      // An attempt that no longer holds its run spends no spare (the take after this one says so too).
+      if (!(await claim.holds())) return await this.decline(taken, log, 'the attempt no longer holds its run');
       const state = await readState(spare.dir);
       if (!state) throw new SandboxError('the spare has no state');
       const branch = threadBranch(job.thread_id);
@@ -125,14 +144,17 @@ export class LocalSandboxProvider implements SandboxProvider {
           return await this.decline(taken, log, 'the thread has a sandbox');
         throw err;
       }
-      await rm(join(spare.dir, SPARE_FILE), { force: true });
-      log.info('new thread’s sandbox adopted from a spare, its harness already started');
-      return taken.warm;
     } catch (err) {
       log.warn({ err }, 'the spare sandbox could not be adopted; preparing the sandbox anew');
       await this.spares?.discard(taken);
       return null;
     }
+    // The thread's from here on, whatever happens next: a link names it, and it is never removed as a spare.
+    log.info('new thread’s sandbox adopted from a spare, its harness already started');
+    await rm(join(spare.dir, SPARE_FILE), { force: true }).catch((err: unknown) =>
+      log.warn({ err }, 'the adopted sandbox’s spare record could not be removed'),
+    );
+    return taken.warm;
   }
 
   private async decline(taken: { spare: SpareSandbox; warm: WarmHarness }, log: Logger, why: string): Promise<null> {
@@ -151,23 +173,25 @@ export class LocalSandboxProvider implements SandboxProvider {
     const folder = `sandbox.${randomBytes(12).toString('hex')}`;
     const dir = join(this.options.root, folder);
     const own = { check() {}, current: true };
-    await mkdir(dir);
+    // Made aside with the record of its maker and moved in place: a spare folder always has one.
+    const aside = join(this.options.root, `.${folder}`);
+    await mkdir(aside);
+    try {
+      const maker = { pid: process.pid, start_time: startTime(process.pid) };
+      await writeFile(join(aside, SPARE_FILE), `${JSON.stringify(maker)}\n`);
+      await rename(aside, dir);
+    } finally {
+      await rm(aside, { recursive: true, force: true });
+    }
     let owner: number | null = null;
     try {
-      await writeFile(
-        join(dir, SPARE_FILE),
-        `${JSON.stringify({ pid: process.pid, start_time: startTime(process.pid) })}\n`,
-      );
+      const state: SandboxState = { sandbox_id: newSandboxId(), thread_id: '', session_id: null, repos: {} };
       owner = this.options.uids ? await this.options.uids.claim(folder, undefined) : null;
+      // Recorded at once, so a sweep after a crash frees it.
+      if (owner !== null) state.uid = owner;
+      await writeState(dir, state, own);
       for (const sub of [HARNESS_HOME, GIT_DIRS, AGENT_HOME, TAKES]) await mkdir(join(dir, sub));
       if (owner !== null) await this.secure(dir, owner);
-      const state: SandboxState = {
-        sandbox_id: newSandboxId(),
-        thread_id: '',
-        session_id: null,
-        repos: {},
-        ...(owner !== null ? { uid: owner } : {}),
-      };
       const taken = new Set([HARNESS_HOME, STATE_FILE, GIT_DIRS, AGENT_HOME, TAKES, SPARE_FILE]);
       const bases = new Map<string, string>();
       for (const repo of repositories) {
@@ -233,11 +257,13 @@ export class LocalSandboxProvider implements SandboxProvider {
     }
     let removed = 0;
     for (const name of names) {
+      // One made aside by a runner that died before moving it in place.
+      if (SPARE_ASIDE.test(name) && (await madeByTheDead(join(root, name)))) {
+        await rm(join(root, name), { recursive: true, force: true });
+        continue;
+      }
       if (!SPARE_FOLDER.test(name) || adopted.has(name)) continue;
-      const maker = await readFile(join(root, name, SPARE_FILE), 'utf8')
-        .then((text) => JSON.parse(text) as { pid: number; start_time: string | null })
-        .catch(() => null);
-      if (!maker || startTime(maker.pid) === maker.start_time) continue;
+      if (!(await madeByTheDead(join(root, name)))) continue;
       const state = await readState(join(root, name));
       await this.dropSpare(name, state?.uid ?? null);
       removed++;
@@ -258,9 +284,9 @@ export class LocalSandboxProvider implements SandboxProvider {
   async prepare(job: RunJob, claim: SandboxClaim): Promise<Sandbox> {
     const tokens = new RepositoryTokens(claim, this.options.credentials);
     const link = join(this.options.root, folderName(job.thread_id));
-    const warm = this.spares && !(await present(link)) ? await this.adopt(job, link, tokens) : null;
+    const warm = this.spares && !(await present(link)) ? await this.adopt(job, claim, link, tokens) : null;
     try {
-      const sandbox = await this.prepareIn(await this.dirOf(job.thread_id), job, claim, tokens);
+      const sandbox = await this.prepareIn(job, claim, tokens);
       if (warm) sandbox.warm = warm;
       return sandbox;
     } catch (err) {
@@ -270,9 +296,11 @@ export class LocalSandboxProvider implements SandboxProvider {
     }
   }
 
-  private async prepareIn(dir: string, job: RunJob, claim: SandboxClaim, tokens: RepositoryTokens): Promise<Sandbox> {
+  private async prepareIn(job: RunJob, claim: SandboxClaim, tokens: RepositoryTokens): Promise<Sandbox> {
+    const take = await SandboxTake.take(await this.dirOf(job.thread_id), claim);
+    // Resolved again once taken: another runner's attempt may have linked the thread to a spare meanwhile.
+    const dir = await this.dirOf(job.thread_id);
     const folder = basename(dir);
-    const take = await SandboxTake.take(dir, claim);
     const existing = await readState(dir);
     if (existing?.outgrown) await this.rebuild(dir, existing, take);
     const state: SandboxState = existing ?? {
@@ -529,6 +557,17 @@ export class LocalSandboxProvider implements SandboxProvider {
 const SPARE_FOLDER = /^sandbox\.[0-9a-f]{24}$/;
 /** In a spare's folder until a thread adopts it: the runner process that made it. */
 const SPARE_FILE = 'spare.json';
+
+/** A spare folder on its way in place (makeSpare). */
+const SPARE_ASIDE = /^\.sandbox\.[0-9a-f]{24}$/;
+
+/** Whether the spare at `dir` was made by a runner process that is gone (false when it cannot be told). */
+async function madeByTheDead(dir: string): Promise<boolean> {
+  const maker = await readFile(join(dir, SPARE_FILE), 'utf8')
+    .then((text) => JSON.parse(text) as { pid: number; start_time: string | null })
+    .catch(() => null);
+  return maker !== null && startTime(maker.pid) !== maker.start_time;
+}
 
 async function present(path: string): Promise<boolean> {
   return (await lstat(path).catch(() => null)) !== null;
