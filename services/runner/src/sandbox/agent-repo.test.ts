@@ -103,6 +103,10 @@ describe('the agent repository', () => {
     expect(agent('log', '--format=%s')).toBe('the thread\nbase');
     expect(agent('rev-parse', 'origin/main')).toBe(agent('rev-parse', 'HEAD~1'));
     expect(agent('fsck', '--no-progress')).toBe('');
+    // Laid out as `git init` lays one out: an agent may write its hooks and excludes where git keeps them.
+    for (const path of ['hooks', 'info/exclude', 'description', 'refs/tags', 'objects/pack']) {
+      expect(existsSync(join(workTree, '.git', path)), path).toBe(true);
+    }
     // Its own objects store is empty: everything is borrowed from the runner's.
     expect(agent('count-objects')).toMatch(/^0 objects/);
   });

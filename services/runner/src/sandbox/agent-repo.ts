@@ -49,6 +49,10 @@ export async function makeAgentRepo(
     await mkdir(join(aside, 'objects', 'pack'));
     await mkdir(join(aside, 'refs', 'heads'), { recursive: true });
     await mkdir(join(aside, 'refs', 'tags'));
+    await mkdir(join(aside, 'hooks'));
+    await mkdir(join(aside, 'info'));
+    await writeFile(join(aside, 'info', 'exclude'), INFO_EXCLUDE);
+    await writeFile(join(aside, 'description'), DESCRIPTION);
     await writeFile(join(aside, 'config'), agentConfig(shape.url));
     await writeFile(join(aside, 'objects', 'info', 'alternates'), `${join(runner.gitDir, 'objects')}\n`);
     const agent = { repo: { gitDir: aside, workTree } };
@@ -79,6 +83,18 @@ export async function revision(cwd: string, repo: GitRepo, name: string): Promis
     return null;
   }
 }
+
+/** What `git init` writes in `info/exclude` and `description` (its hooks are samples only, left out). */
+const INFO_EXCLUDE = [
+  '# git ls-files --others --exclude-from=.git/info/exclude',
+  "# Lines that start with '#' are comments.",
+  '# For a project mostly in C, the following would be a good set of',
+  '# exclude patterns (uncomment them if you want to use them):',
+  '# *.[oa]',
+  '# *~',
+  '',
+].join('\n');
+const DESCRIPTION = "Unnamed repository; edit this file 'description' to name the repository.\n";
 
 /** The agent repository's `config`, as `git init` then `git config` would leave it. */
 function agentConfig(url: string): string {
