@@ -109,8 +109,10 @@ export class LocalSandboxProvider implements SandboxProvider {
     const { spare } = taken;
     const log = this.options.logger.child({ thread_id: job.thread_id, run_id: claim.run_id, spare: spare.folder });
     try {
-      // An attempt that no longer holds its run spends no spare (the take after this one says so too).
-      if (!(await claim.holds())) return await this.decline(taken, log, 'the attempt no longer holds its run');
+      // An attempt that no longer holds its run spends no spare (the take after this one says so too):
+      // asked beside the remote, and known before the spare is changed.
+      const holds = claim.holds();
+      holds.catch(() => undefined);
       const state = await readState(spare.dir);
       if (!state) throw new SandboxError('the spare has no state');
       const branch = threadBranch(job.thread_id);
@@ -128,6 +130,7 @@ export class LocalSandboxProvider implements SandboxProvider {
           return await this.decline(taken, log, 'the base has moved since the spare was made');
         }
       }
+      if (!(await holds)) return await this.decline(taken, log, 'the attempt no longer holds its run');
       // Still the spare's alone: named for the thread before anything can find it under the thread's name.
       const own = { check() {}, current: true };
       for (const [id, repo] of Object.entries(state.repos)) {
