@@ -271,7 +271,7 @@ export function eventScaleRows(r) {
   const what = `one run's page (${r.events} events), ${int(r.runs)} runs in the log`;
   const row = (name, ours, baseline, key) =>
     summaryRow(
-      9,
+      11,
       `${what}: ${name}, ${key}`,
       `${ms(ours[key])} ms`,
       `${ms(baseline[key])} ms`,
