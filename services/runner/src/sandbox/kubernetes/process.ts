@@ -130,6 +130,19 @@ for d in /proc/[0-9]*; do
 done`;
 
 /**
+ * Shell: `below <pid>` succeeds when the process is below `$root` (at most 64 levels up, never
+ * through pid 1), leaving its parent chain walked with `stat` (STAT_FN).
+ */
+const BELOW_FN = `below() {
+  q=$1 n=0
+  while [ "$q" != "$root" ]; do
+    n=$((n + 1))
+    [ "$q" -gt 1 ] && [ $n -le 64 ] && stat "$q" || return 1
+    q=$pp
+  done
+}`;
+
+/**
  * `<root> <pid:start>...`: stops every process of the pod but pid 1 and its session (the pod's idle
  * loop and what it starts: an exec's process is a session of its own, which none of its children
  * can leave for pid 1's), the sweep itself and what it forks, and the kept ones; with a root other
@@ -149,17 +162,10 @@ done`;
  * Prints `killed <command line>` for each process killed, then `settled` or `unsettled`.
  */
 const SWEEP_SCRIPT = `${STAT_FN}
+${BELOW_FN}
 root=$1
 shift
 kept=" $* " me=$$ frozen=" " found=" " before= quiet=0 round=0
-below() {
-  q=$1 n=0
-  while [ "$q" != "$root" ]; do
-    n=$((n + 1))
-    [ "$q" -gt 1 ] && [ $n -le 64 ] && stat "$q" || return 1
-    q=$pp
-  done
-}
 look() {
   found=" " busy=0
   for d in /proc/[0-9]*; do
@@ -218,15 +224,8 @@ echo settled`;
  * prints `clean`, else `dirty`.
  */
 const KILL_ALL_SCRIPT = `${STAT_FN}
+${BELOW_FN}
 root=$1 me=$$
-below() {
-  q=$1 n=0
-  while [ "$q" != "$root" ]; do
-    n=$((n + 1))
-    [ "$q" -gt 1 ] && [ $n -le 64 ] && stat "$q" || return 1
-    q=$pp
-  done
-}
 left() {
   for d in /proc/[0-9]*; do
     p=\${d#/proc/}
