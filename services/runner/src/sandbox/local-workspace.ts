@@ -19,28 +19,7 @@ const SEED_REF = 'refs/threadwork/seed';
 /** The mirror's base is not in the remote's base's history: the clone is made again without it. */
 class SeedDiverged extends Error {}
 
-/**
- * One repository of the sandbox, ready for a run: cloned on first use (the thread branch from the
- * remote's thread branch when a sandbox elsewhere pushed one, else from the requested base),
- * refreshed later (the base fetched, the thread branch kept); then the agent's `.git` made anew.
- * Answers the state to keep and the remote's thread-branch revision now (null: none), which the
- * run's push leases against. `agentRepo: false` leaves the agent's `.git` out, for a workspace the
- * agent never sees (the kubernetes provider's runner-side copy: the agent's repository is in its pod).
- */
-export async function prepareRepo({
-  root,
-  folder,
-  repo,
-  threadId,
-  known,
-  remote,
-  take,
-  owner,
-  logger,
-  agentRepo = true,
-  seen,
-  seed,
-}: {
+export interface PrepareRepoOptions {
   root: string;
   folder: string;
   repo: RunRepository;
@@ -55,7 +34,19 @@ export async function prepareRepo({
   seen?: { empty: boolean; revisions: Map<string, string> };
   /** A local copy of the repository (the runner's mirror) a new clone takes what it has from first. */
   seed?: RemoteAccess;
-}): Promise<{ state: RepoState; start: string | null }> {
+}
+
+/**
+ * One repository of the sandbox, ready for a run: cloned on first use (the thread branch from the
+ * remote's thread branch when a sandbox elsewhere pushed one, else from the requested base),
+ * refreshed later (the base fetched, the thread branch kept); then the agent's `.git` made anew.
+ * Answers the state to keep and the remote's thread-branch revision now (null: none), which the
+ * run's push leases against. `agentRepo: false` leaves the agent's `.git` out, for a workspace the
+ * agent never sees (the kubernetes provider's runner-side copy: the agent's repository is in its pod).
+ */
+export async function prepareRepo(options: PrepareRepoOptions): Promise<{ state: RepoState; start: string | null }> {
+  const { root, folder, repo, threadId, known, remote, take, owner, logger, agentRepo = true, seen, seed } = options;
+
   const workTree = join(root, folder);
   const gitDir = gitDirOf(root, folder);
   const branch = threadBranch(threadId);
@@ -165,19 +156,7 @@ export async function prepareRepo({
     await rm(partial.gitDir, { recursive: true, force: true });
   }
   if (diverged) {
-    return prepareRepo({
-      root,
-      folder,
-      repo,
-      threadId,
-      known,
-      remote,
-      take,
-      owner,
-      logger,
-      agentRepo,
-      seen: { empty, revisions },
-    });
+    return prepareRepo({ ...options, seed: undefined, seen: { empty, revisions } });
   }
   const theirs = { gitDir, workTree };
   const base = empty
