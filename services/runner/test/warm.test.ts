@@ -221,4 +221,24 @@ describe('spare sandboxes', () => {
     expect(existsSync(join(stack.sandboxRoot, other.threadId, 'app', 'OTHER.md'))).toBe(true);
     expect(() => git(gitDir, 'cat-file', '-e', dropped)).toThrow();
   });
+
+  it('is made only once no run is on its way to its first event', async () => {
+    const pool = stack.runner.spares()!;
+    await pool.settled();
+    const before = new Set(readdirSync(stack.sandboxRoot));
+    const made = () => readdirSync(stack.sandboxRoot).filter((n) => !before.has(n) && /^\.?sandbox\./.test(n));
+    // Another run, as far as the pool can tell, is on its way to its first event.
+    const arrived = pool.hold();
+    const run = await admitRun(stack, 'WORK in a repository of its own');
+    expect((await waitForTerminal(stack, run.run.id)).status).toBe('completed');
+    // The run is reported and over: a spare of its repository was wanted, and is not begun.
+    const waiting = await Promise.race([
+      pool.settled().then(() => 'made'),
+      new Promise((resolve) => setTimeout(resolve, 1_000, 'waiting')),
+    ]);
+    expect(waiting).toBe('waiting');
+    expect(made()).toEqual([]);
+    arrived();
+    await waitFor('the spare, made once nothing waits', () => made().length === 1 && pool.size >= 1, 60_000);
+  });
 });

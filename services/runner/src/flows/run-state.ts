@@ -71,6 +71,8 @@ export class RunState implements LiveRun {
   diskOverrun: DiskOverrun | null = null;
   /** A newer attempt (another runner) holds the run: nothing this one reports counts any more. */
   fenced = false;
+  /** Called at the turn's first event: the spare sandboxes held back for this run may be made (warm.ts). */
+  arrived: () => void = () => {};
 
   constructor(
     readonly deps: RunDeps,

@@ -26,11 +26,27 @@ export async function executeJob(
   job: RunTicket,
   track: (live: LiveRun | null) => void,
 ): Promise<JobResult> {
+  // Spares wait while this run is on its way to its turn's first event (or to its end before one).
+  const arrived = deps.warm?.hold() ?? (() => {});
+  try {
+    return await claimAndExecute(deps, job, track, arrived);
+  } finally {
+    arrived();
+  }
+}
+
+async function claimAndExecute(
+  deps: RunDeps,
+  job: RunTicket,
+  track: (live: LiveRun | null) => void,
+  arrived: () => void,
+): Promise<JobResult> {
   const log = deps.logger.child({ run_id: job.run_id, thread_id: job.thread_id });
   const claimed = await claimJob(deps, job, log);
   if (!claimed.ok) return claimed.result;
   const { claim } = claimed;
   const run = new RunState(deps, claim.job, claim.attempt, claim.claimId, claim.run.status, log);
+  run.arrived = arrived;
   track(run);
   let result: JobResult;
   try {
@@ -205,6 +221,7 @@ async function runTurn(
     {
       chunk: (chunk) => {
         run.sink.push(chunk);
+        run.arrived();
         // Still going after a stop: the interrupt did not take, so ask again.
         if (run.stopReason && run.turnStarted) run.interruptTurn();
       },

@@ -38,8 +38,27 @@ export class WarmPool implements SpareSource {
   private readonly ready: Spare[] = [];
   private readonly making = new Map<string, Promise<void>>();
   private closed = false;
+  /** Runs of this runner on their way to their turn's first event. */
+  private onTheirWay = 0;
+  private readonly quietWaiters: (() => void)[] = [];
 
   constructor(private readonly options: WarmPoolOptions) {}
+
+  /**
+   * A run is on its way to its turn's first event: until the function returned is called, no spare
+   * begins its next step (a clone, a harness's start). A spare is for a thread that may come; this
+   * run's user waits now, and the machine is theirs first.
+   */
+  hold(): () => void {
+    this.onTheirWay += 1;
+    let released = false;
+    return () => {
+      if (released) return;
+      released = true;
+      this.onTheirWay -= 1;
+      if (this.onTheirWay === 0) for (const wake of this.quietWaiters.splice(0)) wake();
+    };
+  }
 
   /** A run of `job`'s repositories and harness was served: keeps a spare of the same kind ready. */
   want(job: RunJob): void {
@@ -86,6 +105,7 @@ export class WarmPool implements SpareSource {
   /** The runner stops: every spare goes, harness and folder. */
   async stopAll(): Promise<void> {
     this.closed = true;
+    for (const wake of this.quietWaiters.splice(0)) wake();
     await this.settled();
     await Promise.all(this.ready.splice(0).map((s) => (clearTimeout(s.timer), this.discard(s))));
   }
@@ -97,8 +117,12 @@ export class WarmPool implements SpareSource {
     let spare: SpareSandbox | null = null;
     let session: HarnessSession | null = null;
     try {
+      await this.quiet();
+      if (this.closed) return;
       spare = await provider.makeSpare(job.repositories);
       if (!spare) return;
+      await this.quiet();
+      if (this.closed) throw new Error('the runner is stopping');
       session = await harness.start({
         ...spare.session,
         model: job.model,
@@ -127,6 +151,11 @@ export class WarmPool implements SpareSource {
       await session?.stop();
       if (spare) await provider.dropSpare(spare.folder, spare.session.owner).catch(() => undefined);
     }
+  }
+
+  /** Resolves once no run is on its way to its turn (or the runner stops). */
+  private async quiet(): Promise<void> {
+    while (this.onTheirWay > 0 && !this.closed) await new Promise<void>((wake) => this.quietWaiters.push(wake));
   }
 
   private async expire(spare: Spare): Promise<void> {
