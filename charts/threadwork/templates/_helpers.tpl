@@ -239,6 +239,8 @@ consumer that is never made, and a harness threads takes that no runner serves q
   value: {{ .svc.concurrency | quote }}
 - name: RUNNER_WARM_SANDBOXES
   value: {{ .svc.warmSandboxes | int | toString | quote }}
+- name: SANDBOX_MIRROR_IDLE_MS
+  value: {{ .svc.mirrorIdleMs | int64 | toString | quote }}
 - name: SANDBOX_JAIL
   value: {{ .svc.jail | default "required" | quote }}
 - name: SANDBOX_EGRESS

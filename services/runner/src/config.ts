@@ -138,6 +138,11 @@ export const RunnerConfig = z
      * is a clone on disk and an idle harness process, for SANDBOX_IDLE_MS at most.
      */
     RUNNER_WARM_SANDBOXES: z.coerce.number().int().min(0).max(16).default(1),
+    /**
+     * A repository mirror (`local` provider: <SANDBOX_ROOT>/.mirrors, what new clones and spares are
+     * made from) that no sandbox was cloned from or brought news to for this long is removed.
+     */
+    SANDBOX_MIRROR_IDLE_MS: env.duration(3 * 24 * 60 * 60_000),
     /** How often a live run's state is read back, for a cancel or an answer whose signal was missed. */
     RUN_POLL_MS: z.coerce.number().int().min(100).default(2_000),
     /**

@@ -16,6 +16,10 @@ import { decideIsolation, type Isolation } from './sandbox/isolation.js';
 import type { SandboxProvider } from './sandbox/provider.js';
 import { SandboxUids } from './sandbox/uids.js';
 
+const MINUTE_MS = 60_000;
+/** Mirrors are swept this often at most (or every SANDBOX_MIRROR_IDLE_MS, if shorter; a minute at least). */
+const HOUR_MS = 60 * MINUTE_MS;
+
 export { RunnerConfig } from './config.js';
 export { consumerName } from './handlers/jobs.js';
 // The runner's way of appending events, for the append benchmark.
@@ -100,6 +104,19 @@ export async function startRunner(config: RunnerConfig): Promise<RunnerService> 
       const local = sandboxes;
       const swept = await local.sweepSpares();
       if (swept > 0) logger.info({ swept }, 'removed spare sandboxes of runners that are gone');
+      const sweepMirrors = async () => {
+        const removed = await local.sweepMirrors(config.SANDBOX_MIRROR_IDLE_MS).catch((err: unknown) => {
+          logger.warn({ err }, 'the repository mirrors could not be swept');
+          return 0;
+        });
+        if (removed > 0) logger.info({ removed }, 'removed repository mirrors no sandbox used lately');
+      };
+      await sweepMirrors();
+      const mirrorSweeps = setInterval(
+        () => void sweepMirrors(),
+        Math.max(MINUTE_MS, Math.min(config.SANDBOX_MIRROR_IDLE_MS, HOUR_MS)),
+      );
+      lifecycle.add('mirror-sweeps', () => clearInterval(mirrorSweeps));
       const spares = new WarmPool({
         provider: local,
         harnesses: served.harnesses,

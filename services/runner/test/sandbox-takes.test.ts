@@ -1,5 +1,5 @@
 import { spawn, type ChildProcess } from 'node:child_process';
-import { readFileSync, writeFileSync } from 'node:fs';
+import { existsSync, readFileSync, statSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { rpc, type RunJob, type SandboxStatus } from '@threadwork/contracts';
 import { createLogger, request, retryAfterMs } from '@threadwork/platform';
@@ -8,6 +8,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { attemptHolds } from '../src/clients/runs.js';
 import { startTime } from '../src/harness/processes.js';
 import { LocalSandboxProvider } from '../src/sandbox/local.js';
+import { SandboxTake } from '../src/sandbox/take.js';
 import { SandboxTakenError, type Sandbox, type SandboxClaim } from '../src/sandbox/provider.js';
 import { admitRun, git, startStack, waitFor, type Admitted, type Stack } from './helpers.js';
 
@@ -34,7 +35,10 @@ afterAll(async () => {
 interface FakeRunner {
   provider: LocalSandboxProvider;
   statuses: { thread: string; status: SandboxStatus }[];
-  /** Holds this runner up where it asks for a repository's credentials, mid-prepare, until `release`. */
+  /**
+   * Holds this runner up where it waits for a repository's credentials, mid-prepare (it asks as it
+   * begins, and waits for the answer once it took the sandbox and said it is initializing), until `release`.
+   */
   holdUp(): { reached: Promise<void>; release(): void };
 }
 
@@ -64,7 +68,11 @@ function runner(): FakeRunner {
       const reachedP = new Promise<void>((resolve) => (reached = resolve));
       const released = new Promise<void>((resolve) => (release = resolve));
       hold = { reached, released };
-      return { reached: reachedP, release };
+      const initializing = () => statuses.some((s) => s.status === 'initializing');
+      return {
+        reached: reachedP.then(async () => void (await waitFor('the held runner to take the sandbox', initializing))),
+        release,
+      };
     },
   };
 }
@@ -73,8 +81,7 @@ function runner(): FakeRunner {
  * Claims the run's next attempt as a runner would (coming back when told to while the run's holder
  * still holds its lease), and the claim the sandbox takes for it.
  */
-async function claim(runId: string): Promise<{ job: RunJob; claim: SandboxClaim }> {
-  const runnerId = uniqueId('runner-');
+async function claim(runId: string, runnerId = uniqueId('runner-')): Promise<{ job: RunJob; claim: SandboxClaim }> {
   const claimId = newClaimId();
   const res = await claimWhenFree({ run_id: runId, runner_id: runnerId, claim_id: claimId });
   return {
@@ -216,6 +223,82 @@ describe.runIf(process.platform === 'linux')('a sandbox taken over while an olde
     ).rejects.toBeInstanceOf(SandboxTakenError);
     expect(gone(child)).toBe(false);
     expect(state(sandbox)).toMatchObject({ session_id: 'session-of-attempt-1', harness: { pid: child.pid } });
+  });
+});
+
+describe.runIf(process.platform === 'linux')('the agent’s repository made after a turn', () => {
+  const gitDirInode = (sandbox: Sandbox) => statSync(join(sandbox.cwd, '.git')).ino;
+  const plantHook = (sandbox: Sandbox) =>
+    writeFileSync(join(sandbox.cwd, '.git', 'hooks', 'post-checkout'), '#!/bin/sh\n');
+  const hookPlanted = (sandbox: Sandbox) => existsSync(join(sandbox.cwd, '.git', 'hooks', 'post-checkout'));
+
+  /** The thread's next run, claimed, once the last one is completed. */
+  async function nextRun(first: Admitted, last: SandboxClaim, prompt: string) {
+    await complete(last);
+    const { thread_id, owner_id, repositories } = first.request;
+    return claim((await admitRun(stack, prompt, { thread_id, owner_id, repositories }, first.bare)).run.id);
+  }
+
+  it('is the next run’s as it is, and made anew once a turn may have changed it', async () => {
+    const first = await admitRun(stack, 'first turn');
+    const { provider } = runner();
+    const one = await claim(first.run.id);
+    const sandbox = await provider.prepare(one.job, one.claim);
+    // The run's report made it anew after the turn (candidate.ts), nothing of the agent running.
+    await sandbox.agentRepoAtRest?.(sandbox.repos[0]!);
+    const made = gitDirInode(sandbox);
+
+    const two = await nextRun(first, one.claim, 'second turn');
+    const second = await provider.prepare(two.job, two.claim);
+    expect(gitDirInode(second)).toBe(made);
+
+    // The second run's turn plants a hook and its runner dies before the report.
+    plantHook(second);
+    const three = await nextRun(first, two.claim, 'third turn');
+    const third = await provider.prepare(three.job, three.claim);
+    expect(hookPlanted(third)).toBe(false);
+    expect(gitDirInode(third)).not.toBe(made);
+  });
+
+  it('is made anew when another take came between, though that one recorded nothing', async () => {
+    const first = await admitRun(stack, 'a turn, then a take that died');
+    const { provider } = runner();
+    const one = await claim(first.run.id);
+    const sandbox = await provider.prepare(one.job, one.claim);
+    await sandbox.agentRepoAtRest?.(sandbox.repos[0]!);
+
+    // A takeover takes the sandbox and its turn plants a hook; its runner dies before it writes anything.
+    const takeover = await claim(first.run.id);
+    await SandboxTake.take(sandbox.dir, takeover.claim);
+    plantHook(sandbox);
+    const next = await nextRun(first, takeover.claim, 'after the takeover');
+    const after = await provider.prepare(next.job, next.claim);
+    expect(hookPlanted(after)).toBe(false);
+  });
+});
+
+describe.runIf(process.platform === 'linux')('the status of a sandbox a runner left ready', () => {
+  it('stays as it is through that runner’s next run, and is said again once another runner had it', async () => {
+    const first = await admitRun(stack, 'ready, then ready again');
+    const [mine, theirs] = [runner(), runner()];
+    const me = uniqueId('runner-');
+    const next = async (last: SandboxClaim, runnerId: string) => {
+      await complete(last);
+      const { thread_id, owner_id, repositories } = first.request;
+      const admitted = await admitRun(stack, 'the next run', { thread_id, owner_id, repositories }, first.bare);
+      return claim(admitted.run.id, runnerId);
+    };
+    const one = await claim(first.run.id, me);
+    await mine.provider.prepare(one.job, one.claim);
+    const two = await next(one.claim, me);
+    await mine.provider.prepare(two.job, two.claim);
+    expect(mine.statuses.map((s) => s.status)).toEqual(['initializing', 'ready']);
+
+    const three = await next(two.claim, uniqueId('runner-'));
+    await theirs.provider.prepare(three.job, three.claim);
+    const four = await next(three.claim, me);
+    await mine.provider.prepare(four.job, four.claim);
+    expect(mine.statuses.map((s) => s.status)).toEqual(['initializing', 'ready', 'initializing', 'ready']);
   });
 });
 

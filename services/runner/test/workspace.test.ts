@@ -40,7 +40,7 @@ const scripts = new Map<string, FakeScript>([
   [
     'FOLLOW UP',
     turnScript([
-      [shell('cat src/new.txt && printf "more\\n" >> src/new.txt')],
+      [shell('cat src/new.txt && printf "more\\n" >> src/new.txt && stat -c "git directory %i" .git')],
       [say('The file from the first run is still here.')],
     ]),
   ],
@@ -216,6 +216,8 @@ describe('a run in a workspace', () => {
     const { owner_id, project_id, repositories } = first.request;
     harnessPid = stack.runner.harnessPids().get(threadId);
     expect(harnessPid).toBeDefined();
+    // The agent's repository the first run's report made: nothing of the agent has run since.
+    const gitDir = statSync(join(workspace, '.git')).ino;
     const admitted = await admitRun(stack, 'FOLLOW UP on the file', {
       thread_id: threadId,
       owner_id,
@@ -229,6 +231,8 @@ describe('a run in a workspace', () => {
       .map((x) => String(x.delta))
       .join('');
     expect(output).toContain('hi\nthere');
+    // The turn found it as it was made, not made again.
+    expect(output).toContain(`git directory ${gitDir}`);
     expect(readFileSync(join(workspace, 'src/new.txt'), 'utf8')).toBe('hi\nthere\nmore\n');
     // One commit per run on the thread branch.
     expect(git(workspace, 'rev-list', '--count', 'origin/main..HEAD').trim()).toBe('2');
@@ -267,9 +271,8 @@ describe('a run in a workspace', () => {
       'FOLLOW UP on the file',
       'AFTER IDLE, anything new?',
     ]);
+    // The follow-up found the sandbox ready as the first run left it, and said nothing of it.
     expect(domainOf(stack, 'sandbox.status', threadId).map((e) => e.data.status)).toEqual([
-      'initializing',
-      'ready',
       'initializing',
       'ready',
       'stopped',

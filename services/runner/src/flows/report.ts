@@ -34,6 +34,11 @@ export async function report(run: RunState, to: TerminalRunStatus, outcome: Turn
           maxDiffBytes: deps.config.DIFF_MAX_BYTES,
           owner: sandbox.owner,
         });
+        // Not recorded, the next run makes the agent's repository anew itself: nothing is lost.
+        await sandbox.agentRepoAtRest?.(repo).catch((err: unknown) => {
+          if (err instanceof SandboxTakenError) throw err;
+          run.log.warn({ err, repo: repo.full_name }, 'the agent’s repository could not be recorded as made');
+        });
         if (sandbox.publish) {
           // The commit stands without it: the next run's prepare puts the branch in again.
           await sandbox.publish(repo).catch((err: unknown) => {

@@ -8,9 +8,11 @@ import { handOver } from './uids.js';
 
 // The agent's own repository in a workspace (`<workspace>/.git`). The agent may do anything to it —
 // commit, rewrite history, add hooks or config — and the runner never runs git on it: the runner's
-// git directory is elsewhere (git.ts). It is made anew from the runner's at the start of every run
-// and after every commit the runner makes, so the agent always finds the thread branch as it stands
-// and a clean status; what the agent did to the previous one is gone, its files are not touched.
+// git directory is elsewhere (git.ts). It is made anew from the runner's after every turn (with the
+// commit, candidate.ts) and at the start of every run but one that finds it as that was made (no
+// turn since, the base not moved: RepoState.agent_at_rest), so the agent always finds the thread
+// branch as it stands and a clean status; what the agent did to the previous one is gone, its files
+// are not touched.
 // Where the sandbox has a uid of its own, the repository is that uid's, like the rest of the workspace.
 
 export interface AgentRepoShape {

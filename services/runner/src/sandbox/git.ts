@@ -174,12 +174,14 @@ export function gitBounded(
   });
 }
 
-/** A ref's revision on the remote, or null when it has none (one `ls-remote`). */
-export async function remoteRevisions(
-  cwd: string,
-  remote: RemoteAccess,
-  refs: readonly string[],
-): Promise<{ empty: boolean; revisions: Map<string, string> }> {
+/** What `ls-remote` answered: whether the remote has no refs at all, and the revisions of the refs asked. */
+export interface RemoteSeen {
+  empty: boolean;
+  revisions: Map<string, string>;
+}
+
+/** The revisions of `refs` on the remote (one `ls-remote`); a ref it has not is left out. */
+export async function remoteRevisions(cwd: string, remote: RemoteAccess, refs: readonly string[]): Promise<RemoteSeen> {
   const out = await git(cwd, ['ls-remote', '--', remote.url], { remote });
   const revisions = new Map<string, string>();
   for (const line of out.split('\n')) {

@@ -32,6 +32,12 @@ export interface RepoState {
   base_branch: string;
   /** The base the thread branch was cut from, for when the remote branch cannot be read. */
   base_revision: string;
+  /**
+   * The take (take.ts) whose run made the agent's repository anew after its turn, nothing of the
+   * agent running. While that take is still the last when the next run takes the sandbox, no turn
+   * has run since, and the next run finds the repository as it was made.
+   */
+  agent_at_rest?: string;
 }
 
 export interface SandboxState {

@@ -5,7 +5,7 @@ import { join } from 'node:path';
 import type { RunRepository } from '@threadwork/contracts';
 import type { Logger } from '@threadwork/platform';
 import { makeAgentRepo, revision } from './agent-repo.js';
-import { git, remoteRevisions, type RemoteAccess } from './git.js';
+import { git, remoteRevisions, type RemoteAccess, type RemoteSeen } from './git.js';
 import { EMPTY_TREE, gitDirOf, threadBranch, type RepoState } from './local-state.js';
 import { SandboxError, type SandboxFence } from './provider.js';
 import { ensureOwned, handOver, secureGitDir } from './uids.js';
@@ -31,21 +31,31 @@ export interface PrepareRepoOptions {
   logger: Logger;
   agentRepo?: boolean;
   /** What `ls-remote` of the remote answered moments ago, in this preparation: not asked again. */
-  seen?: { empty: boolean; revisions: Map<string, string> };
+  seen?: RemoteSeen;
   /** A local copy of the repository (the runner's mirror) a new clone takes what it has from first. */
   seed?: RemoteAccess;
+  /** The agent's repository is as the runner made it after the last turn: kept unless the base moves. */
+  agentRepoAtRest?: boolean;
+}
+
+export interface PreparedRepo {
+  state: RepoState;
+  /** The remote's thread-branch revision now (null: none), which the run's push leases against. */
+  start: string | null;
+  /** Whether the base came from the remote just now (a clone, or a base that moved): news for the mirror. */
+  fetched: boolean;
 }
 
 /**
  * One repository of the sandbox, ready for a run: cloned on first use (the thread branch from the
  * remote's thread branch when a sandbox elsewhere pushed one, else from the requested base),
  * refreshed later (the base fetched, the thread branch kept); then the agent's `.git` made anew.
- * Answers the state to keep and the remote's thread-branch revision now (null: none), which the
- * run's push leases against. `agentRepo: false` leaves the agent's `.git` out, for a workspace the
+ * `agentRepo: false` leaves the agent's `.git` out, for a workspace the
  * agent never sees (the kubernetes provider's runner-side copy: the agent's repository is in its pod).
  */
-export async function prepareRepo(options: PrepareRepoOptions): Promise<{ state: RepoState; start: string | null }> {
+export async function prepareRepo(options: PrepareRepoOptions): Promise<PreparedRepo> {
   const { root, folder, repo, threadId, known, remote, take, owner, logger, agentRepo = true, seen, seed } = options;
+  const { agentRepoAtRest = false } = options;
 
   const workTree = join(root, folder);
   const gitDir = gitDirOf(root, folder);
@@ -61,7 +71,8 @@ export async function prepareRepo(options: PrepareRepoOptions): Promise<{ state:
     const localBase = remoteBase
       ? await revision(root, { gitDir, workTree }, `refs/remotes/origin/${repo.branch}`)
       : null;
-    if (remoteBase && remoteBase !== localBase) {
+    const moved = remoteBase !== undefined && remoteBase !== localBase;
+    if (moved) {
       take.check();
       try {
         await git(
@@ -80,9 +91,9 @@ export async function prepareRepo(options: PrepareRepoOptions): Promise<{ state:
       await secureGitDir(gitDir, owner);
       await ensureOwned(workTree, owner);
     }
-    if (agentRepo)
+    if (agentRepo && (moved || !agentRepoAtRest))
       await makeAgentRepo({ gitDir, workTree }, { url: repo.clone_url, baseBranch: repo.branch, branch }, take, owner);
-    return { state: known, start };
+    return { state: known, start, fetched: moved };
   }
   if (!empty && !revisions.has(baseRef))
     throw new SandboxError(`the branch ${repo.branch} does not exist in ${repo.full_name}`);
@@ -165,5 +176,5 @@ export async function prepareRepo(options: PrepareRepoOptions): Promise<{ state:
         await git(root, ['rev-parse', '--verify', `refs/remotes/origin/${repo.branch}^{commit}`], { repo: theirs })
       ).trim();
   if (agentRepo) await makeAgentRepo(theirs, { url: repo.clone_url, baseBranch: repo.branch, branch }, take, owner);
-  return { state: { dir: folder, base_branch: repo.branch, base_revision: base }, start };
+  return { state: { dir: folder, base_branch: repo.branch, base_revision: base }, start, fetched: !empty };
 }

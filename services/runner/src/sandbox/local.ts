@@ -21,7 +21,6 @@ import { killTree, startTime } from '../harness/processes.js';
 import { DiskMeasureError, measureDisk, type DiskUsage } from './disk.js';
 import {
   AGENT_HOME,
-  EMPTY_TREE,
   folderName,
   GIT_DIRS,
   gitDirOf,
@@ -35,7 +34,7 @@ import {
   type RepoState,
   type SandboxState,
 } from './local-state.js';
-import { git, remoteRevisions } from './git.js';
+import { git, remoteRevisions, type RemoteSeen } from './git.js';
 import { prepareRepo } from './local-workspace.js';
 import { RepositoryMirrors } from './mirrors.js';
 import { SandboxTake, SandboxTakenError, type SandboxClaim } from './take.js';
@@ -117,12 +116,7 @@ export class LocalSandboxProvider implements SandboxProvider {
       if (!state) throw new SandboxError('the spare has no state');
       const branch = threadBranch(job.thread_id);
       for (const repo of job.repositories) {
-        const remote = { url: repo.clone_url, token: await tokens.get(repo) };
-        const seen = await remoteRevisions(this.options.root, remote, [
-          `refs/heads/${repo.branch}`,
-          `refs/heads/${branch}`,
-        ]);
-        tokens.seen.set(repo.project_repository_id, seen);
+        const seen = await tokens.look(repo);
         if (seen.revisions.has(`refs/heads/${branch}`))
           return await this.decline(taken, log, 'the thread has a branch');
         const base = seen.revisions.get(`refs/heads/${repo.branch}`);
@@ -218,6 +212,7 @@ export class LocalSandboxProvider implements SandboxProvider {
         });
         state.repos[repo.project_repository_id] = prepared.state;
         bases.set(repo.project_repository_id, prepared.state.base_revision);
+        await this.mirrors.used(repo);
       }
       await writeState(dir, state, own);
       const sandbox = this.toSandbox(dir, state, repositories, new Map(), own, owner);
@@ -274,6 +269,11 @@ export class LocalSandboxProvider implements SandboxProvider {
     return removed;
   }
 
+  /** Removes the repository mirrors no sandbox was cloned from or updated them for `idleMs` (mirrors.ts). */
+  sweepMirrors(idleMs: number): Promise<number> {
+    return this.mirrors.sweep(idleMs);
+  }
+
   /** Resolves once the mirrors' updates under way are done (the runner stops). */
   idle(): Promise<void> {
     return this.mirrors.idle();
@@ -285,7 +285,9 @@ export class LocalSandboxProvider implements SandboxProvider {
   }
 
   async prepare(job: RunJob, claim: SandboxClaim): Promise<Sandbox> {
-    const tokens = new RepositoryTokens(claim, this.options.credentials);
+    const tokens = new RepositoryTokens(claim, this.options.credentials, this.options.root, job.thread_id);
+    // Asked of repohost and the remote at once, beside the take and the adoption, which need the answers later.
+    for (const repo of job.repositories) tokens.look(repo).catch(() => undefined);
     const link = join(this.options.root, folderName(job.thread_id));
     const warm = this.spares && !(await present(link)) ? await this.adopt(job, claim, link, tokens) : null;
     try {
@@ -305,6 +307,10 @@ export class LocalSandboxProvider implements SandboxProvider {
     const dir = await this.dirOf(job.thread_id);
     const folder = basename(dir);
     const existing = await readState(dir);
+    // Left `ready` by this runner's last run, and nobody else's since: it stays `ready` through this
+    // run's refresh, with nothing to say of it (`failed` is still said).
+    const stillReady =
+      existing !== null && !existing.outgrown && take.followsOwn && this.statuses.get(job.thread_id) === 'ready';
     if (existing?.outgrown) await this.rebuild(dir, existing, take);
     const state: SandboxState = existing ?? {
       sandbox_id: newSandboxId(),
@@ -314,7 +320,9 @@ export class LocalSandboxProvider implements SandboxProvider {
     };
     take.check();
     // Said while the repositories are made ready, not before: `ready` (or `failed`) waits for it.
-    const initializing = this.publish(job.thread_id, state.sandbox_id, 'initializing', null, claim);
+    const initializing = stillReady
+      ? Promise.resolve()
+      : this.publish(job.thread_id, state.sandbox_id, 'initializing', null, claim);
     initializing.catch(() => undefined);
     const starts = new Map<string, string | null>();
     let owner: number | null = null;
@@ -337,6 +345,7 @@ export class LocalSandboxProvider implements SandboxProvider {
         const known = state.repos[repo.project_repository_id];
         const repoFolder = known?.dir ?? pickFolder(repo, taken);
         taken.add(repoFolder);
+        const seen = await tokens.look(repo);
         const remote = { url: repo.clone_url, token: await tokens.get(repo) };
         const prepared = await prepareRepo({
           root: dir,
@@ -348,14 +357,18 @@ export class LocalSandboxProvider implements SandboxProvider {
           take,
           owner,
           logger: this.options.logger,
-          seen: tokens.seen.get(repo.project_repository_id),
+          seen,
           seed: this.mirrors.remote(repo),
+          // Made after the last turn, and no take (so no turn) came between that one and this.
+          agentRepoAtRest: known?.agent_at_rest !== undefined && take.replaced.has(known.agent_at_rest),
         });
         // Beside the run, not before it: the mirror is for the sandboxes made after this one.
-        if (prepared.state.base_revision !== EMPTY_TREE) {
+        if (prepared.fetched) {
           void this.mirrors.update(repo, gitDirOf(dir, prepared.state.dir), repo.branch);
         }
-        state.repos[repo.project_repository_id] = prepared.state;
+        // The turn ahead may change the agent's repository: it is at rest no more.
+        const { agent_at_rest: _atRest, ...repoState } = prepared.state;
+        state.repos[repo.project_repository_id] = repoState;
         starts.set(repo.project_repository_id, prepared.start);
         // Recorded at once: a clone that is in place but not in the state would be cloned over next time.
         await writeState(dir, state, take);
@@ -375,10 +388,23 @@ export class LocalSandboxProvider implements SandboxProvider {
       throw new SandboxError(`the sandbox could not be prepared: ${reason}`, { cause: err });
     }
     const sandbox = this.toSandbox(dir, state, job.repositories, starts, take, owner);
+    sandbox.agentRepoAtRest = (repo) => this.agentRepoAtRest(dir, repo, take);
     take.check();
-    await initializing;
-    await this.publish(job.thread_id, state.sandbox_id, 'ready', null, claim);
+    if (!stillReady) {
+      await initializing;
+      await this.publish(job.thread_id, state.sandbox_id, 'ready', null, claim);
+    }
     return sandbox;
+  }
+
+  /** Records that the run of `take` made the agent's repository of `repo` anew after its turn (RepoState.agent_at_rest). */
+  private async agentRepoAtRest(dir: string, repo: SandboxRepo, take: SandboxTake): Promise<void> {
+    take.check();
+    const state = await readState(dir);
+    const known = state?.repos[repo.project_repository_id];
+    if (!state || !known) return;
+    known.agent_at_rest = take.name;
+    await writeState(dir, state, take);
   }
 
   async exists(threadId: string): Promise<boolean> {
@@ -578,15 +604,18 @@ async function present(path: string): Promise<boolean> {
 
 /**
  * The run's tokens for its repositories, each asked of repohost once while the sandbox is prepared,
- * and what `ls-remote` with them answered.
+ * and what `ls-remote` with them answered of the base and the thread branch.
  */
 class RepositoryTokens {
   private readonly tokens = new Map<number, Promise<string | null>>();
-  readonly seen = new Map<string, { empty: boolean; revisions: Map<string, string> }>();
+  private readonly seen = new Map<string, Promise<RemoteSeen>>();
 
   constructor(
     private readonly claim: SandboxClaim,
     private readonly credentials: RepositoryCredentials | undefined,
+    /** Where `ls-remote` runs: the sandboxes' root, which exists before the thread's sandbox does. */
+    private readonly cwd: string,
+    private readonly threadId: string,
   ) {}
 
   get(repo: RunRepository): Promise<string | null> {
@@ -598,5 +627,16 @@ class RepositoryTokens {
       this.tokens.set(repo.repository_id, token);
     }
     return token;
+  }
+
+  /** The remote's base and thread branch of `repo`, asked once. */
+  look(repo: RunRepository): Promise<RemoteSeen> {
+    let seen = this.seen.get(repo.project_repository_id);
+    if (!seen) {
+      const refs = [`refs/heads/${repo.branch}`, `refs/heads/${threadBranch(this.threadId)}`];
+      seen = this.get(repo).then((token) => remoteRevisions(this.cwd, { url: repo.clone_url, token }, refs));
+      this.seen.set(repo.project_repository_id, seen);
+    }
+    return seen;
   }
 }

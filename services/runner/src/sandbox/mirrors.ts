@@ -1,6 +1,6 @@
 import { createHash, randomBytes } from 'node:crypto';
 import { existsSync } from 'node:fs';
-import { mkdir, rename, rm } from 'node:fs/promises';
+import { lstat, mkdir, readdir, rename, rm, utimes } from 'node:fs/promises';
 import { join } from 'node:path';
 import type { Logger } from '@threadwork/platform';
 import { revision } from './agent-repo.js';
@@ -15,9 +15,16 @@ import { git, type RemoteAccess } from './git.js';
 // `refs/remotes/origin/<base>` of a runner git directory — a ref only the runner's fetches from the
 // remote set, which reaches nothing the runner committed of an agent's work — and objects are
 // named by their content. Mirrors live in `<SANDBOX_ROOT>/.mirrors/`, the runner's alone (0700):
-// no jail shows them. A mirror is a cache: losing one costs a clone, nothing else.
+// no jail shows them. A mirror is a cache: losing one costs a clone, nothing else. So one that no
+// sandbox was cloned from or brought news to for SANDBOX_MIRROR_IDLE_MS goes (`sweep`), and the
+// disk holds the repositories the runner works now, not every one it ever did.
 
 const MIRRORS = '.mirrors';
+const MIRROR = /^[0-9a-f]{32}\.git$/;
+/** A mirror on its way in (fetchInto), or on its way out (sweep). */
+const PASSING = /^[0-9a-f]{32}\.git\.(partial|gone)-[0-9a-f]{8}$/;
+/** How old such a leftover must be before a sweep takes it for one of a runner that is gone. */
+const LEFT_BEHIND_MS = 60 * 60_000;
 
 /** A repository as a mirror knows it: the id and URL of the job's (tests give repositories one id). */
 export interface MirroredRepo {
@@ -50,6 +57,48 @@ export class RepositoryMirrors {
     const gitDir = this.path(repo);
     if (!existsSync(gitDir)) return null;
     return revision(this.root, { gitDir, workTree: null }, `refs/heads/${branch}`);
+  }
+
+  /** A sandbox is cloned from the mirror of `repo` (if there is one): it is in use, and stays. */
+  async used(repo: MirroredRepo): Promise<void> {
+    const now = new Date();
+    await utimes(this.path(repo), now, now).catch(() => undefined);
+  }
+
+  /**
+   * Removes the mirrors no sandbox used for `idleMs` (by their time of last use, `used` or an
+   * update), and what a runner that died left of one on its way in or out; not one with an update
+   * under way. Answers how many mirrors went.
+   */
+  async sweep(idleMs: number): Promise<number> {
+    const dir = join(this.root, MIRRORS);
+    const names = await readdir(dir).catch(() => [] as string[]);
+    const before = Date.now() - idleMs;
+    let removed = 0;
+    for (const name of names) {
+      const path = join(dir, name);
+      if (PASSING.test(name)) {
+        // This runner's own are awaited where they are made; one of a runner that is gone is an hour old.
+        const stat = await lstat(path).catch(() => null);
+        if (stat && stat.mtimeMs < Date.now() - LEFT_BEHIND_MS) await rm(path, { recursive: true, force: true });
+        continue;
+      }
+      if (!MIRROR.test(name) || this.queues.has(path)) continue;
+      const stat = await lstat(path).catch(() => null);
+      if (!stat?.isDirectory() || stat.mtimeMs >= before) continue;
+      // Out of its place at once, so no clone finds it half removed.
+      const gone = `${path}.gone-${randomBytes(4).toString('hex')}`;
+      if (
+        !(await rename(path, gone).then(
+          () => true,
+          () => false,
+        ))
+      )
+        continue;
+      await rm(gone, { recursive: true, force: true });
+      removed += 1;
+    }
+    return removed;
   }
 
   /**
@@ -85,6 +134,8 @@ export class RepositoryMirrors {
         repo: { gitDir: mirror, workTree: null },
         remote: from,
       });
+      const now = new Date();
+      await utimes(mirror, now, now);
       return;
     }
     // Made aside and moved in place: a mirror half made is never read.

@@ -82,6 +82,12 @@ export interface Sandbox {
    */
   publish?(repo: SandboxRepo): Promise<void>;
   /**
+   * After the turn, with nothing of the agent running: the commit (candidate.ts) made the agent's
+   * repository of `repo` anew, and the next run may take it as it is if no turn comes between.
+   * Absent where the agent's repository is not the runner's to make (a pod).
+   */
+  agentRepoAtRest?(repo: SandboxRepo): Promise<void>;
+  /**
    * The harness already started in the sandbox, when it was a spare made ahead (warm.ts) and this
    * run's thread adopted it: the session pool takes it as the thread's live session.
    */

@@ -1,7 +1,7 @@
 import { randomBytes } from 'node:crypto';
 import { existsSync } from 'node:fs';
 import { link, mkdir, readdir, readFile, rm, writeFile } from 'node:fs/promises';
-import { join } from 'node:path';
+import { basename, join } from 'node:path';
 
 // Runners sharing a disk share its sandboxes, and the run attempt that holds a thread's run is the
 // only one that may change the thread's sandbox. The runs service decides who holds the run; this
@@ -41,10 +41,18 @@ interface TakeRecord {
 }
 
 export class SandboxTake {
+  /** The takes this one found and removed, by name: the last attempt's before it (more after a crash). */
+  readonly replaced = new Map<string, { runner_id: string } | null>();
+
   private constructor(
     private readonly file: string,
     readonly claim: SandboxClaim,
   ) {}
+
+  /** This take's name among the sandbox's takes. */
+  get name(): string {
+    return basename(this.file);
+  }
 
   /** Takes the sandbox at `dir` for the claim, or throws SandboxTakenError when the claim no longer holds its run. */
   static async take(dir: string, claim: SandboxClaim): Promise<SandboxTake> {
@@ -80,8 +88,15 @@ export class SandboxTake {
       }
       take.check();
       await rm(join(takes, other), { force: true });
+      take.replaced.set(other, record && { runner_id: record.runner_id });
     }
     return take;
+  }
+
+  /** Whether the one take before this one was of the same runner: nobody else had the sandbox since. */
+  get followsOwn(): boolean {
+    const [before, ...more] = this.replaced.values();
+    return more.length === 0 && before?.runner_id === this.claim.runner_id;
   }
 
   /** Throws SandboxTakenError when a newer take holds the sandbox. */
