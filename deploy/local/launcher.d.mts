@@ -28,7 +28,7 @@ export interface LaunchedProcess {
   port?: number;
   /** Where a service answers /readyz, when the stack waits for readiness (not the gateway). */
   healthPort?: number;
-  /** A service that answered /readyz (the stack waits for it only with `health`). */
+  /** A service that answered /readyz (the stack waits for it with `health`, or on a port it picked). */
   ready?: boolean;
   /** Stopped or replaced by the stack itself: its exit is not reported. */
   retired: boolean;
@@ -65,7 +65,10 @@ export interface ServiceSpec {
   env?: Env | ((replica: number) => Env);
   /** Variables of the stack's it must not be given. */
   withhold?: readonly string[];
-  /** PORT of each replica (a missing one or 0: a free port); left out, PORT comes from the env. */
+  /**
+   * PORT of each replica (a missing one or 0: a free port, picked again should another process
+   * take it first); left out, PORT comes from the env.
+   */
   ports?: readonly number[];
   nodeArgs?: readonly string[] | ((replica: number) => readonly string[]);
   /** A script to run instead of the service's build. */
@@ -89,11 +92,14 @@ export interface StackOptions {
   services: readonly ServiceSpec[];
   /** Give each service a health port and start the next only once it answers /readyz. */
   health?: boolean;
+  /** Where the ports the stack picks itself come from (default `freePort`). */
+  choosePort?: () => Promise<number>;
   /** A service's grace between SIGTERM and SIGKILL (default 15 s). */
   stopTimeoutMs?: number;
   /** How much of each process's output is kept for `output()`: at least half of this (default 256 KiB). */
   outputLimit?: number;
   onLine?: (proc: LaunchedProcess, line: string) => void;
+  /** A process started (a service waited for: once ready, or once it failed to start). */
   onStart?: (proc: LaunchedProcess) => void;
   /** A process exited that the stack neither stopped nor replaced (a crash, or a kill by hand). */
   onExit?: (proc: LaunchedProcess, exit: ProcessExit) => void;

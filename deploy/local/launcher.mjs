@@ -22,6 +22,10 @@ export const SERVICES = ['runs', 'repohost', 'review', 'threads', 'runner', 'gat
 const READY_GUARD_MS = 30_000;
 const DEFAULT_OUTPUT_LIMIT = 256 * 1024;
 const DEFAULT_STOP_TIMEOUT_MS = 15_000;
+// A port we pick is free only when we look: until the child binds it, another process (a stack
+// starting beside ours, an outgoing connection's ephemeral port) may take it. A child that could
+// not bind one we picked starts again on new ones, this many times in all.
+const BIND_ATTEMPTS = 5;
 
 /** A port nothing listens on now (the kernel picks it; it is free again once we close). */
 export function freePort() {
@@ -65,6 +69,11 @@ function eachLine(stream, fn) {
   });
 }
 
+/** Did the process fail to bind `port` because something else has it? */
+function couldNotBind(output, port) {
+  return new RegExp(`EADDRINUSE.*:${port}\\b`).test(output);
+}
+
 function signal(pid, sig) {
   try {
     process.kill(pid, sig);
@@ -91,6 +100,7 @@ export function createStack(options) {
     onStart = () => {},
     onExit = () => {},
     onStopError = () => {},
+    choosePort = freePort,
   } = options;
   const env = { ...options.env };
   /** One per process started, in order of first start; a restart replaces the process in its place. */
@@ -135,11 +145,40 @@ export function createStack(options) {
     return handle;
   }
 
+  /**
+   * Starts a service in its place. With `health`, or on a port we picked, it has started once it
+   * answers /readyz; one that exits before, not able to bind a port we picked, starts again on new
+   * ones. Only the attempt kept is announced (onStart) and watched.
+   */
   async function startService(slot, override = {}) {
+    for (let attempt = 1; ; attempt++) {
+      // The gateway answers its probes on the port it serves; the others on a port of their own.
+      const healthPort = health && slot.spec.role !== 'gateway' ? await choosePort() : undefined;
+      const { handle, picked, closed } = spawnService(slot, override, healthPort);
+      slot.current = handle;
+      try {
+        if (health || picked.length > 0) await waitReady(handle, closed);
+      } catch (err) {
+        const taken = handle.alive() ? [] : picked.filter((port) => couldNotBind(handle.output(), port));
+        if (taken.length === 0 || attempt === BIND_ATTEMPTS || stopping) {
+          watch(handle);
+          onStart(handle);
+          throw err;
+        }
+        handle.retired = true;
+        if (taken.includes(slot.port)) slot.port = await choosePort();
+        continue;
+      }
+      watch(handle);
+      onStart(handle);
+      return handle;
+    }
+  }
+
+  /** One process of a service, not waited for; `picked`: the ports we chose that it is given. */
+  function spawnService(slot, override, healthPort) {
     const { spec, name, replica } = slot;
     const role = spec.role;
-    // The gateway answers its probes on the port it serves; the others on a port of their own.
-    const healthPort = health && role !== 'gateway' ? await freePort() : undefined;
     const ownEnv = typeof spec.env === 'function' ? spec.env(replica) : (spec.env ?? {});
     const identity = spec.identity ?? role;
     const procEnv = {
@@ -152,6 +191,11 @@ export function createStack(options) {
       ...override,
     };
     for (const key of spec.withhold ?? []) delete procEnv[key];
+    // Ports the caller set (in the env, or over ours) are theirs: never moved.
+    const picked = [
+      ...(healthPort !== undefined && procEnv.HEALTH_PORT === String(healthPort) ? [healthPort] : []),
+      ...(slot.portPicked && procEnv.PORT === String(slot.port) ? [slot.port] : []),
+    ];
     const nodeArgs = typeof spec.nodeArgs === 'function' ? spec.nodeArgs(replica) : (spec.nodeArgs ?? []);
     const child = spawnGuarded(process.execPath, [...nodeArgs, spec.script ?? serviceScript(role)], {
       cwd: root,
@@ -160,6 +204,7 @@ export function createStack(options) {
     });
     const alive = () => child.exitCode === null && child.signalCode === null;
     const exited = new Promise((done) => child.once('exit', (code, sig) => done({ code, signal: sig })));
+    const closed = new Promise((done) => child.once('close', done));
     const handle = {
       kind: 'service',
       name,
@@ -191,18 +236,19 @@ export function createStack(options) {
     const output = outputOf(outputLimit, (line) => onLine(handle, line));
     eachLine(child.stdout, output.add);
     eachLine(child.stderr, output.add);
-    watch(handle);
-    slot.current = handle;
-    onStart(handle);
-    if (health) await waitReady(handle);
-    return handle;
+    return { handle, picked, closed };
   }
 
-  async function waitReady(handle) {
-    const url = `http://127.0.0.1:${handle.role === 'gateway' ? handle.port : handle.healthPort}/readyz`;
+  /** `closed`: its output has all come through (after it exited). */
+  async function waitReady(handle, closed) {
+    const url = `http://127.0.0.1:${handle.healthPort ?? handle.port}/readyz`;
     const deadline = Date.now() + READY_GUARD_MS;
     while (!stopping) {
-      if (!handle.alive()) throw new Error(`${handle.name} exited while starting:\n${handle.output()}`);
+      if (!handle.alive()) {
+        // Why it exited, its last lines, may still be on their way through the pipes.
+        await closed;
+        throw new Error(`${handle.name} exited while starting:\n${handle.output()}`);
+      }
       try {
         const res = await fetch(url, { signal: AbortSignal.timeout(1_000) });
         if (res.ok) {
@@ -231,12 +277,13 @@ export function createStack(options) {
     const replica = (replicaCounts.get(spec.role) ?? 0) + 1;
     replicaCounts.set(spec.role, replica);
     const wanted = spec.ports?.[replica - 1];
-    const port = spec.ports ? wanted || (await freePort()) : undefined;
+    const portPicked = spec.ports !== undefined && !wanted;
     const slot = {
       kind: 'service',
       spec,
       replica,
-      port,
+      port: portPicked ? await choosePort() : wanted,
+      portPicked,
       extraEnv,
       name: numbered ? `${spec.role}-${replica}` : spec.role,
     };

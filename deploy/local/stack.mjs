@@ -23,6 +23,8 @@ import {
 import { NATS_IDENTITIES } from '../../libs/contracts/dist/nats-grants.js';
 
 const dataDir = resolve(process.env.THREADWORK_DATA_DIR ?? join(root, '.data'));
+// 0: a free port, picked by the launcher (again, should another process take it first) and printed
+// once the gateway is ready.
 const port = Number(process.env.PORT ?? 8080);
 const stackFile = join(dataDir, 'stack.json');
 const demo = ['1', 'true', 'yes'].includes(process.env.THREADWORK_DEMO ?? '');
@@ -194,13 +196,14 @@ async function main() {
     SESSION_SECRET: sessionSecret,
     REPOHOST_LOCAL_DIR: process.env.REPOHOST_LOCAL_DIR ?? join(dataDir, 'repos'),
     SANDBOX_ROOT: process.env.SANDBOX_ROOT ?? join(dataDir, 'sandboxes'),
-    PORT: String(port),
     HOST: process.env.HOST ?? '127.0.0.1',
     HARNESSES: harnesses,
-    // Where a browser reaches the gateway (and the console): install sessions may return to the
-    // console's setup page, and sign-in with GitHub (with an OAuth client configured) comes back here.
-    PUBLIC_BASE_URL: process.env.PUBLIC_BASE_URL ?? `http://localhost:${port}`,
   };
+  // Where a browser reaches the gateway (and the console): install sessions may return to the
+  // console's setup page, and sign-in with GitHub (with an OAuth client configured) comes back here.
+  // Repohost starts before the gateway, so a port not yet picked cannot be in it: unset unless given.
+  const publicBaseUrl = process.env.PUBLIC_BASE_URL ?? (port ? `http://localhost:${port}` : undefined);
+  if (publicBaseUrl) env.PUBLIC_BASE_URL = publicBaseUrl;
   if (demo) {
     // The runner plays a scripted model for both APIs; runs admitted meanwhile say so in their `model`.
     env.CODEX_MODEL = 'demo-scripted';
@@ -218,7 +221,9 @@ async function main() {
     // address nor the session secret (what a compromise of it could reach).
     // The model keys (passed through from our environment) go to the runner alone.
     services: SERVICES.map((role) =>
-      role === 'runner' ? { role, withhold: RUNNER_WITHHELD } : { role, withhold: MODEL_KEYS },
+      role === 'runner'
+        ? { role, withhold: RUNNER_WITHHELD }
+        : { role, withhold: MODEL_KEYS, ...(role === 'gateway' ? { ports: [port] } : {}) },
     ),
     stopTimeoutMs: SERVICE_STOP_MS,
     onLine: printLine,
@@ -229,7 +234,8 @@ async function main() {
   await stack.start();
   if (stopping) return;
 
-  const gatewayUrl = `http://localhost:${port}`;
+  const gatewayPort = stack.process('gateway').port;
+  const gatewayUrl = `http://localhost:${gatewayPort}`;
   writeFileSync(
     stackFile,
     JSON.stringify(
@@ -246,12 +252,12 @@ async function main() {
     ) + '\n',
   );
 
-  if (await waitReady(`http://127.0.0.1:${port}/readyz`, 60_000)) {
+  if (await waitReady(`http://127.0.0.1:${gatewayPort}/readyz`, 60_000)) {
     say(`ready: ${color(1, gatewayUrl)}  (create an API key: npm run admin -- keys create --user <login>)`);
     const link = await localLoginLink(gatewayUrl);
     if (link) say(`open the console, signed in as ${LOCAL_USER} (the link works once, for 15 min): ${color(1, link)}`);
   } else if (!stopping) {
-    say(`the gateway did not become ready on port ${port} within 60 s; stopping`);
+    say(`the gateway did not become ready on port ${gatewayPort} within 60 s; stopping`);
     await stopAll(1);
   }
 }

@@ -5,7 +5,6 @@ import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { waitFor } from '@threadwork/testing';
 import { afterEach, describe, expect, it } from 'vitest';
-import { freePort } from '../../deploy/local/launcher.mjs';
 import { alive, root, type StackFile } from '../support/process-stack.js';
 
 // Stopping the local stack, every way it gets stopped: SIGTERM to `npm start`, SIGKILL of
@@ -35,11 +34,11 @@ afterEach(() => {
 /** `npm start` (builds first, so slower) or the stack script itself, in demo mode, on a fresh data dir. */
 async function start(how: 'npm' | 'script'): Promise<Started> {
   const dataDir = mkdtempSync(join(tmpdir(), 'threadwork-stopping-'));
-  const port = await freePort();
   const env: NodeJS.ProcessEnv = {
     ...process.env,
     THREADWORK_DATA_DIR: dataDir,
-    PORT: String(port),
+    // Any free port, picked by the stack (again, should another process take it first).
+    PORT: '0',
     THREADWORK_DEMO: '1',
   };
   delete env.NATS_URL;
@@ -51,7 +50,7 @@ async function start(how: 'npm' | 'script'): Promise<Started> {
   child.stdout!.on('data', (chunk: Buffer) => (output += chunk.toString()));
   child.stderr!.on('data', (chunk: Buffer) => (output += chunk.toString()));
   const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
-  const started: Started = { child, dataDir, port, env, output: () => output, exited };
+  const started: Started = { child, dataDir, port: 0, env, output: () => output, exited };
   cleanups.push(() => {
     for (const pid of tree(child.pid!)) kill(pid, 'SIGKILL');
     rmSync(dataDir, { recursive: true, force: true });
@@ -61,6 +60,7 @@ async function start(how: 'npm' | 'script'): Promise<Started> {
     if (Date.now() > deadline || child.exitCode !== null) throw new Error(`the stack did not become ready:\n${output}`);
     await sleep(100);
   }
+  started.port = Number(new URL(stackFile(started).gatewayUrl).port);
   return started;
 }
 

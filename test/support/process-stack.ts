@@ -2,7 +2,6 @@ import { spawn, spawnSync, type ChildProcess, type SpawnSyncReturns } from 'node
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
-import { freePort } from '../../deploy/local/launcher.mjs';
 
 export const root = resolve(import.meta.dirname, '..', '..');
 
@@ -23,6 +22,7 @@ export interface StackFile {
 }
 
 export interface ProcessStack {
+  /** The gateway's: picked by the stack, known once it is ready. */
   port: number;
   dataDir: string;
   env: NodeJS.ProcessEnv;
@@ -43,8 +43,9 @@ export interface ProcessStack {
  */
 export async function startProcessStack(extraEnv: Record<string, string> = {}): Promise<ProcessStack> {
   const dataDir = mkdtempSync(join(tmpdir(), 'threadwork-stack-'));
-  const port = await freePort();
-  const env: NodeJS.ProcessEnv = { ...process.env, THREADWORK_DATA_DIR: dataDir, PORT: String(port), ...extraEnv };
+  // The stack picks the gateway's port itself, and picks again should another process (a stack of
+  // a test file running beside this one) take it first; a port picked here could be taken too.
+  const env: NodeJS.ProcessEnv = { ...process.env, THREADWORK_DATA_DIR: dataDir, PORT: '0', ...extraEnv };
   delete env.NATS_URL;
   delete env.MONGO_URL;
   const child = spawn(process.execPath, [join(root, 'deploy', 'local', 'stack.mjs')], {
@@ -58,7 +59,7 @@ export async function startProcessStack(extraEnv: Record<string, string> = {}): 
   const exited = new Promise<number | null>((r) => child.once('exit', (code) => r(code)));
 
   const stack: ProcessStack = {
-    port,
+    port: 0,
     dataDir,
     env,
     child,
@@ -93,5 +94,6 @@ export async function startProcessStack(extraEnv: Record<string, string> = {}): 
     }
     await new Promise((r) => setTimeout(r, 100));
   }
+  stack.port = Number(new URL(stack.info().gatewayUrl).port);
   return stack;
 }

@@ -15,7 +15,6 @@ import {
 } from '@threadwork/testing';
 import {
   createStack,
-  freePort,
   root,
   type LaunchedProcess,
   type LaunchedServer,
@@ -82,7 +81,6 @@ export class Cluster {
 
   private constructor(
     readonly dir: string,
-    readonly gatewayPort: number,
     /** Every identity's NATS key, and the server configuration that admits them with their grants. */
     readonly natsAuth: ReturnType<typeof testNatsAuth>,
     private readonly models: Models,
@@ -100,8 +98,12 @@ export class Cluster {
     return fake;
   }
 
+  /**
+   * The first gateway's address. The launcher picks its port, and picks again should another
+   * process take it before the gateway binds it: the address is known once the gateway started.
+   */
   get gatewayUrl(): string {
-    return `http://127.0.0.1:${this.gatewayPort}`;
+    return `http://127.0.0.1:${this.stack.processes.find((p) => p.role === 'gateway')!.port}`;
   }
   get reposDir(): string {
     return join(this.dir, 'repos');
@@ -132,7 +134,6 @@ export class Cluster {
     chmodSync(dir, 0o711);
     const natsAuth = testNatsAuth();
     const models = await startModels(options);
-    const gatewayPort = await freePort();
     mkdirSync(join(dir, 'repos'));
     const inherited = Object.entries(process.env).filter(
       (e): e is [string, string] => e[1] !== undefined && !/^(VITEST|NATS_|MONGO_|OTEL_)/.test(e[0]),
@@ -146,7 +147,6 @@ export class Cluster {
       REPOHOST_LOCAL_DIR: join(dir, 'repos'),
       SANDBOX_ROOT: options.sandboxRoot ?? join(dir, 'sandboxes'),
       HOST: '127.0.0.1',
-      PORT: String(gatewayPort),
       // Limits are not what these tests are about.
       RATE_LIMIT_PER_SECOND: '100000',
       RATE_LIMIT_BURST: '100000',
@@ -157,7 +157,7 @@ export class Cluster {
       ...models.env,
       ...options.env,
     };
-    const cluster = new Cluster(dir, gatewayPort, natsAuth, models, options);
+    const cluster = new Cluster(dir, natsAuth, models, options);
     if (options.natsServers !== undefined) {
       try {
         cluster.natsCluster = await startNatsCluster({
@@ -175,8 +175,8 @@ export class Cluster {
     }
     const core = CORE.map((role): ServiceSpec => {
       const replicas = options.replicas?.[role];
-      // Replicas of the gateway beyond the first serve on ports of their own.
-      const ports = role === 'gateway' && replicas !== undefined ? { ports: [gatewayPort] } : {};
+      // Every gateway serves on a port of its own, picked by the launcher.
+      const ports = role === 'gateway' ? { ports: [] } : {};
       return { role, ...(replicas === undefined ? {} : { replicas }), ...ports };
     });
     const runner: ServiceSpec = {
