@@ -108,3 +108,37 @@ export function sampleMemory(pids, everyMs = 250) {
 }
 
 export const mib = (bytes) => (bytes === null || bytes === undefined ? '—' : (bytes / 2 ** 20).toFixed(1));
+
+/** Busy and total CPU ticks of the whole machine so far (the `cpu` line of /proc/stat); null elsewhere. */
+function machineTicks() {
+  try {
+    const [, ...fields] = readFileSync('/proc/stat', 'utf8').split('\n', 1)[0].trim().split(/\s+/);
+    const ticks = fields.map(Number);
+    // idle and iowait are the 4th and 5th.
+    const idle = (ticks[3] ?? 0) + (ticks[4] ?? 0);
+    const total = ticks.reduce((a, b) => a + b, 0);
+    return { busy: total - idle, total };
+  } catch {
+    return null;
+  }
+}
+
+/**
+ * Resolves once the machine has been mostly idle (under `busyShare` of its CPU time) for two
+ * windows of `windowMs` in a row, or after `maxMs` whatever it does: what one side of a comparison
+ * left running in the background (a runner making its spare sandbox, say) is not counted against
+ * the other.
+ */
+export async function settle({ busyShare = 0.3, windowMs = 150, maxMs = 15_000 } = {}) {
+  const deadline = Date.now() + maxMs;
+  let quietWindows = 0;
+  let last = machineTicks();
+  if (last === null) return;
+  while (quietWindows < 2 && Date.now() < deadline) {
+    await new Promise((resolve) => setTimeout(resolve, windowMs));
+    const now = machineTicks();
+    const total = now.total - last.total;
+    quietWindows = total > 0 && (now.busy - last.busy) / total < busyShare ? quietWindows + 1 : 0;
+    last = now;
+  }
+}

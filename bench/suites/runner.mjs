@@ -8,7 +8,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { isTerminalRunStatus } from '@threadwork/contracts';
 import { agent } from '@threadwork/testing';
 import { codexAloneTurns, startCodexAlone, withTimeout } from '../lib/codex-alone.mjs';
-import { commandName, descendants, residentMemory } from '../lib/proc.mjs';
+import { commandName, descendants, residentMemory, settle } from '../lib/proc.mjs';
 import { median } from '../lib/report.mjs';
 import { api } from '../lib/stack.mjs';
 import { follow, nowMs } from '../lib/sse.mjs';
@@ -158,7 +158,8 @@ const summaryOf = (list) => {
 /**
  * Benchmark 9: Codex turns through Threadwork against the same turns of Codex alone (lib/codex-alone.mjs:
  * the same binary in a jail of the runner's shape, the same fake model), `turns` rounds, each
- * side's cold turn then its warm one, the side going first alternating from round to round.
+ * side's cold turn then its warm one, the side going first alternating from round to round, each
+ * side starting once the machine is quiet again (proc.mjs settle).
  * Ours: POST /v1/threads → first harness event (cold), the follow-up → its first event (warm), as
  * benchmark 6. Alone: spawn → the first turn's first event (cold), a second turn/start on the
  * started process → its first event (warm).
@@ -189,7 +190,11 @@ export async function harnessAloneBenchmark(stack, fake, { turns }) {
   alone.cold.length = 0;
   alone.warm.length = 0;
   for (let i = 1; i <= turns; i++) {
-    for (const side of i % 2 ? [oursRound, aloneRound] : [aloneRound, oursRound]) await side(i);
+    for (const side of i % 2 ? [oursRound, aloneRound] : [aloneRound, oursRound]) {
+      // Each side on a quiet machine: not with the spare sandbox our runner makes after its turn.
+      await settle();
+      await side(i);
+    }
   }
   return {
     ours: { cold: summaryOf(ours.cold), warm: summaryOf(ours.warm) },
