@@ -1,9 +1,10 @@
 import { MongoNetworkError, MongoNetworkTimeoutError, MongoServerError, MongoServerSelectionError } from 'mongodb';
 import { describe, expect, it } from 'vitest';
-import { AppError } from './errors.js';
+import { AppError, toAppError } from './errors.js';
 import {
   databasesNamedBy,
   foreignDatabaseProblem,
+  isMongoBusy,
   isMongoUnavailable,
   mongoCall,
   mongoUrlWithDatabase,
@@ -47,7 +48,67 @@ describe('isMongoUnavailable', () => {
   });
 });
 
+/** FerretDB on SQLite refusing a write that waited out its busy timeout, as it answers it. */
+const sqliteBusy = () =>
+  new MongoServerError({
+    code: 1,
+    codeName: 'InternalError',
+    errmsg:
+      '[msg_update.go:133 handler.(*Handler).updateDocument] [update.go:114 common.UpdateDocument] ' +
+      '[collection.go:191 sqlite.(*collection).UpdateAll] database is locked (5) (SQLITE_BUSY)',
+  });
+
+describe('isMongoBusy', () => {
+  it('says yes to a write refused because the database was busy: nothing was written', () => {
+    expect(isMongoBusy(sqliteBusy())).toBe(true);
+    expect(isMongoBusy(serverError(112))).toBe(true); // WriteConflict
+  });
+
+  it('says no to other server errors, even other internal ones', () => {
+    expect(isMongoBusy(serverError(11000))).toBe(false);
+    expect(isMongoBusy(serverError(1))).toBe(false);
+    expect(isMongoBusy(new Error('database is locked'))).toBe(false);
+  });
+
+  it('is load, not a bug: an unwrapped one is reported unavailable, never internal', () => {
+    expect(toAppError(sqliteBusy())).toMatchObject({ code: 'unavailable', retryable: true });
+  });
+});
+
 describe('mongoCall', () => {
+  it('tries a write refused as busy again, and answers with the try that went through', async () => {
+    let tries = 0;
+    const result = await mongoCall(async () => {
+      if (++tries < 3) throw sqliteBusy();
+      return 'written';
+    });
+    expect({ result, tries }).toEqual({ result: 'written', tries: 3 });
+  });
+
+  it('answers unavailable (retryable, the cause kept) when the database stays busy, after a few tries', async () => {
+    let tries = 0;
+    const cause = sqliteBusy();
+    const err = await mongoCall(() => {
+      tries++;
+      return Promise.reject(cause);
+    }).catch((e: unknown) => e);
+    expect(err).toBeInstanceOf(AppError);
+    expect(err).toMatchObject({ code: 'unavailable', retryable: true, cause });
+    expect(tries).toBe(4);
+  });
+
+  it('never tries anything else again: a duplicate key is the answer', async () => {
+    let tries = 0;
+    const duplicate = serverError(11000);
+    await expect(
+      mongoCall(() => {
+        tries++;
+        return Promise.reject(duplicate);
+      }),
+    ).rejects.toBe(duplicate);
+    expect(tries).toBe(1);
+  });
+
   it('passes results and other errors through', async () => {
     await expect(mongoCall(async () => 42)).resolves.toBe(42);
     const duplicate = serverError(11000);

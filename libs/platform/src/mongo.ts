@@ -9,9 +9,10 @@ import {
 import { SpanKind, SpanStatusCode, type Span } from '@opentelemetry/api';
 import { DEFAULT_MONGO_SERVER_SELECTION_TIMEOUT_MS } from './config.js';
 import { unavailable } from './errors.js';
-import { isMongoUnavailable } from './transient.js';
+import { retry } from './retry.js';
+import { isMongoBusy, isMongoUnavailable } from './transient.js';
 
-export { isMongoUnavailable } from './transient.js';
+export { isMongoBusy, isMongoUnavailable } from './transient.js';
 import { telemetryEnabled, tracer } from './telemetry.js';
 
 export type { Collection, Db, Document } from 'mongodb';
@@ -163,21 +164,41 @@ export interface MongoCallOptions {
   timeoutMs?: number;
 }
 
-/** Runs a database call, turning an outage into `unavailable` (503, retryable) instead of `internal`. */
+/**
+ * How often a write the database refused as busy (isMongoBusy: nothing was written) is tried again
+ * before the caller hears `unavailable`. Each try may wait out the database's own busy timeout
+ * before it is refused (seconds on FerretDB over SQLite), so a few are plenty: a database locked for
+ * longer is overloaded, which the caller's retry of a 503 is for.
+ */
+const BUSY_RETRIES = 3;
+const BUSY_BACKOFF = { minDelayMs: 50, maxDelayMs: 500, jitter: true } as const;
+
+/**
+ * Runs a database call, turning an outage into `unavailable` (503, retryable) instead of
+ * `internal`. A write refused because the database was busy is tried again first (it wrote
+ * nothing, and our writes are keyed or conditional, so trying again decides the same way), then
+ * is `unavailable` too: contention is load, never a bug to report as `internal`.
+ */
 export async function mongoCall<T>(fn: () => Promise<T>, { timeoutMs }: MongoCallOptions = {}): Promise<T> {
   let timer: NodeJS.Timeout | undefined;
+  // Past the deadline the caller has its answer: no retry of a busy write is started after it.
+  const abandoned = new AbortController();
+  const call = () =>
+    retry(() => fn(), { ...BUSY_BACKOFF, retries: BUSY_RETRIES, shouldRetry: isMongoBusy, signal: abandoned.signal });
   try {
-    if (timeoutMs === undefined) return await fn();
+    if (timeoutMs === undefined) return await call();
     const deadline = new Promise<never>((_resolve, reject) => {
       timer = setTimeout(() => reject(unavailable(`database did not answer within ${timeoutMs} ms`)), timeoutMs);
     });
     // race() handles a rejection that comes after the deadline, so a late failure is not unhandled.
-    return await Promise.race([fn(), deadline]);
+    return await Promise.race([call(), deadline]);
   } catch (err) {
     if (isMongoUnavailable(err)) throw unavailable('database unavailable', err);
+    if (isMongoBusy(err)) throw unavailable('database busy', err);
     throw err;
   } finally {
     clearTimeout(timer);
+    abandoned.abort();
   }
 }
 

@@ -57,6 +57,20 @@ export function isMongoUnavailable(err: unknown): boolean {
 }
 
 /**
+ * A write the database refused because it was too busy to take it, having written nothing.
+ * FerretDB on SQLite answers `database is locked (5) (SQLITE_BUSY)` (an InternalError, code 1)
+ * when a write waited out its busy timeout for the database's one write lock: many writers at once
+ * on a loaded machine (a run's end racing the admission of the thread's next run and everything
+ * else the service writes) can keep a write waiting that long. The write's SQLite transaction was
+ * rolled back, so trying it again is safe. MongoDB's WriteConflict (112) is the same refusal of a
+ * write that met a concurrent one.
+ */
+export function isMongoBusy(err: unknown): boolean {
+  if (!(err instanceof MongoServerError)) return false;
+  return err.code === 112 || /\bSQLITE_BUSY\b|database is locked/.test(err.message);
+}
+
+/**
  * NATS client failures that mean the server or the peer service did not answer in time: a request
  * that timed out or found no responder, a connection that is closed, draining or reconnecting, and
  * JetStream saying it is not there (a stream leader being elected answers with no responders).
@@ -74,6 +88,6 @@ const UNAVAILABLE_NATS_ERRORS = new Set([
 /** Does this failure mean a backing server is unreachable or overloaded for now? Looks through `cause`s. */
 export function isTransientFailure(err: unknown, depth = 0): boolean {
   if (!(err instanceof Error) || depth > 4) return false;
-  if (isMongoUnavailable(err) || UNAVAILABLE_NATS_ERRORS.has(err.name)) return true;
+  if (isMongoUnavailable(err) || isMongoBusy(err) || UNAVAILABLE_NATS_ERRORS.has(err.name)) return true;
   return isTransientFailure(err.cause, depth + 1);
 }

@@ -45,12 +45,15 @@ export interface Harness {
   stop(): Promise<void>;
 }
 
-/** A runs service of its own (own NATS server, own database) and a client connection to it. */
+/**
+ * A runs service of its own (own NATS server, own database) and a client connection to it. A
+ * `MONGO_URL` in `env` puts both on that database server instead of the test run's.
+ */
 export async function startHarness(env: Record<string, string> = {}): Promise<Harness> {
   const nats = await isolatedNats();
   const dbPrefix = uniqueDbPrefix();
   const service = await startRuns(loadConfig(RunsConfig, { ...baseServiceEnv(nats.env('runs'), dbPrefix), ...env }));
-  const mongo: MongoClient = await connectMongo({ url: testInfra().mongoUrl, appName: 'runs-test' });
+  const mongo: MongoClient = await connectMongo({ url: env.MONGO_URL ?? testInfra().mongoUrl, appName: 'runs-test' });
   const db = mongo.db(serviceDbName(dbPrefix, 'runs'));
   const nc = await connectNats({
     servers: nats.url,
