@@ -103,7 +103,7 @@ describe.skipIf(missingGo)('the kubernetes sandbox provider with its pods on a r
       logger,
       publish: (_thread, _sandbox, status) => {
         published.push(status);
-        return Promise.resolve();
+        return Promise.resolve(true);
       },
     });
     const threadId = `thr_${randomBytes(6).toString('hex')}`;

@@ -140,9 +140,14 @@ export const RunnerConfig = z
     RUNNER_WARM_SANDBOXES: z.coerce.number().int().min(0).max(16).default(1),
     /**
      * A repository mirror (`local` provider: <SANDBOX_ROOT>/.mirrors, what new clones and spares are
-     * made from) that no sandbox was cloned from or brought news to for this long is removed.
+     * made from) that no sandbox was cloned from or brought news to for this long is removed; an
+     * hour at least (a shorter one would take mirrors from under the clones made from them).
      */
-    SANDBOX_MIRROR_IDLE_MS: env.duration(3 * 24 * 60 * 60_000),
+    SANDBOX_MIRROR_IDLE_MS: z.coerce
+      .number()
+      .int()
+      .min(60 * 60_000)
+      .default(3 * 24 * 60 * 60_000),
     /** How often a live run's state is read back, for a cancel or an answer whose signal was missed. */
     RUN_POLL_MS: z.coerce.number().int().min(100).default(2_000),
     /**

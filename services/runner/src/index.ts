@@ -16,9 +16,8 @@ import { decideIsolation, type Isolation } from './sandbox/isolation.js';
 import type { SandboxProvider } from './sandbox/provider.js';
 import { SandboxUids } from './sandbox/uids.js';
 
-const MINUTE_MS = 60_000;
-/** Mirrors are swept this often at most (or every SANDBOX_MIRROR_IDLE_MS, if shorter; a minute at least). */
-const HOUR_MS = 60 * MINUTE_MS;
+/** Mirrors are swept this often (or every SANDBOX_MIRROR_IDLE_MS, if shorter). */
+const HOUR_MS = 60 * 60_000;
 
 export { RunnerConfig } from './config.js';
 export { consumerName } from './handlers/jobs.js';
@@ -111,11 +110,9 @@ export async function startRunner(config: RunnerConfig): Promise<RunnerService> 
         });
         if (removed > 0) logger.info({ removed }, 'removed repository mirrors no sandbox used lately');
       };
-      await sweepMirrors();
-      const mirrorSweeps = setInterval(
-        () => void sweepMirrors(),
-        Math.max(MINUTE_MS, Math.min(config.SANDBOX_MIRROR_IDLE_MS, HOUR_MS)),
-      );
+      // Beside the jobs: a mirror is moved out of its place at once, and removing it may take long.
+      void sweepMirrors();
+      const mirrorSweeps = setInterval(() => void sweepMirrors(), Math.min(config.SANDBOX_MIRROR_IDLE_MS, HOUR_MS));
       lifecycle.add('mirror-sweeps', () => clearInterval(mirrorSweeps));
       const spares = new WarmPool({
         provider: local,

@@ -35,6 +35,8 @@ afterAll(async () => {
 interface FakeRunner {
   provider: LocalSandboxProvider;
   statuses: { thread: string; status: SandboxStatus }[];
+  /** Statuses whose next publication is lost (the runs service does not attest it, say). */
+  lose: Set<SandboxStatus>;
   /**
    * Holds this runner up where it waits for a repository's credentials, mid-prepare (it asks as it
    * begins, and waits for the answer once it took the sandbox and said it is initializing), until `release`.
@@ -45,10 +47,14 @@ interface FakeRunner {
 function runner(): FakeRunner {
   let hold: { reached: () => void; released: Promise<void> } | null = null;
   const statuses: FakeRunner['statuses'] = [];
+  const lose = new Set<SandboxStatus>();
   const provider = new LocalSandboxProvider({
     root: stack.sandboxRoot,
     logger: createLogger({ service: 'test', level: 'silent' }),
-    publish: async (thread, _id, status) => void statuses.push({ thread, status }),
+    publish: async (thread, _id, status) => {
+      statuses.push({ thread, status });
+      return !lose.delete(status);
+    },
     credentials: async () => {
       const h = hold;
       hold = null;
@@ -62,6 +68,7 @@ function runner(): FakeRunner {
   return {
     provider,
     statuses,
+    lose,
     holdUp() {
       let reached = () => {};
       let release = () => {};
@@ -81,7 +88,8 @@ function runner(): FakeRunner {
  * Claims the run's next attempt as a runner would (coming back when told to while the run's holder
  * still holds its lease), and the claim the sandbox takes for it.
  */
-async function claim(runId: string, runnerId = uniqueId('runner-')): Promise<{ job: RunJob; claim: SandboxClaim }> {
+async function claim(runId: string): Promise<{ job: RunJob; claim: SandboxClaim }> {
+  const runnerId = uniqueId('runner-');
   const claimId = newClaimId();
   const res = await claimWhenFree({ run_id: runId, runner_id: runnerId, claim_id: claimId });
   return {
@@ -258,6 +266,13 @@ describe.runIf(process.platform === 'linux')('the agent’s repository made afte
     const third = await provider.prepare(three.job, three.claim);
     expect(hookPlanted(third)).toBe(false);
     expect(gitDirInode(third)).not.toBe(made);
+
+    // The third run reports, and something of the agent that outlived its turn plants a hook after.
+    await third.agentRepoAtRest?.(third.repos[0]!);
+    plantHook(third);
+    const four = await nextRun(first, three.claim, 'fourth turn');
+    const fourth = await provider.prepare(four.job, four.claim);
+    expect(hookPlanted(fourth)).toBe(false);
   });
 
   it('is made anew when another take came between, though that one recorded nothing', async () => {
@@ -281,24 +296,36 @@ describe.runIf(process.platform === 'linux')('the status of a sandbox a runner l
   it('stays as it is through that runner’s next run, and is said again once another runner had it', async () => {
     const first = await admitRun(stack, 'ready, then ready again');
     const [mine, theirs] = [runner(), runner()];
-    const me = uniqueId('runner-');
-    const next = async (last: SandboxClaim, runnerId: string) => {
+    const next = async (last: SandboxClaim) => {
       await complete(last);
       const { thread_id, owner_id, repositories } = first.request;
-      const admitted = await admitRun(stack, 'the next run', { thread_id, owner_id, repositories }, first.bare);
-      return claim(admitted.run.id, runnerId);
+      return claim((await admitRun(stack, 'the next run', { thread_id, owner_id, repositories }, first.bare)).run.id);
     };
-    const one = await claim(first.run.id, me);
+    const one = await claim(first.run.id);
     await mine.provider.prepare(one.job, one.claim);
-    const two = await next(one.claim, me);
+    const two = await next(one.claim);
     await mine.provider.prepare(two.job, two.claim);
     expect(mine.statuses.map((s) => s.status)).toEqual(['initializing', 'ready']);
 
-    const three = await next(two.claim, uniqueId('runner-'));
+    const three = await next(two.claim);
     await theirs.provider.prepare(three.job, three.claim);
-    const four = await next(three.claim, me);
+    // Said again, and lost: the runs service did not attest it, say.
+    mine.lose.add('ready');
+    const four = await next(three.claim);
     await mine.provider.prepare(four.job, four.claim);
     expect(mine.statuses.map((s) => s.status)).toEqual(['initializing', 'ready', 'initializing', 'ready']);
+
+    // So the next run says it again.
+    const five = await next(four.claim);
+    await mine.provider.prepare(five.job, five.claim);
+    expect(mine.statuses.map((s) => s.status)).toEqual([
+      'initializing',
+      'ready',
+      'initializing',
+      'ready',
+      'initializing',
+      'ready',
+    ]);
   });
 });
 

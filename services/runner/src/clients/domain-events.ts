@@ -104,8 +104,12 @@ export function sandboxStatusPublisher(
     const publish = claim
       ? publishAttested(nc, js, logger, claim, domainEvents.sandboxStatus, event, msgId)
       : publishDomain(js, logger, domainEvents.sandboxStatus, event, msgId);
-    await publish.catch((err: unknown) => {
-      if (!(err instanceof DomainPublishError)) throw err;
-    });
+    return publish.then(
+      (published) => published !== false,
+      (err: unknown) => {
+        if (!(err instanceof DomainPublishError)) throw err;
+        return false;
+      },
+    );
   };
 }

@@ -14,6 +14,9 @@ import type { SpareSandbox, SpareSource, WarmHarness } from '../sandbox/provider
 // Nothing in it is a run's or a user's until then: the repositories as the remote served them (from
 // the runner's mirrors), a harness that has run no turn, no key (the model gate adds it outside).
 
+/** How long a spare's next step waits for the runs on their way to their turn at most. */
+const QUIET_WAIT_MS = 60_000;
+
 /** Harnesses whose conversation does not depend on the folder it was started in (Claude Code keeps it by folder). */
 const WARMABLE = new Set(['codex']);
 
@@ -153,9 +156,18 @@ export class WarmPool implements SpareSource {
     }
   }
 
-  /** Resolves once no run is on its way to its turn (or the runner stops). */
+  /**
+   * Resolves once no run is on its way to its turn, or the runner stops, or after QUIET_WAIT_MS: a
+   * run that takes that long to get there (a large clone, a remote that hangs) holds no spare back.
+   */
   private async quiet(): Promise<void> {
-    while (this.onTheirWay > 0 && !this.closed) await new Promise<void>((wake) => this.quietWaiters.push(wake));
+    const deadline = Date.now() + QUIET_WAIT_MS;
+    while (this.onTheirWay > 0 && !this.closed && Date.now() < deadline) {
+      await new Promise<void>((wake) => {
+        this.quietWaiters.push(wake);
+        setTimeout(wake, deadline - Date.now()).unref();
+      });
+    }
   }
 
   private async expire(spare: Spare): Promise<void> {

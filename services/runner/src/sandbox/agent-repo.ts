@@ -1,6 +1,6 @@
 import { execFile } from 'node:child_process';
-import { randomBytes } from 'node:crypto';
-import { mkdir, rename, rm, writeFile } from 'node:fs/promises';
+import { createHash, randomBytes } from 'node:crypto';
+import { lstat, mkdir, readdir, rename, rm, writeFile } from 'node:fs/promises';
 import { dirname, join } from 'node:path';
 import { promisify } from 'node:util';
 import { git, type GitRepo } from './git.js';
@@ -9,10 +9,10 @@ import { handOver } from './uids.js';
 // The agent's own repository in a workspace (`<workspace>/.git`). The agent may do anything to it —
 // commit, rewrite history, add hooks or config — and the runner never runs git on it: the runner's
 // git directory is elsewhere (git.ts). It is made anew from the runner's after every turn (with the
-// commit, candidate.ts) and at the start of every run but one that finds it as that was made (no
-// turn since, the base not moved: RepoState.agent_at_rest), so the agent always finds the thread
-// branch as it stands and a clean status; what the agent did to the previous one is gone, its files
-// are not touched.
+// commit, candidate.ts) and at the start of every run but one that finds it exactly as that was
+// made (no turn since, its fingerprint unchanged, the base not moved: RepoState.agent_at_rest), so
+// the agent always finds the thread branch as it stands and a clean status; what the agent did to
+// the previous one is gone, its files are not touched.
 // Where the sandbox has a uid of its own, the repository is that uid's, like the rest of the workspace.
 
 export interface AgentRepoShape {
@@ -75,6 +75,37 @@ export async function makeAgentRepo(
   } finally {
     await rm(aside, { recursive: true, force: true });
   }
+}
+
+/** More entries than a repository made here has by far: the agent grew it, and it is made anew. */
+const FINGERPRINT_MAX_ENTRIES = 1_000;
+
+/**
+ * What the agent's repository of `workTree` is on disk now: every entry of its `.git` (never
+ * followed through a link) by path, type and mode, inode, size and change time, hashed; null when
+ * there is no such directory or more than FINGERPRINT_MAX_ENTRIES. Nothing but the kernel sets a
+ * change time, so a repository with the fingerprint it had when the runner made it is that
+ * repository untouched (objects are borrowed, so it is a few dozen entries).
+ */
+export async function agentRepoFingerprint(workTree: string): Promise<string | null> {
+  const top = join(workTree, '.git');
+  const hash = createHash('sha256');
+  const pending = [''];
+  let entries = 0;
+  while (pending.length > 0) {
+    const relative = pending.pop()!;
+    const path = relative ? join(top, relative) : top;
+    const stat = await lstat(path, { bigint: true }).catch(() => null);
+    if (!stat || (relative === '' && !stat.isDirectory())) return null;
+    if (++entries > FINGERPRINT_MAX_ENTRIES) return null;
+    hash.update(`${relative}\0${stat.mode}\0${stat.ino}\0${stat.size}\0${stat.ctimeNs}\n`);
+    if (stat.isDirectory()) {
+      const names = await readdir(path).catch(() => null);
+      if (!names) return null;
+      for (const name of names.sort().reverse()) pending.push(relative ? join(relative, name) : name);
+    }
+  }
+  return hash.digest('hex');
 }
 
 /** A revision of a repository, or null when the name does not resolve (no commit yet). */

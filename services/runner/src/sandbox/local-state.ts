@@ -33,11 +33,12 @@ export interface RepoState {
   /** The base the thread branch was cut from, for when the remote branch cannot be read. */
   base_revision: string;
   /**
-   * The take (take.ts) whose run made the agent's repository anew after its turn, nothing of the
-   * agent running. While that take is still the last when the next run takes the sandbox, no turn
-   * has run since, and the next run finds the repository as it was made.
+   * The agent's repository as the run of a take (take.ts) made it anew after its turn: the take, and
+   * the repository's fingerprint (agent-repo.ts) then. While that take is still the last when the
+   * next run takes the sandbox (no turn has run since) and the fingerprint is the same (nothing
+   * changed it), the next run takes the repository as it is.
    */
-  agent_at_rest?: string;
+  agent_at_rest?: { take: string; fingerprint: string };
 }
 
 export interface SandboxState {

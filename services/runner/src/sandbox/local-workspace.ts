@@ -4,7 +4,7 @@ import { mkdir, rename, rm } from 'node:fs/promises';
 import { join } from 'node:path';
 import type { RunRepository } from '@threadwork/contracts';
 import type { Logger } from '@threadwork/platform';
-import { makeAgentRepo, revision } from './agent-repo.js';
+import { agentRepoFingerprint, makeAgentRepo, revision } from './agent-repo.js';
 import { git, remoteRevisions, type RemoteAccess, type RemoteSeen } from './git.js';
 import { EMPTY_TREE, gitDirOf, threadBranch, type RepoState } from './local-state.js';
 import { SandboxError, type SandboxFence } from './provider.js';
@@ -34,8 +34,11 @@ export interface PrepareRepoOptions {
   seen?: RemoteSeen;
   /** A local copy of the repository (the runner's mirror) a new clone takes what it has from first. */
   seed?: RemoteAccess;
-  /** The agent's repository is as the runner made it after the last turn: kept unless the base moves. */
-  agentRepoAtRest?: boolean;
+  /**
+   * The fingerprint of the agent's repository as the runner made it after the last turn, no turn
+   * having come since: kept if it still has it and the base does not move.
+   */
+  agentRepoAtRest?: string;
 }
 
 export interface PreparedRepo {
@@ -55,7 +58,7 @@ export interface PreparedRepo {
  */
 export async function prepareRepo(options: PrepareRepoOptions): Promise<PreparedRepo> {
   const { root, folder, repo, threadId, known, remote, take, owner, logger, agentRepo = true, seen, seed } = options;
-  const { agentRepoAtRest = false } = options;
+  const { agentRepoAtRest } = options;
 
   const workTree = join(root, folder);
   const gitDir = gitDirOf(root, folder);
@@ -72,6 +75,7 @@ export async function prepareRepo(options: PrepareRepoOptions): Promise<Prepared
       ? await revision(root, { gitDir, workTree }, `refs/remotes/origin/${repo.branch}`)
       : null;
     const moved = remoteBase !== undefined && remoteBase !== localBase;
+    let fetched = false;
     if (moved) {
       take.check();
       try {
@@ -83,6 +87,7 @@ export async function prepareRepo(options: PrepareRepoOptions): Promise<Prepared
             remote,
           },
         );
+        fetched = true;
       } catch (err) {
         logger.warn({ err, repo: repo.full_name }, 'fetch failed; continuing with the clone as it is');
       }
@@ -91,9 +96,11 @@ export async function prepareRepo(options: PrepareRepoOptions): Promise<Prepared
       await secureGitDir(gitDir, owner);
       await ensureOwned(workTree, owner);
     }
-    if (agentRepo && (moved || !agentRepoAtRest))
+    const atRest =
+      !moved && agentRepoAtRest !== undefined && (await agentRepoFingerprint(workTree)) === agentRepoAtRest;
+    if (agentRepo && !atRest)
       await makeAgentRepo({ gitDir, workTree }, { url: repo.clone_url, baseBranch: repo.branch, branch }, take, owner);
-    return { state: known, start, fetched: moved };
+    return { state: known, start, fetched };
   }
   if (!empty && !revisions.has(baseRef))
     throw new SandboxError(`the branch ${repo.branch} does not exist in ${repo.full_name}`);

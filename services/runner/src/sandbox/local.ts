@@ -35,6 +35,7 @@ import {
   type SandboxState,
 } from './local-state.js';
 import { git, remoteRevisions, type RemoteSeen } from './git.js';
+import { agentRepoFingerprint } from './agent-repo.js';
 import { prepareRepo } from './local-workspace.js';
 import { RepositoryMirrors } from './mirrors.js';
 import { SandboxTake, SandboxTakenError, type SandboxClaim } from './take.js';
@@ -71,6 +72,10 @@ export class LocalSandboxProvider implements SandboxProvider {
   readonly kind = 'local';
   private readonly statuses = new Map<string, SandboxStatus>();
   private readonly mirrors: RepositoryMirrors;
+  /** The take under which this runner last said a thread's sandbox `ready` (and nothing since). */
+  private readonly saidReady = new Map<string, string>();
+  /** The change of each sandbox's state under way, by folder (changeState). */
+  private readonly stateChanges = new Map<string, Promise<void>>();
   private spares: SpareSource | null = null;
 
   constructor(private readonly options: LocalSandboxOptions) {
@@ -307,10 +312,16 @@ export class LocalSandboxProvider implements SandboxProvider {
     const dir = await this.dirOf(job.thread_id);
     const folder = basename(dir);
     const existing = await readState(dir);
-    // Left `ready` by this runner's last run, and nobody else's since: it stays `ready` through this
-    // run's refresh, with nothing to say of it (`failed` is still said).
+    // Said `ready` by this runner for the last take, and taken by nobody else since: it stays `ready`
+    // through this run's refresh of the repositories it has, with nothing to say of it (`failed`
+    // is still said).
+    const readyTake = this.saidReady.get(job.thread_id);
     const stillReady =
-      existing !== null && !existing.outgrown && take.followsOwn && this.statuses.get(job.thread_id) === 'ready';
+      existing !== null &&
+      !existing.outgrown &&
+      readyTake !== undefined &&
+      take.replaced.has(readyTake) &&
+      job.repositories.every((r) => existing.repos[r.project_repository_id] !== undefined);
     if (existing?.outgrown) await this.rebuild(dir, existing, take);
     const state: SandboxState = existing ?? {
       sandbox_id: newSandboxId(),
@@ -360,7 +371,10 @@ export class LocalSandboxProvider implements SandboxProvider {
           seen,
           seed: this.mirrors.remote(repo),
           // Made after the last turn, and no take (so no turn) came between that one and this.
-          agentRepoAtRest: known?.agent_at_rest !== undefined && take.replaced.has(known.agent_at_rest),
+          agentRepoAtRest:
+            known?.agent_at_rest && take.replaced.has(known.agent_at_rest.take)
+              ? known.agent_at_rest.fingerprint
+              : undefined,
         });
         // Beside the run, not before it: the mirror is for the sandboxes made after this one.
         if (prepared.fetched) {
@@ -390,9 +404,13 @@ export class LocalSandboxProvider implements SandboxProvider {
     const sandbox = this.toSandbox(dir, state, job.repositories, starts, take, owner);
     sandbox.agentRepoAtRest = (repo) => this.agentRepoAtRest(dir, repo, take);
     take.check();
-    if (!stillReady) {
+    if (stillReady) {
+      this.saidReady.set(job.thread_id, take.name);
+    } else {
       await initializing;
-      await this.publish(job.thread_id, state.sandbox_id, 'ready', null, claim);
+      if (await this.publish(job.thread_id, state.sandbox_id, 'ready', null, claim)) {
+        this.saidReady.set(job.thread_id, take.name);
+      }
     }
     return sandbox;
   }
@@ -400,11 +418,33 @@ export class LocalSandboxProvider implements SandboxProvider {
   /** Records that the run of `take` made the agent's repository of `repo` anew after its turn (RepoState.agent_at_rest). */
   private async agentRepoAtRest(dir: string, repo: SandboxRepo, take: SandboxTake): Promise<void> {
     take.check();
-    const state = await readState(dir);
-    const known = state?.repos[repo.project_repository_id];
-    if (!state || !known) return;
-    known.agent_at_rest = take.name;
-    await writeState(dir, state, take);
+    const fingerprint = await agentRepoFingerprint(repo.dir);
+    if (fingerprint === null) return;
+    await this.changeState(dir, take, (state) => {
+      const known = state.repos[repo.project_repository_id];
+      if (known) known.agent_at_rest = { take: take.name, fingerprint };
+    });
+  }
+
+  /**
+   * Reads the state of the sandbox at `dir`, changes it and writes it back, one change of a
+   * sandbox's state after the other (a disk check may find the sandbox outgrown while its run
+   * reports): none is lost to another's write of what it read before.
+   */
+  private async changeState(dir: string, take: SandboxFence, change: (state: SandboxState) => void): Promise<void> {
+    const previous = this.stateChanges.get(dir) ?? Promise.resolve();
+    const next = previous.then(async () => {
+      const state = await readState(dir);
+      if (!state) throw new SandboxError(`the sandbox at ${dir} has no state file`);
+      change(state);
+      await writeState(dir, state, take);
+    });
+    const settled = next.catch(() => undefined);
+    this.stateChanges.set(dir, settled);
+    void settled.then(() => {
+      if (this.stateChanges.get(dir) === settled) this.stateChanges.delete(dir);
+    });
+    return next;
   }
 
   async exists(threadId: string): Promise<boolean> {
@@ -416,15 +456,13 @@ export class LocalSandboxProvider implements SandboxProvider {
   }
 
   async rememberSession(sandbox: Sandbox, session: StoredSession | null, harnessPid?: number): Promise<void> {
-    const state = await readState(sandbox.dir);
-    if (!state) throw new SandboxError(`sandbox ${sandbox.id} has no state file`);
     const started = harnessPid === undefined ? null : startTime(harnessPid);
     const harness = harnessPid !== undefined && started !== null ? { pid: harnessPid, start_time: started } : null;
-    await writeState(
-      sandbox.dir,
-      { ...state, session_id: session?.id ?? null, session_harness: session?.harness ?? null, harness },
-      sandbox.take,
-    );
+    await this.changeState(sandbox.dir, sandbox.take, (state) => {
+      state.session_id = session?.id ?? null;
+      state.session_harness = session?.harness ?? null;
+      state.harness = harness;
+    });
   }
 
   async stopHarness(sandbox: Sandbox): Promise<boolean> {
@@ -448,9 +486,9 @@ export class LocalSandboxProvider implements SandboxProvider {
   }
 
   async outgrown(sandbox: Sandbox): Promise<void> {
-    const state = await readState(sandbox.dir);
-    if (!state) throw new SandboxError(`sandbox ${sandbox.id} has no state file`);
-    await writeState(sandbox.dir, { ...state, outgrown: true }, sandbox.take);
+    await this.changeState(sandbox.dir, sandbox.take, (state) => {
+      state.outgrown = true;
+    });
   }
 
   async freeOutgrown(sandbox: Sandbox, max: DiskUsage): Promise<void> {
@@ -570,15 +608,17 @@ export class LocalSandboxProvider implements SandboxProvider {
     };
   }
 
+  /** Says the status; answers whether it was said (a lost one is said again by the next). */
   private async publish(
     threadId: string,
     sandboxId: string | null,
     status: SandboxStatus,
     reason: string | null,
     claim: SandboxClaim | null = null,
-  ) {
+  ): Promise<boolean> {
     this.statuses.set(threadId, status);
-    await this.options.publish(threadId, sandboxId, status, reason, claim);
+    if (status !== 'ready') this.saidReady.delete(threadId);
+    return this.options.publish(threadId, sandboxId, status, reason, claim);
   }
 }
 
@@ -603,11 +643,17 @@ async function present(path: string): Promise<boolean> {
 }
 
 /**
+ * How long a token asked while the sandbox is prepared is used for: repohost may hand out one with
+ * a quarter of an hour left, and a large repository's clone takes time.
+ */
+const TOKEN_REUSE_MS = 5 * 60_000;
+
+/**
  * The run's tokens for its repositories, each asked of repohost once while the sandbox is prepared,
  * and what `ls-remote` with them answered of the base and the thread branch.
  */
 class RepositoryTokens {
-  private readonly tokens = new Map<number, Promise<string | null>>();
+  private readonly tokens = new Map<number, { token: Promise<string | null>; at: number }>();
   private readonly seen = new Map<string, Promise<RemoteSeen>>();
 
   constructor(
@@ -618,14 +664,14 @@ class RepositoryTokens {
     private readonly threadId: string,
   ) {}
 
+  /** The run's token for `repo`: asked once, and again when the one asked is TOKEN_REUSE_MS old (a long clone came between). */
   get(repo: RunRepository): Promise<string | null> {
-    let token = this.tokens.get(repo.repository_id);
-    if (!token) {
-      const hold = { runId: this.claim.run_id, claimId: this.claim.claim_id };
-      token =
-        this.credentials?.(hold, repo.repository_id, repo.clone_url).then((t) => t ?? null) ?? Promise.resolve(null);
-      this.tokens.set(repo.repository_id, token);
-    }
+    const asked = this.tokens.get(repo.repository_id);
+    if (asked && Date.now() - asked.at < TOKEN_REUSE_MS) return asked.token;
+    const hold = { runId: this.claim.run_id, claimId: this.claim.claim_id };
+    const token =
+      this.credentials?.(hold, repo.repository_id, repo.clone_url).then((t) => t ?? null) ?? Promise.resolve(null);
+    this.tokens.set(repo.repository_id, { token, at: Date.now() });
     return token;
   }
 

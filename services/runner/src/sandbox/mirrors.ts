@@ -78,7 +78,8 @@ export class RepositoryMirrors {
     for (const name of names) {
       const path = join(dir, name);
       if (PASSING.test(name)) {
-        // This runner's own are awaited where they are made; one of a runner that is gone is an hour old.
+        // Not one of this runner's under way; one of a runner that is gone is an hour old.
+        if (this.queues.has(path.replace(/\.(partial|gone)-[0-9a-f]{8}$/, ''))) continue;
         const stat = await lstat(path).catch(() => null);
         if (stat && stat.mtimeMs < Date.now() - LEFT_BEHIND_MS) await rm(path, { recursive: true, force: true });
         continue;

@@ -186,6 +186,7 @@ export interface SandboxProvider {
 /**
  * Publishes a sandbox status change (DOMAIN `sandboxStatus`): for the run `claim` holds while it
  * prepares the sandbox (attested under that claim), or for no run (`null`: stopped after idling).
+ * Resolves whether it was published (one that could not be is logged, and the next corrects it).
  */
 export type SandboxStatusPublisher = (
   threadId: string,
@@ -193,7 +194,7 @@ export type SandboxStatusPublisher = (
   status: SandboxStatus,
   reason: string | null,
   claim: SandboxClaim | null,
-) => Promise<void>;
+) => Promise<boolean>;
 
 export class SandboxError extends Error {
   override name = 'SandboxError';

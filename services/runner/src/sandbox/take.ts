@@ -42,7 +42,7 @@ interface TakeRecord {
 
 export class SandboxTake {
   /** The takes this one found and removed, by name: the last attempt's before it (more after a crash). */
-  readonly replaced = new Map<string, { runner_id: string } | null>();
+  readonly replaced = new Set<string>();
 
   private constructor(
     private readonly file: string,
@@ -88,15 +88,9 @@ export class SandboxTake {
       }
       take.check();
       await rm(join(takes, other), { force: true });
-      take.replaced.set(other, record && { runner_id: record.runner_id });
+      take.replaced.add(other);
     }
     return take;
-  }
-
-  /** Whether the one take before this one was of the same runner: nobody else had the sandbox since. */
-  get followsOwn(): boolean {
-    const [before, ...more] = this.replaced.values();
-    return more.length === 0 && before?.runner_id === this.claim.runner_id;
   }
 
   /** Throws SandboxTakenError when a newer take holds the sandbox. */

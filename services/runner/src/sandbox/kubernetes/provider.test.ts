@@ -115,7 +115,7 @@ function provider(over: Partial<KubernetesSandboxOptions> = {}) {
     logger: createLogger({ service: 'test', level: 'silent' }),
     publish: (_thread, _sandbox, status, reason) => {
       statuses.push({ status, reason });
-      return Promise.resolve();
+      return Promise.resolve(true);
     },
     ...over,
   });
