@@ -54,6 +54,9 @@ async function claimAndExecute(
   } finally {
     track(null);
   }
+  // A spare for the next new thread of these repositories, begun once the run is over: the
+  // thread's follow-up, often sent the moment the run completes, finds it held back (hold).
+  if (run.turnEnded) deps.warm?.want(run.job);
   // Handed back (a stop, or the runs service out of reach): the lease ends here so the job's next
   // runner claims the run at once.
   if (result.kind === 'nak') {
@@ -157,8 +160,6 @@ async function work(run: RunState): Promise<JobResult> {
   if (run.statusNow() === 'cancelling') return finish(run, { to: 'cancelled' });
 
   const outcome = await runTurn(run, session);
-  // Made while this run's work is committed and reported: a spare for the next new thread of these repositories.
-  deps.warm?.want(job);
   if (run.killTimer) clearTimeout(run.killTimer);
   // A stopped turn takes its harness with it (process group and all), so nothing the agent
   // started keeps running; the next run resumes the session in a new process.
