@@ -70,7 +70,12 @@ describe('typed request/reply over NATS services', () => {
           throw new Error('password=hunter2 leaked in a driver message');
         }),
         route(slow, async ({ ms }) => {
-          await new Promise((resolve) => setTimeout(resolve, ms));
+          // At least `ms` by the clock the stats use: a timer counts from the event loop's cached
+          // time, which may be a little behind, and can fire a fraction of a millisecond early.
+          const until = performance.now() + ms;
+          while (performance.now() < until) {
+            await new Promise((resolve) => setTimeout(resolve, Math.ceil(until - performance.now())));
+          }
           return { slept: ms };
         }),
         route(traced, async () => ({ traceId: trace.getActiveSpan()?.spanContext().traceId ?? '' })),
