@@ -162,7 +162,7 @@ describe.skipIf(chromiumMissing)('the Thread page in Chromium, against the demo 
       expect(items.filter((t) => /completed/.test(t))).toHaveLength(1);
       await log.locator('li.interaction').filter({ hasText: 'answered' }).waitFor();
       expect(await page.getByTestId('interaction').count()).toBe(0);
-      await page.getByRole('button', { name: 'Send' }).waitFor();
+      await page.getByRole('button', { name: 'Send', exact: true }).waitFor();
       expect(await page.getByRole('button', { name: 'Cancel run' }).count()).toBe(0);
 
       // The other tab: the form went away when the settlement arrived in its log.
@@ -234,7 +234,7 @@ describe.skipIf(chromiumMissing)('the Thread page in Chromium, against the demo 
           .filter({ hasText: /^cancelled$/ })
           .waitFor();
         await page.getByLabel('New message').fill('Start over');
-        await page.getByRole('button', { name: 'Send' }).click();
+        await page.getByRole('button', { name: 'Send', exact: true }).click();
         await runs.getByRole('button').nth(2).waitFor();
         await page.getByTestId('interaction').waitFor();
         expect(await runs.getByRole('button', { pressed: true }).textContent()).toMatch(/waiting_for_input$/);
