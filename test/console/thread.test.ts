@@ -206,7 +206,10 @@ describe.skipIf(chromiumMissing)('the Thread page in Chromium, against the demo 
         await runs.getByRole('button').nth(1).waitFor();
         const first = runs.getByRole('button', { name: new RegExp(thread.run_id) });
         await first.filter({ hasText: 'cancelled' }).waitFor();
-        const secondId = /run_\w+/.exec((await runs.getByRole('button', { pressed: true }).textContent()) ?? '')?.[0];
+        // The page follows the run the queue started once it learns of it.
+        const followed = runs.getByRole('button', { pressed: true }).filter({ hasNotText: thread.run_id });
+        await followed.waitFor();
+        const secondId = /run_\w+/.exec((await followed.textContent()) ?? '')?.[0];
         expect(secondId).toBeDefined();
         expect(secondId).not.toBe(thread.run_id);
         const second = runs.getByRole('button', { name: new RegExp(secondId!) });
