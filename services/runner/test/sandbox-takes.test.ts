@@ -122,6 +122,13 @@ async function complete(claim: SandboxClaim): Promise<void> {
   await request(stack.nc, rpc.runs.transition, { ...fence, to: 'completed' });
 }
 
+/** The thread's next run, claimed, once the last one is completed. */
+async function nextRun(first: Admitted, last: SandboxClaim, prompt: string) {
+  await complete(last);
+  const { thread_id, owner_id, repositories } = first.request;
+  return claim((await admitRun(stack, prompt, { thread_id, owner_id, repositories }, first.bare)).run.id);
+}
+
 const state = (sandbox: Sandbox) =>
   JSON.parse(readFileSync(join(sandbox.dir, 'threadwork.json'), 'utf8')) as {
     session_id: string | null;
@@ -240,20 +247,19 @@ describe.runIf(process.platform === 'linux')('the agent’s repository made afte
     writeFileSync(join(sandbox.cwd, '.git', 'hooks', 'post-checkout'), '#!/bin/sh\n');
   const hookPlanted = (sandbox: Sandbox) => existsSync(join(sandbox.cwd, '.git', 'hooks', 'post-checkout'));
 
-  /** The thread's next run, claimed, once the last one is completed. */
-  async function nextRun(first: Admitted, last: SandboxClaim, prompt: string) {
-    await complete(last);
-    const { thread_id, owner_id, repositories } = first.request;
-    return claim((await admitRun(stack, prompt, { thread_id, owner_id, repositories }, first.bare)).run.id);
-  }
-
-  it('is the next run’s as it is, and made anew once a turn may have changed it', async () => {
-    const first = await admitRun(stack, 'first turn');
+  /** A thread's first run, its sandbox prepared and its agent's repository recorded as its report made it. */
+  async function madeAtRest(prompt: string) {
+    const first = await admitRun(stack, prompt);
     const { provider } = runner();
     const one = await claim(first.run.id);
     const sandbox = await provider.prepare(one.job, one.claim);
     // The run's report made it anew after the turn (candidate.ts), nothing of the agent running.
     await sandbox.agentRepoAtRest?.(sandbox.repos[0]!);
+    return { first, provider, one, sandbox };
+  }
+
+  it('is the next run’s as it is, and made anew once a turn may have changed it', async () => {
+    const { first, provider, one, sandbox } = await madeAtRest('first turn');
     const made = gitDirInode(sandbox);
 
     const two = await nextRun(first, one.claim, 'second turn');
@@ -276,11 +282,7 @@ describe.runIf(process.platform === 'linux')('the agent’s repository made afte
   });
 
   it('is made anew when another take came between, though that one recorded nothing', async () => {
-    const first = await admitRun(stack, 'a turn, then a take that died');
-    const { provider } = runner();
-    const one = await claim(first.run.id);
-    const sandbox = await provider.prepare(one.job, one.claim);
-    await sandbox.agentRepoAtRest?.(sandbox.repos[0]!);
+    const { first, provider, sandbox } = await madeAtRest('a turn, then a take that died');
 
     // A takeover takes the sandbox and its turn plants a hook; its runner dies before it writes anything.
     const takeover = await claim(first.run.id);
@@ -296,11 +298,7 @@ describe.runIf(process.platform === 'linux')('the status of a sandbox a runner l
   it('stays as it is through that runner’s next run, and is said again once another runner had it', async () => {
     const first = await admitRun(stack, 'ready, then ready again');
     const [mine, theirs] = [runner(), runner()];
-    const next = async (last: SandboxClaim) => {
-      await complete(last);
-      const { thread_id, owner_id, repositories } = first.request;
-      return claim((await admitRun(stack, 'the next run', { thread_id, owner_id, repositories }, first.bare)).run.id);
-    };
+    const next = (last: SandboxClaim) => nextRun(first, last, 'the next run');
     const one = await claim(first.run.id);
     await mine.provider.prepare(one.job, one.claim);
     const two = await next(one.claim);

@@ -1,6 +1,6 @@
 import { execFile } from 'node:child_process';
 import { createHash, randomBytes } from 'node:crypto';
-import { lstat, mkdir, readdir, rename, rm, writeFile } from 'node:fs/promises';
+import { lstat, mkdir, opendir, rename, rm, writeFile } from 'node:fs/promises';
 import { dirname, join } from 'node:path';
 import { promisify } from 'node:util';
 import { git, type GitRepo } from './git.js';
@@ -100,8 +100,16 @@ export async function agentRepoFingerprint(workTree: string): Promise<string | n
     if (++entries > FINGERPRINT_MAX_ENTRIES) return null;
     hash.update(`${relative}\0${stat.mode}\0${stat.ino}\0${stat.size}\0${stat.ctimeNs}\n`);
     if (stat.isDirectory()) {
-      const names = await readdir(path).catch(() => null);
-      if (!names) return null;
+      // Read entry by entry, so a directory the agent filled with millions is not read whole.
+      const names: string[] = [];
+      try {
+        for await (const entry of await opendir(path)) {
+          if (entries + pending.length + names.length >= FINGERPRINT_MAX_ENTRIES) return null;
+          names.push(entry.name);
+        }
+      } catch {
+        return null;
+      }
       for (const name of names.sort().reverse()) pending.push(relative ? join(relative, name) : name);
     }
   }

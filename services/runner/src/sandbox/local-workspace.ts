@@ -52,9 +52,9 @@ export interface PreparedRepo {
 /**
  * One repository of the sandbox, ready for a run: cloned on first use (the thread branch from the
  * remote's thread branch when a sandbox elsewhere pushed one, else from the requested base),
- * refreshed later (the base fetched, the thread branch kept); then the agent's `.git` made anew.
- * `agentRepo: false` leaves the agent's `.git` out, for a workspace the
- * agent never sees (the kubernetes provider's runner-side copy: the agent's repository is in its pod).
+ * refreshed later (the base fetched, the thread branch kept); then the agent's `.git` made anew
+ * unless it is at rest. `agentRepo: false` leaves the agent's `.git` out, for a workspace the agent
+ * never sees (the kubernetes provider's runner-side copy: the agent's repository is in its pod).
  */
 export async function prepareRepo(options: PrepareRepoOptions): Promise<PreparedRepo> {
   const { root, folder, repo, threadId, known, remote, take, owner, logger, agentRepo = true, seen, seed } = options;

@@ -38,6 +38,7 @@ import { git, remoteRevisions, type RemoteSeen } from './git.js';
 import { agentRepoFingerprint } from './agent-repo.js';
 import { prepareRepo } from './local-workspace.js';
 import { RepositoryMirrors } from './mirrors.js';
+import { OneAtATime } from './one-at-a-time.js';
 import { SandboxTake, SandboxTakenError, type SandboxClaim } from './take.js';
 import { ensureOwned, type SandboxUids } from './uids.js';
 import {
@@ -74,8 +75,8 @@ export class LocalSandboxProvider implements SandboxProvider {
   private readonly mirrors: RepositoryMirrors;
   /** The take under which this runner last said a thread's sandbox `ready` (and nothing since). */
   private readonly saidReady = new Map<string, string>();
-  /** The change of each sandbox's state under way, by folder (changeState). */
-  private readonly stateChanges = new Map<string, Promise<void>>();
+  /** Changes of each sandbox's state, by folder, one after the other (changeState). */
+  private readonly stateChanges = new OneAtATime();
   private spares: SpareSource | null = null;
 
   constructor(private readonly options: LocalSandboxOptions) {
@@ -431,20 +432,13 @@ export class LocalSandboxProvider implements SandboxProvider {
    * sandbox's state after the other (a disk check may find the sandbox outgrown while its run
    * reports): none is lost to another's write of what it read before.
    */
-  private async changeState(dir: string, take: SandboxFence, change: (state: SandboxState) => void): Promise<void> {
-    const previous = this.stateChanges.get(dir) ?? Promise.resolve();
-    const next = previous.then(async () => {
+  private changeState(dir: string, take: SandboxFence, change: (state: SandboxState) => void): Promise<void> {
+    return this.stateChanges.run(dir, async () => {
       const state = await readState(dir);
       if (!state) throw new SandboxError(`the sandbox at ${dir} has no state file`);
       change(state);
       await writeState(dir, state, take);
     });
-    const settled = next.catch(() => undefined);
-    this.stateChanges.set(dir, settled);
-    void settled.then(() => {
-      if (this.stateChanges.get(dir) === settled) this.stateChanges.delete(dir);
-    });
-    return next;
   }
 
   async exists(threadId: string): Promise<boolean> {

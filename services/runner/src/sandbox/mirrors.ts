@@ -5,6 +5,7 @@ import { join } from 'node:path';
 import type { Logger } from '@threadwork/platform';
 import { revision } from './agent-repo.js';
 import { git, type RemoteAccess } from './git.js';
+import { OneAtATime } from './one-at-a-time.js';
 
 // The runner's mirror of each repository it works: the base branches as its sandboxes last
 // fetched them from the remote. A new sandbox's clone takes what the mirror has by a local fetch
@@ -22,7 +23,7 @@ import { git, type RemoteAccess } from './git.js';
 const MIRRORS = '.mirrors';
 const MIRROR = /^[0-9a-f]{32}\.git$/;
 /** A mirror on its way in (fetchInto), or on its way out (sweep). */
-const PASSING = /^[0-9a-f]{32}\.git\.(partial|gone)-[0-9a-f]{8}$/;
+const PASSING = /^([0-9a-f]{32}\.git)\.(?:partial|gone)-[0-9a-f]{8}$/;
 /** How old such a leftover must be before a sweep takes it for one of a runner that is gone. */
 const LEFT_BEHIND_MS = 60 * 60_000;
 
@@ -34,7 +35,7 @@ export interface MirroredRepo {
 
 export class RepositoryMirrors {
   /** Updates of each mirror, one after the other. */
-  private readonly queues = new Map<string, Promise<void>>();
+  private readonly updates = new OneAtATime();
 
   constructor(
     private readonly root: string,
@@ -77,25 +78,24 @@ export class RepositoryMirrors {
     let removed = 0;
     for (const name of names) {
       const path = join(dir, name);
-      if (PASSING.test(name)) {
+      const passing = PASSING.exec(name);
+      if (passing) {
         // Not one of this runner's under way; one of a runner that is gone is an hour old.
-        if (this.queues.has(path.replace(/\.(partial|gone)-[0-9a-f]{8}$/, ''))) continue;
+        if (this.updates.busy(join(dir, passing[1]!))) continue;
         const stat = await lstat(path).catch(() => null);
         if (stat && stat.mtimeMs < Date.now() - LEFT_BEHIND_MS) await rm(path, { recursive: true, force: true });
         continue;
       }
-      if (!MIRROR.test(name) || this.queues.has(path)) continue;
+      if (!MIRROR.test(name) || this.updates.busy(path)) continue;
       const stat = await lstat(path).catch(() => null);
       if (!stat?.isDirectory() || stat.mtimeMs >= before) continue;
       // Out of its place at once, so no clone finds it half removed.
       const gone = `${path}.gone-${randomBytes(4).toString('hex')}`;
-      if (
-        !(await rename(path, gone).then(
-          () => true,
-          () => false,
-        ))
-      )
-        continue;
+      const out = await rename(path, gone).then(
+        () => true,
+        () => false,
+      );
+      if (!out) continue;
       await rm(gone, { recursive: true, force: true });
       removed += 1;
     }
@@ -109,22 +109,16 @@ export class RepositoryMirrors {
    */
   update(repo: MirroredRepo, gitDir: string, branch: string): Promise<void> {
     const mirror = this.path(repo);
-    const previous = this.queues.get(mirror) ?? Promise.resolve();
-    const next = previous
-      .then(() => this.fetchInto(mirror, gitDir, branch))
+    return this.updates
+      .run(mirror, () => this.fetchInto(mirror, gitDir, branch))
       .catch((err: unknown) => {
         this.logger.warn({ err, repository_id: repo.repository_id }, 'the repository mirror could not be updated');
       });
-    this.queues.set(mirror, next);
-    void next.then(() => {
-      if (this.queues.get(mirror) === next) this.queues.delete(mirror);
-    });
-    return next;
   }
 
   /** Resolves once no update is under way (the runner stops). */
-  async idle(): Promise<void> {
-    while (this.queues.size > 0) await Promise.all(this.queues.values());
+  idle(): Promise<void> {
+    return this.updates.idle();
   }
 
   private async fetchInto(mirror: string, gitDir: string, branch: string): Promise<void> {
