@@ -240,10 +240,14 @@ export class Cluster {
   }
 
   /** The harness (codex, claude) processes below a runner that work in the thread's sandbox. */
-  harnessPids(runnerPid: number, threadId: string): number[] {
-    // The thread's folder, or the spare sandbox it adopted (its name a link to that folder).
+  /** The thread's sandbox folder: its own, or the spare sandbox it adopted (its name a link to that folder). */
+  sandboxOf(threadId: string): string {
     const link = join(this.sandboxRoot, threadId);
-    const sandbox = existsSync(link) ? realpathSync(link) : link;
+    return existsSync(link) ? realpathSync(link) : link;
+  }
+
+  harnessPids(runnerPid: number, threadId: string): number[] {
+    const sandbox = this.sandboxOf(threadId);
     return descendantsOf(runnerPid).filter((p) => {
       if (!/codex|claude/.test(commandLine(p))) return false;
       try {
