@@ -1,4 +1,4 @@
-import { CONSUMERS, DOMAIN_STREAM, ThreadWithRun, WorkList, domainEvents } from '@threadwork/contracts';
+import { CONSUMERS, ThreadWithRun, WorkList, domainEvents } from '@threadwork/contracts';
 import {
   connectNats,
   createLogger,
@@ -15,6 +15,7 @@ import {
   uniqueId,
   type FakeGitHub,
   type FakeRepository,
+  domainHandled,
   waitFor,
 } from '@threadwork/testing';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
@@ -72,11 +73,7 @@ async function heldThread(user: TestUser, repo: FakeRepository) {
 
 /** Waits until repohost has handled every DOMAIN event up to `seq` (acted on it, or ignored it). */
 async function repohostHandled(seq: number): Promise<void> {
-  const { jsm } = await jetStreamOf(stack.nc);
-  await waitFor(`repohost to handle DOMAIN up to ${seq}`, async () => {
-    const info = await jsm.consumers.info(DOMAIN_STREAM.name, CONSUMERS.repohost);
-    return info.ack_floor.stream_seq >= seq && info.num_ack_pending === 0;
-  });
+  await domainHandled((await jetStreamOf(stack.nc)).jsm, CONSUMERS.repohost, seq);
 }
 
 const CANDIDATE = domainEvents.candidateProduced.subject;

@@ -1,7 +1,14 @@
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { allStreams, consumerDefinitions, type JobQueueSettings, type NatsIdentity } from '@threadwork/contracts';
+import type { JetStreamManager } from '@nats-io/jetstream';
+import {
+  allStreams,
+  consumerDefinitions,
+  DOMAIN_STREAM,
+  type JobQueueSettings,
+  type NatsIdentity,
+} from '@threadwork/contracts';
 import {
   connectNats,
   createLogger,
@@ -20,6 +27,7 @@ import {
 import { inject } from 'vitest';
 import { startNatsServer, type LocalServer } from './servers.js';
 import { uniqueDbPrefix } from './env.js';
+import { waitFor } from './wait.js';
 
 export interface IsolatedNats {
   url: string;
@@ -137,4 +145,30 @@ export function baseServiceEnv(nats: Record<string, string>, dbPrefix = uniqueDb
     HEALTH_PORT: '0',
     SHUTDOWN_TIMEOUT_MS: '5000',
   };
+}
+
+/**
+ * Waits until the DOMAIN consumer `durable` has handled (acted on or ignored, and acked) every
+ * event up to stream sequence `seq`; without `seq`, every event of its subjects the stream holds
+ * now. Its `num_pending` alone cannot say so: the server counts a new message for its consumers
+ * after it has acknowledged the publish, so just after one a consumer may still read 0 pending.
+ */
+export async function domainHandled(jsm: JetStreamManager, durable: string, seq?: number): Promise<void> {
+  const upTo = seq ?? (await lastDomainSeqOf(jsm, durable));
+  await waitFor(`${durable} to handle DOMAIN up to ${upTo}`, async () => {
+    const info = await jsm.consumers.info(DOMAIN_STREAM.name, durable);
+    return info.ack_floor.stream_seq >= upTo && info.num_ack_pending === 0;
+  });
+}
+
+/** The sequence of the last DOMAIN event `durable` takes, 0 when there is none. */
+async function lastDomainSeqOf(jsm: JetStreamManager, durable: string): Promise<number> {
+  const { config } = await jsm.consumers.info(DOMAIN_STREAM.name, durable);
+  const subjects = config.filter_subjects ?? (config.filter_subject ? [config.filter_subject] : ['>']);
+  const last = await Promise.all(
+    subjects.map(
+      async (subject) => (await jsm.streams.getMessage(DOMAIN_STREAM.name, { last_by_subj: subject }))?.seq ?? 0,
+    ),
+  );
+  return Math.max(0, ...last);
 }

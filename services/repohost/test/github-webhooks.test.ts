@@ -1,7 +1,7 @@
 import { DiscardPolicy } from '@nats-io/jetstream';
 import { DOMAIN_STREAM, Publication, domainEvents, rpc } from '@threadwork/contracts';
 import { AppError, request } from '@threadwork/platform';
-import { candidateProduced, pushAsRunner, signWebhook, uniqueId, waitFor } from '@threadwork/testing';
+import { candidateProduced, domainHandled, pushAsRunner, signWebhook, uniqueId, waitFor } from '@threadwork/testing';
 import { beforeAll, describe, expect, it } from 'vitest';
 import { REPOHOST_CONSUMER } from '../src/index.js';
 import { SECRET, alice, bob, refusal, useGitHubProvider } from './support/github.js';
@@ -29,12 +29,7 @@ describe('repohost GitHub App provider', () => {
     };
 
     /** Waits until repohost's consumer has handled everything published to it so far. */
-    async function processed(): Promise<void> {
-      await waitFor('repohost to handle every DOMAIN event', async () => {
-        const info = await gh.jetstream.jsm.consumers.info(DOMAIN_STREAM.name, REPOHOST_CONSUMER);
-        return info.num_pending === 0 && info.num_ack_pending === 0;
-      });
-    }
+    const processed = () => domainHandled(gh.jetstream.jsm, REPOHOST_CONSUMER);
 
     it('takes a signed delivery once and refuses bad or missing signatures', async () => {
       const queued: string[] = [];
@@ -234,6 +229,58 @@ describe('repohost GitHub App provider', () => {
       await processed();
       expect((await read())?.state).toBe('draft');
       expect(gh.fake.pulls.filter((p) => p.head === branch)).toHaveLength(1);
+    });
+
+    it('keeps the checks of the read begun last when an earlier read of them answers later', async () => {
+      const held = await heldRun(alice, [gh.widgets]);
+      const prr = held.thread.prr[0]!;
+      const branch = `threadwork/${held.thread.id}`;
+      const pushed = await pushAsRunner(gh.nc, gh.fake, {
+        ...held,
+        repository: gh.widgets,
+        branch,
+        files: { 'NOTES.md': 'slow\n' },
+      });
+      const event = candidateProduced({
+        thread_id: held.thread.id,
+        run_id: held.run_id,
+        owner_id: alice,
+        project_repository_id: prr,
+        repository_id: gh.widgets.id,
+        branch,
+        base_revision: pushed.baseRevision,
+        candidate_revision: pushed.revision,
+      });
+      await publishCandidate(held, event, `${held.run_id}:${prr}`);
+      await processed();
+      const read = () =>
+        request(gh.nc, rpc.repohost.publication, {
+          owner_id: alice,
+          thread_id: held.thread.id,
+          project_repository_id: prr,
+        });
+
+      // The first delivery's read of the checks sees the run in progress, but its commit statuses
+      // come back only after a second delivery has read the run completed and stored it.
+      const check = gh.fake.addCheckRun('alice-gh/widgets', pushed.revision, { name: 'test', status: 'in_progress' });
+      const slow = gh.fake.holdNext('GET', new RegExp(`/commits/${pushed.revision}/status$`));
+      await send('check_run', gh.fake.payloads.checkRun('created', check.id));
+      await slow.arrived;
+      gh.fake.updateCheckRun(check.id, {
+        status: 'completed',
+        conclusion: 'success',
+        completed_at: new Date().toISOString(),
+      });
+      await send('check_run', gh.fake.payloads.checkRun('completed', check.id));
+      await waitFor('the second delivery to store the completed run', async () => {
+        return (await read())?.checksAggregate === 'success';
+      });
+      slow.release();
+      await processed();
+      expect(await read()).toMatchObject({
+        checksAggregate: 'success',
+        checks: [{ id: check.id, status: 'completed', conclusion: 'success' }],
+      });
     });
 
     it('forgets an uninstalled installation, its times given as Unix seconds as GitHub sends them', async () => {

@@ -2,7 +2,6 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import {
-  DOMAIN_STREAM,
   ReviewEvidence,
   ThreadWithRun,
   domainEvents,
@@ -32,6 +31,7 @@ import {
   isolatedNats,
   RunDriver,
   uniqueDbPrefix,
+  domainHandled,
   waitFor,
   type IsolatedNats,
 } from '@threadwork/testing';
@@ -157,12 +157,7 @@ describe('review', () => {
   }
 
   /** Waits until review's consumer has handled everything published to it so far. */
-  async function processed(): Promise<void> {
-    await waitFor('review to handle every DOMAIN event', async () => {
-      const info = await jetstream.jsm.consumers.info(DOMAIN_STREAM.name, REVIEW_CONSUMER);
-      return info.num_pending === 0 && info.num_ack_pending === 0;
-    });
-  }
+  const processed = () => domainHandled(jetstream.jsm, REVIEW_CONSUMER);
 
   async function publish(def: EventDef, event: object, msgId: string) {
     await publishJson(jetstream.js, def.subject, event, { msgId });

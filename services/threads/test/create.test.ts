@@ -197,7 +197,9 @@ describe('threads.create', () => {
       view: 'thread',
       body: { client_request_id: 'req-1', prompt: 'Once', repository_id: h.repos.app },
     });
-    expect(again).toEqual(first);
+    // The replay reads the thread as it is now: its run's status events may have touched it since.
+    expect(again).toEqual({ ...first, updated_at: expect.any(String) });
+    expect(Date.parse(String(again.updated_at))).toBeGreaterThanOrEqual(Date.parse(String(first.updated_at)));
 
     const err = await h.callError(rpc.threads.create, {
       owner_id: owner,

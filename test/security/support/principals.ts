@@ -6,14 +6,7 @@
 // attacker most likely holds the runner's key: the runner runs next to the agent's code.
 
 import { join } from 'node:path';
-import {
-  ControlSubmission,
-  DOMAIN_STREAM,
-  RunEventPage,
-  Run,
-  ThreadWithRun,
-  type NatsIdentity,
-} from '@threadwork/contracts';
+import { ControlSubmission, RunEventPage, Run, ThreadWithRun, type NatsIdentity } from '@threadwork/contracts';
 import {
   AppError,
   connectNats,
@@ -32,7 +25,7 @@ import {
   uniqueId,
   type FakeModelServer,
   type FakeScript,
-  waitFor,
+  domainHandled,
 } from '@threadwork/testing';
 import { afterAll, beforeAll, expect, inject } from 'vitest';
 import { startStack, type Stack, type TestUser } from '../../support/stack.js';
@@ -163,11 +156,7 @@ export async function eventsOf(user: TestUser, runId: string) {
 
 /** Waits until `durable` has handled every DOMAIN event up to `seq` (acted on it, or ignored it). */
 export async function handledUpTo(durable: string, seq: number): Promise<void> {
-  const { jsm } = await jetStreamOf(stack.nc);
-  await waitFor(`${durable} to handle DOMAIN up to ${seq}`, async () => {
-    const info = await jsm.consumers.info(DOMAIN_STREAM.name, durable);
-    return info.ack_floor.stream_seq >= seq && info.num_ack_pending === 0;
-  });
+  await domainHandled((await jetStreamOf(stack.nc)).jsm, durable, seq);
 }
 
 export function safeJson(text: string): unknown {

@@ -84,6 +84,12 @@ export async function startFakeGitHub(options: FakeGitHubOptions): Promise<FakeG
       }
       const body = req.method === 'GET' ? {} : parseJsonBody(await readBody(req));
       const answer = rest({ req, query: url.searchParams, body }, apiPath);
+      const hold = state.holds.find((h) => !h.taken && h.method === req.method && h.path.test(apiPath));
+      if (hold) {
+        hold.taken = true;
+        hold.arrived();
+        await hold.released;
+      }
       return sendJson(res, answer.status, answer.body);
     }
     if (/^\/[^/]+\/[^/]+\.git(\/|$)/.test(path)) return gitHttp(state, req, res, url);
@@ -125,6 +131,14 @@ export async function startFakeGitHub(options: FakeGitHubOptions): Promise<FakeG
     setStatus: (fullName, sha, status) => state.setStatus(fullName, sha, status),
     failNext(method, path, { status, message, extra = {}, times = 1 }) {
       state.failures.push({ method, path, status, message, extra, left: times });
+    },
+    holdNext(method, path) {
+      let arrive = (): void => {};
+      let release = (): void => {};
+      const arrived = new Promise<void>((resolve) => (arrive = resolve));
+      const released = new Promise<void>((resolve) => (release = resolve));
+      state.holds.push({ method, path, arrived: arrive, released, taken: false });
+      return { arrived, release };
     },
     sendWebhook: webhooks.sendWebhook,
     payloads: webhooks.payloads,

@@ -48,6 +48,15 @@ export interface PlannedFailure {
   left: number;
 }
 
+/** A request a test holds (`holdNext`): answered as the state was when it came, once released. */
+export interface PlannedHold {
+  method: string;
+  path: RegExp;
+  arrived: () => void;
+  released: Promise<void>;
+  taken: boolean;
+}
+
 export class GitHubState {
   readonly accounts = new Map<string, FakeAccount>();
   readonly memberships = new Map<string, Map<string, 'admin' | 'member'>>();
@@ -64,6 +73,7 @@ export class GitHubState {
   readonly requests: string[] = [];
   readonly schemaProblems: string[] = [];
   readonly failures: PlannedFailure[] = [];
+  readonly holds: PlannedHold[] = [];
   // Ids start at random, so ids of one fake never pass for another's in a test sharing services.
   private lastId = randomInt(100_000, 900_000);
 

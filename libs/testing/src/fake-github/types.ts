@@ -164,6 +164,11 @@ export interface FakeGitHub {
     path: RegExp,
     failure: { status: number; message: string; extra?: Record<string, unknown>; times?: number },
   ): void;
+  /**
+   * Holds the next API request matching `method` and `path`: it is answered as the state was when
+   * it came (`arrived`), but only once `release` is called, as a slow network would deliver it.
+   */
+  holdNext(method: string, path: RegExp): { arrived: Promise<void>; release: () => void };
   /** Signs and posts a webhook to `webhookUrl`. */
   sendWebhook(event: string, payload: Record<string, unknown>, opts?: WebhookOptions): Promise<WebhookResult>;
   /** Webhook payloads in GitHub's shapes, built from the fake's state, checked as they are sent. */

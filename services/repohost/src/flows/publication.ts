@@ -47,7 +47,11 @@ const refOf = (doc: Pick<PublicationDoc, 'installation_id' | 'owner' | 'name'>):
 });
 
 /** The pull request's state, checks and statuses at its head, as GitHub has them now. */
-async function readFacts(client: GitHubClient, ref: PullRef, pull: GhPull): Promise<PullFacts> {
+/**
+ * What GitHub says of `pull` and its head's checks, as of `asOf`: when the reading began. Of two
+ * reads that overlap, the one begun later saw at least what the other saw, whichever ends last.
+ */
+async function readFacts(client: GitHubClient, ref: PullRef, pull: GhPull, asOf: Date): Promise<PullFacts> {
   const [runs, statuses] = await Promise.all([
     client.checkRuns(ref, pull.head.sha),
     client.commitStatuses(ref, pull.head.sha),
@@ -77,7 +81,7 @@ async function readFacts(client: GitHubClient, ref: PullRef, pull: GhPull): Prom
     checks,
     commit_statuses: commitStatuses,
     checks_aggregate: checksAggregate(checks, commitStatuses),
-    last_synced_at: new Date(),
+    last_synced_at: asOf,
   };
 }
 
@@ -134,6 +138,7 @@ export async function publishCandidate(deps: PublicationDeps, event: CandidatePr
   });
 
   try {
+    const asOf = new Date();
     let pull: GhPull | null = null;
     if (existing) {
       const current = publicationState(await client.getPull(ref, existing.pr_number));
@@ -142,7 +147,7 @@ export async function publishCandidate(deps: PublicationDeps, event: CandidatePr
       else if (current !== 'merged') pull = await client.updatePull(ref, existing.pr_number, { body });
     }
     pull ??= await openPull(deps, ref, event, body);
-    const facts = await readFacts(client, ref, pull);
+    const facts = await readFacts(client, ref, pull, asOf);
     await publications.saveCandidate({
       _id: id,
       owner_id: event.owner_id,
@@ -222,8 +227,9 @@ export async function syncPublication(
   doc: PublicationDoc,
 ): Promise<PublicationDoc> {
   const ref = refOf(doc);
+  const asOf = new Date();
   const pull = await deps.client.getPull(ref, doc.pr_number);
-  const facts = await readFacts(deps.client, ref, pull);
+  const facts = await readFacts(deps.client, ref, pull, asOf);
   await deps.publications.saveSync(doc._id, facts);
   return { ...doc, ...facts };
 }

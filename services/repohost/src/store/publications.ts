@@ -55,8 +55,9 @@ export interface PublicationStore {
   /** Writes a publication after a candidate was published (creating it the first time). */
   saveCandidate(doc: PublicationDoc): Promise<void>;
   /**
-   * Stores what a sync read from GitHub, unless a sync that read later already stored its own
-   * (webhooks and reads sync concurrently; the later read is the truer one).
+   * Stores what a sync read from GitHub, unless a sync that began reading later already stored
+   * its own (webhooks and reads sync concurrently; the read begun later is the truer one, even
+   * when a slow answer makes the earlier one end last).
    */
   saveSync(id: string, facts: PullFacts): Promise<void>;
   byPull(repositoryId: number, prNumber: number): Promise<PublicationDoc[]>;

@@ -41,6 +41,7 @@ import {
   testInfra,
   uniqueDbPrefix,
   uniqueId,
+  domainHandled,
   waitFor,
   type IsolatedNats,
 } from '@threadwork/testing';
@@ -182,12 +183,7 @@ async function startThreadsOn(
         await peers.attest((payload as { run_id: string }).run_id, subject, payload);
       return (await publishJson(js, subject, payload, msgId ? { msgId } : {})).seq;
     },
-    async handledUpTo(seq) {
-      await waitFor(`threads to handle DOMAIN up to ${seq}`, async () => {
-        const info = await jsm.consumers.info(DOMAIN_STREAM.name, THREADS_CONSUMER);
-        return info.ack_floor.stream_seq >= seq && info.num_ack_pending === 0;
-      });
-    },
+    handledUpTo: (seq) => domainHandled(jsm, THREADS_CONSUMER, seq),
     async stop() {
       for (const service of services.reverse()) await service.stop();
       await peers.stop();
