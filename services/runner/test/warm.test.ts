@@ -7,6 +7,7 @@ import {
   readdirSync,
   readFileSync,
   readlinkSync,
+  statSync,
   writeFileSync,
 } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -38,7 +39,7 @@ const scripts = new Map<string, FakeScript>([
   [
     'WORK',
     turnScript([
-      [shell('git status --short --branch; printf "from the agent\\n" > agent.txt')],
+      [shell('git status --short --branch; ls -i .git/config; printf "from the agent\\n" > agent.txt')],
       [say('Wrote agent.txt.')],
     ]),
   ],
@@ -56,6 +57,7 @@ const stateOf = (dir: string) => JSON.parse(readFileSync(join(dir, 'threadwork.j
 describe('spare sandboxes', () => {
   let stack: Stack;
   let first: Admitted;
+  let spareAgentConfig: number;
   beforeAll(async () => {
     stack = await startStack(scripts, { runner: { RUNNER_WARM_SANDBOXES: '1', SANDBOX_IDLE_MS: '60000' } });
   });
@@ -100,6 +102,10 @@ describe('spare sandboxes', () => {
     const workspace = join(dir, 'app');
     expect(readFileSync(join(workspace, 'README.md'), 'utf8')).toBe('# App\n');
     expect(existsSync(join(workspace, '.git'))).toBe(false);
+    // Its agent repository is made already, aside in the runner's place, on the spare's own branch.
+    const aside = join(dir, 'git', '.agent-git-spare-app');
+    expect(readFileSync(join(aside, 'HEAD'), 'utf8')).toBe(`ref: refs/heads/threadwork/${folder}\n`);
+    spareAgentConfig = statSync(join(aside, 'config')).ino;
     expect(readFileSync(`/proc/${pid}/environ`, 'utf8')).not.toContain('sk-test-');
     // The mirror it was cloned from holds the base branch as the remote has it, nothing of the agent's.
     const mirrors = readdirSync(join(stack.sandboxRoot, '.mirrors'));
@@ -133,6 +139,8 @@ describe('spare sandboxes', () => {
     const output = JSON.stringify(events);
     // `git status --branch` of the agent, in the spare's jail: its repository works, on the thread branch.
     expect(output).toContain(`## threadwork/${second.threadId}`);
+    // That repository is the one made with the spare, moved in and renamed, not made again.
+    expect(output).toContain(`${spareAgentConfig} .git/config`);
     const reply = MessageCompletedEvent.parse(domainOf(stack, 'message.completed', second.run.id)[0]?.data);
     expect(JSON.stringify(reply)).toContain('Wrote agent.txt.');
     expect(git(first.bare, 'show', `threadwork/${second.threadId}:agent.txt`)).toBe('from the agent\n');

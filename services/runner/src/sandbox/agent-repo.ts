@@ -35,47 +35,88 @@ export async function makeAgentRepo(
   take: { check(): void },
   owner: number | null,
 ): Promise<void> {
-  const workTree = runner.workTree;
-  if (!workTree) throw new Error('the runner repository has no work tree');
-  // Made beside the runner's git directory (a place of the runner's), then moved in whole.
-  const cwd = dirname(runner.gitDir);
-  const aside = join(cwd, `.agent-git-${randomBytes(4).toString('hex')}`);
+  const aside = join(dirname(runner.gitDir), `.agent-git-${randomBytes(4).toString('hex')}`);
   try {
-    const [head, base] = await Promise.all([
-      revision(cwd, runner, 'HEAD'),
-      revision(cwd, runner, `refs/remotes/origin/${shape.baseBranch}`),
-    ]);
-    // Written as `git init` would write it (a process fewer per file on every run's way to its
-    // turn); the refs go through git, which checks their names.
-    await mkdir(join(aside, 'objects', 'info'), { recursive: true });
-    await mkdir(join(aside, 'objects', 'pack'));
-    await mkdir(join(aside, 'refs', 'heads'), { recursive: true });
-    await mkdir(join(aside, 'refs', 'tags'));
-    await mkdir(join(aside, 'hooks'));
-    await mkdir(join(aside, 'info'));
-    await writeFile(join(aside, 'info', 'exclude'), INFO_EXCLUDE);
-    await writeFile(join(aside, 'description'), DESCRIPTION);
-    await writeFile(join(aside, 'config'), agentConfig(shape.url));
-    await writeFile(join(aside, 'objects', 'info', 'alternates'), `${join(runner.gitDir, 'objects')}\n`);
-    const agent = { repo: { gitDir: aside, workTree } };
-    const refs = [
-      ...(head ? [`update refs/heads/${shape.branch} ${head}`] : []),
-      ...(base ? [`update refs/remotes/origin/${shape.baseBranch} ${base}`] : []),
-    ];
-    await writeFile(join(aside, 'HEAD'), 'ref: refs/heads/main\n');
-    if (refs.length > 0) await git(cwd, ['update-ref', '--stdin'], { ...agent, input: `${refs.join('\n')}\n` });
-    await git(cwd, ['symbolic-ref', 'HEAD', `refs/heads/${shape.branch}`], agent);
-    // The index only: read-tree does not look at the work tree, whatever the agent left there.
-    if (head) await git(cwd, ['read-tree', head], agent);
-    // Handed over whole before it is moved in: the runner runs no git on it from here on.
-    if (owner !== null) await handOver([aside], owner);
-    take.check();
-    await removeAgentTree(join(workTree, '.git'), cwd);
-    await rename(aside, join(workTree, '.git'));
+    await buildAgentRepo(runner, shape, aside);
+    await placeAgentRepo(aside, runner, take, owner);
   } finally {
     await rm(aside, { recursive: true, force: true });
   }
 }
+
+/**
+ * Makes the agent's repository of `runner` (as makeAgentRepo describes it) at `aside`, a path
+ * beside the runner's git directory (a place of the runner's), for placeAgentRepo to move in.
+ */
+export async function buildAgentRepo(runner: GitRepo, shape: AgentRepoShape, aside: string): Promise<void> {
+  const workTree = runner.workTree;
+  if (!workTree) throw new Error('the runner repository has no work tree');
+  const cwd = dirname(runner.gitDir);
+  const [head, base] = await Promise.all([
+    revision(cwd, runner, 'HEAD'),
+    revision(cwd, runner, `refs/remotes/origin/${shape.baseBranch}`),
+  ]);
+  // Written as `git init` would write it (a process fewer per file on every run's way to its
+  // turn); the refs go through git, which checks their names.
+  await mkdir(join(aside, 'objects', 'info'), { recursive: true });
+  await mkdir(join(aside, 'objects', 'pack'));
+  await mkdir(join(aside, 'refs', 'heads'), { recursive: true });
+  await mkdir(join(aside, 'refs', 'tags'));
+  await mkdir(join(aside, 'hooks'));
+  await mkdir(join(aside, 'info'));
+  await writeFile(join(aside, 'info', 'exclude'), INFO_EXCLUDE);
+  await writeFile(join(aside, 'description'), DESCRIPTION);
+  await writeFile(join(aside, 'config'), agentConfig(shape.url));
+  await writeFile(join(aside, 'objects', 'info', 'alternates'), `${join(runner.gitDir, 'objects')}\n`);
+  const agent = { repo: { gitDir: aside, workTree } };
+  const refs = [
+    ...(head ? [`update refs/heads/${shape.branch} ${head}`] : []),
+    ...(base ? [`update refs/remotes/origin/${shape.baseBranch} ${base}`] : []),
+  ];
+  await writeFile(join(aside, 'HEAD'), 'ref: refs/heads/main\n');
+  if (refs.length > 0) await git(cwd, ['update-ref', '--stdin'], { ...agent, input: `${refs.join('\n')}\n` });
+  await git(cwd, ['symbolic-ref', 'HEAD', `refs/heads/${shape.branch}`], agent);
+  // The index only: read-tree does not look at the work tree, whatever the agent left there.
+  if (head) await git(cwd, ['read-tree', head], agent);
+}
+
+/**
+ * Moves the agent's repository made at `aside` (buildAgentRepo) into `runner`'s work tree as its
+ * `.git`, in place of whatever is there; handed over to `owner` first, as the runner runs no git on
+ * it from here on.
+ */
+export async function placeAgentRepo(
+  aside: string,
+  runner: GitRepo,
+  take: { check(): void },
+  owner: number | null,
+): Promise<void> {
+  const workTree = runner.workTree;
+  if (!workTree) throw new Error('the runner repository has no work tree');
+  if (owner !== null) await handOver([aside], owner);
+  take.check();
+  await removeAgentTree(join(workTree, '.git'), dirname(runner.gitDir));
+  await rename(aside, join(workTree, '.git'));
+}
+
+/**
+ * Renames the checked-out branch of an agent repository made at `aside` (buildAgentRepo) and not
+ * yet placed: its ref, its log and HEAD, as `git branch -m` would, without a process. Only for
+ * names git has taken before: `from` was made by buildAgentRepo, and the caller has git check `to`.
+ */
+export async function renameAgentBranch(aside: string, from: string, to: string): Promise<void> {
+  if (!SAFE_BRANCH.test(from) || !SAFE_BRANCH.test(to)) throw new Error(`refusing to rename ${from} to ${to}`);
+  for (const refs of ['refs/heads', 'logs/refs/heads']) {
+    const source = join(aside, refs, from);
+    if (!(await lstat(source).catch(() => null))?.isFile()) continue;
+    await mkdir(dirname(join(aside, refs, to)), { recursive: true });
+    await rename(source, join(aside, refs, to));
+  }
+  await writeFile(join(aside, 'HEAD'), `ref: refs/heads/${to}\n`);
+}
+
+/** Branch names of path segments of letters, digits, `.`, `_` and `-`, none starting with `.`, no `..`. */
+const SAFE_BRANCH = /^(?!.*\.\.)(?!\.)[\w.-]+(\/(?!\.)[\w.-]+)*$/;
 
 /** More entries than a repository made here has by far: the agent grew it, and it is made anew. */
 const FINGERPRINT_MAX_ENTRIES = 1_000;

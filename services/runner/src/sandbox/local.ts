@@ -13,7 +13,7 @@ import {
   symlink,
   writeFile,
 } from 'node:fs/promises';
-import { basename, join } from 'node:path';
+import { basename, dirname, join } from 'node:path';
 import type { RunJob, RunRepository, SandboxStatus } from '@threadwork/contracts';
 import type { Logger } from '@threadwork/platform';
 import { newSandboxId } from '../domain/ids.js';
@@ -35,12 +35,12 @@ import {
   type SandboxState,
 } from './local-state.js';
 import { git, remoteRevisions, type RemoteSeen } from './git.js';
-import { agentRepoFingerprint } from './agent-repo.js';
+import { agentRepoFingerprint, buildAgentRepo, placeAgentRepo, renameAgentBranch } from './agent-repo.js';
 import { prepareRepo } from './local-workspace.js';
 import { RepositoryMirrors } from './mirrors.js';
 import { OneAtATime } from './one-at-a-time.js';
 import { SandboxTake, SandboxTakenError, type SandboxClaim } from './take.js';
-import { ensureOwned, type SandboxUids } from './uids.js';
+import { ensureOwned, handOver, type SandboxUids } from './uids.js';
 import {
   SandboxError,
   type Sandbox,
@@ -101,18 +101,22 @@ export class LocalSandboxProvider implements SandboxProvider {
    * folder becomes the thread's (a link from the thread's name, made exclusively), with the harness
    * that already runs in it. Only while the remote still shows the bases the spare was cloned at and
    * no thread branch (a thread that has one carries on from it, elsewhere made); the run's own token
-   * asks. Null, the spare gone, when it cannot be.
+   * asks. Null, the spare gone, when it cannot be. With the harness come the repositories made
+   * ready with it (project repository ids): each at the base the remote has, with no thread branch
+   * there to start from, and the agent's repository, made with the spare, moved in on the thread
+   * branch. The run has nothing left to do to them before its turn.
    */
   private async adopt(
     job: RunJob,
     claim: SandboxClaim,
     link: string,
     tokens: RepositoryTokens,
-  ): Promise<WarmHarness | null> {
+  ): Promise<Adopted | null> {
     const taken = this.spares?.take(job);
     if (!taken) return null;
     const { spare } = taken;
     const log = this.options.logger.child({ thread_id: job.thread_id, run_id: claim.run_id, spare: spare.folder });
+    const ready = new Set<string>();
     try {
       // An attempt that no longer holds its run spends no spare (the take after this one says so too):
       // asked beside the remote, and known before the spare is changed.
@@ -131,13 +135,21 @@ export class LocalSandboxProvider implements SandboxProvider {
         }
       }
       if (!(await holds)) return await this.decline(taken, log, 'the attempt no longer holds its run');
-      // Still the spare's alone: named for the thread before anything can find it under the thread's name.
+      // Still the spare's alone: named for the thread before anything can find it under the thread's
+      // name. Git renames the runner's branch, which checks the name, before the agent's repository,
+      // renamed aside, is moved in.
       const own = { check() {}, current: true };
       for (const [id, repo] of Object.entries(state.repos)) {
         const gitRepo = { gitDir: gitDirOf(spare.dir, repo.dir), workTree: join(spare.dir, repo.dir) };
-        await git(spare.dir, ['branch', '-m', threadBranch(spare.folder), branch], { repo: gitRepo });
-        const url = job.repositories.find((r) => r.project_repository_id === id)?.clone_url;
-        if (url) await git(spare.dir, ['config', 'remote.origin.url', url], { repo: gitRepo });
+        const aside = spare.agentRepos.get(id);
+        if (aside) await renameAgentBranch(aside, threadBranch(spare.folder), branch);
+        await Promise.all([
+          git(spare.dir, ['branch', '-m', threadBranch(spare.folder), branch], { repo: gitRepo }),
+          aside && spare.session.owner !== null ? handOver([aside], spare.session.owner) : undefined,
+        ]);
+        if (!aside) continue;
+        await placeAgentRepo(aside, gitRepo, own, null);
+        ready.add(id);
       }
       await writeState(spare.dir, { ...state, thread_id: job.thread_id }, own);
       try {
@@ -157,7 +169,7 @@ export class LocalSandboxProvider implements SandboxProvider {
     await rm(join(spare.dir, SPARE_FILE), { force: true }).catch((err: unknown) =>
       log.warn({ err }, 'the adopted sandbox’s spare record could not be removed'),
     );
-    return taken.warm;
+    return { warm: taken.warm, folder: spare.folder, ready };
   }
 
   private async decline(taken: { spare: SpareSandbox; warm: WarmHarness }, log: Logger, why: string): Promise<null> {
@@ -197,6 +209,7 @@ export class LocalSandboxProvider implements SandboxProvider {
       if (owner !== null) await this.secure(dir, owner);
       const taken = new Set([HARNESS_HOME, STATE_FILE, GIT_DIRS, AGENT_HOME, TAKES, SPARE_FILE]);
       const bases = new Map<string, string>();
+      const agentRepos = new Map<string, string>();
       for (const repo of repositories) {
         if ((await this.mirrors.revision(repo, repo.branch)) === null) {
           await this.dropSpare(folder, owner);
@@ -219,6 +232,14 @@ export class LocalSandboxProvider implements SandboxProvider {
         state.repos[repo.project_repository_id] = prepared.state;
         bases.set(repo.project_repository_id, prepared.state.base_revision);
         await this.mirrors.used(repo);
+        // What the adopting thread's run would otherwise do on its way to its turn: the remote's URL
+        // in place of the mirror's, and the agent's repository, made aside on the spare's branch.
+        const runnerRepo = { gitDir: gitDirOf(dir, repoFolder), workTree: join(dir, repoFolder) };
+        await git(dir, ['config', 'remote.origin.url', repo.clone_url], { repo: runnerRepo });
+        const aside = join(dirname(runnerRepo.gitDir), `${SPARE_AGENT_REPO}${repoFolder}`);
+        const shape = { url: repo.clone_url, baseBranch: repo.branch, branch: threadBranch(folder) };
+        await buildAgentRepo(runnerRepo, shape, aside);
+        agentRepos.set(repo.project_repository_id, aside);
       }
       await writeState(dir, state, own);
       const sandbox = this.toSandbox(dir, state, repositories, new Map(), own, owner);
@@ -226,6 +247,7 @@ export class LocalSandboxProvider implements SandboxProvider {
         folder,
         dir,
         bases,
+        agentRepos,
         session: {
           cwd: sandbox.cwd,
           home: sandbox.harnessHome,
@@ -295,23 +317,29 @@ export class LocalSandboxProvider implements SandboxProvider {
     // Asked of repohost and the remote at once, beside the take and the adoption, which need the answers later.
     for (const repo of job.repositories) tokens.look(repo).catch(() => undefined);
     const link = join(this.options.root, folderName(job.thread_id));
-    const warm = this.spares && !(await present(link)) ? await this.adopt(job, claim, link, tokens) : null;
+    const adopted = this.spares && !(await present(link)) ? await this.adopt(job, claim, link, tokens) : null;
     try {
-      const sandbox = await this.prepareIn(job, claim, tokens);
-      if (warm) sandbox.warm = warm;
+      const sandbox = await this.prepareIn(job, claim, tokens, adopted);
+      if (adopted) sandbox.warm = adopted.warm;
       return sandbox;
     } catch (err) {
       // The thread's sandbox was adopted, but this attempt does not go on in it.
-      await warm?.session.stop();
+      await adopted?.warm.session.stop();
       throw err;
     }
   }
 
-  private async prepareIn(job: RunJob, claim: SandboxClaim, tokens: RepositoryTokens): Promise<Sandbox> {
+  private async prepareIn(
+    job: RunJob,
+    claim: SandboxClaim,
+    tokens: RepositoryTokens,
+    adopted: Adopted | null,
+  ): Promise<Sandbox> {
     const take = await SandboxTake.take(await this.dirOf(job.thread_id), claim);
     // Resolved again once taken: another runner's attempt may have linked the thread to a spare meanwhile.
     const dir = await this.dirOf(job.thread_id);
     const folder = basename(dir);
+    const adoptedReady = adopted?.folder === folder ? adopted.ready : undefined;
     const existing = await readState(dir);
     // Said `ready` by this runner for the last take, and taken by nobody else since: it stays `ready`
     // through this run's refresh of the repositories it has, with nothing to say of it (`failed`
@@ -359,24 +387,28 @@ export class LocalSandboxProvider implements SandboxProvider {
         taken.add(repoFolder);
         const seen = await tokens.look(repo);
         const remote = { url: repo.clone_url, token: await tokens.get(repo) };
-        const prepared = await prepareRepo({
-          root: dir,
-          folder: repoFolder,
-          repo,
-          threadId: job.thread_id,
-          known,
-          remote,
-          take,
-          owner,
-          logger: this.options.logger,
-          seen,
-          seed: this.mirrors.remote(repo),
-          // Made after the last turn, and no take (so no turn) came between that one and this.
-          agentRepoAtRest:
-            known?.agent_at_rest && take.replaced.has(known.agent_at_rest.take)
-              ? known.agent_at_rest.fingerprint
-              : undefined,
-        });
+        // Made ready with the adopted spare (adopt): nothing is left to do to it.
+        const prepared =
+          known && adoptedReady?.has(repo.project_repository_id)
+            ? { state: known, start: null, fetched: false }
+            : await prepareRepo({
+                root: dir,
+                folder: repoFolder,
+                repo,
+                threadId: job.thread_id,
+                known,
+                remote,
+                take,
+                owner,
+                logger: this.options.logger,
+                seen,
+                seed: this.mirrors.remote(repo),
+                // Made after the last turn, and no take (so no turn) came between that one and this.
+                agentRepoAtRest:
+                  known?.agent_at_rest && take.replaced.has(known.agent_at_rest.take)
+                    ? known.agent_at_rest.fingerprint
+                    : undefined,
+              });
         // Beside the run, not before it: the mirror is for the sandboxes made after this one.
         if (prepared.fetched) {
           void this.mirrors.update(repo, gitDirOf(dir, prepared.state.dir), repo.branch);
@@ -616,10 +648,20 @@ export class LocalSandboxProvider implements SandboxProvider {
   }
 }
 
+/** A spare sandbox a new thread adopted (LocalSandboxProvider.adopt). */
+interface Adopted {
+  warm: WarmHarness;
+  folder: string;
+  /** Its repositories (project repository ids) the run has nothing left to do to before its turn. */
+  ready: ReadonlySet<string>;
+}
+
 /** The folder of a spare sandbox (a name no thread's folder has: folderName never makes a dot). */
 const SPARE_FOLDER = /^sandbox\.[0-9a-f]{24}$/;
 /** In a spare's folder until a thread adopts it: the runner process that made it. */
 const SPARE_FILE = 'spare.json';
+/** The start of the name of a spare's agent repository made aside, beside the runner's git directories. */
+const SPARE_AGENT_REPO = '.agent-git-spare-';
 
 /** A spare folder on its way in place (makeSpare). */
 const SPARE_ASIDE = /^\.sandbox\.[0-9a-f]{24}$/;

@@ -110,6 +110,11 @@ export interface SpareSandbox {
   dir: string;
   /** The base revision each repository was cloned at, by project repository id. */
   bases: ReadonlyMap<string, string>;
+  /**
+   * The agent's repository of each (by project repository id), made aside in the runner's place on
+   * the spare's own branch, for the adopting thread to rename and move in (agent-repo.ts).
+   */
+  agentRepos: ReadonlyMap<string, string>;
   /** What a harness needs to start in it. */
   session: Omit<SessionOptions, 'model' | 'resumeSessionId' | 'host'>;
 }
