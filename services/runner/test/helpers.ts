@@ -4,6 +4,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { rpc, subjects, type RpcRequest, type Run, type RunEvent } from '@threadwork/contracts';
 import {
+  AppError,
   connectMongo,
   connectNats,
   createLogger,
@@ -279,8 +280,12 @@ export async function waitForStatus(
   return waitFor(
     `run ${runId} to be ${statuses.join(' or ')}`,
     async () => {
-      const run = await getRun(stack, runId);
-      return statuses.includes(run.status) ? run : undefined;
+      // A read that went unanswered (the machine busy with a runner starting) is "not yet".
+      const run = await getRun(stack, runId).catch((err: unknown) => {
+        if (err instanceof AppError && err.retryable) return undefined;
+        throw err;
+      });
+      return run && statuses.includes(run.status) ? run : undefined;
     },
     timeoutMs,
   );
