@@ -133,6 +133,8 @@ describe('spare sandboxes', () => {
     expect(stateOf(dir).harness?.pid).toBe(pid);
     expect(alive(pid)).toBe(true);
     expect(existsSync(join(dir, 'spare.json'))).toBe(false);
+    // Ready when adopted: the thread's sandbox was never initializing.
+    expect(domainOf(stack, 'sandbox.status', second.threadId).map((e) => e.data.status)).toEqual(['ready']);
 
     // The agent's repository is on the thread branch; the runner pushed the agent's file there.
     const events = await readLog(stack.nc, second.run.id);

@@ -360,9 +360,13 @@ export class LocalSandboxProvider implements SandboxProvider {
     };
     take.check();
     // Said while the repositories are made ready, not before: `ready` (or `failed`) waits for it.
-    const initializing = stillReady
-      ? Promise.resolve()
-      : this.publish(job.thread_id, state.sandbox_id, 'initializing', null, claim);
+    // Not of an adopted spare's, which is ready already: its thread's sandbox goes straight to `ready`.
+    const adoptedWhole =
+      adoptedReady !== undefined && job.repositories.every((r) => adoptedReady.has(r.project_repository_id));
+    const initializing =
+      stillReady || adoptedWhole
+        ? Promise.resolve()
+        : this.publish(job.thread_id, state.sandbox_id, 'initializing', null, claim);
     initializing.catch(() => undefined);
     const starts = new Map<string, string | null>();
     let owner: number | null = null;
