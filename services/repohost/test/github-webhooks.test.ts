@@ -283,6 +283,65 @@ describe('repohost GitHub App provider', () => {
       });
     });
 
+    it('keeps a reopened pull request open when a read from before the reopening answers after it', async () => {
+      const held = await heldRun(alice, [gh.widgets]);
+      const prr = held.thread.prr[0]!;
+      const branch = `threadwork/${held.thread.id}`;
+      const pushed = await pushAsRunner(gh.nc, gh.fake, {
+        ...held,
+        repository: gh.widgets,
+        branch,
+        files: { 'REOPEN.md': 'again\n' },
+      });
+      const event = candidateProduced({
+        thread_id: held.thread.id,
+        run_id: held.run_id,
+        owner_id: alice,
+        project_repository_id: prr,
+        repository_id: gh.widgets.id,
+        branch,
+        base_revision: pushed.baseRevision,
+        candidate_revision: pushed.revision,
+      });
+      await publishCandidate(held, event, `${held.run_id}:${prr}`);
+      await processed();
+      const read = () =>
+        request(gh.nc, rpc.repohost.publication, {
+          owner_id: alice,
+          thread_id: held.thread.id,
+          project_repository_id: prr,
+        });
+      const pull = gh.fake.pulls.find((p) => p.head === branch)!;
+      pull.state = 'closed';
+      await send('pull_request', gh.fake.payloads.pullRequest('closed', 'alice-gh/widgets', pull.number));
+      await processed();
+      expect((await read())?.state).toBe('closed');
+
+      // The next run's candidate looks at the closed pull request (its answer held), a webhook's
+      // sync begins meanwhile and reads it closed (its last read held), then the candidate reopens
+      // it and stores that; the sync's answer comes last.
+      const candidateLook = gh.fake.holdNext('GET', new RegExp(`/pulls/${pull.number}$`));
+      const syncLast = gh.fake.holdNext('GET', new RegExp(`/commits/${pushed.revision}/status$`));
+      for (const to of ['running', 'completed'] as const) {
+        await request(gh.nc, rpc.runs.transition, { run_id: held.run_id, attempt: 0, claim_id: held.claim_id, to });
+      }
+      const next = await heldRun(alice, [gh.widgets], held.thread);
+      await publishCandidate(
+        next,
+        { ...event, run_id: next.run_id, at: new Date().toISOString() },
+        `${next.run_id}:${prr}`,
+      );
+      await candidateLook.arrived;
+      await send('pull_request', gh.fake.payloads.pullRequest('edited', 'alice-gh/widgets', pull.number));
+      await syncLast.arrived;
+      candidateLook.release();
+      await waitFor('the candidate to reopen the pull request', async () => (await read())?.state === 'draft');
+      syncLast.release();
+      await processed();
+      expect((await read())?.state).toBe('draft');
+      expect(pull.state).toBe('open');
+    });
+
     it('forgets an uninstalled installation, its times given as Unix seconds as GitHub sends them', async () => {
       const payload = gh.fake.payloads.installation('deleted', aliceInstallation);
       const installation = {

@@ -138,7 +138,6 @@ export async function publishCandidate(deps: PublicationDeps, event: CandidatePr
   });
 
   try {
-    const asOf = new Date();
     let pull: GhPull | null = null;
     if (existing) {
       const current = publicationState(await client.getPull(ref, existing.pr_number));
@@ -147,7 +146,9 @@ export async function publishCandidate(deps: PublicationDeps, event: CandidatePr
       else if (current !== 'merged') pull = await client.updatePull(ref, existing.pr_number, { body });
     }
     pull ??= await openPull(deps, ref, event, body);
-    const facts = await readFacts(client, ref, pull, asOf);
+    // As of now, once GitHub has the change: a sync begun before it may have read the pull request
+    // as it was (closed, or the merged one this one follows), and must not win over these facts.
+    const facts = await readFacts(client, ref, pull, new Date());
     await publications.saveCandidate({
       _id: id,
       owner_id: event.owner_id,

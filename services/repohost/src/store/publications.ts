@@ -57,7 +57,8 @@ export interface PublicationStore {
   /**
    * Stores what a sync read from GitHub, unless a sync that began reading later already stored
    * its own (webhooks and reads sync concurrently; the read begun later is the truer one, even
-   * when a slow answer makes the earlier one end last).
+   * when a slow answer makes the earlier one end last), or the publication has moved on to another
+   * pull request (a merged one's follower) since the sync read its pull request.
    */
   saveSync(id: string, facts: PullFacts): Promise<void>;
   byPull(repositoryId: number, prNumber: number): Promise<PublicationDoc[]>;
@@ -92,7 +93,10 @@ export function createPublicationStore(db: Db): PublicationStore {
 
     async saveSync(id, facts) {
       await mongoCall(() =>
-        publications.updateOne({ _id: id, last_synced_at: { $lte: facts.last_synced_at } }, { $set: facts }),
+        publications.updateOne(
+          { _id: id, pr_number: facts.pr_number, last_synced_at: { $lte: facts.last_synced_at } },
+          { $set: facts },
+        ),
       );
     },
 
