@@ -339,7 +339,8 @@ export class LocalSandboxProvider implements SandboxProvider {
     // Resolved again once taken: another runner's attempt may have linked the thread to a spare meanwhile.
     const dir = await this.dirOf(job.thread_id);
     const folder = basename(dir);
-    const adoptedReady = adopted?.folder === folder ? adopted.ready : undefined;
+    // The adopted spare as adoption left it: no other attempt's take (so no turn) came in between.
+    const adoptedReady = adopted?.folder === folder && take.replaced.size === 0 ? adopted.ready : undefined;
     const existing = await readState(dir);
     // Said `ready` by this runner for the last take, and taken by nobody else since: it stays `ready`
     // through this run's refresh of the repositories it has, with nothing to say of it (`failed`
