@@ -332,7 +332,8 @@ describe('repohost GitHub App provider', () => {
         `${next.run_id}:${prr}`,
       );
       await candidateLook.arrived;
-      await send('pull_request', gh.fake.payloads.pullRequest('edited', 'alice-gh/widgets', pull.number));
+      // Any delivery about the pull request makes a sync, which reads GitHub whatever the action says.
+      await send('pull_request', gh.fake.payloads.pullRequest('reopened', 'alice-gh/widgets', pull.number));
       await syncLast.arrived;
       candidateLook.release();
       await waitFor('the candidate to reopen the pull request', async () => (await read())?.state === 'draft');
