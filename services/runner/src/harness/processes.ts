@@ -34,8 +34,13 @@ function parentIds(): Map<number, number> {
 
 /** Every process below `pid`, children first then theirs. */
 export function descendants(pid: number): number[] {
+  return descendantsIn(parentIds(), pid);
+}
+
+/** Every process below `pid` by the parent ids of one look at /proc (`parentIds`). */
+function descendantsIn(parents: ReadonlyMap<number, number>, pid: number): number[] {
   const children = new Map<number, number[]>();
-  for (const [child, parent] of parentIds()) {
+  for (const [child, parent] of parents) {
     const list = children.get(parent) ?? [];
     list.push(child);
     children.set(parent, list);
@@ -65,8 +70,9 @@ export function commandLine(pid: number): string | null {
  * to stop to leave only those running.
  */
 export function besides(root: number, keep: (pid: number) => boolean): number[] {
+  // One look at /proc for both: a sweep looks many times, each a read of every process on the machine.
   const parents = parentIds();
-  const below = descendants(root);
+  const below = descendantsIn(parents, root);
   const kept = new Set<number>([root]);
   for (const pid of below) {
     if (!keep(pid)) continue;
