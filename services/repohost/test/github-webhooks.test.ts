@@ -31,6 +31,33 @@ describe('repohost GitHub App provider', () => {
     /** Waits until repohost's consumer has handled everything published to it so far. */
     const processed = () => domainHandled(gh.jetstream.jsm, REPOHOST_CONSUMER);
 
+    /** A held run of alice's whose candidate of `files` has its pull request, and a read of its publication. */
+    async function published(files: Record<string, string>) {
+      const held = await heldRun(alice, [gh.widgets]);
+      const prr = held.thread.prr[0]!;
+      const branch = `threadwork/${held.thread.id}`;
+      const pushed = await pushAsRunner(gh.nc, gh.fake, { ...held, repository: gh.widgets, branch, files });
+      const event = candidateProduced({
+        thread_id: held.thread.id,
+        run_id: held.run_id,
+        owner_id: alice,
+        project_repository_id: prr,
+        repository_id: gh.widgets.id,
+        branch,
+        base_revision: pushed.baseRevision,
+        candidate_revision: pushed.revision,
+      });
+      await publishCandidate(held, event, `${held.run_id}:${prr}`);
+      await processed();
+      const read = () =>
+        request(gh.nc, rpc.repohost.publication, {
+          owner_id: alice,
+          thread_id: held.thread.id,
+          project_repository_id: prr,
+        });
+      return { held, prr, branch, pushed, event, read };
+    }
+
     it('takes a signed delivery once and refuses bad or missing signatures', async () => {
       const queued: string[] = [];
       const sub = gh.nc.subscribe(domainEvents.webhookReceived.subject);
@@ -232,33 +259,7 @@ describe('repohost GitHub App provider', () => {
     });
 
     it('keeps the checks of the read begun last when an earlier read of them answers later', async () => {
-      const held = await heldRun(alice, [gh.widgets]);
-      const prr = held.thread.prr[0]!;
-      const branch = `threadwork/${held.thread.id}`;
-      const pushed = await pushAsRunner(gh.nc, gh.fake, {
-        ...held,
-        repository: gh.widgets,
-        branch,
-        files: { 'NOTES.md': 'slow\n' },
-      });
-      const event = candidateProduced({
-        thread_id: held.thread.id,
-        run_id: held.run_id,
-        owner_id: alice,
-        project_repository_id: prr,
-        repository_id: gh.widgets.id,
-        branch,
-        base_revision: pushed.baseRevision,
-        candidate_revision: pushed.revision,
-      });
-      await publishCandidate(held, event, `${held.run_id}:${prr}`);
-      await processed();
-      const read = () =>
-        request(gh.nc, rpc.repohost.publication, {
-          owner_id: alice,
-          thread_id: held.thread.id,
-          project_repository_id: prr,
-        });
+      const { pushed, read } = await published({ 'NOTES.md': 'slow\n' });
 
       // The first delivery's read of the checks sees the run in progress, but its commit statuses
       // come back only after a second delivery has read the run completed and stored it.
@@ -284,33 +285,7 @@ describe('repohost GitHub App provider', () => {
     });
 
     it('keeps a reopened pull request open when a read from before the reopening answers after it', async () => {
-      const held = await heldRun(alice, [gh.widgets]);
-      const prr = held.thread.prr[0]!;
-      const branch = `threadwork/${held.thread.id}`;
-      const pushed = await pushAsRunner(gh.nc, gh.fake, {
-        ...held,
-        repository: gh.widgets,
-        branch,
-        files: { 'REOPEN.md': 'again\n' },
-      });
-      const event = candidateProduced({
-        thread_id: held.thread.id,
-        run_id: held.run_id,
-        owner_id: alice,
-        project_repository_id: prr,
-        repository_id: gh.widgets.id,
-        branch,
-        base_revision: pushed.baseRevision,
-        candidate_revision: pushed.revision,
-      });
-      await publishCandidate(held, event, `${held.run_id}:${prr}`);
-      await processed();
-      const read = () =>
-        request(gh.nc, rpc.repohost.publication, {
-          owner_id: alice,
-          thread_id: held.thread.id,
-          project_repository_id: prr,
-        });
+      const { held, prr, branch, pushed, event, read } = await published({ 'REOPEN.md': 'again\n' });
       const pull = gh.fake.pulls.find((p) => p.head === branch)!;
       pull.state = 'closed';
       await send('pull_request', gh.fake.payloads.pullRequest('closed', 'alice-gh/widgets', pull.number));
