@@ -1,5 +1,5 @@
 import { connect, type AddressInfo } from 'node:net';
-import { uniqueId } from '@threadwork/testing';
+import { uniqueId, waitFor } from '@threadwork/testing';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { isWellFormedKey, keyPrefix } from '../src/domain/keys.js';
 import { SESSION_COOKIE, signSession } from '../src/domain/session.js';
@@ -74,6 +74,11 @@ describe('gateway authentication', () => {
     // Past authentication: the route does not exist, which is a 404 in the contract's shape.
     expect(authed.statusCode).toBe(404);
     expect(authed.json()).toMatchObject({ error: { code: 'not_found' } });
+    // The use is recorded beside the request. FerretDB applies an update as a read and a write of the
+    // whole document, so that write landing after the revocation would undo it (MongoDB's would not).
+    await waitFor('the key’s use to be recorded', async () =>
+      (await harness.identity.listKeys(user._id)).some((k) => k._id === id && k.last_used_at),
+    );
 
     expect(await harness.identity.revokeKey(id)).toBe(1);
     const revoked = await app.inject({ url: '/v1/no-such-route', headers: { authorization: `Bearer ${key}` } });
