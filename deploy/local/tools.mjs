@@ -33,8 +33,17 @@ export const TOOLS = {
     // its go.mod: `go install .../cmd/ferretdb` builds a binary that panics at start.
     launcher: join(here, 'ferretdb-launcher'),
     binary: 'ferretdb-launcher',
+    // With one patch to FerretDB's SQLite backend: a filter naming a string `_id` reads that one
+    // row also when it has other conditions (a conditional update: `{_id, status}`), where it read
+    // every row of the collection. MongoDB serves such a filter from its _id index; unpatched, every
+    // move of a run costs a scan of all runs, which grows with the database. The handler still
+    // applies the whole filter, as FerretDB's backend contract allows ("Filter may be ignored, or
+    // safely applied partially").
+    patch: join(here, 'patches', 'ferretdb-v1.24.2-id-lookup.patch'),
+    patchModule: 'github.com/FerretDB/FerretDB',
     about: 'FerretDB (MongoDB wire protocol on SQLite)',
     minutes: '2-4',
+    revision: 3,
   },
   helm: {
     version: 'v3.21.4',
@@ -171,18 +180,24 @@ export function ensureTool(name, { log = (line) => process.stderr.write(line + '
   const started = Date.now();
   const env = { ...process.env, GOBIN: tmpDir, CGO_ENABLED: '0', GOFLAGS: '-mod=mod' };
   const ldflags = tool.ldflags ? ['-ldflags', tool.ldflags.join(' ')] : [];
-  const result = tool.launcher
-    ? spawnSync(go, ['build', '-trimpath', ...ldflags, '-o', join(tmpDir, tool.binary ?? name), tool.package ?? '.'], {
-        cwd: tool.launcher,
-        env,
-        stdio: ['ignore', 'inherit', 'inherit'],
-      })
-    : tool.patch
-      ? buildPatched(go, tool, name, tmpDir, env, ldflags)
-      : spawnSync(go, ['install', '-trimpath', ...ldflags, `${tool.module}@${tool.version}`], {
-          env,
-          stdio: ['ignore', 'inherit', 'inherit'],
-        });
+  const result = tool.patchModule
+    ? buildLauncherPatched(go, tool, name, tmpDir, env, ldflags)
+    : tool.launcher
+      ? spawnSync(
+          go,
+          ['build', '-trimpath', ...ldflags, '-o', join(tmpDir, tool.binary ?? name), tool.package ?? '.'],
+          {
+            cwd: tool.launcher,
+            env,
+            stdio: ['ignore', 'inherit', 'inherit'],
+          },
+        )
+      : tool.patch
+        ? buildPatched(go, tool, name, tmpDir, env, ldflags)
+        : spawnSync(go, ['install', '-trimpath', ...ldflags, `${tool.module}@${tool.version}`], {
+            env,
+            stdio: ['ignore', 'inherit', 'inherit'],
+          });
   if (result.status !== 0) {
     rmSync(tmpDir, { recursive: true, force: true });
     throw new Error(`threadwork: building ${name} ${tool.version} failed (exit ${result.status ?? result.signal})`);
@@ -237,6 +252,47 @@ function buildPatched(go, tool, name, tmpDir, env, ldflags) {
     },
   );
   rmSync(src, { recursive: true, force: true });
+  return built;
+}
+
+/**
+ * Builds our launcher module against a patched copy of one of its dependencies (`patchModule`, at
+ * the version the launcher's go.mod pins, checked against its go.sum): the dependency and the
+ * launcher are copied out, the patch applied to the one, and the other built with a `replace`
+ * pointing at it.
+ */
+function buildLauncherPatched(go, tool, name, tmpDir, env, ldflags) {
+  const download = spawnSync(go, ['mod', 'download', '-json', tool.patchModule], {
+    cwd: tool.launcher,
+    env,
+    encoding: 'utf8',
+    stdio: ['ignore', 'pipe', 'inherit'],
+  });
+  if (download.status !== 0) return download;
+  const dependency = join(tmpDir, 'dependency');
+  const launcher = join(tmpDir, 'launcher');
+  cpSync(JSON.parse(download.stdout).Dir, dependency, { recursive: true });
+  cpSync(tool.launcher, launcher, { recursive: true });
+  spawnSync('chmod', ['-R', 'u+w', dependency, launcher]);
+  const patched = spawnSync('git', ['apply', '--verbose', tool.patch], {
+    cwd: dependency,
+    env: { ...process.env, GIT_CEILING_DIRECTORIES: tmpDir },
+    stdio: ['ignore', 'inherit', 'inherit'],
+  });
+  if (patched.status !== 0) return patched;
+  const replaced = spawnSync(go, ['mod', 'edit', `-replace=${tool.patchModule}=${dependency}`], {
+    cwd: launcher,
+    env,
+    stdio: ['ignore', 'inherit', 'inherit'],
+  });
+  if (replaced.status !== 0) return replaced;
+  const built = spawnSync(go, ['build', '-trimpath', ...ldflags, '-o', join(tmpDir, tool.binary ?? name), '.'], {
+    cwd: launcher,
+    env,
+    stdio: ['ignore', 'inherit', 'inherit'],
+  });
+  rmSync(dependency, { recursive: true, force: true });
+  rmSync(launcher, { recursive: true, force: true });
   return built;
 }
 

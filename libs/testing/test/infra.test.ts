@@ -60,6 +60,24 @@ describe('the real servers of the test run', () => {
     expect(lost.every((r) => isDuplicateKeyError(r.reason))).toBe(true);
   });
 
+  it('finds a document by _id through its index, also when the filter has other conditions', async () => {
+    const db = mongo.db(uniqueId('db'));
+    const runs = db.collection<{ _id: string; status: string }>('runs');
+    await runs.insertMany(Array.from({ length: 20 }, (_, i) => ({ _id: `run_${i}`, status: 'queued' })));
+    // What the server says it will do: FerretDB gives SQLite's query plan, MongoDB its winning plan.
+    const plan = async (filter: object) =>
+      JSON.stringify(await db.command({ explain: { find: 'runs', filter }, verbosity: 'queryPlanner' }));
+    const byIndex = /USING INDEX|IDHACK|EXPRESS_IXSCAN|IXSCAN/;
+    expect(await plan({ _id: 'run_7' })).toMatch(byIndex);
+    expect(await plan({ _id: 'run_7', status: 'queued' })).toMatch(byIndex);
+    // The other conditions still apply to the document found.
+    expect(await runs.findOne({ _id: 'run_7', status: 'queued' })).toEqual({ _id: 'run_7', status: 'queued' });
+    expect(await runs.findOne({ _id: 'run_7', status: 'running' })).toBeNull();
+    const moved = await runs.updateOne({ _id: 'run_7', status: 'running' }, { $set: { status: 'completed' } });
+    expect(moved.modifiedCount).toBe(0);
+    expect(await runs.countDocuments({ status: 'queued' })).toBe(20);
+  });
+
   it('ensures several indexes again from another connection (services restart, replicas start)', async () => {
     const dbName = uniqueId('db');
     const indexes: IndexDefinition[] = [
