@@ -15,7 +15,7 @@ import {
   unavailable,
 } from '@threadwork/platform';
 import { newId } from '../domain/ids.js';
-import type { RunDoc } from '../store/runs.js';
+import type { RunDoc, SlotDoc } from '../store/runs.js';
 import { subjectOrInvalid, type RunsContext } from './context.js';
 import { announceMove } from './announce.js';
 import { settleIfTerminal } from './finish.js';
@@ -44,10 +44,14 @@ export async function admitRun(ctx: RunsContext, req: AdmitRequest): Promise<{ r
   subjectOrInvalid(() => subjects.runJobs(harness));
   if (req.run_id !== undefined) subjectOrInvalid(() => subjects.runEvents(req.run_id as string));
 
-  const existing = await ctx.store.runOfAdmission(req.admission_key);
+  // Read together: most admissions are new, and then the thread's latest slot is read anyway.
+  const [existing, latest] = await Promise.all([
+    ctx.store.runOfAdmission(req.admission_key),
+    ctx.store.latestSlot(req.thread_id),
+  ]);
   if (existing) return { run: await completeAdmission(ctx, existing), created: false };
 
-  const runId = await takeSlot(ctx, req.thread_id, req.run_id ?? newId('run'), req.admission_key);
+  const runId = await takeSlot(ctx, req.thread_id, req.run_id ?? newId('run'), req.admission_key, latest);
   const now = new Date();
   const doc: RunDoc = {
     _id: runId,
@@ -88,7 +92,7 @@ export async function admitRun(ctx: RunsContext, req: AdmitRequest): Promise<{ r
     return { run: await completeAdmission(ctx, run), created: false };
   }
   ctx.logger.info({ run_id: runId, thread_id: req.thread_id }, 'run admitted');
-  return { run: await completeAdmission(ctx, doc), created: true };
+  return { run: await completeAdmission(ctx, doc, { written: true }), created: true };
 }
 
 /**
@@ -108,10 +112,17 @@ async function adoptExisting(ctx: RunsContext, req: AdmitRequest, runId: string)
  * latest slot before. The next generation may be taken when the latest slot's run has ended, or
  * names a run that was never written (its admission died) and is older than ORPHAN_SLOT_AFTER_MS;
  * two admissions taking the same generation race on the insert, and the loser looks again.
+ * `first` is the latest slot as the caller has just read it (null: none).
  */
-async function takeSlot(ctx: RunsContext, threadId: string, runId: string, admissionKey: string): Promise<string> {
+async function takeSlot(
+  ctx: RunsContext,
+  threadId: string,
+  runId: string,
+  admissionKey: string,
+  first: SlotDoc | null,
+): Promise<string> {
   for (let i = 0; i < SLOT_TRIES; i++) {
-    const latest = await ctx.store.latestSlot(threadId);
+    const latest = i === 0 ? first : await ctx.store.latestSlot(threadId);
     if (latest) {
       if (latest.admission_key === admissionKey) return latest.run_id;
       const holder = await ctx.store.run(latest.run_id);
@@ -147,10 +158,14 @@ async function takeSlot(ctx: RunsContext, threadId: string, runId: string, admis
   throw unavailable(`the live run of thread ${threadId} kept changing; try again`);
 }
 
-/** Step 3 and 4 above, for a run still waiting in the queue; returns the run as it stands. */
-async function completeAdmission(ctx: RunsContext, run: RunDoc): Promise<RunDoc> {
+/**
+ * Step 3 and 4 above, for a run still waiting in the queue; returns the run as it stands. The mark
+ * is not looked for when this admission has just `written` the run: only a twin racing it can have
+ * marked it, moments ago, well within the job's dedupe window.
+ */
+async function completeAdmission(ctx: RunsContext, run: RunDoc, { written = false } = {}): Promise<RunDoc> {
   if (run.status !== 'queued' || run.terminal) return run;
-  if (await ctx.store.admitted(run._id)) return run;
+  if (!written && (await ctx.store.admitted(run._id))) return run;
   await announceMove(ctx, run);
   try {
     await publishJson(

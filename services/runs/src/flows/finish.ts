@@ -51,9 +51,14 @@ export async function finishRun(
  * Finishes a terminal decision found after the fact (a crash, or a write that raced it), down to
  * its DOMAIN event: one whose publish failed after the run said terminal goes out on the retry
  * that brings the caller here (the runner's move, a redelivered job's claim, the user's cancel).
+ * `read` is the run's decision (null: none) when the caller read it beside the run.
  */
-export async function settleIfTerminal(ctx: RunsContext, run: RunDoc): Promise<RunDoc | null> {
-  const decided = await ctx.store.terminal(run._id);
+export async function settleIfTerminal(
+  ctx: RunsContext,
+  run: RunDoc,
+  read?: TerminalDoc | null,
+): Promise<RunDoc | null> {
+  const decided = read === undefined ? await ctx.store.terminal(run._id) : read;
   if (!decided) return null;
   if (!run.terminal || run.status !== decided.status) return completeTerminal(ctx, run, decided);
   if (decided.announced === false) await announceTerminal(ctx, run, decided);

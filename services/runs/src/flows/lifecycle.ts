@@ -57,14 +57,16 @@ export async function moveRun(
   });
   if (!after) return null;
 
-  const terminal = await settleIfTerminal(ctx, after);
+  // Looked for after the write (both at once): a terminal decision or a cancel request written
+  // while this move raced it must not be lost to the move's write.
+  const [decided, cancelRequested] = await Promise.all([
+    ctx.store.terminal(run._id),
+    to !== 'cancelling' && isHeldByRunner(to) ? ctx.store.cancelRequested(run._id) : false,
+  ]);
+  const terminal = await settleIfTerminal(ctx, after, decided);
   if (terminal) return terminal;
   await announceMove(ctx, after);
-
-  // A cancel request written while this move raced it must not be lost to the move's write.
-  if (to !== 'cancelling' && isHeldByRunner(to) && (await ctx.store.cancelRequested(run._id))) {
-    return (await enterCancelling(ctx, after)) ?? after;
-  }
+  if (cancelRequested) return (await enterCancelling(ctx, after)) ?? after;
   return after;
 }
 

@@ -42,14 +42,19 @@ async function claimAttempt(
   ctx: RunsContext,
   req: z.output<typeof ClaimRequest>,
 ): Promise<{ run: RunDoc; attempt: number; job: RunJob }> {
-  let run = await loadRun(ctx, req.run_id);
-  run = (await settleIfTerminal(ctx, run)) ?? run;
-  const last = await ctx.store.lastAttempt(run._id);
+  // Read together: a claim sits between a new run and its first event.
+  const [found, decided, attempts] = await Promise.all([
+    loadRun(ctx, req.run_id),
+    ctx.store.terminal(req.run_id),
+    ctx.store.attemptsOf(req.run_id),
+  ]);
+  const run = (await settleIfTerminal(ctx, found, decided)) ?? found;
+  const last = attempts[0] ?? null;
   // A retry of a claim already made (its answer lost, or the first try still under way): the
   // attempt it made is the caller's — finish adopting it rather than claim the next one — unless
   // a later claim has taken the run over since, which fences this one out.
   const claimSha256 = claimHash(req.claim_id);
-  const mine = await ctx.store.attemptOfClaim(run._id, claimSha256);
+  const mine = attempts.find((a) => a.claim_sha256 === claimSha256);
   if (mine) {
     if (last && last.attempt > mine.attempt) {
       throw settled(`attempt ${mine.attempt} of run ${run._id} was taken over by attempt ${last.attempt}`);

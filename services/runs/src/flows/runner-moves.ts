@@ -22,8 +22,11 @@ const MOVE_TRIES = 3;
  */
 export async function transitionRun(ctx: RunsContext, req: z.output<typeof TransitionRequest>): Promise<RunDoc> {
   for (let i = 0; i < MOVE_TRIES; i++) {
-    let run = await fencedRun(ctx, req.run_id, req.attempt, req.claim_id);
-    run = (await settleIfTerminal(ctx, run)) ?? run;
+    const [fenced, decided] = await Promise.all([
+      fencedRun(ctx, req.run_id, req.attempt, req.claim_id),
+      ctx.store.terminal(req.run_id),
+    ]);
+    const run = (await settleIfTerminal(ctx, fenced, decided)) ?? fenced;
     if (run.terminal) return run;
     if (run.status === 'queued') throw invalidRequest(`run ${run._id} is not claimed yet`);
 

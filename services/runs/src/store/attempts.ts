@@ -39,12 +39,18 @@ export interface AttemptStore {
   // through the functions below, which turn a database outage into `unavailable`.
   attempts: Collection<AttemptDoc>;
   attestations: Collection<AttestationDoc>;
-  /** The highest attempt claimed so far of a run. */
-  lastAttempt(runId: string): Promise<AttemptDoc | null>;
+  /**
+   * Every attempt claimed so far of a run, the highest first: one read serves a claim both the
+   * last attempt and the one its own claim id may have made (at most RUN_MAX_ATTEMPTS, plus the
+   * ones the unclaimed-run sweep took).
+   */
+  attemptsOf(runId: string): Promise<AttemptDoc[]>;
   attempt(runId: string, attempt: number): Promise<AttemptDoc | null>;
-  /** The attempt of a run a claim made (its id hashed), if it made one. */
-  attemptOfClaim(runId: string, claimSha256: string): Promise<AttemptDoc | null>;
-  /** Takes an attempt; a duplicate-key error says it was taken before. */
+  /**
+   * Takes an attempt; a duplicate-key error says it was taken before. The attempt taken is
+   * remembered as `claimOf` and `hear` would remember it: the holder's first move or append then
+   * neither reads it back nor writes a time the claim has just written.
+   */
   insertAttempt(doc: AttemptDoc): Promise<void>;
   /** The holder of an attempt handed its run back at `at`. */
   releaseAttempt(runId: string, attempt: number, at: Date): Promise<void>;
@@ -72,6 +78,13 @@ export interface AttemptStore {
  */
 const CLAIMS_REMEMBERED = 10_000;
 
+/** Sets `key` as the newest of `map`, forgetting the oldest past CLAIMS_REMEMBERED. */
+function remember<V>(map: Map<string, V>, key: string, value: V): void {
+  map.delete(key);
+  if (map.size >= CLAIMS_REMEMBERED) map.delete(map.keys().next().value as string);
+  map.set(key, value);
+}
+
 export function createAttemptStore(db: Db): AttemptStore {
   const attempts = db.collection<AttemptDoc>('run_attempts');
   // Read and written by `_id` (run id and digest) only: the default index is all it needs.
@@ -82,12 +95,12 @@ export function createAttemptStore(db: Db): AttemptStore {
   return {
     attempts,
     attestations,
-    lastAttempt: (runId) => mongoCall(() => attempts.find({ run_id: runId }).sort({ attempt: -1 }).limit(1).next()),
+    attemptsOf: (runId) => mongoCall(() => attempts.find({ run_id: runId }).sort({ attempt: -1 }).toArray()),
     attempt: (runId, attempt) => mongoCall(() => attempts.findOne({ _id: `${runId}:${attempt}` })),
-    attemptOfClaim: (runId, claimSha256) =>
-      mongoCall(() => attempts.findOne({ run_id: runId, claim_sha256: claimSha256 })),
     async insertAttempt(doc) {
       await mongoCall(() => attempts.insertOne(doc));
+      if (doc.claim_sha256) remember(claims, doc._id, doc.claim_sha256);
+      remember(heard, doc._id, (doc.heard_at ?? doc.at).getTime());
     },
     async releaseAttempt(runId, attempt, at) {
       await mongoCall(() => attempts.updateOne({ _id: `${runId}:${attempt}` }, { $set: { released_at: at } }));
@@ -98,8 +111,7 @@ export function createAttemptStore(db: Db): AttemptStore {
       if (known !== undefined) return known;
       const doc = await mongoCall(() => attempts.findOne({ _id: id }));
       if (!doc?.claim_sha256) return null;
-      if (claims.size >= CLAIMS_REMEMBERED) claims.delete(claims.keys().next().value as string);
-      claims.set(id, doc.claim_sha256);
+      remember(claims, id, doc.claim_sha256);
       return doc.claim_sha256;
     },
     async hear(runId, attempt, at, everyMs) {
@@ -108,9 +120,7 @@ export function createAttemptStore(db: Db): AttemptStore {
       if (last !== undefined && at.getTime() - last < everyMs) return;
       // Not a decision, only a time: two replicas writing it at once both write a fresh one.
       await mongoCall(() => attempts.updateOne({ _id: id }, { $set: { heard_at: at } }));
-      heard.delete(id);
-      if (heard.size >= CLAIMS_REMEMBERED) heard.delete(heard.keys().next().value as string);
-      heard.set(id, at.getTime());
+      remember(heard, id, at.getTime());
     },
     async attest(doc) {
       try {
