@@ -251,4 +251,30 @@ describe('spare sandboxes', () => {
     arrived();
     await waitFor('the spare, made once nothing waits', () => made().length === 1 && pool.size >= 1, 60_000);
   });
+
+  it('a new thread that comes while the spare of its repository waits to be made has it made, and adopts it', async () => {
+    const pool = stack.runner.spares()!;
+    await pool.settled();
+    // Another run, as far as the pool can tell, is on its way to its first event: spares wait.
+    const arrived = pool.hold();
+    try {
+      const served = await admitRun(stack, 'WORK in a repository of its own again');
+      expect((await waitForTerminal(stack, served.run.id)).status).toBe('completed');
+      await waitFor('a spare of its repository wanted', () => pool.beingMade === 1, 30_000);
+      const next = await admitRun(
+        stack,
+        'WORK there again',
+        { repositories: served.request.repositories },
+        served.bare,
+      );
+      expect((await waitForTerminal(stack, next.run.id)).status).toBe('completed');
+      // The spare was made for it, though the other run still holds spares back, and adopted.
+      const link = join(stack.sandboxRoot, next.threadId);
+      expect(lstatSync(link).isSymbolicLink()).toBe(true);
+      expect(stateOf(join(stack.sandboxRoot, readlinkSync(link))).thread_id).toBe(next.threadId);
+      expect(domainOf(stack, 'sandbox.status', next.threadId).map((e) => e.data.status)).toEqual(['ready']);
+    } finally {
+      arrived();
+    }
+  });
 });

@@ -16,6 +16,11 @@ import type { SpareSandbox, SpareSource, WarmHarness } from '../sandbox/provider
 
 /** How long a spare's next step waits for the runs on their way to their turn at most. */
 const QUIET_WAIT_MS = 60_000;
+/**
+ * How long a new thread's run waits at most for the spare of its kind being made: making it is
+ * what the run would do itself, with a second clone and harness start beside the spare's.
+ */
+const SPARE_WAIT_MS = 20_000;
 
 /** Harnesses whose conversation does not depend on the folder it was started in (Claude Code keeps it by folder). */
 const WARMABLE = new Set(['codex']);
@@ -43,6 +48,8 @@ export class WarmPool implements SpareSource {
   private closed = false;
   /** Runs of this runner on their way to their turn's first event. */
   private onTheirWay = 0;
+  /** Spares being made that a run waits for, by key (with how many runs wait): their steps wait for no run. */
+  private readonly awaited = new Map<string, number>();
   private readonly quietWaiters: (() => void)[] = [];
 
   constructor(private readonly options: WarmPoolOptions) {}
@@ -81,13 +88,33 @@ export class WarmPool implements SpareSource {
     this.making.set(key, making);
   }
 
-  take(job: RunJob): { spare: SpareSandbox; warm: WarmHarness } | null {
+  async take(job: RunJob): Promise<{ spare: SpareSandbox; warm: WarmHarness } | null> {
     const key = keyOf(job);
+    const making = this.making.get(key);
+    if (making && !this.ready.some((s) => s.key === key)) await this.waitFor(key, making);
     const index = this.ready.findIndex((s) => s.key === key && s.warm.session.alive);
     if (index < 0) return null;
     const [found] = this.ready.splice(index, 1);
     clearTimeout(found!.timer);
     return { spare: found!.spare, warm: found!.warm };
+  }
+
+  /**
+   * Waits (SPARE_WAIT_MS at most) for the spare of `key` being made: a run waiting for it is on its
+   * way to its turn, so the spare's steps go on while it waits, as they would not for other runs.
+   */
+  private async waitFor(key: string, making: Promise<void>): Promise<void> {
+    this.awaited.set(key, (this.awaited.get(key) ?? 0) + 1);
+    for (const wake of this.quietWaiters.splice(0)) wake();
+    let timer: NodeJS.Timeout | undefined;
+    try {
+      await Promise.race([making, new Promise<void>((resolve) => (timer = setTimeout(resolve, SPARE_WAIT_MS)))]);
+    } finally {
+      clearTimeout(timer);
+      const left = (this.awaited.get(key) ?? 1) - 1;
+      if (left > 0) this.awaited.set(key, left);
+      else this.awaited.delete(key);
+    }
   }
 
   async discard({ spare, warm }: { spare: SpareSandbox; warm: WarmHarness }): Promise<void> {
@@ -98,6 +125,11 @@ export class WarmPool implements SpareSource {
   /** Spare sandboxes kept now (for measurements and tests). */
   get size(): number {
     return this.ready.length;
+  }
+
+  /** Spare sandboxes being made now, begun or waiting to be (for tests). */
+  get beingMade(): number {
+    return this.making.size;
   }
 
   /** Resolves once no spare is being made. */
@@ -120,11 +152,11 @@ export class WarmPool implements SpareSource {
     let spare: SpareSandbox | null = null;
     let session: HarnessSession | null = null;
     try {
-      await this.quiet();
+      await this.quiet(key);
       if (this.closed) return;
       spare = await provider.makeSpare(job.repositories);
       if (!spare) return;
-      await this.quiet();
+      await this.quiet(key);
       if (this.closed) throw new Error('the runner is stopping');
       session = await harness.start({
         ...spare.session,
@@ -159,10 +191,11 @@ export class WarmPool implements SpareSource {
   /**
    * Resolves once no run is on its way to its turn, or the runner stops, or after QUIET_WAIT_MS: a
    * run that takes that long to get there (a large clone, a remote that hangs) holds no spare back.
+   * At once while a run waits for this very spare (`key`).
    */
-  private async quiet(): Promise<void> {
+  private async quiet(key: string): Promise<void> {
     const deadline = Date.now() + QUIET_WAIT_MS;
-    while (this.onTheirWay > 0 && !this.closed && Date.now() < deadline) {
+    while (this.onTheirWay > 0 && !this.awaited.has(key) && !this.closed && Date.now() < deadline) {
       await new Promise<void>((wake) => {
         this.quietWaiters.push(wake);
         setTimeout(wake, deadline - Date.now()).unref();

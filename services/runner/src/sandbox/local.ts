@@ -112,7 +112,7 @@ export class LocalSandboxProvider implements SandboxProvider {
     link: string,
     tokens: RepositoryTokens,
   ): Promise<Adopted | null> {
-    const taken = this.spares?.take(job);
+    const taken = await this.spares?.take(job);
     if (!taken) return null;
     const { spare } = taken;
     const log = this.options.logger.child({ thread_id: job.thread_id, run_id: claim.run_id, spare: spare.folder });

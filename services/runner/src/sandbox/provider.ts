@@ -121,8 +121,11 @@ export interface SpareSandbox {
 
 /** Spare sandboxes with their harness started, for new threads to adopt (flows/warm.ts). */
 export interface SpareSource {
-  /** A spare made for the repositories (at their bases) and harness of `job`, now the caller's alone; null: none. */
-  take(job: RunJob): { spare: SpareSandbox; warm: WarmHarness } | null;
+  /**
+   * A spare made for the repositories (at their bases) and harness of `job`, now the caller's alone;
+   * null: none. One being made is waited for.
+   */
+  take(job: RunJob): Promise<{ spare: SpareSandbox; warm: WarmHarness } | null>;
   /** A taken spare that was not adopted: its harness is stopped and its folder removed. */
   discard(taken: { spare: SpareSandbox; warm: WarmHarness }): Promise<void>;
 }
