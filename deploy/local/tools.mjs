@@ -43,7 +43,7 @@ export const TOOLS = {
     patchModule: 'github.com/FerretDB/FerretDB',
     about: 'FerretDB (MongoDB wire protocol on SQLite)',
     minutes: '2-4',
-    revision: 3,
+    revision: 4,
   },
   helm: {
     version: 'v3.21.4',

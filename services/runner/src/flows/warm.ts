@@ -48,8 +48,8 @@ export class WarmPool implements SpareSource {
   private closed = false;
   /** Runs of this runner on their way to their turn's first event. */
   private onTheirWay = 0;
-  /** Spares being made that a run waits for, by key (with how many runs wait): their steps wait for no run. */
-  private readonly awaited = new Map<string, number>();
+  /** Keys of the spares being made that a run waits for: their steps wait for no run. */
+  private readonly awaited = new Set<string>();
   private readonly quietWaiters: (() => void)[] = [];
 
   constructor(private readonly options: WarmPoolOptions) {}
@@ -91,7 +91,8 @@ export class WarmPool implements SpareSource {
   async take(job: RunJob): Promise<{ spare: SpareSandbox; warm: WarmHarness } | null> {
     const key = keyOf(job);
     const making = this.making.get(key);
-    if (making && !this.ready.some((s) => s.key === key)) await this.waitFor(key, making);
+    // One run waits for the one spare: those after it would wait only to find none.
+    if (making && !this.awaited.has(key) && !this.ready.some((s) => s.key === key)) await this.waitFor(key, making);
     const index = this.ready.findIndex((s) => s.key === key && s.warm.session.alive);
     if (index < 0) return null;
     const [found] = this.ready.splice(index, 1);
@@ -104,16 +105,14 @@ export class WarmPool implements SpareSource {
    * way to its turn, so the spare's steps go on while it waits, as they would not for other runs.
    */
   private async waitFor(key: string, making: Promise<void>): Promise<void> {
-    this.awaited.set(key, (this.awaited.get(key) ?? 0) + 1);
+    this.awaited.add(key);
     for (const wake of this.quietWaiters.splice(0)) wake();
     let timer: NodeJS.Timeout | undefined;
     try {
       await Promise.race([making, new Promise<void>((resolve) => (timer = setTimeout(resolve, SPARE_WAIT_MS)))]);
     } finally {
       clearTimeout(timer);
-      const left = (this.awaited.get(key) ?? 1) - 1;
-      if (left > 0) this.awaited.set(key, left);
-      else this.awaited.delete(key);
+      this.awaited.delete(key);
     }
   }
 
@@ -197,8 +196,12 @@ export class WarmPool implements SpareSource {
     const deadline = Date.now() + QUIET_WAIT_MS;
     while (this.onTheirWay > 0 && !this.awaited.has(key) && !this.closed && Date.now() < deadline) {
       await new Promise<void>((wake) => {
-        this.quietWaiters.push(wake);
-        setTimeout(wake, deadline - Date.now()).unref();
+        const timer = setTimeout(wake, deadline - Date.now());
+        timer.unref();
+        this.quietWaiters.push(() => {
+          clearTimeout(timer);
+          wake();
+        });
       });
     }
   }

@@ -42,12 +42,10 @@ async function claimAttempt(
   ctx: RunsContext,
   req: z.output<typeof ClaimRequest>,
 ): Promise<{ run: RunDoc; attempt: number; job: RunJob }> {
-  // Read together: a claim sits between a new run and its first event.
-  const [found, decided, attempts] = await Promise.all([
-    loadRun(ctx, req.run_id),
-    ctx.store.terminal(req.run_id),
-    ctx.store.attemptsOf(req.run_id),
-  ]);
+  // The attempts are read after the run, so they are at least as new as it (a takeover inserts its
+  // attempt before it moves the run); the terminal decision with them, as it was read after it.
+  const found = await loadRun(ctx, req.run_id);
+  const [decided, attempts] = await Promise.all([ctx.store.terminal(found._id), ctx.store.attemptsOf(found._id)]);
   const run = (await settleIfTerminal(ctx, found, decided)) ?? found;
   const last = attempts[0] ?? null;
   // A retry of a claim already made (its answer lost, or the first try still under way): the

@@ -41,8 +41,7 @@ export interface AttemptStore {
   attestations: Collection<AttestationDoc>;
   /**
    * Every attempt claimed so far of a run, the highest first: one read serves a claim both the
-   * last attempt and the one its own claim id may have made (at most RUN_MAX_ATTEMPTS, plus the
-   * ones the unclaimed-run sweep took).
+   * last attempt and the one its own claim id may have made (RUN_MAX_ATTEMPTS at most).
    */
   attemptsOf(runId: string): Promise<AttemptDoc[]>;
   attempt(runId: string, attempt: number): Promise<AttemptDoc | null>;
@@ -136,7 +135,7 @@ export function createAttemptStore(db: Db): AttemptStore {
         {
           key: { run_id: 1, attempt: -1 },
           options: { name: 'run_attempt' },
-          serves: 'claim: the highest attempt claimed so far of a run',
+          serves: "claim: a run's attempts, the highest first",
         },
       ]);
     },

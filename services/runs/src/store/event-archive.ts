@@ -40,9 +40,8 @@ export interface ArchiveMarkerDoc {
   events: number;
   /**
    * The run's chunks in log order (their `_id` is `<run>:<first>`): a page finds the chunks it
-   * needs here and reads them by `_id`: on MongoDB an index lookup whatever the archive's size
-   * (FerretDB 1.24 scans even for `_id`: there a page costs in proportion to the archive,
-   * bench/RESULTS.md benchmark 11).
+   * needs here and reads them by `_id`: an index lookup whatever the archive's size (on the local
+   * stack's FerretDB too, built with a patch for it: README.md, "Local infrastructure").
    */
   chunks: ChunkRange[];
   archived_at: Date;
