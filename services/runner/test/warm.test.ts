@@ -239,16 +239,21 @@ describe('spare sandboxes', () => {
     const made = () => readdirSync(stack.sandboxRoot).filter((n) => !before.has(n) && /^\.?sandbox\./.test(n));
     // Another run, as far as the pool can tell, is on its way to its first event.
     const arrived = pool.hold();
-    const run = await admitRun(stack, 'WORK in a repository of its own');
-    expect((await waitForTerminal(stack, run.run.id)).status).toBe('completed');
-    // The run is reported and over: a spare of its repository was wanted, and is not begun.
-    const waiting = await Promise.race([
-      pool.settled().then(() => 'made'),
-      new Promise((resolve) => setTimeout(resolve, 1_000, 'waiting')),
-    ]);
-    expect(waiting).toBe('waiting');
-    expect(made()).toEqual([]);
-    arrived();
+    try {
+      const run = await admitRun(stack, 'WORK in a repository of its own');
+      expect((await waitForTerminal(stack, run.run.id)).status).toBe('completed');
+      // The run is reported and over (the runner wants its spare a moment after the run ends): a
+      // spare of its repository is wanted, and not begun.
+      await waitFor('a spare of its repository wanted', () => pool.beingMade === 1, 30_000);
+      const waiting = await Promise.race([
+        pool.settled().then(() => 'made'),
+        new Promise((resolve) => setTimeout(resolve, 1_000, 'waiting')),
+      ]);
+      expect(waiting).toBe('waiting');
+      expect(made()).toEqual([]);
+    } finally {
+      arrived();
+    }
     await waitFor('the spare, made once nothing waits', () => made().length === 1 && pool.size >= 1, 60_000);
   });
 
