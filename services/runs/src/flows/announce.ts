@@ -90,13 +90,14 @@ export async function appendWhileLive(
   ctx: RunsContext,
   runId: string,
   entries: readonly LogEntry[],
-  opts: { attempt?: number } = {},
+  opts: { attempt?: number; last?: number } = {},
 ): Promise<number[]> {
   const sequences: number[] = [];
   const stillLive = () => checkLive(ctx, runId, opts.attempt);
   for (let i = 0; i < entries.length; i += MAX_ATOMIC_BATCH) {
     const chunk = entries.slice(i, i + MAX_ATOMIC_BATCH);
-    const last = await ctx.log.lastSequence(runId);
+    // `opts.last`: the log's end as the caller has just read it, for the first batch.
+    const last = i === 0 && opts.last !== undefined ? opts.last : await ctx.log.lastSequence(runId);
     await stillLive();
     const stored = await ctx.log.appendBatchAfter(runId, last, chunk);
     sequences.push(...(stored ?? (await appendOneByOne(ctx, runId, chunk, stillLive))));

@@ -56,13 +56,18 @@ export async function transitionRun(ctx: RunsContext, req: z.output<typeof Trans
  * itself.
  */
 export async function appendEvents(ctx: RunsContext, req: z.output<typeof AppendRequest>): Promise<number[]> {
-  const run = await fencedRun(ctx, req.run_id, req.attempt, req.claim_id);
+  // The log's end is read beside the fence: what keeps the events out from behind a terminal
+  // event or a newer attempt's is the look at the run that appendWhileLive makes after it.
+  const [run, last] = await Promise.all([
+    fencedRun(ctx, req.run_id, req.attempt, req.claim_id),
+    ctx.log.lastSequence(req.run_id),
+  ]);
   if (run.terminal) throw settled(`run ${run._id} has ended`);
   if (!isHeldByRunner(run.status)) throw invalidRequest(`run ${run._id} is not claimed yet`);
   return appendWhileLive(
     ctx,
     run._id,
     req.events.map((e) => ({ key: `r:${e.key}`, chunk: e.chunk })),
-    { attempt: req.attempt },
+    { attempt: req.attempt, last },
   );
 }
