@@ -31,8 +31,11 @@ describe('repohost GitHub App provider', () => {
     /** Waits until repohost's consumer has handled everything published to it so far. */
     const processed = () => domainHandled(gh.jetstream.jsm, REPOHOST_CONSUMER);
 
-    /** A held run of alice's whose candidate of `files` has its pull request, and a read of its publication. */
-    async function published(files: Record<string, string>) {
+    /**
+     * A held run of alice's that pushed a candidate of `files`, the candidate's event (not published
+     * yet), and a read of its publication.
+     */
+    async function candidate(files: Record<string, string>) {
       const held = await heldRun(alice, [gh.widgets]);
       const prr = held.thread.prr[0]!;
       const branch = `threadwork/${held.thread.id}`;
@@ -47,8 +50,6 @@ describe('repohost GitHub App provider', () => {
         base_revision: pushed.baseRevision,
         candidate_revision: pushed.revision,
       });
-      await publishCandidate(held, event, `${held.run_id}:${prr}`);
-      await processed();
       const read = () =>
         request(gh.nc, rpc.repohost.publication, {
           owner_id: alice,
@@ -56,6 +57,14 @@ describe('repohost GitHub App provider', () => {
           project_repository_id: prr,
         });
       return { held, prr, branch, pushed, event, read };
+    }
+
+    /** As `candidate`, with the event published by the run's holder and handled: its pull request is open. */
+    async function published(files: Record<string, string>) {
+      const made = await candidate(files);
+      await publishCandidate(made.held, made.event, `${made.held.run_id}:${made.prr}`);
+      await processed();
+      return made;
     }
 
     it('takes a signed delivery once and refuses bad or missing signatures', async () => {
@@ -151,26 +160,8 @@ describe('repohost GitHub App provider', () => {
     });
 
     it('opens a draft pull request for a candidate and follows its checks through webhooks', async () => {
-      const held = await heldRun(alice, [gh.widgets]);
+      const { held, prr, branch, pushed, event, read } = await candidate({ 'CHANGELOG.md': '# Changes\n' });
       const threadId = held.thread.id;
-      const prr = held.thread.prr[0]!;
-      const branch = `threadwork/${threadId}`;
-      const pushed = await pushAsRunner(gh.nc, gh.fake, {
-        ...held,
-        repository: gh.widgets,
-        branch,
-        files: { 'CHANGELOG.md': '# Changes\n' },
-      });
-      const event = candidateProduced({
-        thread_id: threadId,
-        run_id: held.run_id,
-        owner_id: alice,
-        project_repository_id: prr,
-        repository_id: gh.widgets.id,
-        branch,
-        base_revision: pushed.baseRevision,
-        candidate_revision: pushed.revision,
-      });
       // Forged (no holder attested it), or attested by the holder of another owner's run: no pull
       // request, whatever it names.
       await publishCandidate(null, event, `${held.run_id}:forged`);
@@ -183,8 +174,6 @@ describe('repohost GitHub App provider', () => {
       await publishCandidate(held, event, `${held.run_id}:${prr}:again`);
       await processed();
 
-      const read = () =>
-        request(gh.nc, rpc.repohost.publication, { owner_id: alice, thread_id: threadId, project_repository_id: prr });
       const publication = Publication.parse(await read());
       expect(gh.fake.pulls.filter((p) => p.head === branch)).toHaveLength(1);
       const pull = gh.fake.pulls.find((p) => p.head === branch)!;
