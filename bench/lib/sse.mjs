@@ -16,12 +16,28 @@ export const nowMs = () => performance.timeOrigin + performance.now();
  * server closes the stream; `close()` ends it from our side.
  */
 export function follow(url, headers, onFrame) {
-  return open(url, headers, () => {
-    const decoder = new SseDecoder();
-    return (chunk, receivedAt) => {
+  const opened = Promise.withResolvers();
+  const ended = Promise.withResolvers();
+  const decoder = new SseDecoder();
+  const req = request(url, { headers: { ...headers, accept: 'text/event-stream' }, agent: false }, (res) => {
+    if (res.statusCode !== 200) {
+      opened.reject(new Error(`${url}: ${res.statusCode}`));
+      res.resume();
+      return;
+    }
+    opened.resolve();
+    res.on('data', (chunk) => {
+      const receivedAt = nowMs();
       for (const { event, data } of decoder.push(chunk)) onFrame({ event: event ?? 'message', data }, receivedAt);
-    };
+    });
+    res.once('close', () => ended.resolve());
   });
+  req.once('error', (err) => {
+    opened.reject(err);
+    ended.resolve();
+  });
+  req.end();
+  return { opened: opened.promise, ended: ended.promise, close: () => req.destroy() };
 }
 
 /**
@@ -33,16 +49,8 @@ export function follow(url, headers, onFrame) {
  */
 export function followRaw(url, headers, onBytes) {
   const { hostname, port, pathname, search } = new URL(url);
-  let resolveOpened;
-  let rejectOpened;
-  const opened = new Promise((resolve, reject) => {
-    resolveOpened = resolve;
-    rejectOpened = reject;
-  });
-  let resolveEnded;
-  const ended = new Promise((resolve) => {
-    resolveEnded = resolve;
-  });
+  const opened = Promise.withResolvers();
+  const ended = Promise.withResolvers();
   const socket = connect({ host: hostname, port: Number(port), noDelay: true });
   const lines = [`GET ${pathname}${search} HTTP/1.1`, `host: ${hostname}:${port}`, 'accept: text/event-stream'];
   for (const [name, value] of Object.entries(headers)) lines.push(`${name}: ${value}`);
@@ -54,7 +62,7 @@ export function followRaw(url, headers, onBytes) {
     if (end < 0) return;
     const status = head.subarray(0, head.indexOf('\r\n')).toString('latin1');
     if (!/^HTTP\/1\.1 200 /.test(status)) {
-      rejectOpened(new Error(`${url}: ${status}`));
+      opened.reject(new Error(`${url}: ${status}`));
       socket.destroy();
       return;
     }
@@ -62,44 +70,14 @@ export function followRaw(url, headers, onBytes) {
     head = null;
     socket.off('data', onHead);
     socket.on('data', (bytes) => onBytes(bytes, nowMs()));
-    resolveOpened();
+    opened.resolve();
     if (body.length > 0) onBytes(body, nowMs());
   };
   socket.on('data', onHead);
-  socket.once('error', (err) => rejectOpened(err));
+  socket.once('error', (err) => opened.reject(err));
   socket.once('close', () => {
-    rejectOpened(new Error(`${url}: closed before the response began`));
-    resolveEnded();
+    opened.reject(new Error(`${url}: closed before the response began`));
+    ended.resolve();
   });
-  return { opened, ended, close: () => socket.destroy() };
-}
-
-function open(url, headers, handler) {
-  let resolveOpened;
-  let rejectOpened;
-  const opened = new Promise((resolve, reject) => {
-    resolveOpened = resolve;
-    rejectOpened = reject;
-  });
-  let resolveEnded;
-  const ended = new Promise((resolve) => {
-    resolveEnded = resolve;
-  });
-  const req = request(url, { headers: { ...headers, accept: 'text/event-stream' }, agent: false }, (res) => {
-    if (res.statusCode !== 200) {
-      rejectOpened(new Error(`${url}: ${res.statusCode}`));
-      res.resume();
-      return;
-    }
-    resolveOpened();
-    const onChunk = handler();
-    res.on('data', (chunk) => onChunk(chunk, nowMs()));
-    res.once('close', () => resolveEnded());
-  });
-  req.once('error', (err) => {
-    rejectOpened(err);
-    resolveEnded();
-  });
-  req.end();
-  return { opened, ended, close: () => req.destroy() };
+  return { opened: opened.promise, ended: ended.promise, close: () => socket.destroy() };
 }
