@@ -119,6 +119,8 @@ describe('run event log', () => {
     const fence = { attempt: 0, claim_id: newClaimId(), events };
     expect((await failure(request(h.nc, rpc.runs.append, { run_id: run.id, ...fence }))).code).toBe('already_settled');
     expect((await failure(request(h.nc, rpc.runs.append, { run_id: 'run_missing', ...fence }))).code).toBe('not_found');
+    // An id that could name no log (a dot would split its subject) is refused as no run, not as an outage.
+    expect((await failure(request(h.nc, rpc.runs.append, { run_id: 'run.x', ...fence }))).code).toBe('not_found');
     expect(
       (
         await failure(

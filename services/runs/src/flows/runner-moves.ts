@@ -57,10 +57,12 @@ export async function transitionRun(ctx: RunsContext, req: z.output<typeof Trans
  */
 export async function appendEvents(ctx: RunsContext, req: z.output<typeof AppendRequest>): Promise<number[]> {
   // The log's end is read beside the fence: what keeps the events out from behind a terminal
-  // event or a newer attempt's is the look at the run that appendWhileLive makes after it.
+  // event or a newer attempt's is the look at the run that appendWhileLive makes after it. A read
+  // that fails is made again there, so the fence's refusal (a run that is not there, a claim that
+  // did not make the attempt) is what a refused caller hears.
   const [run, last] = await Promise.all([
     fencedRun(ctx, req.run_id, req.attempt, req.claim_id),
-    ctx.log.lastSequence(req.run_id),
+    ctx.log.lastSequence(req.run_id).catch(() => undefined),
   ]);
   if (run.terminal) throw settled(`run ${run._id} has ended`);
   if (!isHeldByRunner(run.status)) throw invalidRequest(`run ${run._id} is not claimed yet`);
