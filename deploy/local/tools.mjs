@@ -220,28 +220,45 @@ export function ensureTool(name, { log = (line) => process.stderr.write(line + '
 }
 
 /**
- * Builds a module's command from a patched copy of its source: the module as the proxy serves it
- * (`go mod download`, checked against the checksum database), copied out of the read-only module
- * cache, the patch applied, then built with the module's own go.mod and go.sum.
+ * Copies `module`'s source as the proxy serves it (`go mod download` from `cwd`, checked against the
+ * checksum database and, in a module, its go.sum) out of the read-only module cache into `dir`, and
+ * applies `tool.patch` to it. Returns the result of the step that failed, or null.
  */
-function buildPatched(go, tool, name, tmpDir, env, ldflags) {
-  const download = spawnSync(go, ['mod', 'download', '-json', `${tool.module}@${tool.version}`], {
-    cwd: tmpDir,
+function patchedSource(go, { module, cwd, dir, tool, tmpDir, env }) {
+  const download = spawnSync(go, ['mod', 'download', '-json', module], {
+    cwd,
     env,
     encoding: 'utf8',
     stdio: ['ignore', 'pipe', 'inherit'],
   });
   if (download.status !== 0) return download;
-  const src = join(tmpDir, 'src');
-  cpSync(JSON.parse(download.stdout).Dir, src, { recursive: true });
-  spawnSync('chmod', ['-R', 'u+w', src]);
+  cpSync(JSON.parse(download.stdout).Dir, dir, { recursive: true });
+  spawnSync('chmod', ['-R', 'u+w', dir]);
   // Outside any repository (a tools directory inside one would make git apply the paths to its root).
   const patched = spawnSync('git', ['apply', '--verbose', tool.patch], {
-    cwd: src,
+    cwd: dir,
     env: { ...process.env, GIT_CEILING_DIRECTORIES: tmpDir },
     stdio: ['ignore', 'inherit', 'inherit'],
   });
-  if (patched.status !== 0) return patched;
+  return patched.status === 0 ? null : patched;
+}
+
+/**
+ * Builds a module's command from a patched copy of its source: the module as the proxy serves it
+ * (`go mod download`, checked against the checksum database), copied out of the read-only module
+ * cache, the patch applied, then built with the module's own go.mod and go.sum.
+ */
+function buildPatched(go, tool, name, tmpDir, env, ldflags) {
+  const src = join(tmpDir, 'src');
+  const failed = patchedSource(go, {
+    module: `${tool.module}@${tool.version}`,
+    cwd: tmpDir,
+    dir: src,
+    tool,
+    tmpDir,
+    env,
+  });
+  if (failed) return failed;
   const built = spawnSync(
     go,
     ['build', '-trimpath', ...ldflags, '-o', join(tmpDir, tool.binary ?? name), tool.package],
@@ -262,24 +279,19 @@ function buildPatched(go, tool, name, tmpDir, env, ldflags) {
  * pointing at it.
  */
 function buildLauncherPatched(go, tool, name, tmpDir, env, ldflags) {
-  const download = spawnSync(go, ['mod', 'download', '-json', tool.patchModule], {
-    cwd: tool.launcher,
-    env,
-    encoding: 'utf8',
-    stdio: ['ignore', 'pipe', 'inherit'],
-  });
-  if (download.status !== 0) return download;
   const dependency = join(tmpDir, 'dependency');
   const launcher = join(tmpDir, 'launcher');
-  cpSync(JSON.parse(download.stdout).Dir, dependency, { recursive: true });
-  cpSync(tool.launcher, launcher, { recursive: true });
-  spawnSync('chmod', ['-R', 'u+w', dependency, launcher]);
-  const patched = spawnSync('git', ['apply', '--verbose', tool.patch], {
-    cwd: dependency,
-    env: { ...process.env, GIT_CEILING_DIRECTORIES: tmpDir },
-    stdio: ['ignore', 'inherit', 'inherit'],
+  const failed = patchedSource(go, {
+    module: tool.patchModule,
+    cwd: tool.launcher,
+    dir: dependency,
+    tool,
+    tmpDir,
+    env,
   });
-  if (patched.status !== 0) return patched;
+  if (failed) return failed;
+  cpSync(tool.launcher, launcher, { recursive: true });
+  spawnSync('chmod', ['-R', 'u+w', launcher]);
   const replaced = spawnSync(go, ['mod', 'edit', `-replace=${tool.patchModule}=${dependency}`], {
     cwd: launcher,
     env,
