@@ -4,8 +4,10 @@ import {
   AckPolicy,
   DeliverPolicy,
   JetStreamApiError,
+  PubHeaders,
   RetentionPolicy,
   StorageType,
+  type ApiError,
   type ConsumerConfig,
   type ConsumerInfo,
   type JetStreamClient,
@@ -15,7 +17,7 @@ import {
   type StreamConfig,
   type StreamInfo,
 } from '@nats-io/jetstream';
-import { headers as natsHeaders, TimeoutError, type NatsConnection } from '@nats-io/nats-core';
+import { headers as natsHeaders, nuid, TimeoutError, type NatsConnection } from '@nats-io/nats-core';
 import {
   MAX_RUN_EVENT_SHARDS,
   RUN_EVENT_SHARDS_METADATA,
@@ -424,9 +426,62 @@ export async function consumeJson(
   };
 }
 
-/** Headers that give a message of a batch its `Nats-Msg-Id` (a batch's later messages take no options). */
-export function msgIdHeader(msgId: string) {
-  const h = natsHeaders();
-  h.set('Nats-Msg-Id', msgId);
-  return h;
+export interface AtomicBatchMessage {
+  data: Uint8Array;
+  /** Nats-Msg-Id: a message stored before makes the stream refuse the whole batch. */
+  msgId: string;
+}
+
+export interface AtomicBatchAck extends PubAck {
+  batch: string;
+  count: number;
+}
+
+/** JetStream's atomic batch headers (nats-server 2.12, ADR-50). */
+const BATCH_ID = 'Nats-Batch-Id';
+const BATCH_SEQUENCE = 'Nats-Batch-Sequence';
+const BATCH_COMMIT = 'Nats-Batch-Commit';
+
+/**
+ * Publishes `messages` to `subject` as one atomic batch: the stream stores all of them, at
+ * consecutive sequences, or none. `expectLastSubjectSequence` is checked for the batch as a whole,
+ * when it is committed. Resolves with the commit's ack (its `seq` is the last message's); an
+ * answered refusal rejects with the server's JetStreamApiError, no answer with a TimeoutError
+ * (either way nothing says whether a batch that was not answered was stored).
+ *
+ * The whole batch is sent at once and only its commit asks for an answer. The server checks
+ * everything at the commit: a message it could not stage leaves a gap in the batch's sequence,
+ * and the commit is refused as incomplete. (`js.startBatch` waits for the first message's answer
+ * before sending the rest: a round trip more per batch.)
+ */
+export async function publishAtomicBatch(
+  nc: NatsConnection,
+  subject: string,
+  messages: readonly AtomicBatchMessage[],
+  { expectLastSubjectSequence, timeoutMs = 5_000 }: { expectLastSubjectSequence?: number; timeoutMs?: number } = {},
+): Promise<AtomicBatchAck> {
+  if (messages.length < 2) throw new RangeError('an atomic batch holds two messages or more');
+  const id = nuid.next();
+  const headersOf = (i: number) => {
+    const h = natsHeaders();
+    h.set(BATCH_ID, id);
+    h.set(BATCH_SEQUENCE, String(i + 1));
+    h.set(PubHeaders.MsgIdHdr, messages[i]!.msgId);
+    return h;
+  };
+  const first = headersOf(0);
+  if (expectLastSubjectSequence !== undefined) {
+    first.set(PubHeaders.ExpectedLastSubjectSequenceHdr, String(expectLastSubjectSequence));
+  }
+  nc.publish(subject, messages[0]!.data, { headers: first });
+  for (let i = 1; i < messages.length - 1; i++) nc.publish(subject, messages[i]!.data, { headers: headersOf(i) });
+  const commit = headersOf(messages.length - 1);
+  commit.set(BATCH_COMMIT, '1');
+  const reply = await nc.request(subject, messages.at(-1)!.data, { headers: commit, timeout: timeoutMs });
+  const answer = decodeJson(reply.data) as Partial<AtomicBatchAck> & { error?: ApiError };
+  if (answer.error) throw new JetStreamApiError(answer.error);
+  if (answer.count !== messages.length || typeof answer.seq !== 'number') {
+    throw new Error(`an atomic batch of ${messages.length} was answered for ${answer.count ?? 'no'} messages`);
+  }
+  return answer as AtomicBatchAck;
 }

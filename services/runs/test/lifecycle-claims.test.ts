@@ -1,8 +1,9 @@
+import { setTimeout as delay } from 'node:timers/promises';
 import { rpc } from '@threadwork/contracts';
-import { request } from '@threadwork/platform';
+import { AppError, request } from '@threadwork/platform';
 import { newClaimId } from '@threadwork/testing';
 import { describe, expect, it } from 'vitest';
-import { failure, getRun, runningRun, silence, statusLog } from './helpers.js';
+import { failure, getRun, runningRun, silence, statusLog, type Harness } from './helpers.js';
 import { admitRun, lifecycleHarness } from './lifecycle-harness.js';
 
 describe('run lifecycle', () => {
@@ -151,16 +152,27 @@ describe('run lifecycle', () => {
       expect(moved).toMatchObject({ status: 'running', attempt: current.attempt });
     }
   });
+});
+
+describe('a runner whose lease ran out', () => {
+  // The shortest lease there is (JOB_ACK_WAIT_MS, 1 s), waited out for real rather than written
+  // into the database: a replica that heard from a holder lately takes it to hold its run.
+  const h = lifecycleHarness({ JOB_ACK_WAIT_MS: '1000' });
 
   it('fences a runner whose attempt was taken over out of moves and appends', async () => {
     const { run, claim_id } = await runningRun(h.nc);
-    await silence(h, run.id);
-    const takeoverClaim = newClaimId();
-    const takeover = await request(h.nc, rpc.runs.claim, {
+    // The holder appends while it holds the run, as a runner streams its turn.
+    const early = await request(h.nc, rpc.runs.append, {
       run_id: run.id,
-      runner_id: 'runner-b',
-      claim_id: takeoverClaim,
+      attempt: 0,
+      claim_id,
+      events: [{ key: 'e0', chunk: { type: 'message.delta', item_id: 'i', delta: 'early' } }],
     });
+    expect(early.sequences).toHaveLength(1);
+    // Then it falls silent, and its lease runs out for real: the replica that heard it last does
+    // not take it to hold the run any longer.
+    const takeoverClaim = newClaimId();
+    const takeover = await claimOnceLeaseRanOut(h, run.id, takeoverClaim);
     expect(takeover.attempt).toBe(1);
 
     const move = await failure(
@@ -206,3 +218,21 @@ describe('run lifecycle', () => {
     ).toBe('already_settled');
   });
 });
+
+/** Claims a run as another runner, coming back as told while its holder's lease lasts. */
+async function claimOnceLeaseRanOut(h: Harness, runId: string, claimId: string) {
+  for (;;) {
+    const outcome = await request(h.nc, rpc.runs.claim, {
+      run_id: runId,
+      runner_id: 'runner-b',
+      claim_id: claimId,
+    }).then(
+      (claimed) => ({ claimed }),
+      (err: unknown) => ({ err }),
+    );
+    if ('claimed' in outcome) return outcome.claimed;
+    const { err } = outcome;
+    if (!(err instanceof AppError) || err.code !== 'unavailable') throw err;
+    await delay(Number(err.details?.retry_after_ms ?? 100));
+  }
+}

@@ -8,11 +8,11 @@ import { admission, startHarness, type Harness } from './helpers.js';
  * Three attempts, so a test can see a run's attempts run out. The harness is filled in once the
  * service is up, so the tests can hold it from the start.
  */
-export function lifecycleHarness(): Harness {
+export function lifecycleHarness(env: Record<string, string> = {}): Harness {
   const h = {} as Harness;
   let started: Harness | undefined;
   beforeAll(async () => {
-    started = await startHarness({ RUN_MAX_ATTEMPTS: '3' });
+    started = await startHarness({ RUN_MAX_ATTEMPTS: '3', ...env });
     Object.assign(h, started);
   });
   afterAll(async () => {

@@ -89,6 +89,80 @@ describe('run lifecycle', () => {
     expect(types.filter((c) => c.type === 'message.delta')).toHaveLength(0);
   });
 
+  /** `ctx` as the replica that read the run held by `attempt` just now: it counts its reads of the run. */
+  async function heldJustNow(ctx: RunsContext & { decided: () => boolean }, runId: string, attempt: number) {
+    await ctx.store.hear(runId, attempt, new Date(), 0);
+    ctx.store.noteHeld(runId, attempt, new Date());
+    const counted = { runReads: 0 };
+    const store = ctx.store;
+    ctx.store = {
+      ...store,
+      run: (id) => {
+        counted.runReads++;
+        return store.run(id);
+      },
+    };
+    return counted;
+  }
+
+  it('never stores the batch of a holder its replica saw holding the run lately behind a terminal event that came after its look at the log', async () => {
+    // The replica read the run held by this attempt just now, so it takes the holder to hold it
+    // still without reading it, and reads only the log's last event. Between that read and the batch, the user's
+    // cancel ended the run: the batch was conditional on the end it read, and none of it is stored.
+    const { run, attempt, owner, claim_id } = await runningRun(h.nc);
+    let runReadsBeforeBatch = -1;
+    const ctx = contextDecidingAt(1, async () => {
+      runReadsBeforeBatch = counted.runReads;
+      await cancel(run.id, owner, attempt, claim_id);
+    });
+    const counted = await heldJustNow(ctx, run.id, attempt);
+    const appended = appendEvents(ctx, { run_id: run.id, attempt, claim_id, events: runnerEvents(4) });
+    await expect(appended).rejects.toMatchObject({ code: 'already_settled' });
+    expect(ctx.decided()).toBe(true);
+    expect(runReadsBeforeBatch).toBe(0);
+    const chunks = (await readLog(h, run.id)).map((e) => e.chunk as { type: string; status?: string });
+    expect(chunks.at(-1)).toEqual(expect.objectContaining({ type: 'run.status', status: 'cancelled' }));
+    expect(chunks.filter((c) => c.type === 'message.delta')).toHaveLength(0);
+  });
+
+  it('refuses the batch of a holder its replica saw holding the run lately once the log ends with the terminal event', async () => {
+    const { run, attempt, owner, claim_id } = await runningRun(h.nc);
+    await cancel(run.id, owner, attempt, claim_id);
+    const ctx = contextDecidingAt(1, async () => {});
+    const counted = await heldJustNow(ctx, run.id, attempt);
+    const appended = appendEvents(ctx, { run_id: run.id, attempt, claim_id, events: runnerEvents(2) });
+    await expect(appended).rejects.toMatchObject({ code: 'already_settled' });
+    // Refused on the log's last event: no batch was sent, and the run was not read.
+    expect(ctx.decided()).toBe(false);
+    expect(counted.runReads).toBe(0);
+    const chunks = (await readLog(h, run.id)).map((e) => e.chunk as { type: string; status?: string });
+    expect(chunks.at(-1)).toEqual(expect.objectContaining({ type: 'run.status', status: 'cancelled' }));
+  });
+
+  it('stores the batch of a holder its replica saw holding the run lately behind the log’s end without reading the run', async () => {
+    const { run, attempt, claim_id } = await runningRun(h.nc);
+    const ctx = contextDecidingAt(1, async () => {});
+    const counted = await heldJustNow(ctx, run.id, attempt);
+    const sequences = await appendEvents(ctx, { run_id: run.id, attempt, claim_id, events: runnerEvents(3) });
+    expect(counted.runReads).toBe(0);
+    const log = await readLog(h, run.id);
+    expect(log.slice(-3).map((e) => e.sequence)).toEqual(sequences);
+    expect(log.slice(-3).map((e) => (e.chunk as { delta: string }).delta)).toEqual(['0', '1', '2']);
+  });
+
+  it('reads the run for a holder this replica has not seen holding the run lately, and fences it', async () => {
+    // Nothing noted through this context: the claim of attempt 0 is known only to the service's replica.
+    const { run, attempt, claim_id } = await runningRun(h.nc);
+    const ctx = contextDecidingAt(1, async () => {});
+    const store = ctx.store;
+    let runReads = 0;
+    ctx.store = { ...store, run: (id) => (runReads++, store.run(id)) };
+    await appendEvents(ctx, { run_id: run.id, attempt, claim_id, events: runnerEvents(2) });
+    expect(runReads).toBeGreaterThan(0);
+    const refused = appendEvents(ctx, { run_id: run.id, attempt, claim_id: newClaimId(), events: runnerEvents(1) });
+    await expect(refused).rejects.toMatchObject({ code: 'already_settled' });
+  });
+
   it('appends one by one a batch holding an event stored before, and stops at a terminal decision met on the way', async () => {
     // The runner sends its first event again with three new ones (its earlier append's answer was
     // lost). The batch is refused whole (the repeat); one by one, the repeat answers with its

@@ -1,13 +1,14 @@
 import type { z } from 'zod';
 import { invalidRequest, unavailable } from '@threadwork/platform';
-import type { AppendRequest, TransitionRequest } from '@threadwork/contracts';
+import { RunStatusChunk, type AppendRequest, type TransitionRequest } from '@threadwork/contracts';
 import { isHeldByRunner, isTerminal, transition } from '../domain/run-state.js';
+import { MAX_ATOMIC_BATCH } from '../store/event-log.js';
 import type { RunDoc } from '../store/runs.js';
 import { announceMove, appendWhileLive } from './announce.js';
 import type { RunsContext } from './context.js';
 import { finishRun, settleIfTerminal } from './finish.js';
 import { moveRun } from './lifecycle.js';
-import { fencedRun, settled } from './runner-holder.js';
+import { fencedRun, settled, stillHolding } from './runner-holder.js';
 
 // What the holder of a run reports as it works the job: the run's moves and its events.
 
@@ -50,12 +51,26 @@ export async function transitionRun(ctx: RunsContext, req: z.output<typeof Trans
 
 /**
  * Appends a runner's events to the run's log. Only the claim holding the current attempt of a run
- * may append; the run is read on every call (an index lookup) rather than cached, so a fenced
- * runner is refused at once (the attempt's claim is remembered: it never changes). Runner keys
- * live under `r:` so they can never collide with the keys of the events the runs service writes
- * itself.
+ * may append. Runner keys live under `r:` so they can never collide with the keys of the events the
+ * runs service writes itself.
+ *
+ * A runner streams its turn as batch after batch, each asking its replica again whether it holds
+ * the run; a replica that read the run held by it lately knows without a read (stillHolding). Then
+ * only the log's last event is read: unless it ends the run, the batch goes in conditional on it
+ * being last still (JetStream's expected last subject sequence), so nothing lands behind a terminal
+ * event that came meanwhile, nor behind the events of an attempt that took the run over — which it
+ * could only do after this holder's lease ran out. Otherwise (a holder not seen holding the run
+ * lately, or a log that moved on before the batch went in) the run is read: fenced, then checked
+ * again after the log's end (appendWhileLive), so a fenced runner is refused at once.
  */
 export async function appendEvents(ctx: RunsContext, req: z.output<typeof AppendRequest>): Promise<number[]> {
+  const entries = req.events.map((e) => ({ key: `r:${e.key}`, chunk: e.chunk }));
+  if (entries.length <= MAX_ATOMIC_BATCH && (await stillHolding(ctx, req.run_id, req.attempt, req.claim_id))) {
+    const end = await ctx.log.lastEvent(req.run_id).catch(() => null);
+    if (end && endsRun(end.chunk)) throw settled(`run ${req.run_id} has ended`);
+    const stored = end && (await ctx.log.appendBatchAfter(req.run_id, end.sequence, entries));
+    if (stored) return stored;
+  }
   // The log's end is read beside the fence: what keeps the events out from behind a terminal
   // event or a newer attempt's is the look at the run that appendWhileLive makes after it. A read
   // that fails is made again there, so the fence's refusal (a run that is not there, a claim that
@@ -66,10 +81,11 @@ export async function appendEvents(ctx: RunsContext, req: z.output<typeof Append
   ]);
   if (run.terminal) throw settled(`run ${run._id} has ended`);
   if (!isHeldByRunner(run.status)) throw invalidRequest(`run ${run._id} is not claimed yet`);
-  return appendWhileLive(
-    ctx,
-    run._id,
-    req.events.map((e) => ({ key: `r:${e.key}`, chunk: e.chunk })),
-    { attempt: req.attempt, last },
-  );
+  return appendWhileLive(ctx, run._id, entries, { attempt: req.attempt, last });
+}
+
+/** Whether a logged event is its run's terminal `run.status`. */
+function endsRun(chunk: unknown): boolean {
+  const status = RunStatusChunk.safeParse(chunk);
+  return status.success && isTerminal(status.data.status);
 }

@@ -64,6 +64,13 @@ export interface AttemptStore {
    * polls cost no write each.
    */
   hear(runId: string, attempt: number, at: Date, everyMs: number): Promise<void>;
+  /** Notes that this replica read the run held at attempt `attempt`, by the claim that made it, at `at`. */
+  noteHeld(runId: string, attempt: number, at: Date): void;
+  /**
+   * Whether this replica noted the run held at attempt `attempt` less than `withinMs` before `at`
+   * (noteHeld), and has not seen the attempt handed back since. No read.
+   */
+  heldWithin(runId: string, attempt: number, at: Date, withinMs: number): boolean;
   /** Records an attested event; attesting the same event again adds nothing. */
   attest(doc: AttestationDoc): Promise<void>;
   attestation(runId: string, digest: string): Promise<AttestationDoc | null>;
@@ -91,6 +98,9 @@ export function createAttemptStore(db: Db): AttemptStore {
 
   const claims = new Map<string, string>();
   const heard = new Map<string, number>();
+  // When this replica last read each run held by an attempt, and the attempts handed back through it.
+  const held = new Map<string, number>();
+  const released = new Map<string, true>();
   return {
     attempts,
     attestations,
@@ -102,6 +112,8 @@ export function createAttemptStore(db: Db): AttemptStore {
       remember(heard, doc._id, (doc.heard_at ?? doc.at).getTime());
     },
     async releaseAttempt(runId, attempt, at) {
+      // Before the write: from its start on, the attempt is as good as over.
+      remember(released, `${runId}:${attempt}`, true);
       await mongoCall(() => attempts.updateOne({ _id: `${runId}:${attempt}` }, { $set: { released_at: at } }));
     },
     async claimOf(runId, attempt) {
@@ -120,6 +132,14 @@ export function createAttemptStore(db: Db): AttemptStore {
       // Not a decision, only a time: two replicas writing it at once both write a fresh one.
       await mongoCall(() => attempts.updateOne({ _id: id }, { $set: { heard_at: at } }));
       remember(heard, id, at.getTime());
+    },
+    noteHeld(runId, attempt, at) {
+      remember(held, `${runId}:${attempt}`, at.getTime());
+    },
+    heldWithin(runId, attempt, at, withinMs) {
+      const id = `${runId}:${attempt}`;
+      const seen = held.get(id);
+      return seen !== undefined && at.getTime() - seen < withinMs && !released.has(id);
     },
     async attest(doc) {
       try {

@@ -1,13 +1,13 @@
 import { JetStreamApiCodes, JetStreamApiError, JetStreamError } from '@nats-io/jetstream';
 import type { RunEventLayout } from '@threadwork/contracts';
-import type { PubAck } from '@nats-io/jetstream';
+import type { PubAck, StoredMsg } from '@nats-io/jetstream';
 import {
   AppError,
   encodeJson,
   isAppError,
   isTransientPublishError,
-  msgIdHeader,
   PUBLISH_BACKOFF,
+  publishAtomicBatch,
   publishJson,
   publishRetryWindowOf,
   retry,
@@ -36,6 +36,8 @@ export interface EventLog {
   append(runId: string, entries: readonly LogEntry[], at?: Date): Promise<number[]>;
   /** The sequence of the run's last event; 0 while its log is empty. */
   lastSequence(runId: string): Promise<number>;
+  /** The run's last event, or null while its log is empty. */
+  lastEvent(runId: string): Promise<LoggedEvent | null>;
   /**
    * Appends one entry only if the run's last event is still the one at `last` (see lastSequence),
    * and returns its sequence; null when another event came first. A writer that decided on the log
@@ -71,6 +73,16 @@ export const MAX_ATOMIC_BATCH = 500;
 interface StoredEvent {
   chunk: unknown;
   created_at: string;
+}
+
+function loggedEvent(m: StoredMsg): LoggedEvent {
+  const stored = m.json<Partial<StoredEvent>>();
+  return {
+    sequence: m.seq,
+    pending: m.pending,
+    chunk: stored.chunk ?? null,
+    created_at: typeof stored.created_at === 'string' ? stored.created_at : m.time.toISOString(),
+  };
 }
 
 // A page of events travels back to the caller as one NATS reply, which must fit the server's
@@ -263,10 +275,20 @@ export function createEventLog({
 
     async lastSequence(runId) {
       try {
-        return await lastOf(runId);
+        return (await lastOf(runId))?.seq ?? 0;
       } catch (err) {
         throw unavailable('run event log unavailable', err);
       }
+    },
+
+    async lastEvent(runId) {
+      let last;
+      try {
+        last = await lastOf(runId);
+      } catch (err) {
+        throw unavailable('run event log unavailable', err);
+      }
+      return last ? loggedEvent(last) : null;
     },
 
     async appendAfter(runId, last, entry, at = new Date()) {
@@ -295,7 +317,7 @@ export function createEventLog({
       const subject = layout.subjectOf(runId);
       const payloads = entries.map((entry) => storedEntry(entry, at));
       const msgIds = payloads.map(({ key }) => `${runId}:${key}`);
-      const data = payloads.map(({ stored }) => encodeJson(stored));
+      const messages = payloads.map(({ stored }, i) => ({ data: encodeJson(stored), msgId: msgIds[i]! }));
       try {
         const ack = await withSpan(
           'append run events',
@@ -303,14 +325,7 @@ export function createEventLog({
             kind: SpanKind.PRODUCER,
             attributes: { 'messaging.destination.name': subject, 'messaging.batch.message_count': payloads.length },
           },
-          async () => {
-            const batch = await js.startBatch(subject, data[0], {
-              msgID: msgIds[0]!,
-              expect: { lastSubjectSequence: last },
-            });
-            for (let i = 1; i < data.length - 1; i++) batch.add(subject, data[i], { headers: msgIdHeader(msgIds[i]!) });
-            return batch.commit(subject, data.at(-1), { headers: msgIdHeader(msgIds.at(-1)!) });
-          },
+          () => publishAtomicBatch(nc, subject, messages, { expectLastSubjectSequence: last }),
         );
         runMetrics().eventsAppended.add(payloads.length);
         // Stored together: the batch's events hold the sequences up to its last one.
@@ -341,7 +356,7 @@ export function createEventLog({
             const last = events.at(-1);
             const full = last !== undefined && (last.pending > 0 || (last.pending < 0 && events.length === limit));
             if (full) return events;
-            const end = await lastOf(runId);
+            const end = (await lastOf(runId))?.seq ?? 0;
             if (end < from || (last !== undefined && last.sequence >= end)) return events;
             throw unavailable(
               `a replica of the log of run ${runId} is behind its leader (at ${last?.sequence ?? from - 1} of ${end})`,
@@ -397,12 +412,12 @@ export function createEventLog({
   }
 
   /** The sequence of the run's last event (0: none), as its stream's leader has it when replicated. */
-  async function lastOf(runId: string): Promise<number> {
+  /** The run's last message, from the stream's leader when it is replicated (see `replicated`). */
+  async function lastOf(runId: string): Promise<StoredMsg | null> {
     const query = { last_by_subj: layout.subjectOf(runId) };
-    const last = replicated
+    return replicated
       ? await jsm.streams.getMessage(layout.streamOf(runId), query)
       : await jsm.direct.getMessage(layout.streamOf(runId), query);
-    return last?.seq ?? 0;
   }
 
   async function readBatch(runId: string, from: number, limit: number): Promise<LoggedEvent[]> {
@@ -414,15 +429,7 @@ export function createEventLog({
         batch: limit,
         max_bytes: Math.floor(maxPayload(nc) / PAGE_SHARE),
       });
-      for await (const m of batch) {
-        const stored = m.json<Partial<StoredEvent>>();
-        events.push({
-          sequence: m.seq,
-          pending: m.pending,
-          chunk: stored.chunk ?? null,
-          created_at: typeof stored.created_at === 'string' ? stored.created_at : m.time.toISOString(),
-        });
-      }
+      for await (const m of batch) events.push(loggedEvent(m));
     } catch (err) {
       // Nothing at or after `from` is answered with a 404 status (surfacing while iterating),
       // which is an ordinary empty page.
