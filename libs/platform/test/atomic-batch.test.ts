@@ -15,6 +15,9 @@ const logger = createLogger({ service: 'test', level: 'silent' });
 const suffix = `${Date.now().toString(36)}${Math.random().toString(36).slice(2, 8)}`;
 const STREAM = `ATOMIC_${suffix}`;
 const PLAIN = `PLAIN_${suffix}`;
+const SMALL = `SMALL_${suffix}`;
+/** nats-server's JSAtomicPublishIncompleteBatchErr (no name in the client's codes). */
+const INCOMPLETE_BATCH = 10176;
 
 describe('atomic batches, sent at once and answered at their commit', () => {
   let nc: NatsConnection;
@@ -53,11 +56,21 @@ describe('atomic batches, sent at once and answered at their commit', () => {
       storage: StorageType.File,
       allow_direct: true,
     });
+    // Messages of at most 300 bytes, headers included.
+    await jsm.streams.add({
+      name: SMALL,
+      subjects: [`small${suffix}.>`],
+      storage: StorageType.File,
+      allow_atomic: true,
+      allow_direct: true,
+      max_msg_size: 300,
+    });
   });
 
   afterAll(async () => {
     await jsm.streams.delete(STREAM).catch(() => undefined);
     await jsm.streams.delete(PLAIN).catch(() => undefined);
+    await jsm.streams.delete(SMALL).catch(() => undefined);
     await nc.close();
   });
 
@@ -97,6 +110,21 @@ describe('atomic batches, sent at once and answered at their commit', () => {
     const repeat = [...batch(subject, 1, 5), ...batch(subject, 1, 1), ...batch(subject, 1, 6)];
     await expect(publishAtomicBatch(nc, subject, repeat)).rejects.toBeInstanceOf(JetStreamApiError);
     expect((await storedOn(STREAM, subject)).map((m) => m.n)).toEqual([0, 1]);
+  });
+
+  it('stores nothing of a batch one of whose messages the stream refused on the way, unanswered', async () => {
+    // Only the commit asks for an answer: the middle message, too large for the stream, is refused
+    // without a word, and the commit finds the batch incomplete.
+    const subject = freshSubject(`small${suffix}`);
+    const messages = batch(subject, 5);
+    messages[2] = { data: encodeJson({ n: 2, pad: 'x'.repeat(400) }), msgId: `${subject}:2` };
+    const err = await publishAtomicBatch(nc, subject, messages).catch((e: unknown) => e);
+    expect(err).toBeInstanceOf(JetStreamApiError);
+    expect((err as JetStreamApiError).code).toBe(INCOMPLETE_BATCH);
+    expect(await storedOn(SMALL, subject)).toEqual([]);
+    // The stream takes a batch that fits.
+    await publishAtomicBatch(nc, subject, batch(subject, 3, 10));
+    expect((await storedOn(SMALL, subject)).map((m) => m.n)).toEqual([10, 11, 12]);
   });
 
   it('is refused by a stream that takes no atomic batches, which stores none of it', async () => {

@@ -89,10 +89,18 @@ describe('run lifecycle', () => {
     expect(types.filter((c) => c.type === 'message.delta')).toHaveLength(0);
   });
 
-  /** `ctx` as the replica that read the run held by `attempt` just now: it counts its reads of the run. */
-  async function heldJustNow(ctx: RunsContext & { decided: () => boolean }, runId: string, attempt: number) {
-    await ctx.store.hear(runId, attempt, new Date(), 0);
-    ctx.store.noteHeld(runId, attempt, new Date());
+  /**
+   * A holder streaming its turn through `ctx`'s replica: its first batch went in (the run read),
+   * so the log ends with its own event. Counts the replica's reads of the run from then on.
+   */
+  async function streaming(
+    ctx: RunsContext & { decided: () => boolean },
+    fence: { run_id: string; attempt: number; claim_id: string },
+  ) {
+    await appendEvents(ctx, {
+      ...fence,
+      events: [{ key: 'first', chunk: { type: 'message.delta', item_id: 'm', delta: 'first' } }],
+    });
     const counted = { runReads: 0 };
     const store = ctx.store;
     ctx.store = {
@@ -105,55 +113,109 @@ describe('run lifecycle', () => {
     return counted;
   }
 
-  it('never stores the batch of a holder its replica saw holding the run lately behind a terminal event that came after its look at the log', async () => {
-    // The replica read the run held by this attempt just now, so it takes the holder to hold it
-    // still without reading it, and reads only the log's last event. Between that read and the batch, the user's
-    // cancel ended the run: the batch was conditional on the end it read, and none of it is stored.
+  const deltasOf = async (runId: string) =>
+    (await readLog(h, runId))
+      .map((e) => e.chunk as { type: string; delta?: string })
+      .filter((c) => c.type === 'message.delta')
+      .map((c) => c.delta);
+
+  it('stores the next batch of a holder streaming its turn behind its own last event, without reading the run', async () => {
+    const { run, attempt, claim_id } = await runningRun(h.nc);
+    const fence = { run_id: run.id, attempt, claim_id };
+    const ctx = contextDecidingAt(0, async () => {});
+    const counted = await streaming(ctx, fence);
+    const sequences = await appendEvents(ctx, { ...fence, events: runnerEvents(3) });
+    expect(counted.runReads).toBe(0);
+    const log = await readLog(h, run.id);
+    expect(log.slice(-3).map((e) => e.sequence)).toEqual(sequences);
+    expect(await deltasOf(run.id)).toEqual(['first', '0', '1', '2']);
+  });
+
+  it('never stores the batch of a holder streaming its turn behind a terminal event that came after its look at the log', async () => {
+    // Its replica takes the holder to hold the run without reading it, and reads only the log's
+    // last event: its own. Between that read and the batch, the user's cancel ended the run: the
+    // batch was conditional on the end it read, and none of it is stored.
     const { run, attempt, owner, claim_id } = await runningRun(h.nc);
+    const fence = { run_id: run.id, attempt, claim_id };
     let runReadsBeforeBatch = -1;
-    const ctx = contextDecidingAt(1, async () => {
+    // Calls: 1 the first batch, 2 the next one: decided before it.
+    const ctx = contextDecidingAt(2, async () => {
       runReadsBeforeBatch = counted.runReads;
       await cancel(run.id, owner, attempt, claim_id);
     });
-    const counted = await heldJustNow(ctx, run.id, attempt);
-    const appended = appendEvents(ctx, { run_id: run.id, attempt, claim_id, events: runnerEvents(4) });
+    const counted = await streaming(ctx, fence);
+    const appended = appendEvents(ctx, { ...fence, events: runnerEvents(4) });
     await expect(appended).rejects.toMatchObject({ code: 'already_settled' });
     expect(ctx.decided()).toBe(true);
     expect(runReadsBeforeBatch).toBe(0);
     const chunks = (await readLog(h, run.id)).map((e) => e.chunk as { type: string; status?: string });
     expect(chunks.at(-1)).toEqual(expect.objectContaining({ type: 'run.status', status: 'cancelled' }));
-    expect(chunks.filter((c) => c.type === 'message.delta')).toHaveLength(0);
+    expect(await deltasOf(run.id)).toEqual(['first']);
   });
 
-  it('refuses the batch of a holder its replica saw holding the run lately once the log ends with the terminal event', async () => {
+  it('reads the run again for a holder streaming its turn once the log ends with an event it did not write', async () => {
+    // The run ended: its log ends with the terminal event, which the runs service wrote.
     const { run, attempt, owner, claim_id } = await runningRun(h.nc);
+    const fence = { run_id: run.id, attempt, claim_id };
+    const ctx = contextDecidingAt(0, async () => {});
+    const counted = await streaming(ctx, fence);
     await cancel(run.id, owner, attempt, claim_id);
-    const ctx = contextDecidingAt(1, async () => {});
-    const counted = await heldJustNow(ctx, run.id, attempt);
-    const appended = appendEvents(ctx, { run_id: run.id, attempt, claim_id, events: runnerEvents(2) });
-    await expect(appended).rejects.toMatchObject({ code: 'already_settled' });
-    // Refused on the log's last event: no batch was sent, and the run was not read.
-    expect(ctx.decided()).toBe(false);
-    expect(counted.runReads).toBe(0);
+    await expect(appendEvents(ctx, { ...fence, events: runnerEvents(2) })).rejects.toMatchObject({
+      code: 'already_settled',
+    });
+    expect(counted.runReads).toBeGreaterThan(0);
     const chunks = (await readLog(h, run.id)).map((e) => e.chunk as { type: string; status?: string });
     expect(chunks.at(-1)).toEqual(expect.objectContaining({ type: 'run.status', status: 'cancelled' }));
   });
 
-  it('stores the batch of a holder its replica saw holding the run lately behind the log’s end without reading the run', async () => {
+  it("never stores a streaming holder's batch behind the events of an attempt that took the run over, within its replica's half lease", async () => {
+    // Its replica read the run held by attempt 0 a moment ago. Then the holder fell silent, as far
+    // as the database tells, and another runner took the run over and wrote to the log: the old
+    // holder's next batch meets the new attempt's event at the end, and is refused.
     const { run, attempt, claim_id } = await runningRun(h.nc);
-    const ctx = contextDecidingAt(1, async () => {});
-    const counted = await heldJustNow(ctx, run.id, attempt);
-    const sequences = await appendEvents(ctx, { run_id: run.id, attempt, claim_id, events: runnerEvents(3) });
-    expect(counted.runReads).toBe(0);
-    const log = await readLog(h, run.id);
-    expect(log.slice(-3).map((e) => e.sequence)).toEqual(sequences);
-    expect(log.slice(-3).map((e) => (e.chunk as { delta: string }).delta)).toEqual(['0', '1', '2']);
+    const fence = { run_id: run.id, attempt, claim_id };
+    const ctx = contextDecidingAt(0, async () => {});
+    const counted = await streaming(ctx, fence);
+    await silence(h, run.id);
+    await takeOverAndWrite(run.id);
+    await expect(appendEvents(ctx, { ...fence, events: runnerEvents(2) })).rejects.toMatchObject({
+      code: 'already_settled',
+    });
+    expect(counted.runReads).toBeGreaterThan(0);
+    expect(await deltasOf(run.id)).toEqual(['first', 'new']);
   });
 
-  it('reads the run for a holder this replica has not seen holding the run lately, and fences it', async () => {
-    // Nothing noted through this context: the claim of attempt 0 is known only to the service's replica.
+  it("never stores a streaming holder's batch behind the events of the attempt that took over the run it handed back through another replica", async () => {
+    // The hand-back goes through the service's replica, which this context does not hear of; the
+    // next claim takes the run at once.
     const { run, attempt, claim_id } = await runningRun(h.nc);
-    const ctx = contextDecidingAt(1, async () => {});
+    const fence = { run_id: run.id, attempt, claim_id };
+    const ctx = contextDecidingAt(0, async () => {});
+    await streaming(ctx, fence);
+    expect(await request(h.nc, rpc.runs.release, fence)).toEqual({ released: true });
+    await takeOverAndWrite(run.id);
+    await expect(appendEvents(ctx, { ...fence, events: runnerEvents(2) })).rejects.toMatchObject({
+      code: 'already_settled',
+    });
+    expect(await deltasOf(run.id)).toEqual(['first', 'new']);
+  });
+
+  /** Another runner claims the run (its holder silent or gone) and writes its first event. */
+  async function takeOverAndWrite(runId: string) {
+    const claimId = newClaimId();
+    const taken = await request(h.nc, rpc.runs.claim, { run_id: runId, runner_id: 'runner-b', claim_id: claimId });
+    await request(h.nc, rpc.runs.append, {
+      run_id: runId,
+      attempt: taken.attempt,
+      claim_id: claimId,
+      events: [{ key: 'new-0', chunk: { type: 'message.delta', item_id: 'n', delta: 'new' } }],
+    });
+  }
+
+  it('reads the run for a holder its replica has not seen append, and fences it', async () => {
+    // Nothing went through this context yet: the claim of attempt 0 is known only to the service's replica.
+    const { run, attempt, claim_id } = await runningRun(h.nc);
+    const ctx = contextDecidingAt(0, async () => {});
     const store = ctx.store;
     let runReads = 0;
     ctx.store = { ...store, run: (id) => (runReads++, store.run(id)) };

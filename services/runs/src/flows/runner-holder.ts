@@ -22,28 +22,25 @@ export const claimHash = (claimId: string) => createHash('sha256').update(claimI
  * with the current attempt in `details`), and only to the claim that made it.
  */
 export async function fencedRun(ctx: RunsContext, runId: string, attempt: number, claimId: string): Promise<RunDoc> {
-  const readAt = new Date();
   const run = await loadRun(ctx, runId);
   if ((await ctx.store.claimOf(run._id, attempt)) !== claimHash(claimId)) {
     ctx.logger.warn({ run_id: run._id, attempt }, 'refused a runner call: its claim did not make this attempt');
     throw settled(`attempt ${attempt} of run ${run._id} is not held by this claim`);
   }
   if (run.attempt !== attempt) throw staleAttempt(run, attempt);
-  if (!run.terminal) {
-    await heardFrom(ctx, run._id, attempt);
-    ctx.store.noteHeld(run._id, attempt, readAt);
-  }
+  if (!run.terminal) await heardFrom(ctx, run._id, attempt);
   return run;
 }
 
 /**
- * Whether the claim `claimId` still holds attempt `attempt` of a run, known without reading the
- * run: the claim made the attempt, and this replica read the run held at it (fencedRun) less than
- * half a lease ago, and saw no hand-back since. That read renewed the holder's
- * lease (its heard time, written at most a quarter lease before), so a newer attempt could be
- * claimed three quarters of a lease after it at the earliest (runner-claim.ts); the quarter left
- * over is room for clocks that disagree. Renews the lease, as every call of the holder does. False
- * says nothing either way: fencedRun, which reads the run, decides.
+ * Whether the claim `claimId` may be taken to hold attempt `attempt` of a run still, without
+ * reading the run: the claim made the attempt, and an append of its holder through this replica,
+ * which read the run (fencedRun, then the decision after the log's end), went in less than half a
+ * lease ago, with no hand-back through this replica since. That read renewed the holder's lease
+ * (its heard time, written at most a quarter lease before), so a newer attempt could be claimed
+ * three quarters of a lease after it at the earliest (runner-claim.ts): a holder frozen or cut off
+ * for its lease is read again. Renews the lease, as every call of the holder does. False says
+ * nothing either way: fencedRun decides.
  */
 export async function stillHolding(
   ctx: RunsContext,

@@ -1,6 +1,6 @@
 import type { z } from 'zod';
 import { invalidRequest, unavailable } from '@threadwork/platform';
-import { RunStatusChunk, type AppendRequest, type TransitionRequest } from '@threadwork/contracts';
+import type { AppendRequest, TransitionRequest } from '@threadwork/contracts';
 import { isHeldByRunner, isTerminal, transition } from '../domain/run-state.js';
 import { MAX_ATOMIC_BATCH } from '../store/event-log.js';
 import type { RunDoc } from '../store/runs.js';
@@ -54,38 +54,35 @@ export async function transitionRun(ctx: RunsContext, req: z.output<typeof Trans
  * may append. Runner keys live under `r:` so they can never collide with the keys of the events the
  * runs service writes itself.
  *
- * A runner streams its turn as batch after batch, each asking its replica again whether it holds
- * the run; a replica that read the run held by it lately knows without a read (stillHolding). Then
- * only the log's last event is read: unless it ends the run, the batch goes in conditional on it
- * being last still (JetStream's expected last subject sequence), so nothing lands behind a terminal
- * event that came meanwhile, nor behind the events of an attempt that took the run over — which it
- * could only do after this holder's lease ran out. Otherwise (a holder not seen holding the run
- * lately, or a log that moved on before the batch went in) the run is read: fenced, then checked
- * again after the log's end (appendWhileLive), so a fenced runner is refused at once.
+ * A runner streams its turn as batch after batch. When its replica may take it to hold the run
+ * still (stillHolding) and the log's last event is one its attempt wrote, the batch goes in behind
+ * that event, conditional on it being last still (JetStream's expected last subject sequence): no
+ * read of the run. The log then ends with this attempt's own event, so no terminal event is in it
+ * (the runs service writes those) and no newer attempt has written to it; nor can either land
+ * before the batch. Otherwise the run is read: fenced, then checked again after the log's end
+ * (appendWhileLive).
  */
 export async function appendEvents(ctx: RunsContext, req: z.output<typeof AppendRequest>): Promise<number[]> {
-  const entries = req.events.map((e) => ({ key: `r:${e.key}`, chunk: e.chunk }));
+  const entries = req.events.map((e) => ({ key: `r:${e.key}`, chunk: e.chunk, runnerAttempt: req.attempt }));
   if (entries.length <= MAX_ATOMIC_BATCH && (await stillHolding(ctx, req.run_id, req.attempt, req.claim_id))) {
-    const end = await ctx.log.lastEvent(req.run_id).catch(() => null);
-    if (end && endsRun(end.chunk)) throw settled(`run ${req.run_id} has ended`);
-    const stored = end && (await ctx.log.appendBatchAfter(req.run_id, end.sequence, entries));
+    const end = await ctx.log.end(req.run_id).catch(() => null);
+    const stored =
+      end?.runnerAttempt === req.attempt && (await ctx.log.appendBatchAfter(req.run_id, end.sequence, entries));
     if (stored) return stored;
   }
   // The log's end is read beside the fence: what keeps the events out from behind a terminal
   // event or a newer attempt's is the look at the run that appendWhileLive makes after it. A read
   // that fails is made again there, so the fence's refusal (a run that is not there, a claim that
   // did not make the attempt) is what a refused caller hears.
+  const readAt = new Date();
   const [run, last] = await Promise.all([
     fencedRun(ctx, req.run_id, req.attempt, req.claim_id),
     ctx.log.lastSequence(req.run_id).catch(() => undefined),
   ]);
   if (run.terminal) throw settled(`run ${run._id} has ended`);
   if (!isHeldByRunner(run.status)) throw invalidRequest(`run ${run._id} is not claimed yet`);
-  return appendWhileLive(ctx, run._id, entries, { attempt: req.attempt, last });
-}
-
-/** Whether a logged event is its run's terminal `run.status`. */
-function endsRun(chunk: unknown): boolean {
-  const status = RunStatusChunk.safeParse(chunk);
-  return status.success && isTerminal(status.data.status);
+  const sequences = await appendWhileLive(ctx, run._id, entries, { attempt: req.attempt, last });
+  // In: the run was held by this attempt, and not ended, when read (see stillHolding).
+  ctx.store.noteHeld(run._id, req.attempt, readAt);
+  return sequences;
 }

@@ -29,6 +29,8 @@ export interface LogEntry {
   /** Unique within the run: the message is published with Nats-Msg-Id `${run_id}:${key}`, so a retry is stored once. */
   key: string;
   chunk: unknown;
+  /** On a runner's events only: the attempt whose holder wrote it (see `end`). */
+  runnerAttempt?: number;
 }
 
 export interface EventLog {
@@ -36,8 +38,12 @@ export interface EventLog {
   append(runId: string, entries: readonly LogEntry[], at?: Date): Promise<number[]>;
   /** The sequence of the run's last event; 0 while its log is empty. */
   lastSequence(runId: string): Promise<number>;
-  /** The run's last event, or null while its log is empty. */
-  lastEvent(runId: string): Promise<LoggedEvent | null>;
+  /**
+   * The run's last event: its sequence, and the attempt whose runner wrote it (null for an event
+   * the runs service wrote, the run's status moves and its terminal event among them). Null while
+   * the log is empty.
+   */
+  end(runId: string): Promise<LogEnd | null>;
   /**
    * Appends one entry only if the run's last event is still the one at `last` (see lastSequence),
    * and returns its sequence; null when another event came first. A writer that decided on the log
@@ -70,9 +76,16 @@ export interface EventLog {
 /** The most entries appendBatchAfter takes (JetStream 2.12 refuses atomic batches past 1,000). */
 export const MAX_ATOMIC_BATCH = 500;
 
+export interface LogEnd {
+  sequence: number;
+  runnerAttempt: number | null;
+}
+
 interface StoredEvent {
   chunk: unknown;
   created_at: string;
+  /** LogEntry.runnerAttempt: not part of the event as read (pages leave it out). */
+  runner_attempt?: number;
 }
 
 function loggedEvent(m: StoredMsg): LoggedEvent {
@@ -117,8 +130,12 @@ export function createEventLog({
   replicated?: boolean;
   layout: RunEventLayout;
 }): EventLog {
-  const storedEntry = ({ key, chunk }: LogEntry, at: Date) => {
-    const stored: StoredEvent = { chunk, created_at: at.toISOString() };
+  const storedEntry = ({ key, chunk, runnerAttempt }: LogEntry, at: Date) => {
+    const stored: StoredEvent = {
+      chunk,
+      created_at: at.toISOString(),
+      ...(runnerAttempt === undefined ? {} : { runner_attempt: runnerAttempt }),
+    };
     const size = encodeJson(stored).length;
     const maxEvent = Math.floor(maxPayload(nc) / EVENT_SHARE);
     if (size > maxEvent) {
@@ -281,14 +298,16 @@ export function createEventLog({
       }
     },
 
-    async lastEvent(runId) {
+    async end(runId) {
       let last;
       try {
         last = await lastOf(runId);
       } catch (err) {
         throw unavailable('run event log unavailable', err);
       }
-      return last ? loggedEvent(last) : null;
+      if (!last) return null;
+      const { runner_attempt: runnerAttempt } = last.json<Partial<StoredEvent>>();
+      return { sequence: last.seq, runnerAttempt: typeof runnerAttempt === 'number' ? runnerAttempt : null };
     },
 
     async appendAfter(runId, last, entry, at = new Date()) {
