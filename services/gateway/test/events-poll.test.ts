@@ -63,8 +63,8 @@ describe('run events', () => {
     it('wakes on the next stored event and reads the page again', { timeout: WAIT_GUARD_MS }, async () => {
       const run = await newRun();
       const pending = app.inject({ url: `/v1/runs/${run.id}/events?from=${run.from}&wait=30`, headers: alice.headers });
-      // The first (empty) read means the gateway has subscribed already.
-      await harness.pages.reached('run_id', run.id, 1);
+      // The first read was answered (empty: nothing was stored yet), so the gateway waits.
+      await harness.pages.answered('run_id', run.id, 1);
       const stored = await appendStored(run, { type: 'message.delta', item_id: 'm1', delta: 'hi' });
       const res = await pending;
       expect(res.statusCode).toBe(200);
