@@ -29,10 +29,12 @@ ENV CI=true
 
 WORKDIR /src
 
-# Fetch every locked package into the store first: this layer only changes with the lockfile.
+# Fetch every locked package into the store first: this layer only changes with the lockfile
+# (and the patches of dependencies, which pnpm wants at hand from the fetch on).
 # (--prefer-offline below, not --offline: the store is a cache mount, which BuildKit may have
 # emptied while this layer stayed cached.)
 COPY package.json pnpm-lock.yaml pnpm-workspace.yaml ./
+COPY patches ./patches
 RUN --mount=type=cache,id=threadwork-pnpm-store,target=/root/.local/share/pnpm/store \
     pnpm fetch
 
