@@ -156,7 +156,8 @@ describe('run lifecycle', () => {
 
 describe('a runner whose lease ran out', () => {
   // The shortest lease there is (JOB_ACK_WAIT_MS, 1 s), waited out for real rather than written
-  // into the database: a replica that heard from a holder lately takes it to hold its run.
+  // into the database: a replica whose last append of the holder read the run less than half a
+  // lease ago takes it to hold the run still (runner-holder.ts, stillHolding).
   const h = lifecycleHarness({ JOB_ACK_WAIT_MS: '1000' });
 
   it('fences a runner whose attempt was taken over out of moves and appends', async () => {
@@ -169,8 +170,8 @@ describe('a runner whose lease ran out', () => {
       events: [{ key: 'e0', chunk: { type: 'message.delta', item_id: 'i', delta: 'early' } }],
     });
     expect(early.sequences).toHaveLength(1);
-    // Then it falls silent, and its lease runs out for real: the replica that heard it last does
-    // not take it to hold the run any longer.
+    // Then it falls silent, and its lease runs out for real: the replica it appended through last
+    // does not take it to hold the run any longer.
     const takeoverClaim = newClaimId();
     const takeover = await claimOnceLeaseRanOut(h, run.id, takeoverClaim);
     expect(takeover.attempt).toBe(1);

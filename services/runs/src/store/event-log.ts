@@ -430,8 +430,7 @@ export function createEventLog({
     }
   }
 
-  /** The sequence of the run's last event (0: none), as its stream's leader has it when replicated. */
-  /** The run's last message, from the stream's leader when it is replicated (see `replicated`). */
+  /** The run's last message (null: none), as its stream's leader has it when replicated. */
   async function lastOf(runId: string): Promise<StoredMsg | null> {
     const query = { last_by_subj: layout.subjectOf(runId) };
     return replicated
