@@ -3,6 +3,7 @@ import { rpc } from '@threadwork/contracts';
 import { AppError, request } from '@threadwork/platform';
 import { newClaimId } from '@threadwork/testing';
 import { describe, expect, it } from 'vitest';
+import { createAttemptStore } from '../src/store/attempts.js';
 import { failure, getRun, runningRun, silence, statusLog, type Harness } from './helpers.js';
 import { admitRun, lifecycleHarness } from './lifecycle-harness.js';
 
@@ -109,6 +110,16 @@ describe('run lifecycle', () => {
       expect(answers.map((a) => a.attempt)).toEqual([0, 0]);
       expect(await getRun(h, raced.id)).toMatchObject({ status: 'starting', attempt: 0 });
     }
+  });
+
+  it('never moves back when a holder was last heard from, whichever replica writes last', async () => {
+    const { run } = await runningRun(h.nc);
+    // Two replicas hear the holder; the earlier time's write lands last (a slow replica).
+    const [first, late] = [createAttemptStore(h.db), createAttemptStore(h.db)];
+    const heardAt = new Date(Date.now() + 60_000);
+    await first.hear(run.id, 0, heardAt, 0);
+    await late.hear(run.id, 0, new Date(), 0);
+    expect((await h.store.attempts.findOne({ _id: `${run.id}:0` }))?.heard_at).toEqual(heardAt);
   });
 
   it('lets one of several runners racing for the same attempt win it', async () => {

@@ -129,8 +129,9 @@ export function createAttemptStore(db: Db): AttemptStore {
       const id = `${runId}:${attempt}`;
       const last = heard.get(id);
       if (last !== undefined && at.getTime() - last < everyMs) return;
-      // Not a decision, only a time: two replicas writing it at once both write a fresh one.
-      await mongoCall(() => attempts.updateOne({ _id: id }, { $set: { heard_at: at } }));
+      // Not a decision, only a time: two replicas writing it at once both write a fresh one, and
+      // one that lands late never moves it back (a lease looking older than it is ends too soon).
+      await mongoCall(() => attempts.updateOne({ _id: id }, { $max: { heard_at: at } }));
       remember(heard, id, at.getTime());
     },
     noteHeld(runId, attempt, at) {
