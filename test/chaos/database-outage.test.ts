@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { waitFor } from './support/api.js';
+import type { ServiceProcess } from './support/cluster.js';
 import { cluster, problemOf, report, useOutageCluster } from './support/outage.js';
 import { callThroughOutage, prepareRound } from './support/outage-clients.js';
 import { checkLiveRun, checkWrites } from './support/outage-checks.js';
@@ -19,6 +20,11 @@ const ROUNDS = Number(process.env.CHAOS_ROUNDS ?? 2);
 
 useOutageCluster();
 
+const UNREACHABLE = 'database unreachable';
+const REACHABLE = 'database reachable again';
+/** How often a service logged `msg` so far. */
+const said = (proc: ServiceProcess, msg: string) => proc.output().split(`"msg":"${msg}"`).length - 1;
+
 /**
  * ROUNDS outages of one kind: `killed` (`kill -9`, then started again on the same store: connections
  * are refused) or `frozen` (`SIGSTOP`, then `SIGCONT`: connections hang, as in a network partition).
@@ -27,6 +33,12 @@ async function outages(fault: 'killed' | 'frozen'): Promise<void> {
   const pids = new Map([...cluster.services.values()].map((proc) => [proc.name, proc.pid]));
   let worstMs = 0;
   let answered = 0;
+  const before = new Map(
+    [...cluster.services.values()].map((proc) => [
+      proc.name,
+      [said(proc, UNREACHABLE), said(proc, REACHABLE)] as const,
+    ]),
+  );
 
   for (let round = 0; round < ROUNDS; round++) {
     const setup = await prepareRound(round);
@@ -47,6 +59,20 @@ async function outages(fault: 'killed' | 'frozen'): Promise<void> {
         });
         return res.status === 200;
       });
+    }
+
+    // Each service said when it lost the database and when it had it back: every loss it logged
+    // has its return logged by now. A service notices an outage when a call of its own fails (or
+    // its monitor's heartbeat, every 10 s), so one called little may miss a short one; the threads
+    // and runs services, whose every create and read here goes to the database, notice every kill.
+    for (const proc of cluster.services.values()) {
+      const [lostBefore, backBefore] = before.get(proc.name) ?? [0, 0];
+      const lost = () => said(proc, UNREACHABLE) - lostBefore;
+      // The return is seen by the next call or heartbeat (every 10 s), not at once for an idle service.
+      await waitFor(`${proc.name} to log each return`, () => said(proc, REACHABLE) - backBefore === lost(), 30_000);
+      if (fault === 'killed' && ['threads', 'runs'].includes(proc.role)) {
+        expect(lost(), `${proc.name} logged each outage`).toBeGreaterThanOrEqual(round + 1);
+      }
     }
 
     await checkWrites(setup, writes);

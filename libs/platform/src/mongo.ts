@@ -9,6 +9,7 @@ import {
 import { SpanKind, SpanStatusCode, type Span } from '@opentelemetry/api';
 import { DEFAULT_MONGO_SERVER_SELECTION_TIMEOUT_MS } from './config.js';
 import { unavailable } from './errors.js';
+import type { Logger } from './logger.js';
 import { retry } from './retry.js';
 import { isMongoBusy, isMongoUnavailable } from './transient.js';
 
@@ -22,6 +23,8 @@ export interface MongoOptions {
   appName: string;
   /** How long an operation waits for a server (and a new connection to it) before failing: a 503. */
   serverSelectionTimeoutMs?: number;
+  /** Where to say that the database became unreachable, and that it is back (see watchReachability). */
+  logger?: Logger;
 }
 
 /** Connects and verifies the server answers, so a bad URL fails at start, not at first request. */
@@ -29,6 +32,7 @@ export async function connectMongo({
   url,
   appName,
   serverSelectionTimeoutMs = DEFAULT_MONGO_SERVER_SELECTION_TIMEOUT_MS,
+  logger,
 }: MongoOptions): Promise<MongoClient> {
   const tracing = telemetryEnabled();
   const client = new MongoClient(url, {
@@ -42,7 +46,25 @@ export async function connectMongo({
   if (tracing) traceCommands(client);
   await client.connect();
   await client.db('admin').command({ ping: 1 });
+  if (logger) watchReachability(client, logger);
   return client;
+}
+
+/**
+ * Logs each server going unreachable, with the driver's reason, and coming back: one line per
+ * change. The calls it refuses meanwhile are answered 503 `unavailable` and not logged one by
+ * one, so these lines are how an operator sees an outage and how long it lasted. Called once
+ * connected: every server starts reachable.
+ */
+function watchReachability(client: MongoClient, logger: Logger): void {
+  const reachable = new Map<string, boolean>();
+  client.on('serverDescriptionChanged', ({ address, newDescription }) => {
+    const now = newDescription.type !== 'Unknown';
+    if ((reachable.get(address) ?? true) === now) return;
+    reachable.set(address, now);
+    if (now) logger.info({ address }, 'database reachable again');
+    else logger.warn({ address, reason: newDescription.error?.message }, 'database unreachable');
+  });
 }
 
 /**

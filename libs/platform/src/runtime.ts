@@ -94,6 +94,7 @@ export async function startRuntime({
         url: config.MONGO_URL,
         appName: `threadwork-${name}`,
         serverSelectionTimeoutMs: config.MONGO_SERVER_SELECTION_TIMEOUT_MS,
+        logger,
       });
       const client = mongo;
       lifecycle.add('mongo', () => client.close());
