@@ -39,7 +39,7 @@ for (const file of files) {
 function firstLine(text) {
   return String(text ?? '')
     .split('\n', 1)[0]
-    .slice(0, 300);
+    .slice(0, 800);
 }
 
 process.stdout.write(`${passed} passed, ${failed} failed${skipped ? `, ${skipped} skipped` : ''}\n`);

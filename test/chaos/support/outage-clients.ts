@@ -223,7 +223,9 @@ export async function callThroughOutage(
     } catch (err) {
       const missing = kinds.filter((k) => !seen.has(k));
       calling = false;
-      throw new Error(`${(err as Error).message}; not seen: ${missing.join(', ')}\n${cluster.logs()}`);
+      throw new Error(
+        `${(err as Error).message}; not seen: ${missing.join(', ')}; ${databaseStates()}\n${cluster.logs()}`,
+      );
     }
   };
   const writesGoingThrough = () =>
@@ -268,4 +270,27 @@ export async function callThroughOutage(
       [...tally].map(([k, { n, worst }]) => `  ${n}× ${k} (slowest ${Math.round(worst)} ms)`).join('\n'),
   );
   return { outcomes, writes, appendKeys };
+}
+
+/**
+ * Each service's last word on the database (README "Observe"), on one line: which had it back,
+ * which not and why, where a failure's first line shows it.
+ */
+function databaseStates(): string {
+  return [...cluster.services.values()]
+    .map((proc) => {
+      const said = proc
+        .output()
+        .split('\n')
+        .filter((line) => /"msg":"database (unreachable|reachable again)"/.test(line));
+      const last = said.at(-1);
+      if (!last) return `${proc.name}: no change logged`;
+      try {
+        const { msg, reason } = JSON.parse(last) as { msg: string; reason?: string };
+        return `${proc.name}: ${msg}${reason ? ` (${reason})` : ''}`;
+      } catch {
+        return `${proc.name}: ${last.slice(0, 200)}`;
+      }
+    })
+    .join('; ');
 }
