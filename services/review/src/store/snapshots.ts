@@ -1,5 +1,5 @@
 import type { CandidateFailedEvent, CandidateProducedEvent } from '@threadwork/contracts';
-import { isDuplicateKeyError, mongoCall, type Collection, type Db } from '@threadwork/platform';
+import { isDuplicateKeyError, mongoCall, unavailable, type Collection, type Db } from '@threadwork/platform';
 import type { Snapshot } from '../domain/evidence.js';
 
 /**
@@ -27,6 +27,9 @@ export interface SnapshotDoc {
   failure_at?: Date | null;
 }
 
+/** How often a write of a newer event goes again after finding an older one stored (newerWins). */
+const NEWER_WINS_TRIES = 5;
+
 export const snapshotId = (threadId: string, projectRepositoryId: string) => `${threadId}:${projectRepositoryId}`;
 
 export interface SnapshotStore {
@@ -39,24 +42,48 @@ export interface SnapshotStore {
 
 export function createSnapshotStore(db: Db): SnapshotStore {
   const snapshots: Collection<SnapshotDoc> = db.collection('review_snapshots');
+  /** The write of each document under way in this process, the next one waits for (newerWins). */
+  const writing = new Map<string, Promise<void>>();
 
   /**
-   * Writes `fields` if the stored `field` is older than `at` (or absent). When a newer one is
-   * stored the filter misses, the upsert tries to insert the same `_id` and loses on the unique
-   * `_id`: that loss is the "newer wins" answer, not an error.
+   * Writes `fields` if the stored `field` is older than `at` (or absent), until what is stored is at
+   * least as new as `at`. Events are handled concurrently, on every replica. Two upserts into an
+   * absent document both try to insert it, and the one that loses on the unique `_id` may be the
+   * newer event's (the duplicate key says only that the document exists now), so each write reads
+   * back what is stored and goes again while it is older than its own event; on MongoDB the
+   * conditional update then decides. FerretDB does not make that update atomic (two can both
+   * apply, the older last), so within a process the writes of one document also go one at a time.
+   * Bounded: a write that keeps losing is `unavailable`, and its event redelivered.
    */
   async function newerWins(id: string, field: 'candidate_at' | 'failure_at', at: Date, fields: Partial<SnapshotDoc>) {
-    try {
-      await mongoCall(() =>
-        snapshots.updateOne(
-          { _id: id, $or: [{ [field]: null }, { [field]: { $lt: at } }] },
-          { $set: { ...fields, [field]: at } },
-          { upsert: true },
-        ),
-      );
-    } catch (err) {
-      if (!isDuplicateKeyError(err)) throw err;
+    const before = writing.get(id);
+    const mine = (before ?? Promise.resolve()).then(() => write(id, field, at, fields));
+    const settled = mine.catch(() => undefined);
+    writing.set(id, settled);
+    void settled.then(() => {
+      if (writing.get(id) === settled) writing.delete(id);
+    });
+    return mine;
+  }
+
+  async function write(id: string, field: 'candidate_at' | 'failure_at', at: Date, fields: Partial<SnapshotDoc>) {
+    for (let tries = 0; tries < NEWER_WINS_TRIES; tries++) {
+      try {
+        await mongoCall(() =>
+          snapshots.updateOne(
+            { _id: id, $or: [{ [field]: null }, { [field]: { $lt: at } }] },
+            { $set: { ...fields, [field]: at } },
+            { upsert: true },
+          ),
+        );
+      } catch (err) {
+        if (!isDuplicateKeyError(err)) throw err;
+      }
+      const stored = await mongoCall(() => snapshots.findOne({ _id: id }, { projection: { [field]: 1 } }));
+      const storedAt = stored?.[field];
+      if (storedAt && storedAt.getTime() >= at.getTime()) return;
     }
+    throw unavailable(`review snapshot ${id} kept being overwritten by older events`);
   }
 
   return {
