@@ -5,6 +5,7 @@ export * from './ids.js';
 export * from './lifecycle.js';
 export * from './logger.js';
 export * from './mongo.js';
+export * from './one-at-a-time.js';
 export * from './nats.js';
 export * from './jetstream.js';
 export * from './retry.js';

@@ -1,5 +1,12 @@
 import type { CandidateFailedEvent, CandidateProducedEvent } from '@threadwork/contracts';
-import { isDuplicateKeyError, mongoCall, unavailable, type Collection, type Db } from '@threadwork/platform';
+import {
+  isDuplicateKeyError,
+  mongoCall,
+  OneAtATime,
+  unavailable,
+  type Collection,
+  type Db,
+} from '@threadwork/platform';
 import type { Snapshot } from '../domain/evidence.js';
 
 /**
@@ -42,8 +49,8 @@ export interface SnapshotStore {
 
 export function createSnapshotStore(db: Db): SnapshotStore {
   const snapshots: Collection<SnapshotDoc> = db.collection('review_snapshots');
-  /** The write of each document under way in this process, the next one waits for (newerWins). */
-  const writing = new Map<string, Promise<void>>();
+  /** Writes of one document in this process, one at a time (newerWins). */
+  const writing = new OneAtATime();
 
   /**
    * Writes `fields` if the stored `field` is older than `at` (or absent), until what is stored is at
@@ -56,14 +63,7 @@ export function createSnapshotStore(db: Db): SnapshotStore {
    * Bounded: a write that keeps losing is `unavailable`, and its event redelivered.
    */
   async function newerWins(id: string, field: 'candidate_at' | 'failure_at', at: Date, fields: Partial<SnapshotDoc>) {
-    const before = writing.get(id);
-    const mine = (before ?? Promise.resolve()).then(() => write(id, field, at, fields));
-    const settled = mine.catch(() => undefined);
-    writing.set(id, settled);
-    void settled.then(() => {
-      if (writing.get(id) === settled) writing.delete(id);
-    });
-    return mine;
+    return writing.run(id, () => write(id, field, at, fields));
   }
 
   async function write(id: string, field: 'candidate_at' | 'failure_at', at: Date, fields: Partial<SnapshotDoc>) {

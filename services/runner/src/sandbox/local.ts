@@ -15,7 +15,7 @@ import {
 } from 'node:fs/promises';
 import { basename, dirname, join } from 'node:path';
 import type { RunJob, RunRepository, SandboxStatus } from '@threadwork/contracts';
-import type { Logger } from '@threadwork/platform';
+import { OneAtATime, type Logger } from '@threadwork/platform';
 import { newSandboxId } from '../domain/ids.js';
 import { killTree, startTime } from '../harness/processes.js';
 import { DiskMeasureError, measureDisk, type DiskUsage } from './disk.js';
@@ -38,7 +38,6 @@ import { git, remoteRevisions, type RemoteSeen } from './git.js';
 import { agentRepoFingerprint, buildAgentRepo, placeAgentRepo, renameAgentBranch } from './agent-repo.js';
 import { prepareRepo } from './local-workspace.js';
 import { RepositoryMirrors } from './mirrors.js';
-import { OneAtATime } from './one-at-a-time.js';
 import { SandboxTake, SandboxTakenError, type SandboxClaim } from './take.js';
 import { ensureOwned, handOver, type SandboxUids } from './uids.js';
 import {

@@ -2,10 +2,9 @@ import { createHash, randomBytes } from 'node:crypto';
 import { existsSync } from 'node:fs';
 import { lstat, mkdir, readdir, rename, rm, utimes } from 'node:fs/promises';
 import { join } from 'node:path';
-import type { Logger } from '@threadwork/platform';
+import { OneAtATime, type Logger } from '@threadwork/platform';
 import { revision } from './agent-repo.js';
 import { git, type RemoteAccess } from './git.js';
-import { OneAtATime } from './one-at-a-time.js';
 
 // The runner's mirror of each repository it works: the base branches as its sandboxes last
 // fetched them from the remote. A new sandbox's clone takes what the mirror has by a local fetch

@@ -1,5 +1,6 @@
-// Tasks run one after the other per key (a mirror, a sandbox's state file), in the order they
-// come; different keys do not wait for each other. A key with nothing queued costs nothing.
+// Tasks run one after the other per key (a mirror, a sandbox's state file, a review snapshot), in
+// the order they come; different keys do not wait for each other. A key with nothing queued costs
+// nothing.
 
 export class OneAtATime {
   private readonly tails = new Map<string, Promise<void>>();
