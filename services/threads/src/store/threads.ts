@@ -14,8 +14,13 @@ export interface RecordedRun {
   collaboration_mode: CollaborationMode;
 }
 
-export function createThreadStore(db: Db) {
+/**
+ * `updated_at` only moves forward: writers of one thread (creation, domain events, replicas) take
+ * their time before their write lands, so a later write may carry an earlier time.
+ */
+export function createThreadStore(db: Db, now: () => Date = () => new Date()) {
   const threads = db.collection<ThreadRecord>('threads');
+  const touched = () => ({ updated_at: now() });
 
   return {
     async ensureIndexes(): Promise<void> {
@@ -80,7 +85,6 @@ export function createThreadStore(db: Db) {
      * recorders of one run write the same values.
      */
     async recordRun(threadId: string, run: RecordedRun): Promise<void> {
-      const now = new Date();
       await mongoCall(() =>
         threads.updateOne(
           {
@@ -97,8 +101,8 @@ export function createThreadStore(db: Db) {
               model: run.model,
               reasoning_effort: run.reasoning_effort,
               collaboration_mode: run.collaboration_mode,
-              updated_at: now,
             },
+            $max: touched(),
           },
         ),
       );
@@ -108,7 +112,7 @@ export function createThreadStore(db: Db) {
       await mongoCall(() =>
         threads.updateOne(
           { _id: threadId, $or: [{ sandbox_status_at: null }, { sandbox_status_at: { $lte: at } }] },
-          { $set: { sandbox_status: status, sandbox_status_at: at, updated_at: new Date() } },
+          { $set: { sandbox_status: status, sandbox_status_at: at }, $max: touched() },
         ),
       );
     },
@@ -118,7 +122,7 @@ export function createThreadStore(db: Db) {
       await mongoCall(() =>
         threads.updateOne(
           { _id: threadId, $or: [{ [field]: { $exists: false } }, { [`${field}.at`]: { $lte: stats.at } }] },
-          { $set: { [field]: stats, updated_at: new Date() } },
+          { $set: { [field]: stats }, $max: touched() },
         ),
       );
     },
