@@ -35,6 +35,7 @@ describe('the CI summary line', () => {
   let dir: string;
   let green: string;
   let broken: string;
+  let red: string;
 
   beforeAll(() => {
     dir = mkdtempSync(join(tmpdir(), 'threadwork-summary-'));
@@ -46,6 +47,14 @@ describe('the CI summary line', () => {
       'setup.test.js': `beforeAll(() => { throw new Error('the server did not start'); });
         it('first', () => {}); it('second', () => {});`,
       'import.test.js': `throw new Error('cannot load');`,
+    });
+    red = report(dir, 'red', {
+      'helper.js': `export const waitFor = () => { throw new Error('Timeout 30000ms exceeded.'); };`,
+      'wait.test.js': `import { waitFor } from './red-helper.js';
+        it('passes', () => {});
+        it('waits', () => {
+          waitFor();
+        });`,
     });
   });
   afterAll(() => rmSync(dir, { recursive: true, force: true }));
@@ -63,6 +72,16 @@ describe('the CI summary line', () => {
     expect(named).toEqual([
       expect.stringContaining('broken-import.test.js'),
       expect.stringContaining('broken-setup.test.js'),
+    ]);
+    expect(status).toBe(1);
+  });
+
+  it('names a failed test with the line of its file where it gave up, and its message', () => {
+    const { status, lines } = summarize(red);
+    expect(lines).toEqual([
+      expect.stringMatching(/^failed: .*red-wait\.test\.js:4 > waits$/),
+      '  Error: Timeout 30000ms exceeded.',
+      '1 passed, 1 failed',
     ]);
     expect(status).toBe(1);
   });

@@ -32,9 +32,20 @@ for (const file of files) {
       skipped += tests.filter((test) => ['pending', 'skipped', 'todo'].includes(test.status)).length;
     }
     for (const test of failures) {
-      process.stdout.write(`failed: ${suite.name} > ${test.fullName}\n  ${firstLine(test.failureMessages?.[0])}\n`);
+      const at = lineIn(suite.name, test.failureMessages?.[0]);
+      process.stdout.write(
+        `failed: ${suite.name}${at ? `:${at}` : ''} > ${test.fullName}\n  ${firstLine(test.failureMessages?.[0])}\n`,
+      );
     }
   }
+}
+/** The line of `file` the failure's stack passes through first: where a wait or an assertion gave up. */
+function lineIn(file, text) {
+  for (const frame of String(text ?? '').split('\n')) {
+    const at = frame.lastIndexOf(`${file}:`);
+    if (at >= 0) return frame.slice(at + file.length + 1).split(':', 1)[0];
+  }
+  return undefined;
 }
 function firstLine(text) {
   return String(text ?? '')
