@@ -201,6 +201,17 @@ describe.skipIf(chromiumMissing)('the Thread page in Chromium, against the demo 
         expect(await prompt.inputValue()).toBe('');
 
         // Cancelled while it waits: its question goes with it, and the queued message starts the next run.
+        // The page's reads of the controls are answered only once that run is admitted, so whatever it
+        // read of the thread at the same time is from before: it must still come to follow the new run.
+        const admitted = async () => {
+          const res = await api(localKey, `/v1/threads/${thread.id}`);
+          const latest = ((await res.json()) as { latest_run?: { id: string } }).latest_run?.id;
+          return latest !== undefined && latest !== thread.run_id;
+        };
+        await page.route(`**/v1/threads/${thread.id}/controls`, async (route) => {
+          await waitFor('the queued run admitted', admitted).catch(() => undefined);
+          await route.continue().catch(() => undefined);
+        });
         await page.getByRole('button', { name: 'Cancel run' }).click();
         const runs = page.getByRole('navigation', { name: 'Runs of this thread' });
         await runs.getByRole('button').nth(1).waitFor();

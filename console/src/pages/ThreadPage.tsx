@@ -78,20 +78,27 @@ function ThreadView({ id, onSignedOut }: { id: string; onSignedOut: () => void }
     const failed = (err: unknown) => {
       if (!signal.aborted) setFailure(String(err));
     };
-    api.GET('/v1/threads/{id}', { params: path, signal }).then(({ data, error, response }) => {
-      if (!data) return refused(response.status, error);
-      setThread(data);
-      setFailure(null);
-      knowRuns([data.latest_run?.id]);
-    }, failed);
+    // The controls before the thread: threads records a control's run as the thread's latest before
+    // it marks the control applied, so a queued message read as applied has its run shown by the
+    // thread read after. Read the other way round (or at once), a run admitted in between would be
+    // neither queued nor latest here, and nothing would read the thread again.
+    api
+      .GET('/v1/threads/{id}/controls', { params: path, signal })
+      .then(({ data }) => {
+        if (!data) return;
+        knowRuns(data.controls.map((c) => c.created_run_id));
+        setQueued(data.controls.some((c) => c.kind === 'queue' && c.status === 'pending'));
+      }, failed)
+      .then(() => api.GET('/v1/threads/{id}', { params: path, signal }))
+      .then(({ data, error, response }) => {
+        if (!data) return refused(response.status, error);
+        setThread(data);
+        setFailure(null);
+        knowRuns([data.latest_run?.id]);
+      }, failed);
     api
       .GET('/v1/threads/{id}/messages', { params: { ...path, query: { limit: 200 } }, signal })
       .then(({ data }) => data && setMessages(data.messages), failed);
-    api.GET('/v1/threads/{id}/controls', { params: path, signal }).then(({ data }) => {
-      if (!data) return;
-      knowRuns(data.controls.map((c) => c.created_run_id));
-      setQueued(data.controls.some((c) => c.kind === 'queue' && c.status === 'pending'));
-    }, failed);
     api
       .GET('/v1/threads/{id}/interactions', { params: { ...path, query: { status: 'pending' } }, signal })
       .then(({ data }) => data && setPending(data.interactions), failed);
