@@ -290,15 +290,20 @@ describe('a harness in a pod', () => {
       let stall = false;
       const pod = hostile({ stall: () => stall });
       const reasons: string[] = [];
-      const { host, proc, closed, own } = await started([], {
-        exec: pod,
+      const options = { exec: pod, compromised: (reason: string) => void reasons.push(reason) };
+      const { host, proc, closed, own } = await started([], options);
+      // The same pod's host, quick to give up on its scripts: started with the usual deadline, which
+      // a busy machine may need, and asked once the pod stalls.
+      const impatient = podHost(pod, {
+        ...options,
+        openGates: gates().open,
+        sweepScope: 'harness',
         scriptTimeoutMs: 300,
-        compromised: (reason) => void reasons.push(reason),
       });
       try {
         stall = true;
-        await expect(host.ownProcesses(proc)).rejects.toThrow(/could not list the pod's processes \(exit -1\)/);
-        const sweep = await host.sweepLeftovers(proc, own, false);
+        await expect(impatient.ownProcesses(proc)).rejects.toThrow(/could not list the pod's processes \(exit -1\)/);
+        const sweep = await impatient.sweepLeftovers(proc, own, false);
         expect(sweep.settled).toBe(false);
         // The kill of all that follows is stalled too: the pod cannot be made sure of, and is reported.
         expect(pod.killAlls).toHaveLength(1);
