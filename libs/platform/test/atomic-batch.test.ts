@@ -40,37 +40,23 @@ describe('atomic batches, sent at once and answered at their commit', () => {
     return out;
   }
 
+  const streams = [
+    { name: STREAM, subjects: [`atomic${suffix}.>`], allow_atomic: true },
+    { name: PLAIN, subjects: [`plain${suffix}.>`] },
+    // Messages of at most 300 bytes, headers included.
+    { name: SMALL, subjects: [`small${suffix}.>`], allow_atomic: true, max_msg_size: 300 },
+  ];
+
   beforeAll(async () => {
     nc = await connectNats({ servers: inject('natsUrl'), name: 'atomic-batch-test', logger });
     ({ jsm } = await jetStreamOf(nc));
-    await jsm.streams.add({
-      name: STREAM,
-      subjects: [`atomic${suffix}.>`],
-      storage: StorageType.File,
-      allow_atomic: true,
-      allow_direct: true,
-    });
-    await jsm.streams.add({
-      name: PLAIN,
-      subjects: [`plain${suffix}.>`],
-      storage: StorageType.File,
-      allow_direct: true,
-    });
-    // Messages of at most 300 bytes, headers included.
-    await jsm.streams.add({
-      name: SMALL,
-      subjects: [`small${suffix}.>`],
-      storage: StorageType.File,
-      allow_atomic: true,
-      allow_direct: true,
-      max_msg_size: 300,
-    });
+    for (const stream of streams) {
+      await jsm.streams.add({ storage: StorageType.File, allow_direct: true, ...stream });
+    }
   });
 
   afterAll(async () => {
-    await jsm.streams.delete(STREAM).catch(() => undefined);
-    await jsm.streams.delete(PLAIN).catch(() => undefined);
-    await jsm.streams.delete(SMALL).catch(() => undefined);
+    for (const { name } of streams) await jsm.streams.delete(name).catch(() => undefined);
     await nc.close();
   });
 
