@@ -4,7 +4,7 @@ import { AppError, request } from '@threadwork/platform';
 import { newClaimId } from '@threadwork/testing';
 import { describe, expect, it } from 'vitest';
 import { createAttemptStore } from '../src/store/attempts.js';
-import { failure, getRun, runningRun, silence, statusLog, type Harness } from './helpers.js';
+import { failure, getRun, readLog, runningRun, silence, statusLog, type Harness } from './helpers.js';
 import { admitRun, lifecycleHarness } from './lifecycle-harness.js';
 
 describe('run lifecycle', () => {
@@ -228,6 +228,29 @@ describe('a runner whose lease ran out', () => {
         )
       ).code,
     ).toBe('already_settled');
+  });
+});
+
+describe('a run taken over where its lost attempt left it', () => {
+  const h = lifecycleHarness();
+
+  it('is moved to that status again by the new attempt, announced once under its own key', async () => {
+    const { run } = await runningRun(h.nc);
+    const takeoverClaim = newClaimId();
+    expect((await claimOnceLeaseRanOut(h, run.id, takeoverClaim)).attempt).toBe(1);
+
+    // The new holder, its sandbox ready, says the run is running, and again as a retry would.
+    const move = { run_id: run.id, attempt: 1, claim_id: takeoverClaim, to: 'running' } as const;
+    expect(await request(h.nc, rpc.runs.transition, move)).toMatchObject({ status: 'running', attempt: 1 });
+    expect(await request(h.nc, rpc.runs.transition, move)).toMatchObject({ status: 'running', attempt: 1 });
+
+    // The lost attempt's `running` is not announced again: once the stream's dedupe window is
+    // over, that would store it twice.
+    const statuses = (await readLog(h, run.id))
+      .map((e) => e.chunk as { type: string; status?: string; attempt?: number })
+      .filter((c) => c.type === 'run.status')
+      .map((c) => `${c.status}@${c.attempt}`);
+    expect(statuses).toEqual(['queued@0', 'starting@0', 'running@0', 'running@1']);
   });
 });
 

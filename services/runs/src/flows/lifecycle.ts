@@ -28,6 +28,12 @@ export interface MoveOptions {
   cause?: string;
 }
 
+/** The attempt that made the run's last move (its `status_key`, as moveRun and admission write it). */
+export function moveAttempt(run: RunDoc): number | null {
+  const attempt = /^status:(\d+):/.exec(run.status_key)?.[1];
+  return attempt === undefined ? null : Number(attempt);
+}
+
 /**
  * Moves a live run to a non-terminal `to` if it is still in `run.status` at `run.attempt`. Returns
  * the run after the move (which may be terminal or `cancelling` if those were decided meanwhile),

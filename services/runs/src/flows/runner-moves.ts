@@ -7,7 +7,7 @@ import type { RunDoc } from '../store/runs.js';
 import { announceMove, appendWhileLive } from './announce.js';
 import type { RunsContext } from './context.js';
 import { finishRun, settleIfTerminal } from './finish.js';
-import { moveRun } from './lifecycle.js';
+import { moveAttempt, moveRun } from './lifecycle.js';
 import { fencedRun, settled, stillHolding } from './runner-holder.js';
 
 // What the holder of a run reports as it works the job: the run's moves and its events.
@@ -34,8 +34,14 @@ export async function transitionRun(ctx: RunsContext, req: z.output<typeof Trans
     const decision = transition(run.status, req.to);
     if (!decision.ok) {
       if (decision.reason !== 'unchanged') throw invalidRequest(decision.message);
-      await announceMove(ctx, run);
-      return run;
+      if (moveAttempt(run) === run.attempt) {
+        await announceMove(ctx, run);
+        return run;
+      }
+      // Taken over where the lost attempt left it: this attempt's move to the same status is a move
+      // of its own, announced under its key. Announced again, the lost attempt's event would rely on
+      // the stream's dedupe, whose window may be long over, and the log would not tell of the
+      // new attempt.
     }
     if (isTerminal(req.to)) {
       return finishRun(ctx, run, req.to, {
